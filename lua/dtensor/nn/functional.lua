@@ -1,0 +1,5 @@
+-- dt.nn.functional (dt.F): neural-network functions over tensors.
+local core = require "dtensor.core"
+local F = {}
+
+return F

@@ -1,0 +1,149 @@
+#include "base/dtype.h"
+#include "base/error.h"
+
+#include <math.h>
+
+static const struct {
+  const char *name;
+  size_t size;
+  int category;
+} dtype_info[DT_NDTYPES] = {
+    [DT_FLOAT32] = {"float32", 4, 2}, [DT_FLOAT64] = {"float64", 8, 2},
+    [DT_BFLOAT16] = {"bfloat16", 2, 2}, [DT_FLOAT16] = {"float16", 2, 2},
+    [DT_INT64] = {"int64", 8, 1}, [DT_INT32] = {"int32", 4, 1},
+    [DT_UINT8] = {"uint8", 1, 1}, [DT_BOOL] = {"bool", 1, 0},
+};
+
+static const struct {
+  const char *alias;
+  dt_dtype dtype;
+} dtype_aliases[] = {
+    {"float", DT_FLOAT32}, {"f32", DT_FLOAT32}, {"double", DT_FLOAT64}, {"f64", DT_FLOAT64},
+    {"bf16", DT_BFLOAT16}, {"half", DT_FLOAT16}, {"f16", DT_FLOAT16}, {"long", DT_INT64},
+    {"int", DT_INT32},     {"byte", DT_UINT8},
+};
+
+size_t dt_dtype_size(dt_dtype t) { return dtype_info[t].size; }
+const char *dt_dtype_name(dt_dtype t) { return (unsigned)t < DT_NDTYPES ? dtype_info[t].name : "?"; }
+int dt_dtype_category(dt_dtype t) { return dtype_info[t].category; }
+int dt_dtype_is_float(dt_dtype t) { return dtype_info[t].category == 2; }
+int dt_dtype_is_integer(dt_dtype t) { return dtype_info[t].category == 1; }
+
+int dt_dtype_from_name(const char *name, dt_dtype *out) {
+  for (int i = 0; i < DT_NDTYPES; i++)
+    if (strcmp(name, dtype_info[i].name) == 0) return *out = (dt_dtype)i, DT_OK;
+  for (size_t i = 0; i < sizeof dtype_aliases / sizeof dtype_aliases[0]; i++)
+    if (strcmp(name, dtype_aliases[i].alias) == 0) return *out = dtype_aliases[i].dtype, DT_OK;
+  return dt_error("unknown dtype '%s' (expected float32, float64, bfloat16, float16, int64, int32, uint8 or bool)",
+                  name);
+}
+
+dt_dtype dt_dtype_promote(dt_dtype a, dt_dtype b) {
+  if (a == b) return a;
+  int ca = dtype_info[a].category, cb = dtype_info[b].category;
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == 2) {
+    if ((a == DT_BFLOAT16 && b == DT_FLOAT16) || (a == DT_FLOAT16 && b == DT_BFLOAT16)) return DT_FLOAT32;
+    return dtype_info[a].size >= dtype_info[b].size ? a : b;
+  }
+  /* integers: uint8 with a signed type goes to the signed type (i32/i64 are wider) */
+  return dtype_info[a].size >= dtype_info[b].size ? a : b;
+}
+
+dt_dtype dt_dtype_compute(dt_dtype t) { return (t == DT_BFLOAT16 || t == DT_FLOAT16) ? DT_FLOAT32 : t; }
+
+float dt_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, u;
+  if (exp == 0) {
+    if (mant == 0) {
+      u = sign;
+    } else { /* subnormal: normalise */
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400u)) mant <<= 1, exp--;
+      u = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | (mant << 13);
+  } else {
+    u = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t dt_f32_to_f16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  int32_t exp = (int32_t)((u >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = u & 0x7fffffu;
+  if (((u >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return (uint16_t)sign;
+    mant |= 0x800000u;
+    uint32_t shift = (uint32_t)(14 - exp);
+    uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t half = sign | ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) half++; /* may carry into exp: correct */
+  return (uint16_t)half;
+}
+
+double dt_load_f64(const void *p, dt_dtype t) {
+  switch (t) {
+  case DT_FLOAT32: return *(const float *)p;
+  case DT_FLOAT64: return *(const double *)p;
+  case DT_BFLOAT16: return dt_bf16_to_f32(*(const uint16_t *)p);
+  case DT_FLOAT16: return dt_f16_to_f32(*(const uint16_t *)p);
+  case DT_INT64: return (double)*(const int64_t *)p;
+  case DT_INT32: return *(const int32_t *)p;
+  case DT_UINT8: return *(const uint8_t *)p;
+  case DT_BOOL: return *(const uint8_t *)p != 0;
+  default: return 0;
+  }
+}
+
+/* Float to integer conversion truncates toward zero, as C and PyTorch do; NaN/inf give 0
+ * rather than undefined behaviour. */
+static int64_t f64_to_i64(double v) {
+  if (!(v > -9.2233720368547758e18 && v < 9.2233720368547758e18)) return 0;
+  return (int64_t)v;
+}
+
+void dt_store_f64(void *p, dt_dtype t, double v) {
+  switch (t) {
+  case DT_FLOAT32: *(float *)p = (float)v; break;
+  case DT_FLOAT64: *(double *)p = v; break;
+  case DT_BFLOAT16: *(uint16_t *)p = dt_f32_to_bf16((float)v); break;
+  case DT_FLOAT16: *(uint16_t *)p = dt_f32_to_f16((float)v); break;
+  case DT_INT64: *(int64_t *)p = f64_to_i64(v); break;
+  case DT_INT32: *(int32_t *)p = (int32_t)f64_to_i64(v); break;
+  case DT_UINT8: *(uint8_t *)p = (uint8_t)f64_to_i64(v); break;
+  case DT_BOOL: *(uint8_t *)p = v != 0; break;
+  default: break;
+  }
+}
+
+int64_t dt_load_i64(const void *p, dt_dtype t) {
+  switch (t) {
+  case DT_INT64: return *(const int64_t *)p;
+  case DT_INT32: return *(const int32_t *)p;
+  case DT_UINT8: return *(const uint8_t *)p;
+  case DT_BOOL: return *(const uint8_t *)p != 0;
+  default: return f64_to_i64(dt_load_f64(p, t));
+  }
+}
+
+void dt_store_i64(void *p, dt_dtype t, int64_t v) {
+  switch (t) {
+  case DT_INT64: *(int64_t *)p = v; break;
+  case DT_INT32: *(int32_t *)p = (int32_t)v; break;
+  case DT_UINT8: *(uint8_t *)p = (uint8_t)v; break;
+  case DT_BOOL: *(uint8_t *)p = v != 0; break;
+  default: dt_store_f64(p, t, (double)v); break;
+  }
+}

@@ -1,0 +1,60 @@
+/* The dtype table: sizes, names, categories, promotion, and scalar load/store. */
+#ifndef DT_BASE_DTYPE_H
+#define DT_BASE_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum dt_dtype {
+  DT_FLOAT32 = 0,
+  DT_FLOAT64,
+  DT_BFLOAT16,
+  DT_FLOAT16,
+  DT_INT64,
+  DT_INT32,
+  DT_UINT8,
+  DT_BOOL,
+  DT_NDTYPES
+} dt_dtype;
+
+#define DT_DEFAULT_FLOAT DT_FLOAT32
+
+size_t dt_dtype_size(dt_dtype t);
+const char *dt_dtype_name(dt_dtype t);
+/* Accepts "float32", "float", "f32", "float64", "double", "bfloat16", "bf16", "float16", "half",
+ * "f16", "int64", "long", "int32", "int", "uint8", "bool".  Returns DT_OK or DT_ERR. */
+int dt_dtype_from_name(const char *name, dt_dtype *out);
+int dt_dtype_is_float(dt_dtype t);    /* f32 f64 bf16 f16 */
+int dt_dtype_is_integer(dt_dtype t);  /* i64 i32 u8 (not bool) */
+/* Category for promotion: 0 bool, 1 integer, 2 floating. */
+int dt_dtype_category(dt_dtype t);
+/* PyTorch's promote_types for two dimensioned tensors. */
+dt_dtype dt_dtype_promote(dt_dtype a, dt_dtype b);
+/* dtype kernels compute in: bf16/f16 -> f32, everything else itself. */
+dt_dtype dt_dtype_compute(dt_dtype t);
+
+/* ---- half-precision conversions (round to nearest even) ---------------------- */
+static inline float dt_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint16_t dt_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+float dt_f16_to_f32(uint16_t h);
+uint16_t dt_f32_to_f16(float f);
+
+/* ---- generic scalar access (slow path; typed loops are the fast path) -------- */
+double dt_load_f64(const void *p, dt_dtype t);
+void dt_store_f64(void *p, dt_dtype t, double v);
+int64_t dt_load_i64(const void *p, dt_dtype t);
+void dt_store_i64(void *p, dt_dtype t, int64_t v);
+
+#endif

@@ -1,0 +1,45 @@
+/* The calling convention every kernel shares.  Dims in here are 0-based and already
+ * normalised (the Lua bindings convert); shapes and dtypes have been validated by the
+ * op's shape rule before a kernel runs. */
+#ifndef DT_KERNELS_KERNEL_ARGS_H
+#define DT_KERNELS_KERNEL_ARGS_H
+
+#include "tensor/tensor.h"
+
+#define DT_OP_MAX_INTS (2 * DT_MAX_DIMS)
+#define DT_OP_MAX_OUT 2
+
+/* flags */
+#define DT_ARG_SCALAR 1      /* binary op with a Lua number as its second operand: scalar[0] */
+#define DT_ARG_SCALAR_LEFT 2 /* ... and the number is the left operand (2 - t) */
+#define DT_ARG_SCALAR_INT 4  /* the number is a Lua integer (promotion: like a Python int) */
+#define DT_ARG_ALL_DIMS 8    /* reduction over every dim */
+#define DT_ARG_HAS_MIN 16    /* clamp: scalar[0] is a lower bound */
+#define DT_ARG_HAS_MAX 32    /* clamp: scalar[1] is an upper bound */
+
+typedef struct dt_op_args {
+  dt_tensor *const *in; /* tensor operands (cat/stack take many) */
+  int nin;
+  double scalar[4]; /* numbers: the scalar operand, alpha, eps, fill value, clamp bounds... */
+  int nscalar;
+  int64_t ints[DT_OP_MAX_INTS]; /* dims (0-based) or sizes, as the op documents */
+  int nints;
+  int keepdim;
+  int flags;
+  dt_dtype dtype; /* requested dtype (factories, casts), valid when has_dtype */
+  int has_dtype;
+} dt_op_args;
+
+/* Output metadata, produced by an op's shape rule. */
+typedef struct dt_meta {
+  dt_dtype dtype;
+  int ndim;
+  int64_t shape[DT_MAX_DIMS];
+} dt_meta;
+
+/* Kernels of ordinary ops receive out[] already allocated (contiguous, from the shape
+ * rule) and fill it; view ops create out[] themselves; in-place ops get out[0] == in[0]. */
+typedef int (*dt_kernel_fn)(const dt_op_args *a, dt_tensor **out);
+typedef int (*dt_shape_fn)(const dt_op_args *a, dt_meta *out);
+
+#endif

@@ -1,0 +1,68 @@
+/* Tensor creation: dt.zeros/ones/empty/full and their *_like forms (more below as written). */
+#include "base/error.h"
+#include "lua/l_tensor.h"
+
+/* dt.<factory>(shape..., opts?) where shape is varargs or one table. */
+static int create_filled(lua_State *L, const char *op, dt_op_id id, double value) {
+  dt_op_args a = {0};
+  int used = dt_lua_check_shape(L, 1, &a.nints, a.ints, op);
+  int opts = 1 + used;
+  a.dtype = dt_lua_opt_dtype_field(L, opts, DT_DEFAULT_FLOAT);
+  a.has_dtype = 1;
+  a.scalar[0] = value;
+  a.nscalar = 1;
+  return dt_lua_call_op(L, id, &a);
+}
+
+static int l_zeros(lua_State *L) { return create_filled(L, "zeros", DT_OP_FULL, 0); }
+static int l_ones(lua_State *L) { return create_filled(L, "ones", DT_OP_FULL, 1); }
+static int l_empty(lua_State *L) { return create_filled(L, "empty", DT_OP_EMPTY, 0); }
+
+/* dt.full(shape, value, opts?) */
+static int l_full(lua_State *L) {
+  dt_op_args a = {0};
+  if (!lua_istable(L, 1)) return luaL_error(L, "full: shape must be a table, e.g. dt.full({2, 3}, 7)");
+  dt_lua_check_shape(L, 1, &a.nints, a.ints, "full");
+  if (!lua_isnumber(L, 2) && !lua_isboolean(L, 2))
+    return luaL_error(L, "full: fill value must be a number, got %s", luaL_typename(L, 2));
+  a.scalar[0] = lua_isboolean(L, 2) ? lua_toboolean(L, 2) : lua_tonumber(L, 2);
+  a.nscalar = 1;
+  /* like torch.full: an integer fill gives int64, a boolean gives bool, otherwise float32 */
+  dt_dtype def = lua_isboolean(L, 2) ? DT_BOOL : lua_isinteger(L, 2) ? DT_INT64 : DT_DEFAULT_FLOAT;
+  a.dtype = dt_lua_opt_dtype_field(L, 3, def);
+  a.has_dtype = 1;
+  return dt_lua_call_op(L, DT_OP_FULL, &a);
+}
+
+/* *_like(t, opts?): same shape, dtype from opts or t. */
+static int like(lua_State *L, dt_op_id id, double value) {
+  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_op_args a = {0};
+  a.nints = t->ndim;
+  for (int i = 0; i < t->ndim; i++) a.ints[i] = t->shape[i];
+  a.dtype = dt_lua_opt_dtype_field(L, 2, t->dtype);
+  a.has_dtype = 1;
+  a.scalar[0] = value;
+  a.nscalar = 1;
+  return dt_lua_call_op(L, id, &a);
+}
+static int l_zeros_like(lua_State *L) { return like(L, DT_OP_FULL, 0); }
+static int l_ones_like(lua_State *L) { return like(L, DT_OP_FULL, 1); }
+static int l_empty_like(lua_State *L) { return like(L, DT_OP_EMPTY, 0); }
+static int l_full_like(lua_State *L) {
+  double v = luaL_checknumber(L, 2);
+  lua_remove(L, 2);
+  return like(L, DT_OP_FULL, v);
+}
+
+static const luaL_Reg create_funcs[] = {
+    {"zeros", l_zeros},           {"ones", l_ones},           {"empty", l_empty},
+    {"full", l_full},             {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like},
+    {"empty_like", l_empty_like}, {"full_like", l_full_like}, {NULL, NULL},
+};
+
+void dt_lua_open_create(lua_State *L, const dt_lua_targets *tg) {
+  lua_pushvalue(L, tg->module);
+  luaL_setfuncs(L, create_funcs, 0);
+  lua_pop(L, 1);
+}

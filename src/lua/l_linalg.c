@@ -1,0 +1,4 @@
+/* Bindings: linalg (to be written). */
+#include "lua/l_tensor.h"
+
+void dt_lua_open_linalg(lua_State *L, const dt_lua_targets *tg) {}

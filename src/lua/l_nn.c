@@ -1,0 +1,4 @@
+/* Bindings: nn (to be written). */
+#include "lua/l_tensor.h"
+
+void dt_lua_open_nn(lua_State *L, const dt_lua_targets *tg) {}

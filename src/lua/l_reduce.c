@@ -1,0 +1,4 @@
+/* Bindings: reduce (to be written). */
+#include "lua/l_tensor.h"
+
+void dt_lua_open_reduce(lua_State *L, const dt_lua_targets *tg) {}

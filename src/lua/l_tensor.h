@@ -1,0 +1,70 @@
+/* Lua bindings: the Tensor userdata and the helpers every binding file uses.
+ * Lua dims/indices are 1-based (negative from the end); the conversion to the C core's
+ * 0-based dims happens here, in src/lua, and nowhere else. */
+#ifndef DT_LUA_L_TENSOR_H
+#define DT_LUA_L_TENSOR_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "ops/ops.h"
+
+#define DT_TENSOR_MT "dtensor.Tensor"
+
+typedef struct dt_lua_tensor {
+  dt_tensor *t; /* owned reference; NULL after release */
+} dt_lua_tensor;
+
+/* ---- userdata ---- */
+dt_tensor *dt_lua_check_tensor(lua_State *L, int idx);   /* raises "expected a tensor" */
+dt_tensor *dt_lua_test_tensor(lua_State *L, int idx);    /* NULL if not a (live) tensor */
+/* Pushes a tensor userdata owning t's reference; t == NULL raises the current dt_error. */
+void dt_lua_push_tensor(lua_State *L, dt_tensor *t);
+/* Raises dt_error_message() as a Lua error (never returns). */
+int dt_lua_raise(lua_State *L);
+
+/* ---- arguments ---- */
+/* Converts a Lua dim (1-based, negative from the end) at idx into 0-based for a tensor of
+ * ndim dims; error "<op>: dim 4 out of range for a 2-d tensor (dims are 1-based: 1..2 or -2..-1)".
+ * extra = 1 allows one past the end (unsqueeze, stack). */
+int dt_lua_check_dim(lua_State *L, int idx, int ndim, int extra, const char *op);
+int dt_lua_to_dim(lua_State *L, lua_Integer d, int ndim, int extra, const char *op);
+/* A shape given as varargs of integers starting at idx, or as one table at idx.
+ * Returns the count of stack slots consumed (the opts table may follow). */
+int dt_lua_check_shape(lua_State *L, int idx, int *ndim, int64_t *shape, const char *op);
+/* The dtype named by a string or constant at idx (nil -> def). */
+dt_dtype dt_lua_opt_dtype(lua_State *L, int idx, dt_dtype def);
+/* opts.dtype from the table at idx (nil table / nil field -> def). */
+dt_dtype dt_lua_opt_dtype_field(lua_State *L, int idx, dt_dtype def);
+/* Boolean field of an opts table (absent -> def). */
+int dt_lua_opt_bool_field(lua_State *L, int idx, const char *field, int def);
+/* Number field of an opts table (absent -> def). */
+double dt_lua_opt_number_field(lua_State *L, int idx, const char *field, double def);
+
+/* Runs an op through the front door and pushes its nout results. */
+int dt_lua_call_op(lua_State *L, dt_op_id id, const dt_op_args *a);
+
+/* ---- registration ---- */
+/* Each binding file adds its functions: module (dt table), methods (Tensor methods),
+ * meta (the Tensor metatable, for operators).  Indices are absolute. */
+typedef struct dt_lua_targets {
+  int module, methods, meta;
+} dt_lua_targets;
+void dt_lua_open_create(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_pointwise(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_reduce(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_linalg(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_view(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_nn(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_io(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_print(lua_State *L, const dt_lua_targets *tg);
+
+/* t[k] for a non-string key (integer: select along dim 1; table: slicing), from l_view.c. */
+int dt_lua_tensor_index(lua_State *L);
+/* t[k] = v, from l_view.c. */
+int dt_lua_tensor_newindex(lua_State *L);
+
+/* The whole C module: returns the core table on the stack. */
+int dt_lua_open(lua_State *L);
+
+#endif

@@ -1,0 +1,103 @@
+/* The operator table, one row per op:
+ *   DT_OP(ENUM, name, shape_rule, nout, flags, "schema")
+ * name        Lua-facing name; the CPU kernel is dt_cpu_<name> (src/kernels/cpu)
+ * shape_rule  dt_shape_<rule> (src/ops/shape_*.c): output dtype and shape from the args
+ * nout        number of tensor results
+ * flags       DT_OPF_VIEW: the kernel returns a view it creates itself
+ *             DT_OPF_INPLACE: writes into in[0], returned as the result
+ *             DT_OPF_FACTORY: no tensor inputs
+ * schema      documentation of the arguments (ints/scalars in dt_op_args order)
+ * Adding an op: a row here, its kernel, its shape rule (often a shared one), its binding, its test. */
+
+/* ---- factories ---- */
+DT_OP(EMPTY, empty, factory, 1, DT_OPF_FACTORY, "empty(ints shape, dtype) -> Tensor")
+DT_OP(FULL, full, factory, 1, DT_OPF_FACTORY, "full(ints shape, scalar value, dtype) -> Tensor")
+DT_OP(ARANGE, arange, arange, 1, DT_OPF_FACTORY, "arange(scalar start, stop, step, dtype) -> Tensor")
+DT_OP(EYE, eye, eye, 1, DT_OPF_FACTORY, "eye(int n, int m, dtype) -> Tensor")
+
+/* ---- copies and casts ---- */
+DT_OP(CLONE, clone, same, 1, 0, "clone(Tensor x) -> Tensor")
+DT_OP(TO, to, cast, 1, 0, "to(Tensor x, dtype) -> Tensor")
+DT_OP(CONTIGUOUS, contiguous, same, 1, DT_OPF_VIEW, "contiguous(Tensor x) -> Tensor (x itself when contiguous)")
+DT_OP(COPY_, copy_, inplace, 1, DT_OPF_INPLACE, "copy_(Tensor self, Tensor src) -> self (src broadcast, cast)")
+DT_OP(FILL_, fill_, inplace, 1, DT_OPF_INPLACE, "fill_(Tensor self, scalar v) -> self")
+DT_OP(ZERO_, zero_, inplace, 1, DT_OPF_INPLACE, "zero_(Tensor self) -> self")
+
+/* ---- pointwise unary ---- */
+DT_OP(NEG, neg, unary, 1, 0, "neg(Tensor x) -> Tensor")
+DT_OP(ABS, abs, unary, 1, 0, "abs(Tensor x) -> Tensor")
+DT_OP(EXP, exp, unary_float, 1, 0, "exp(Tensor x) -> Tensor (ints promote to float32)")
+DT_OP(LOG, log, unary_float, 1, 0, "log(Tensor x) -> Tensor")
+DT_OP(SQRT, sqrt, unary_float, 1, 0, "sqrt(Tensor x) -> Tensor")
+DT_OP(RSQRT, rsqrt, unary_float, 1, 0, "rsqrt(Tensor x) -> Tensor")
+DT_OP(TANH, tanh, unary_float, 1, 0, "tanh(Tensor x) -> Tensor")
+DT_OP(SIGMOID, sigmoid, unary_float, 1, 0, "sigmoid(Tensor x) -> Tensor")
+DT_OP(RELU, relu, unary, 1, 0, "relu(Tensor x) -> Tensor")
+DT_OP(GELU, gelu, unary_float, 1, 0, "gelu(Tensor x; flags&1: tanh approximation) -> Tensor")
+DT_OP(SILU, silu, unary_float, 1, 0, "silu(Tensor x) -> Tensor")
+DT_OP(SIN, sin, unary_float, 1, 0, "sin(Tensor x) -> Tensor")
+DT_OP(COS, cos, unary_float, 1, 0, "cos(Tensor x) -> Tensor")
+DT_OP(CLAMP, clamp, unary, 1, 0, "clamp(Tensor x, scalar min?, scalar max?; DT_ARG_HAS_MIN/MAX) -> Tensor")
+
+/* ---- pointwise binary (tensor-tensor, or tensor-scalar with DT_ARG_SCALAR) ---- */
+DT_OP(ADD, add, binary, 1, 0, "add(Tensor a, Tensor|scalar b, scalar alpha=1 in scalar[1]) -> Tensor")
+DT_OP(SUB, sub, binary, 1, 0, "sub(Tensor a, Tensor|scalar b, scalar alpha=1 in scalar[1]) -> Tensor")
+DT_OP(MUL, mul, binary, 1, 0, "mul(Tensor a, Tensor|scalar b) -> Tensor")
+DT_OP(DIV, div, binary_float, 1, 0, "div(Tensor a, Tensor|scalar b) -> Tensor (true division)")
+DT_OP(POW, pow, binary, 1, 0, "pow(Tensor a, Tensor|scalar b) -> Tensor")
+DT_OP(REMAINDER, remainder, binary, 1, 0, "remainder(Tensor a, Tensor|scalar b) -> Tensor (sign of divisor, like Lua's %)")
+DT_OP(EQ, eq, compare, 1, 0, "eq(Tensor a, Tensor|scalar b) -> Tensor(bool)")
+DT_OP(NE, ne, compare, 1, 0, "ne(Tensor a, Tensor|scalar b) -> Tensor(bool)")
+DT_OP(LT, lt, compare, 1, 0, "lt(Tensor a, Tensor|scalar b) -> Tensor(bool)")
+DT_OP(LE, le, compare, 1, 0, "le(Tensor a, Tensor|scalar b) -> Tensor(bool)")
+DT_OP(GT, gt, compare, 1, 0, "gt(Tensor a, Tensor|scalar b) -> Tensor(bool)")
+DT_OP(GE, ge, compare, 1, 0, "ge(Tensor a, Tensor|scalar b) -> Tensor(bool)")
+DT_OP(ADD_, add_, inplace, 1, DT_OPF_INPLACE, "add_(Tensor self, Tensor|scalar b, scalar alpha) -> self")
+DT_OP(MUL_, mul_, inplace, 1, DT_OPF_INPLACE, "mul_(Tensor self, Tensor|scalar b) -> self")
+DT_OP(WHERE, where, where, 1, 0, "where(Tensor cond, Tensor a, Tensor b) -> Tensor")
+
+/* ---- reductions (ints = dims to reduce, or DT_ARG_ALL_DIMS) ---- */
+DT_OP(SUM, sum, reduce, 1, 0, "sum(Tensor x, ints dims, keepdim) -> Tensor")
+DT_OP(MEAN, mean, reduce_float, 1, 0, "mean(Tensor x, ints dims, keepdim) -> Tensor")
+DT_OP(PROD, prod, reduce, 1, 0, "prod(Tensor x, ints dims, keepdim) -> Tensor")
+DT_OP(AMAX, amax, reduce_keep_dtype, 1, 0, "amax(Tensor x, ints dims, keepdim) -> Tensor")
+DT_OP(AMIN, amin, reduce_keep_dtype, 1, 0, "amin(Tensor x, ints dims, keepdim) -> Tensor")
+DT_OP(MAX, max, reduce_with_index, 2, 0, "max(Tensor x, int dim, keepdim) -> (values, indices int64, 0-based)")
+DT_OP(MIN, min, reduce_with_index, 2, 0, "min(Tensor x, int dim, keepdim) -> (values, indices int64, 0-based)")
+DT_OP(ARGMAX, argmax, reduce_index, 1, 0, "argmax(Tensor x, int dim | all, keepdim) -> int64 (0-based)")
+DT_OP(ARGMIN, argmin, reduce_index, 1, 0, "argmin(Tensor x, int dim | all, keepdim) -> int64 (0-based)")
+DT_OP(VAR, var, reduce_float, 1, 0, "var(Tensor x, ints dims, keepdim, scalar correction=1) -> Tensor")
+DT_OP(STD, std, reduce_float, 1, 0, "std(Tensor x, ints dims, keepdim, scalar correction=1) -> Tensor")
+DT_OP(NORM, norm, reduce_float, 1, 0, "norm(Tensor x, ints dims, keepdim, scalar p=2) -> Tensor")
+DT_OP(SOFTMAX, softmax, unary_float, 1, 0, "softmax(Tensor x, int dim) -> Tensor")
+DT_OP(LOG_SOFTMAX, log_softmax, unary_float, 1, 0, "log_softmax(Tensor x, int dim) -> Tensor")
+
+/* ---- linear algebra ---- */
+DT_OP(MATMUL, matmul, matmul, 1, 0, "matmul(Tensor a, Tensor b) -> Tensor (PyTorch rules, 1-D to batched N-D)")
+DT_OP(MM, mm, mm, 1, 0, "mm(Tensor a[n,k], Tensor b[k,m]) -> Tensor[n,m]")
+DT_OP(BMM, bmm, bmm, 1, 0, "bmm(Tensor a[b,n,k], Tensor b[b,k,m]) -> Tensor[b,n,m]")
+DT_OP(ADDMM, addmm, addmm, 1, 0, "addmm(Tensor c, Tensor a, Tensor b, scalar beta=1, alpha=1) -> beta*c + alpha*a@b")
+
+/* ---- views (share storage) ---- */
+DT_OP(VIEW, view, view, 1, DT_OPF_VIEW, "view(Tensor x, ints shape with at most one -1) -> Tensor")
+DT_OP(RESHAPE, reshape, view, 1, DT_OPF_VIEW, "reshape(Tensor x, ints shape) -> Tensor (a copy when no view fits)")
+DT_OP(TRANSPOSE, transpose, transpose, 1, DT_OPF_VIEW, "transpose(Tensor x, int d1, int d2) -> Tensor")
+DT_OP(PERMUTE, permute, permute, 1, DT_OPF_VIEW, "permute(Tensor x, ints order) -> Tensor")
+DT_OP(NARROW, narrow, narrow, 1, DT_OPF_VIEW, "narrow(Tensor x, int dim, int start, int length) -> Tensor")
+DT_OP(SLICE, slice, slice, 1, DT_OPF_VIEW, "slice(Tensor x, int dim, int start, int stop, int step) -> Tensor")
+DT_OP(SELECT, select, select, 1, DT_OPF_VIEW, "select(Tensor x, int dim, int index) -> Tensor")
+DT_OP(UNSQUEEZE, unsqueeze, unsqueeze, 1, DT_OPF_VIEW, "unsqueeze(Tensor x, int dim) -> Tensor")
+DT_OP(SQUEEZE, squeeze, squeeze, 1, DT_OPF_VIEW, "squeeze(Tensor x, ints dims | all) -> Tensor")
+DT_OP(EXPAND, expand, expand, 1, DT_OPF_VIEW, "expand(Tensor x, ints shape, -1 keeps) -> Tensor")
+DT_OP(FLATTEN, flatten, flatten, 1, DT_OPF_VIEW, "flatten(Tensor x, int start, int end) -> Tensor")
+
+/* ---- joins ---- */
+DT_OP(CAT, cat, cat, 1, 0, "cat(Tensor... xs, int dim) -> Tensor")
+DT_OP(STACK, stack, stack, 1, 0, "stack(Tensor... xs, int dim) -> Tensor")
+
+/* ---- neural-network functions ---- */
+DT_OP(EMBEDDING, embedding, embedding, 1, 0, "embedding(Tensor ids int (0-based), Tensor weight[v,d]) -> Tensor")
+DT_OP(LAYER_NORM, layer_norm, layer_norm, 1, 0, "layer_norm(Tensor x, Tensor? w, Tensor? b; ints[0]=#normalised dims, scalar eps) -> Tensor")
+DT_OP(RMS_NORM, rms_norm, layer_norm, 1, 0, "rms_norm(Tensor x, Tensor? w; ints[0]=#normalised dims, scalar eps) -> Tensor")
+DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, "cross_entropy(Tensor logits[n,c], Tensor target[n] int (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> Tensor")
+DT_OP(SDPA, scaled_dot_product_attention, sdpa, 1, 0, "sdpa(Tensor q[..,L,E], k[..,S,E], v[..,S,Ev], Tensor? mask; flags&1 causal, scalar scale) -> Tensor")

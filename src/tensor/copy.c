@@ -1,0 +1,83 @@
+/* Strided copy with broadcasting and dtype conversion. */
+#include "base/error.h"
+#include "tensor/iter.h"
+#include "tensor/tensor.h"
+
+#include <string.h>
+
+typedef struct {
+  dt_dtype dst, src;
+} copy_ctx;
+
+static void copy_same(char **p, const int64_t *s, int64_t n, void *vctx) {
+  size_t es = dt_dtype_size(((copy_ctx *)vctx)->dst);
+  char *d = p[0], *x = p[1];
+  if (s[0] == (int64_t)es && s[1] == (int64_t)es) {
+    memcpy(d, x, (size_t)n * es);
+    return;
+  }
+  switch (es) {
+  case 1: for (int64_t i = 0; i < n; i++) *(uint8_t *)(d + i * s[0]) = *(uint8_t *)(x + i * s[1]); break;
+  case 2: for (int64_t i = 0; i < n; i++) *(uint16_t *)(d + i * s[0]) = *(uint16_t *)(x + i * s[1]); break;
+  case 4: for (int64_t i = 0; i < n; i++) *(uint32_t *)(d + i * s[0]) = *(uint32_t *)(x + i * s[1]); break;
+  default: for (int64_t i = 0; i < n; i++) *(uint64_t *)(d + i * s[0]) = *(uint64_t *)(x + i * s[1]); break;
+  }
+}
+
+static void copy_convert(char **p, const int64_t *s, int64_t n, void *vctx) {
+  copy_ctx *c = vctx;
+  int integral = !dt_dtype_is_float(c->dst) && !dt_dtype_is_float(c->src);
+  if (c->dst == DT_FLOAT32 && c->src == DT_BFLOAT16) {
+    for (int64_t i = 0; i < n; i++) *(float *)(p[0] + i * s[0]) = dt_bf16_to_f32(*(uint16_t *)(p[1] + i * s[1]));
+  } else if (c->dst == DT_BFLOAT16 && c->src == DT_FLOAT32) {
+    for (int64_t i = 0; i < n; i++) *(uint16_t *)(p[0] + i * s[0]) = dt_f32_to_bf16(*(float *)(p[1] + i * s[1]));
+  } else if (integral) { /* exact for int64 beyond 2^53 */
+    for (int64_t i = 0; i < n; i++) dt_store_i64(p[0] + i * s[0], c->dst, dt_load_i64(p[1] + i * s[1], c->src));
+  } else {
+    for (int64_t i = 0; i < n; i++) dt_store_f64(p[0] + i * s[0], c->dst, dt_load_f64(p[1] + i * s[1], c->src));
+  }
+}
+
+int dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src, const char *op) {
+  if (dt_tensor_device(dst) != DT_CPU || dt_tensor_device(src) != DT_CPU)
+    return dt_error("%s: copy between devices %s and %s is not available", op, dt_device_name(dt_tensor_device(dst)),
+                    dt_device_name(dt_tensor_device(src)));
+  dt_iter it;
+  dt_tensor *ops[2] = {dst, (dt_tensor *)src};
+  if (dt_iter_init(&it, 2, ops, dst->ndim, dst->shape, op) != DT_OK) return DT_ERR;
+  copy_ctx ctx = {dst->dtype, src->dtype};
+  dt_iter_run(&it, dst->dtype == src->dtype ? copy_same : copy_convert, &ctx);
+  return DT_OK;
+}
+
+dt_tensor *dt_tensor_clone(const dt_tensor *t) {
+  dt_tensor *out = dt_tensor_empty_like(t);
+  if (out && dt_tensor_copy_(out, t, "clone") != DT_OK) {
+    dt_tensor_release(out);
+    return NULL;
+  }
+  return out;
+}
+
+dt_tensor *dt_tensor_contiguous_as(dt_tensor *t, dt_dtype dtype) {
+  if (t->dtype == dtype && dt_tensor_is_contiguous(t)) {
+    dt_tensor_retain(t);
+    return t;
+  }
+  dt_tensor *out = dt_tensor_empty(dtype, t->ndim, t->shape, dt_tensor_device(t));
+  if (out && dt_tensor_copy_(out, t, "to") != DT_OK) {
+    dt_tensor_release(out);
+    return NULL;
+  }
+  return out;
+}
+
+dt_tensor *dt_tensor_contiguous(dt_tensor *t) { return dt_tensor_contiguous_as(t, t->dtype); }
+
+dt_tensor *dt_tensor_to_dtype(dt_tensor *t, dt_dtype dtype) {
+  if (t->dtype == dtype) {
+    dt_tensor_retain(t);
+    return t;
+  }
+  return dt_tensor_contiguous_as(t, dtype);
+}

@@ -1,0 +1,38 @@
+#include "tensor/storage.h"
+#include "base/error.h"
+
+#include <stdlib.h>
+
+const char *dt_device_name(dt_device_type d) { return d == DT_CUDA ? "cuda" : "cpu"; }
+
+dt_storage *dt_storage_new(size_t nbytes, dt_device_type device) {
+  if (device != DT_CPU) {
+    dt_error("device '%s' is not available in this build", dt_device_name(device));
+    return NULL;
+  }
+  dt_storage *s = malloc(sizeof *s);
+  /* round up so aligned_alloc's size is a multiple of the alignment; never 0 bytes */
+  size_t padded = (nbytes + 63) & ~(size_t)63;
+  void *data = aligned_alloc(64, padded ? padded : 64);
+  if (!s || !data) {
+    free(s);
+    free(data);
+    dt_error("out of memory allocating %zu bytes", nbytes);
+    return NULL;
+  }
+  s->data = data;
+  s->nbytes = nbytes;
+  atomic_init(&s->refcount, 1);
+  s->device = device;
+  s->device_index = 0;
+  s->free_data = free;
+  return s;
+}
+
+void dt_storage_retain(dt_storage *s) { atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed); }
+
+void dt_storage_release(dt_storage *s) {
+  if (!s || atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
+  if (s->free_data) s->free_data(s->data);
+  free(s);
+}

@@ -1,0 +1,26 @@
+/* Refcounted, device-tagged memory.  A tensor is a view (shape, strides, offset) of one storage. */
+#ifndef DT_TENSOR_STORAGE_H
+#define DT_TENSOR_STORAGE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+typedef enum dt_device_type { DT_CPU = 0, DT_CUDA, DT_NDEVICES } dt_device_type;
+
+typedef struct dt_storage {
+  void *data;
+  size_t nbytes;
+  atomic_int refcount;
+  dt_device_type device;
+  int device_index;
+  /* Frees data; NULL means the storage does not own it (a borrowed buffer). */
+  void (*free_data)(void *data);
+} dt_storage;
+
+/* New CPU storage of nbytes, 64-byte aligned, uninitialised; NULL + dt_error on failure. */
+dt_storage *dt_storage_new(size_t nbytes, dt_device_type device);
+void dt_storage_retain(dt_storage *s);
+void dt_storage_release(dt_storage *s);
+const char *dt_device_name(dt_device_type d);
+
+#endif

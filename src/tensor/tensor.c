@@ -1,0 +1,144 @@
+#include "tensor/tensor.h"
+#include "base/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int dt_check_shape(const char *op, int ndim, const int64_t *shape) {
+  if (ndim < 0 || ndim > DT_MAX_DIMS) return dt_error("%s: %d dimensions (at most %d supported)", op, ndim, DT_MAX_DIMS);
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0) return dt_error("%s: negative size %lld in dim %d", op, (long long)shape[i], i + 1);
+  return DT_OK;
+}
+
+void dt_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    stride[i] = s;
+    s *= shape[i] > 1 ? shape[i] : 1;
+  }
+}
+
+static dt_tensor *tensor_alloc(void) {
+  dt_tensor *t = calloc(1, sizeof *t);
+  if (!t) dt_error("out of memory");
+  else atomic_init(&t->refcount, 1);
+  return t;
+}
+
+dt_tensor *dt_tensor_empty(dt_dtype dtype, int ndim, const int64_t *shape, dt_device_type device) {
+  if (dt_check_shape("empty", ndim, shape) != DT_OK) return NULL;
+  int64_t n = dt_shape_numel(ndim, shape);
+  if (n > (int64_t)1 << 46) {
+    dt_error("empty: %lld elements is too large", (long long)n);
+    return NULL;
+  }
+  dt_tensor *t = tensor_alloc();
+  if (!t) return NULL;
+  t->storage = dt_storage_new((size_t)n * dt_dtype_size(dtype), device);
+  if (!t->storage) return free(t), NULL;
+  t->ndim = ndim;
+  t->dtype = dtype;
+  memcpy(t->shape, shape, sizeof(int64_t) * ndim);
+  dt_contiguous_strides(ndim, shape, t->stride);
+  return t;
+}
+
+dt_tensor *dt_tensor_zeros(dt_dtype dtype, int ndim, const int64_t *shape, dt_device_type device) {
+  dt_tensor *t = dt_tensor_empty(dtype, ndim, shape, device);
+  if (t) memset(t->storage->data, 0, t->storage->nbytes);
+  return t;
+}
+
+dt_tensor *dt_tensor_full(dt_dtype dtype, int ndim, const int64_t *shape, double value, dt_device_type device) {
+  dt_tensor *t = dt_tensor_empty(dtype, ndim, shape, device);
+  if (!t) return NULL;
+  int64_t n = dt_tensor_numel(t);
+  size_t es = dt_dtype_size(dtype);
+  char *p = t->storage->data;
+  if (n > 0) {
+    dt_store_f64(p, dtype, value);
+    /* double the filled prefix each round: log2(n) memcpy calls */
+    for (int64_t done = 1; done < n; done *= 2)
+      memcpy(p + done * es, p, (size_t)((done < n - done ? done : n - done) * (int64_t)es));
+  }
+  return t;
+}
+
+dt_tensor *dt_tensor_empty_like(const dt_tensor *t) {
+  return dt_tensor_empty(t->dtype, t->ndim, t->shape, dt_tensor_device(t));
+}
+
+dt_tensor *dt_tensor_view_of(const dt_tensor *base, int ndim, const int64_t *shape, const int64_t *stride,
+                             int64_t offset) {
+  dt_tensor *t = tensor_alloc();
+  if (!t) return NULL;
+  t->storage = base->storage;
+  dt_storage_retain(t->storage);
+  t->offset = offset;
+  t->ndim = ndim;
+  t->dtype = base->dtype;
+  memcpy(t->shape, shape, sizeof(int64_t) * ndim);
+  memcpy(t->stride, stride, sizeof(int64_t) * ndim);
+  return t;
+}
+
+void dt_tensor_retain(dt_tensor *t) { atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed); }
+
+void dt_tensor_release(dt_tensor *t) {
+  if (!t || atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
+  dt_storage_release(t->storage);
+  free(t);
+}
+
+int dt_tensor_is_contiguous(const dt_tensor *t) {
+  int64_t expected = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] == 1) continue;
+    if (t->shape[i] == 0) return 1;
+    if (t->stride[i] != expected) return 0;
+    expected *= t->shape[i];
+  }
+  return 1;
+}
+
+int dt_same_shape(const dt_tensor *a, const dt_tensor *b) {
+  return a->ndim == b->ndim && memcmp(a->shape, b->shape, sizeof(int64_t) * a->ndim) == 0;
+}
+
+int dt_broadcast_shapes(const char *op, int na, const int64_t *sa, int nb, const int64_t *sb, int *nout,
+                        int64_t *out) {
+  int n = na > nb ? na : nb;
+  int64_t tmp[DT_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    int ia = na - n + i, ib = nb - n + i;
+    int64_t a = ia >= 0 ? sa[ia] : 1, b = ib >= 0 ? sb[ib] : 1;
+    if (a != b && a != 1 && b != 1) {
+      char bufa[160], bufb[160];
+      return dt_error("%s: shapes %s and %s cannot broadcast", op, dt_format_shape(bufa, sizeof bufa, na, sa),
+                      dt_format_shape(bufb, sizeof bufb, nb, sb));
+    }
+    tmp[i] = a == 1 ? b : a;
+  }
+  memcpy(out, tmp, sizeof(int64_t) * n);
+  *nout = n;
+  return DT_OK;
+}
+
+dt_tensor *dt_tensor_expand(const dt_tensor *t, int ndim, const int64_t *shape, const char *op) {
+  int64_t stride[DT_MAX_DIMS];
+  if (ndim < t->ndim) goto bad;
+  for (int i = 0; i < ndim; i++) {
+    int j = t->ndim - ndim + i;
+    if (j < 0) stride[i] = 0;
+    else if (t->shape[j] == shape[i]) stride[i] = t->stride[j];
+    else if (t->shape[j] == 1) stride[i] = 0;
+    else goto bad;
+  }
+  return dt_tensor_view_of(t, ndim, shape, stride, t->offset);
+bad:;
+  char bufa[160], bufb[160];
+  dt_error("%s: shape %s cannot be expanded to %s", op, dt_format_shape(bufa, sizeof bufa, t->ndim, t->shape),
+           dt_format_shape(bufb, sizeof bufb, ndim, shape));
+  return NULL;
+}

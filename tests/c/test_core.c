@@ -1,0 +1,88 @@
+/* C unit tests of the base and tensor layers, through the public C API. */
+#include <math.h>
+#include <string.h>
+
+#include "base/dtype.h"
+#include "base/error.h"
+#include "ops/ops.h"
+#include "tensor/tensor.h"
+#include "ctest.h"
+
+static void test_dtype_promotion(void) {
+  CHECK(dt_dtype_promote(DT_INT32, DT_FLOAT32) == DT_FLOAT32);
+  CHECK(dt_dtype_promote(DT_UINT8, DT_INT32) == DT_INT32);
+  CHECK(dt_dtype_promote(DT_BOOL, DT_UINT8) == DT_UINT8);
+  CHECK(dt_dtype_promote(DT_BFLOAT16, DT_FLOAT16) == DT_FLOAT32);
+  CHECK(dt_dtype_promote(DT_FLOAT32, DT_FLOAT64) == DT_FLOAT64);
+  CHECK(dt_dtype_promote(DT_INT64, DT_BFLOAT16) == DT_BFLOAT16);
+}
+
+static void test_half_conversions(void) {
+  const float vals[] = {0.f, 1.f, -2.5f, 65504.f, 6.1035156e-05f, 5.9604645e-08f, 1e-9f};
+  for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+    float back = dt_f16_to_f32(dt_f32_to_f16(vals[i]));
+    CHECK(back == (vals[i] == 1e-9f ? 0.f : vals[i]));
+  }
+  CHECK(dt_f32_to_f16(1e6f) == 0x7c00);          /* overflow -> inf */
+  CHECK(dt_f32_to_bf16(1.0f) == 0x3f80);
+  CHECK(dt_bf16_to_f32(dt_f32_to_bf16(3.140625f)) == 3.140625f);
+  CHECK(dt_f32_to_bf16(1.00390625f) == 0x3f80);  /* ties to even */
+  CHECK(isnan(dt_bf16_to_f32(dt_f32_to_bf16(NAN))));
+}
+
+static void test_strided_copy_and_convert(void) {
+  int64_t shape[2] = {2, 3};
+  dt_tensor *a = dt_tensor_empty(DT_FLOAT64, 2, shape, DT_CPU);
+  double *pa = dt_tensor_data(a);
+  for (int i = 0; i < 6; i++) pa[i] = i + 0.5;
+  /* transposed view, copied into an int32 tensor */
+  int64_t tshape[2] = {3, 2}, tstride[2] = {1, 3};
+  dt_tensor *at = dt_tensor_view_of(a, 2, tshape, tstride, 0);
+  CHECK(!dt_tensor_is_contiguous(at));
+  dt_tensor *b = dt_tensor_empty(DT_INT32, 2, tshape, DT_CPU);
+  CHECK(dt_tensor_copy_(b, at, "test") == DT_OK);
+  int32_t *pb = dt_tensor_data(b);
+  const int32_t expect[6] = {0, 3, 1, 4, 2, 5};
+  CHECK(memcmp(pb, expect, sizeof expect) == 0);
+  dt_tensor_release(at);
+  dt_tensor_release(a);
+  dt_tensor_release(b);
+}
+
+static void test_broadcast_error_names_op(void) {
+  int64_t s1[2] = {2, 3}, s2[1] = {4}, out[8];
+  int n;
+  CHECK(dt_broadcast_shapes("add", 2, s1, 1, s2, &n, out) == DT_ERR);
+  CHECK(strcmp(dt_error_message(), "add: shapes {2,3} and {4} cannot broadcast") == 0);
+  int64_t s3[3] = {4, 1, 3};
+  CHECK(dt_broadcast_shapes("add", 2, s1, 3, s3, &n, out) == DT_OK);
+  CHECK(n == 3 && out[0] == 4 && out[1] == 2 && out[2] == 3);
+}
+
+static void test_op_table_front_door(void) {
+  dt_op_id id;
+  CHECK(dt_op_find("full", &id) == DT_OK && id == DT_OP_FULL);
+  CHECK(dt_op_find("no_such_op", &id) == DT_ERR);
+  dt_op_args a = {0};
+  a.nints = 2;
+  a.ints[0] = 3;
+  a.ints[1] = 4;
+  a.scalar[0] = 2.5;
+  a.dtype = DT_FLOAT32;
+  a.has_dtype = 1;
+  dt_tensor *out[2] = {0};
+  CHECK(dt_op_call(DT_OP_FULL, &a, out) == DT_OK);
+  CHECK(out[0] && dt_tensor_numel(out[0]) == 12 && ((float *)dt_tensor_data(out[0]))[11] == 2.5f);
+  dt_tensor_release(out[0]);
+  a.ints[1] = -1;
+  CHECK(dt_op_call(DT_OP_FULL, &a, out) == DT_ERR);
+}
+
+int main(void) {
+  TEST_CASE(test_dtype_promotion);
+  TEST_CASE(test_half_conversions);
+  TEST_CASE(test_strided_copy_and_convert);
+  TEST_CASE(test_broadcast_error_names_op);
+  TEST_CASE(test_op_table_front_door);
+  return CTEST_END();
+}
