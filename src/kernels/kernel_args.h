@@ -18,6 +18,7 @@
 #define DT_ARG_HAS_MAX 32    /* clamp: scalar[1] is an upper bound */
 
 typedef struct dt_op_args {
+  const char *name;     /* the op's name, set by the front door, for error messages */
   dt_tensor *const *in; /* tensor operands (cat/stack take many) */
   int nin;
   double scalar[4]; /* numbers: the scalar operand, alpha, eps, fill value, clamp bounds... */

@@ -35,7 +35,7 @@ static int tensor_release(lua_State *L) {
   return 0;
 }
 
-int dt_lua_call_op(lua_State *L, dt_op_id id, const dt_op_args *a) {
+int dt_lua_call_op(lua_State *L, dt_op_id id, dt_op_args *a) {
   dt_tensor *out[DT_OP_MAX_OUT] = {0};
   if (dt_op_call(id, a, out) != DT_OK) return dt_lua_raise(L);
   int n = dt_op_get(id)->nout;
@@ -154,6 +154,7 @@ int dt_lua_open(lua_State *L) {
 
   dt_lua_targets tg = {module, methods, meta};
   dt_lua_open_create(L, &tg);
+  dt_lua_open_convert(L, &tg);
   dt_lua_open_pointwise(L, &tg);
   dt_lua_open_reduce(L, &tg);
   dt_lua_open_linalg(L, &tg);

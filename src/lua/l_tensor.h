@@ -42,7 +42,7 @@ int dt_lua_opt_bool_field(lua_State *L, int idx, const char *field, int def);
 double dt_lua_opt_number_field(lua_State *L, int idx, const char *field, double def);
 
 /* Runs an op through the front door and pushes its nout results. */
-int dt_lua_call_op(lua_State *L, dt_op_id id, const dt_op_args *a);
+int dt_lua_call_op(lua_State *L, dt_op_id id, dt_op_args *a);
 
 /* ---- registration ---- */
 /* Each binding file adds its functions: module (dt table), methods (Tensor methods),
@@ -51,6 +51,7 @@ typedef struct dt_lua_targets {
   int module, methods, meta;
 } dt_lua_targets;
 void dt_lua_open_create(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_convert(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_pointwise(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_reduce(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_linalg(lua_State *L, const dt_lua_targets *tg);

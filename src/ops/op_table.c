@@ -19,8 +19,9 @@ int dt_op_find(const char *name, dt_op_id *id) {
   return dt_error("unknown op '%s'", name);
 }
 
-int dt_op_call(dt_op_id id, const dt_op_args *a, dt_tensor **out) {
+int dt_op_call(dt_op_id id, dt_op_args *a, dt_tensor **out) {
   const dt_op_def *op = &op_table[id];
+  a->name = op->name;
   dt_device_type dev = DT_CPU;
   for (int i = 0; i < a->nin; i++) {
     if (!a->in[i]) continue; /* optional operand */

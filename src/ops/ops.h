@@ -31,8 +31,8 @@ const dt_op_def *dt_op_get(dt_op_id id);
 int dt_op_find(const char *name, dt_op_id *id);
 
 /* Runs op on CPU/CUDA by the device of its inputs: shape rule, allocation, kernel.
- * On success out[0..nout-1] hold new references. */
-int dt_op_call(dt_op_id id, const dt_op_args *a, dt_tensor **out);
+ * Sets a->name.  On success out[0..nout-1] hold new references. */
+int dt_op_call(dt_op_id id, dt_op_args *a, dt_tensor **out);
 
 /* Declarations of every kernel and shape rule named by the table. */
 #define DT_OP(E, name, rule, nout, flags, schema) int dt_cpu_##name(const dt_op_args *a, dt_tensor **out);
