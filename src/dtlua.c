@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launcher.h"
+#include "output.h"
 #include "repl.h"
 
 int dt_lua_open(lua_State *L); /* libdtensor: the dtensor.core module */
@@ -33,7 +35,12 @@ static void print_usage(const char *badopt) {
           "  -E        ignore environment variables\n"
           "  -W        turn warnings on\n"
           "  --        stop handling options\n"
-          "  -         stop handling options and execute stdin\n",
+          "  -         stop handling options and execute stdin\n"
+          "Ranks (see doc/collectives.md):\n"
+          "  -n N            run N ranks as threads of this process\n"
+          "  --backend B     threads or mpi (default: mpi when started by mpirun)\n"
+          "  --quiet-others  only rank 0 prints\n"
+          "  --tag-output    prefix every printed line with [rank]\n",
           progname);
 }
 
@@ -42,12 +49,13 @@ static void print_version(void) {
 }
 
 /* Reports a non-nil status with its message; returns status. */
+/* Fatal for the rank: with several ranks, the launcher prints it once with the rank and
+ * tears the world down. */
 int dtlua_report(lua_State *L, int status) {
   if (status != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     if (!msg) msg = "(error object is not a string)";
-    fprintf(stderr, "%s: %s\n", progname, msg);
-    fflush(stderr);
+    dtlua_rank_error(L, progname, msg);
     lua_pop(L, 1);
   }
   return status;
@@ -212,6 +220,9 @@ static int open_dtensor(lua_State *L) {
   int status = dtlua_docall(L, 1, 1);
   if (status != LUA_OK) return dtlua_report(L, status);
   lua_setglobal(L, "dt");
+  int rank, quiet, tag;
+  dtlua_rank_output(L, &rank, &quiet, &tag);
+  dtlua_output_install(L, rank, quiet, tag);
   return LUA_OK;
 }
 
@@ -250,13 +261,8 @@ static int pmain(lua_State *L) {
   return 1;
 }
 
-int main(int argc, char **argv) {
-  if (argv[0] && argv[0][0]) progname = argv[0];
-  lua_State *L = luaL_newstate();
-  if (!L) {
-    fprintf(stderr, "%s: cannot create state: not enough memory\n", progname);
-    return EXIT_FAILURE;
-  }
+/* One rank's program: the stock lua main on the state the launcher made. */
+static int rank_main(lua_State *L, int argc, char **argv) {
   lua_gc(L, LUA_GCSTOP);
   lua_pushcfunction(L, pmain);
   lua_pushinteger(L, argc);
@@ -264,6 +270,50 @@ int main(int argc, char **argv) {
   int status = lua_pcall(L, 2, 1, 0);
   int result = lua_toboolean(L, -1);
   dtlua_report(L, status);
-  lua_close(L);
-  return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
+  return result && status == LUA_OK;
+}
+
+/* Takes the launcher's options (-n N, --backend B, --quiet-others, --tag-output) out of
+ * argv; they may appear anywhere before the script.  Returns the new argc, or -1. */
+static int take_launch_opts(int argc, char **argv, dtlua_launch_opts *o) {
+  int out = 1;
+  int i;
+  for (i = 1; i < argc; i++) {
+    char *a = argv[i];
+    if (a[0] != '-' || strcmp(a, "--") == 0 || strcmp(a, "-") == 0) break;
+    if (strcmp(a, "-n") == 0 || (strncmp(a, "-n", 2) == 0 && a[2] >= '0' && a[2] <= '9')) {
+      const char *v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+      char *end;
+      long n = v ? strtol(v, &end, 10) : 0;
+      if (!v || *end || n < 1 || n > 1024) {
+        fprintf(stderr, "%s: -n needs a rank count between 1 and 1024\n", progname);
+        return -1;
+      }
+      o->nranks = (int)n;
+    } else if (strcmp(a, "--backend") == 0 || strncmp(a, "--backend=", 10) == 0) {
+      o->backend = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!o->backend) {
+        fprintf(stderr, "%s: --backend needs threads or mpi\n", progname);
+        return -1;
+      }
+    } else if (strcmp(a, "--quiet-others") == 0) {
+      o->quiet_others = 1;
+    } else if (strcmp(a, "--tag-output") == 0) {
+      o->tag_output = 1;
+    } else {
+      argv[out++] = a;
+      if ((strcmp(a, "-e") == 0 || strcmp(a, "-l") == 0) && i + 1 < argc) argv[out++] = argv[++i];
+    }
+  }
+  for (; i < argc; i++) argv[out++] = argv[i];
+  argv[out] = NULL;
+  return out;
+}
+
+int main(int argc, char **argv) {
+  if (argv[0] && argv[0][0]) progname = argv[0];
+  dtlua_launch_opts o = {0};
+  argc = take_launch_opts(argc, argv, &o);
+  if (argc < 0) return EXIT_FAILURE;
+  return dtlua_launch(&o, argc, argv, rank_main);
 }

@@ -113,7 +113,10 @@ void dtlua_repl(lua_State *L, const char *progname) {
     free(chunk);
     if (status == LUA_OK) status = dtlua_docall(L, 0, LUA_MULTRET);
     if (status == LUA_OK) print_results(L);
-    else dtlua_report(L, status);
+    else {
+      fprintf(stderr, "%s\n", lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)");
+      lua_pop(L, 1);
+    }
   }
   lua_settop(L, 0);
   if (isatty(0)) putchar('\n');
