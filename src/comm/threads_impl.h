@@ -6,26 +6,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "comm/call_desc.h"
 #include "comm/comm.h"
 #include "comm/spin_wait.h"
-
-typedef enum {
-  TC_ALL_REDUCE, TC_ALL_GATHER, TC_REDUCE_SCATTER, TC_ALL_TO_ALL, TC_BROADCAST,
-  TC_SCATTER, TC_GATHER, TC_BARRIER, TC_NKINDS
-} tc_kind;
-
-/* What one rank entered: published in its member slot, read by every peer. */
-typedef struct tc_desc {
-  tc_kind kind;
-  dt_dtype dtype;
-  dt_reduce_op op;
-  int root;
-  size_t count;              /* elements sent by this rank (all_gather) or per block */
-  const void *send;
-  void *recv;
-  const size_t *counts;      /* all_gather: per-rank counts; all_to_all: sendcounts */
-  const size_t *counts2;     /* all_to_all: recvcounts */
-} tc_desc;
 
 typedef struct tc_member {
   tc_desc d[2];          /* double-buffered by call parity: a fast rank's next call does
@@ -83,9 +66,7 @@ int tc_leave(tc_comm *c, const char *name);
 /* Waits for w == target with abort/timeout/exit checks (peer >= 0: a p2p partner). */
 int tc_wait(tc_comm *c, dt_spin_word *w, unsigned target, const char *name, int peer);
 
-/* threads_check.c: "all_reduce(sum, float32, 4 elements)" */
-void tc_describe(char *buf, size_t len, const tc_desc *d);
-/* DT_OK when every member's descriptor is compatible, else DT_ERR with a message naming
+/* threads_check.c: DT_OK when every member's descriptor is compatible, else DT_ERR with a message naming
  * both calls and ranks (the same message on every rank). */
 int tc_check_match(tc_comm *c);
 
