@@ -52,7 +52,12 @@ static void print_version(void) {
 /* Fatal for the rank: with several ranks, the launcher prints it once with the rank and
  * tears the world down. */
 int dtlua_report(lua_State *L, int status) {
-  if (status != LUA_OK) {
+  int code;
+  if (status != LUA_OK && dtlua_is_exit(L, -1, &code)) { /* os.exit of one of several ranks */
+    lua_pop(L, 1);
+    if (code == 0) dtlua_rank_clean_exit(L);
+    else dtlua_rank_error(L, progname, "os.exit with a failure status");
+  } else if (status != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     if (!msg) msg = "(error object is not a string)";
     dtlua_rank_error(L, progname, msg);
@@ -62,6 +67,8 @@ int dtlua_report(lua_State *L, int status) {
 }
 
 static int msghandler(lua_State *L) {
+  int code;
+  if (dtlua_is_exit(L, 1, &code)) return 1; /* not an error: the rank's os.exit */
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
@@ -241,6 +248,7 @@ static int pmain(lua_State *L) {
     lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
   }
   luaL_openlibs(L);
+  dtlua_rank_libs_opened(L);
   createargtable(L, argv, argc, script);
   lua_gc(L, LUA_GCRESTART);
   lua_gc(L, LUA_GCGEN, 0, 0);

@@ -25,7 +25,7 @@ typedef struct rank_rec {
   int rank;
   dt_context *ctx;
   lua_State *L; /* while running; guarded by la->mu for the abort hook */
-  int ok;
+  int ok, clean_exit;
   int argc;
   char **argv; /* a private copy: the program may write into its argument strings */
 } rank_rec;
@@ -85,6 +85,62 @@ void dtlua_rank_output(lua_State *L, int *rank, int *quiet_others, int *tag_outp
   *tag_output = rec ? rec->la->o->tag_output : 0;
 }
 
+/* ---- os.exit of one rank ---- */
+#define EXIT_MT "dtlua.exit"
+
+static int rank_exit(lua_State *L) {
+  int code = lua_isboolean(L, 1) ? (lua_toboolean(L, 1) ? EXIT_SUCCESS : EXIT_FAILURE)
+                                 : (int)luaL_optinteger(L, 1, EXIT_SUCCESS);
+  lua_newtable(L);
+  lua_pushinteger(L, code);
+  lua_setfield(L, -2, "code");
+  luaL_setmetatable(L, EXIT_MT);
+  return lua_error(L);
+}
+
+static int exit_tostring(lua_State *L) {
+  lua_getfield(L, 1, "code");
+  lua_pushfstring(L, "os.exit(%d)", (int)lua_tointeger(L, -1));
+  return 1;
+}
+
+int dtlua_is_exit(lua_State *L, int idx, int *code) {
+  if (!lua_istable(L, idx) || !lua_getmetatable(L, idx)) return 0;
+  luaL_getmetatable(L, EXIT_MT);
+  int is = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  if (!is) return 0;
+  lua_getfield(L, idx, "code");
+  *code = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return 1;
+}
+
+void dtlua_rank_clean_exit(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, RANK_KEY);
+  rank_rec *rec = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (rec) rec->clean_exit = 1;
+}
+
+/* Called once the standard libraries are open. */
+void dtlua_rank_libs_opened(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, RANK_KEY);
+  rank_rec *rec = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (!rec || (rec->la->n == 1 && !rec->la->is_mpi)) return; /* one rank: the stock os.exit */
+  if (luaL_newmetatable(L, EXIT_MT)) {
+    lua_pushcfunction(L, exit_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  if (lua_getglobal(L, "os") == LUA_TTABLE) {
+    lua_pushcfunction(L, rank_exit);
+    lua_setfield(L, -2, "exit");
+  }
+  lua_pop(L, 1);
+}
+
 /* ---- running one rank ---- */
 static char **copy_argv(int argc, char **argv) {
   char **v = calloc((size_t)argc + 1, sizeof *v);
@@ -114,7 +170,7 @@ static void *run_rank(void *arg) {
   int aborted = la->failed;
   pthread_mutex_unlock(&la->mu);
   if (aborted) lua_sethook(L, abort_hook, LUA_MASKCOUNT, 1000);
-  rec->ok = la->fn(L, rec->argc, rec->argv);
+  rec->ok = la->fn(L, rec->argc, rec->argv) || rec->clean_exit;
   if (la->world) dt_threads_world_rank_exited(la->world, rec->rank);
   pthread_mutex_lock(&la->mu);
   rec->L = NULL;

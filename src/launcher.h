@@ -24,6 +24,15 @@ int dtlua_launch(const dtlua_launch_opts *o, int argc, char **argv, dtlua_rank_m
  * the message (its traceback included), then the world is torn down. */
 void dtlua_rank_error(lua_State *L, const char *progname, const char *msg);
 
+/* os.exit inside a rank must not end the other ranks' process: with several ranks it
+ * raises an exit object instead, which ends this rank's program with that status.  True
+ * (and *code set) when the value at idx is one. */
+int dtlua_is_exit(lua_State *L, int idx, int *code);
+/* os.exit(0) ended the rank: it counts as success. */
+void dtlua_rank_clean_exit(lua_State *L);
+/* Installs the per-rank os.exit (call after luaL_openlibs). */
+void dtlua_rank_libs_opened(lua_State *L);
+
 /* The rank's print options, for the output module. */
 void dtlua_rank_output(lua_State *L, int *rank, int *quiet_others, int *tag_output);
 
