@@ -455,6 +455,9 @@ static int l_gather(lua_State *L) {
   return finish(L, st, in, out);
 }
 
+/* Was dtlua built with the MPI backend? (as torch.distributed.is_mpi_available) */
+static int l_is_mpi_available(lua_State *L) { return lua_pushboolean(L, dt_mpi_available()), 1; }
+
 static const luaL_Reg top_funcs[] = {
     {"rank", l_rank},       {"world_size", l_world_size}, {"local_rank", l_local_rank}, {"backend", l_backend},
     {"barrier", l_barrier}, {"print0", l_print0},         {NULL, NULL},
@@ -476,6 +479,7 @@ static const luaL_Reg dist_funcs[] = {
     {"gather", l_gather},
     {"send", l_send},
     {"recv", l_recv},
+    {"is_mpi_available", l_is_mpi_available},
     {NULL, NULL},
 };
 
