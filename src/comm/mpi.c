@@ -330,3 +330,27 @@ void dt_mpi_abort(int code) {
   if (init && !fin) MPI_Abort(MPI_COMM_WORLD, code);
   exit(code);
 }
+
+int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds) {
+  int n;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  int count = (int)(bytes / sizeof(float)), part = count / n;
+  float *a = calloc((size_t)count + 1, sizeof(float)), *b = calloc((size_t)count + 1, sizeof(float));
+  if (!a || !b) return free(a), free(b), dt_error("bench: out of memory");
+  int rc = MPI_SUCCESS;
+  for (int i = -1; i < iters && rc == MPI_SUCCESS; i++) { /* i = -1: warm-up */
+    if (i == 0) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      *seconds = dt_now();
+    }
+    if (strcmp(coll, "all_reduce") == 0) rc = MPI_Allreduce(MPI_IN_PLACE, a, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else if (strcmp(coll, "all_gather") == 0) rc = MPI_Allgather(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
+    else if (strcmp(coll, "reduce_scatter") == 0)
+      rc = MPI_Reduce_scatter_block(a, b, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else if (strcmp(coll, "all_to_all") == 0) rc = MPI_Alltoall(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
+    else rc = dt_error("bench: unknown collective '%s'", coll) ? MPI_ERR_OTHER : MPI_ERR_OTHER;
+  }
+  *seconds = (dt_now() - *seconds) / iters;
+  free(a), free(b);
+  return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, coll);
+}

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "comm/spin_wait.h"
 #include "lua/l_dist.h"
 #include "lua/l_tensor.h"
 
@@ -196,6 +197,27 @@ static dt_tensor *new_with_rows(const dt_tensor *t, int64_t rows) {
   return dt_tensor_empty(t->dtype, nd, shape, DT_CPU);
 }
 
+/* The output: the caller's `out` tensor at out_idx (contiguous, t's dtype, the expected
+ * shape; retained) or a new one.  NULL + dt_error on mismatch. */
+static dt_tensor *out_or_new(lua_State *L, int out_idx, const dt_tensor *t, int64_t rows, const char *op) {
+  if (lua_isnoneornil(L, out_idx)) return new_with_rows(t, rows);
+  dt_tensor *o = dt_lua_check_tensor(L, out_idx);
+  int nd = t->ndim ? t->ndim : 1, ok = o->ndim == nd && o->dtype == t->dtype && dt_tensor_is_contiguous(o) &&
+                                        dt_tensor_device(o) == DT_CPU && o->shape[0] == rows;
+  for (int i = 1; ok && i < nd; i++) ok = o->shape[i] == t->shape[i];
+  if (!ok) {
+    char want[96], got[96];
+    int64_t shape[DT_MAX_DIMS] = {rows};
+    for (int i = 1; i < nd; i++) shape[i] = t->shape[i];
+    dt_format_shape(want, sizeof want, nd, shape);
+    dt_format_shape(got, sizeof got, o->ndim, o->shape);
+    return dt_error("%s: out must be a contiguous %s CPU tensor of shape %s, got %s %s", op, dt_dtype_name(t->dtype),
+                    want, dt_dtype_name(o->dtype), got), NULL;
+  }
+  dt_tensor_retain(o);
+  return o;
+}
+
 /* Runs an in-place collective on t through a contiguous buffer, copying back when t is
  * a strided view.  fn returns DT_OK/DT_ERR. */
 typedef int (*inplace_fn)(dt_comm *c, void *buf, size_t count, dt_dtype dt, const void *arg);
@@ -267,13 +289,14 @@ static int l_send(lua_State *L) {
   return st == DT_OK ? 0 : dt_lua_raise(L);
 }
 
-/* all_gather(t, group): every rank's t (same shape) concatenated along dim 1. */
+/* all_gather(t, group, out?): every rank's t (same shape) concatenated along dim 1, into
+ * out when given (as all_gather_into_tensor), else into a new tensor. */
 static int l_all_gather(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "all_gather");
   dt_comm *c = check_group(L, 2, "all_gather");
   int64_t rows, inner;
   rows_of(t, &rows, &inner);
-  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? new_with_rows(t, rows * c->size) : NULL;
+  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 3, t, rows * c->size, "all_gather") : NULL;
   if (!out) return finish(L, DT_ERR, in, NULL);
   int st = dt_comm_all_gather(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows * inner), t->dtype);
   return finish(L, st, in, out);
@@ -333,8 +356,8 @@ static void check_divisible(lua_State *L, const dt_tensor *t, int parts, const c
     luaL_error(L, "%s: dim 1 (size %d) must be divisible by the group size %d", op, (int)t->shape[0], parts);
 }
 
-/* reduce_scatter(t, op="sum", group): t split in group-size blocks along dim 1; rank r
- * gets block r reduced over the group (a new tensor). */
+/* reduce_scatter(t, op="sum", group, out?): t split in group-size blocks along dim 1;
+ * rank r gets block r reduced over the group (into out when given, else a new tensor). */
 static int l_reduce_scatter(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "reduce_scatter");
   dt_reduce_op op = check_op(L, 2, "reduce_scatter");
@@ -342,22 +365,22 @@ static int l_reduce_scatter(lua_State *L) {
   check_divisible(L, t, c->size, "reduce_scatter");
   int64_t rows, inner;
   rows_of(t, &rows, &inner);
-  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? new_with_rows(t, rows / c->size) : NULL;
+  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 4, t, rows / c->size, "reduce_scatter") : NULL;
   if (!out) return finish(L, DT_ERR, in, NULL);
   int st = dt_comm_reduce_scatter(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
                                   t->dtype, op);
   return finish(L, st, in, out);
 }
 
-/* all_to_all(t, group): block r (of group-size equal blocks along dim 1) goes to rank r;
- * the result holds the received blocks in rank order. */
+/* all_to_all(t, group, out?): block r (of group-size equal blocks along dim 1) goes to
+ * rank r; the result (out when given) holds the received blocks in rank order. */
 static int l_all_to_all(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "all_to_all");
   dt_comm *c = check_group(L, 2, "all_to_all");
   check_divisible(L, t, c->size, "all_to_all");
   int64_t rows, inner;
   rows_of(t, &rows, &inner);
-  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? new_with_rows(t, rows) : NULL;
+  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 3, t, rows, "all_to_all") : NULL;
   if (!out) return finish(L, DT_ERR, in, NULL);
   int st = dt_comm_all_to_all(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner), t->dtype);
   return finish(L, st, in, out);
@@ -458,6 +481,20 @@ static int l_gather(lua_State *L) {
 /* Was dtlua built with the MPI backend? (as torch.distributed.is_mpi_available) */
 static int l_is_mpi_available(lua_State *L) { return lua_pushboolean(L, dt_mpi_available()), 1; }
 
+/* ---- benchmark helpers (bench/collectives.lua), not part of the API ---- */
+static int l_bench_now(lua_State *L) { return lua_pushnumber(L, dt_now()), 1; }
+static int l_bench_memcpy(lua_State *L) {
+  double s;
+  if (dt_bench_memcpy((size_t)luaL_checkinteger(L, 1), (int)luaL_checkinteger(L, 2), &s) != DT_OK) return dt_lua_raise(L);
+  return lua_pushnumber(L, s), 1;
+}
+static int l_bench_mpi(lua_State *L) {
+  double s;
+  if (dt_mpi_bench_raw(luaL_checkstring(L, 1), (size_t)luaL_checkinteger(L, 2), (int)luaL_checkinteger(L, 3), &s) != DT_OK)
+    return dt_lua_raise(L);
+  return lua_pushnumber(L, s), 1;
+}
+
 static const luaL_Reg top_funcs[] = {
     {"rank", l_rank},       {"world_size", l_world_size}, {"local_rank", l_local_rank}, {"backend", l_backend},
     {"barrier", l_barrier}, {"print0", l_print0},         {NULL, NULL},
@@ -480,6 +517,9 @@ static const luaL_Reg dist_funcs[] = {
     {"send", l_send},
     {"recv", l_recv},
     {"is_mpi_available", l_is_mpi_available},
+    {"_now", l_bench_now},
+    {"_bench_memcpy", l_bench_memcpy},
+    {"_bench_mpi", l_bench_mpi},
     {NULL, NULL},
 };
 

@@ -1,4 +1,7 @@
 /* The reduction arithmetic of the collectives, one typed loop per (dtype, op). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3") /* vectorise the typed loops: they are the reductions' whole cost */
+#endif
 #include "kernels/cpu/reduce_ops.h"
 
 #include <string.h>
