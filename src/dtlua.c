@@ -132,7 +132,7 @@ static int pushargs(lua_State *L) {
 static int handle_script(lua_State *L, char **argv) {
   const char *fname = argv[0];
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0) fname = NULL; /* stdin */
-  int status = luaL_loadfile(L, fname);
+  int status = fname ? luaL_loadfile(L, fname) : dtlua_load_stdin(L);
   if (status == LUA_OK) {
     int n = pushargs(L);
     status = dtlua_docall(L, n, LUA_MULTRET);
@@ -242,7 +242,9 @@ static int pmain(lua_State *L) {
     print_usage(argv[script]);
     return 0;
   }
-  if (args & HAS_V) print_version();
+  int rank, quiet, tag;
+  dtlua_rank_output(L, &rank, &quiet, &tag);
+  if ((args & HAS_V) && rank == 0) print_version(); /* once per world */
   if (args & HAS_E) {
     lua_pushboolean(L, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
@@ -259,10 +261,10 @@ static int pmain(lua_State *L) {
   if (args & HAS_I) dtlua_repl(L, progname);
   else if (script == argc && !(args & (HAS_EXEC | HAS_V))) {
     if (dtlua_stdin_is_tty()) {
-      print_version();
+      if (rank == 0) print_version();
       dtlua_repl(L, progname);
     } else {
-      dochunk(L, luaL_loadfile(L, NULL));
+      dochunk(L, dtlua_load_stdin(L));
     }
   }
   lua_pushboolean(L, 1);

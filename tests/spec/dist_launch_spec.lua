@@ -90,6 +90,100 @@ describe("dtlua -n N", function()
   end)
 end)
 
+describe("the REPL on a mesh", function()
+  it("runs each line fed from a pipe on every rank and shows every rank's results", function()
+    local input = "x = dt.rank() * 10\nx\nfunction f(a)\n  return a + 1\nend\nf(x), 's'\n" ..
+                  ":ranks 0\nx\n:ranks all\ndt.distributed.all_reduce(dt.tensor({dt.rank()})):item()\n"
+    local out, rc = run("-n 3 -i", nil, input)
+    assert.are.equal(0, rc)
+    local lines = {}
+    for l in out:gmatch("[^\n]+") do
+      if l:match("^%[%d%]") then lines[#lines + 1] = l end
+    end
+    assert.are.same({"[0] 0", "[1] 10", "[2] 20", "[0] 1\ts", "[1] 11\ts", "[2] 21\ts", "[0] 0",
+                     "[0] 3", "[1] 3", "[2] 3"}, lines)
+  end)
+
+  it("reports an error on a line and goes on", function()
+    local out, rc = run("-n 2 -i", nil, "error('bad')\n1 + 1\n")
+    assert.are.equal(0, rc)
+    assert.matches("[0] error: stdin:1: bad", out, 1, true)
+    assert.matches("[1] 2", out, 1, true)
+  end)
+
+  it("stdin without -i is one script shared by all ranks", function()
+    local out, rc = run("-n 2", nil, "print('r' .. dt.rank())\n")
+    assert.are.equal(0, rc)
+    assert.matches("r0", out, 1, true)
+    assert.matches("r1", out, 1, true)
+  end)
+end)
+
+-- mpirun: only where it exists and dtlua was built with MPI
+local function mpirun_prefix()
+  if not dt.distributed.is_mpi_available() then return nil end
+  local p = io.popen("command -v mpirun && mpirun --version 2>&1")
+  local out = p:read("a")
+  p:close()
+  if not out:match("mpirun") then return nil end
+  if out:match("Open MPI") then
+    return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader " ..
+           "timeout 60 mpirun --oversubscribe"
+  end
+  return "timeout 60 mpirun"
+end
+
+describe("under mpirun", function()
+  local function mrun(np, args, env, stdin)
+    local pre = mpirun_prefix()
+    local cmd = string.format("%s %s -np %d %s %s 2>&1", env or "", pre, np, sh_quote(DTLUA), args)
+    if stdin then cmd = "printf %s " .. sh_quote(stdin) .. " | " .. cmd end
+    local p = io.popen(cmd .. "; echo \"rc=$?\"")
+    local out = p:read("a")
+    p:close()
+    return out, tonumber(out:match("rc=(%d+)\n?$"))
+  end
+
+  it("detects mpirun and uses the MPI backend", function()
+    if not mpirun_prefix() then return end
+    local out, rc = mrun(2, "-e " .. sh_quote("print(dt.backend(), dt.rank(), dt.world_size())"))
+    assert.are.equal(0, rc)
+    assert.matches("mpi\t0\t2", out, 1, true)
+    assert.matches("mpi\t1\t2", out, 1, true)
+  end)
+
+  it("an error on one rank prints it with the rank and aborts the job", function()
+    if not mpirun_prefix() then return end
+    local out, rc = mrun(2, "-e " .. sh_quote("if dt.rank() == 1 then error('boom') end dt.barrier()"))
+    assert.are_not.equal(0, rc)
+    assert.matches("rank 1: (command line):1: boom", out, 1, true)
+  end)
+
+  it("DTLUA_DEBUG=collectives reports a mismatch", function()
+    if not mpirun_prefix() then return end
+    local prog = "local D = dt.distributed if dt.rank() == 0 then D.all_reduce(dt.ones(4)) " ..
+                 "else D.broadcast(dt.ones(4), 0) end"
+    local out, rc = mrun(2, "-e " .. sh_quote(prog), "DTLUA_DEBUG=collectives")
+    assert.are_not.equal(0, rc)
+    assert.matches("collective mismatch in group {0,1}", out, 1, true)
+  end)
+
+  it("DTLUA_TIMEOUT turns a stuck collective into an error", function()
+    if not mpirun_prefix() then return end
+    local prog = "if dt.rank() == 0 then dt.barrier() else local t = os.clock() while os.clock() - t < 20 do end end"
+    local out, rc = mrun(2, "-e " .. sh_quote(prog), "DTLUA_TIMEOUT=0.5")
+    assert.are_not.equal(0, rc)
+    assert.matches("barrier: timed out after 0.5 s", out, 1, true)
+  end)
+
+  it("the REPL reads on rank 0 and shows every rank's results", function()
+    if not mpirun_prefix() then return end
+    local out, rc = mrun(2, "-i", nil, "dt.rank() + 100\n")
+    assert.are.equal(0, rc)
+    assert.matches("[0] 100\n[1] 101", out, 1, true)
+  end)
+end)
+
 describe("stock lua5.4", function()
   it("require 'dtensor' gives a 1-rank world where collectives work", function()
     local builddir, srcdir = os.getenv("builddir"), os.getenv("srcdir")
