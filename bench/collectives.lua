@@ -46,7 +46,14 @@ end
 local order = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
 
 local ref_name = backend == "mpi" and "raw MPI" or "memcpy"
-dt.print0(string.format("# %s backend, %d ranks; reference: %s (measured in this run)", backend, n, ref_name))
+local function loadavg()
+  local f = io.open("/proc/loadavg")
+  local l = f and f:read("l") or "?"
+  if f then f:close() end
+  return l
+end
+dt.print0(string.format("# %s backend, %d ranks; reference: %s (measured in this run); loadavg %s", backend, n,
+  ref_name, loadavg()))
 dt.print0(string.format("%-15s %9s %12s %12s %12s %8s", "collective", "size", "time (us)", "algbw GB/s",
   ref_name .. " GB/s", "ratio"))
 
@@ -71,8 +78,12 @@ for _, name in ipairs(order) do
       secs = math.min(secs, D.all_reduce(tt, "max"):totable()[1]) -- the slowest rank's time
     end
     local ref
-    if backend == "mpi" then
-      ref = D._bench_mpi(name, bytes, it)
+    if backend == "mpi" then -- best of 3 as well, slowest rank
+      ref = math.huge
+      for _ = 1, 3 do
+        local tt = dt.tensor({D._bench_mpi(name, bytes, it)}, {dtype = "float64"})
+        ref = math.min(ref, D.all_reduce(tt, "max"):totable()[1])
+      end
     else
       dt.barrier()
       if rank == 0 then ref = D._bench_memcpy(bytes, math.max(2, it)) end

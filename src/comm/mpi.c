@@ -87,39 +87,37 @@ static int debug_check(mpi_comm *c, const tc_desc *d) {
   return st;
 }
 
-static int m_all_reduce(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
+/* all_reduce and reduce_scatter: the same steps around two different MPI calls (avg is
+ * a sum divided afterwards). */
+static int m_reduction(dt_comm *b, tc_kind kind, const void *send, void *recv, size_t count, dt_dtype dt,
+                       dt_reduce_op op) {
   mpi_comm *c = (mpi_comm *)b;
-  tc_desc d = {.kind = TC_ALL_REDUCE, .dtype = dt, .op = op, .count = count};
-  if (too_big(count, "all_reduce") || debug_check(c, &d)) return DT_ERR;
-  const void *s = send == recv ? MPI_IN_PLACE : send;
+  int all = kind == TC_ALL_REDUCE, nb = c->timeout > 0, k = (int)count;
+  const char *name = all ? "all_reduce" : "reduce_scatter";
+  tc_desc d = {.kind = kind, .dtype = dt, .op = op, .count = count};
+  if (too_big(all ? count : count * (size_t)b->size, name) || debug_check(c, &d)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   MPI_Op o = dt_mpi_op(op, dt);
+  MPI_Request req;
   int rc;
-  if (c->timeout > 0) {
-    MPI_Request req;
-    rc = wait_req(c, MPI_Iallreduce(s, recv, (int)count, t, o, c->comm, &req), &req, "all_reduce");
+  if (all) {
+    const void *s = send == recv ? MPI_IN_PLACE : send;
+    rc = nb ? MPI_Iallreduce(s, recv, k, t, o, c->comm, &req) : MPI_Allreduce(s, recv, k, t, o, c->comm);
   } else {
-    rc = check_rc(MPI_Allreduce(s, recv, (int)count, t, o, c->comm), "all_reduce");
+    rc = nb ? MPI_Ireduce_scatter_block(send, recv, k, t, o, c->comm, &req)
+            : MPI_Reduce_scatter_block(send, recv, k, t, o, c->comm);
   }
-  if (rc == DT_OK && op == DT_REDUCE_AVG) dt_reduce_ops_divide(dt, recv, count, b->size);
-  return rc;
+  int st = nb ? wait_req(c, rc, &req, name) : check_rc(rc, name);
+  if (st == DT_OK && op == DT_REDUCE_AVG) dt_reduce_ops_divide(dt, recv, count, b->size);
+  return st;
+}
+
+static int m_all_reduce(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
+  return m_reduction(b, TC_ALL_REDUCE, send, recv, count, dt, op);
 }
 
 static int m_reduce_scatter(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
-  mpi_comm *c = (mpi_comm *)b;
-  tc_desc d = {.kind = TC_REDUCE_SCATTER, .dtype = dt, .op = op, .count = count};
-  if (too_big(count * (size_t)b->size, "reduce_scatter") || debug_check(c, &d)) return DT_ERR;
-  MPI_Datatype t = dt_mpi_datatype(dt);
-  MPI_Op o = dt_mpi_op(op, dt);
-  int rc;
-  if (c->timeout > 0) {
-    MPI_Request req;
-    rc = wait_req(c, MPI_Ireduce_scatter_block(send, recv, (int)count, t, o, c->comm, &req), &req, "reduce_scatter");
-  } else {
-    rc = check_rc(MPI_Reduce_scatter_block(send, recv, (int)count, t, o, c->comm), "reduce_scatter");
-  }
-  if (rc == DT_OK && op == DT_REDUCE_AVG) dt_reduce_ops_divide(dt, recv, count, b->size);
-  return rc;
+  return m_reduction(b, TC_REDUCE_SCATTER, send, recv, count, dt, op);
 }
 
 /* int counts and displacements for the v-forms; NULL + error when they do not fit. */
