@@ -298,3 +298,90 @@ describe("collective mismatch", function()
     assert.is_true(all_equal(D.all_reduce(fill(2, 1)):totable(), n))
   end)
 end)
+
+describe("every collective x every dtype x sub-groups", function()
+  -- the value that rank r puts at position k: exact in every dtype (bool: a pattern)
+  local function val(dtype, r, k)
+    if dtype == "bool" then return (r + k) % 2 == 0 end
+    return (r * 3 + k) % 50
+  end
+  local function column(dtype, r, len, base) -- {val(r, base), val(r, base + 1), ...}
+    local t = {}
+    for k = 1, len do t[k] = val(dtype, r, (base or 0) + k - 1) end
+    return t
+  end
+
+  local groups = {{name = "world", ranks = nil}}
+  if n > 2 then groups[2] = {name = "ranks 1..n-1", ranks = {}} end
+  for r = 1, n - 1 do if groups[2] then groups[2].ranks[#groups[2].ranks + 1] = r end end
+
+  for _, gspec in ipairs(groups) do
+    it("all_gather(_v), all_to_all(_v), broadcast, scatter, gather, send/recv on " .. gspec.name, function()
+      local g = gspec.ranks and D.new_group(gspec.ranks) or nil
+      local members = gspec.ranks
+      if not members then
+        members = {}
+        for r = 0, n - 1 do members[r + 1] = r end
+      end
+      local m = #members
+      local me = nil
+      for i, r in ipairs(members) do if r == rank then me = i - 1 end end
+      if me == nil then return end -- not a member of this group
+      for _, dtype in ipairs(ALL) do
+        local T = function(list) return dt.tensor(list, {dtype = dtype}) end
+        -- all_gather: each rank 2 elements
+        local want = {}
+        for _, r in ipairs(members) do
+          for _, v in ipairs(column(dtype, r, 2)) do want[#want + 1] = v end
+        end
+        assert.are.same(want, D.all_gather(T(column(dtype, rank, 2)), g):totable(), dtype)
+        -- all_gather_v: member i sends i+1 elements
+        want = {}
+        for i, r in ipairs(members) do
+          for _, v in ipairs(column(dtype, r, i)) do want[#want + 1] = v end
+        end
+        assert.are.same(want, (D.all_gather_v(T(column(dtype, rank, me + 1)), g)):totable(), dtype)
+        -- all_to_all: element p goes to member p; all_to_all_v: p+1 elements to member p
+        local got = D.all_to_all(T(column(dtype, rank, m)), g):totable()
+        want = {}
+        for _, r in ipairs(members) do want[#want + 1] = val(dtype, r, me) end
+        assert.are.same(want, got, dtype)
+        local data, splits = {}, {}
+        for p = 0, m - 1 do
+          splits[p + 1] = p + 1
+          for _, v in ipairs(column(dtype, rank, p + 1, 10 * p)) do data[#data + 1] = v end
+        end
+        got = D.all_to_all_v(T(data), splits, g):totable()
+        want = {}
+        for _, r in ipairs(members) do
+          for _, v in ipairs(column(dtype, r, me + 1, 10 * me)) do want[#want + 1] = v end
+        end
+        assert.are.same(want, got, dtype)
+        -- broadcast from the last member
+        local src = members[m]
+        assert.are.same(column(dtype, src, 3), D.broadcast(T(column(dtype, rank, 3)), src, g):totable(), dtype)
+        -- scatter from the first member: member i gets element i
+        local full = rank == members[1] and T(column(dtype, rank, m)) or nil
+        assert.are.same({val(dtype, members[1], me)}, D.scatter(full, members[1], g):totable(), dtype)
+        -- gather on the first member
+        local gathered = D.gather(T(column(dtype, rank, 1)), members[1], g)
+        if rank == members[1] then
+          want = {}
+          for _, r in ipairs(members) do want[#want + 1] = val(dtype, r, 0) end
+          assert.are.same(want, gathered:totable(), dtype)
+        else
+          assert.is_nil(gathered)
+        end
+        -- send/recv: member 0 sends to the last member
+        if m > 1 then
+          if me == 0 then
+            D.send(T(column(dtype, rank, 2)), members[m], g)
+          elseif me == m - 1 then
+            local t = D.recv(T(column(dtype, rank, 2)), members[1], g)
+            assert.are.same(column(dtype, members[1], 2), t:totable(), dtype)
+          end
+        end
+      end
+    end)
+  end
+end)
