@@ -39,10 +39,22 @@ PW_UN(abs_i64, int64_t, x < 0 ? (int64_t)(0 - (uint64_t)x) : x)
 PW_UN(relu_f32, float, x > 0 ? x : (x != x ? x : 0)) /* NaN stays NaN, as in torch */
 PW_UN(relu_f64, double, x > 0 ? x : (x != x ? x : 0))
 PW_UN(relu_i64, int64_t, x > 0 ? x : 0)
-/* clamp: NaN passes through; min > max gives max (torch's min(max(x, lo), hi)) */
-PW_UN(clamp_f32, float, c->has_hi && x > (float)c->hi ? (float)c->hi : (c->has_lo && x < (float)c->lo ? (float)c->lo : x))
-PW_UN(clamp_f64, double, c->has_hi && x > c->hi ? c->hi : (c->has_lo && x < c->lo ? c->lo : x))
-PW_UN(clamp_i64, int64_t, c->has_hi && x > c->hii ? c->hii : (c->has_lo && x < c->loi ? c->loi : x))
+/* clamp is min(max(x, lo), hi) as in torch: NaN passes through, min > max gives max */
+static inline float clampf_(float x, const pw_ctx *c) {
+  float v = c->has_lo && x < (float)c->lo ? (float)c->lo : x;
+  return c->has_hi && v > (float)c->hi ? (float)c->hi : v;
+}
+static inline double clampd_(double x, const pw_ctx *c) {
+  double v = c->has_lo && x < c->lo ? c->lo : x;
+  return c->has_hi && v > c->hi ? c->hi : v;
+}
+static inline int64_t clampi_(int64_t x, const pw_ctx *c) {
+  int64_t v = c->has_lo && x < c->loi ? c->loi : x;
+  return c->has_hi && v > c->hii ? c->hii : v;
+}
+PW_UN(clamp_f32, float, clampf_(x, c))
+PW_UN(clamp_f64, double, clampd_(x, c))
+PW_UN(clamp_i64, int64_t, clampi_(x, c))
 
 /* ---- floating point only ---- */
 PW_UN(exp_f32, float, expf(x))
