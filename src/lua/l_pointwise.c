@@ -93,12 +93,18 @@ BINARY(ge, DT_OP_GE)
 static int m_add(lua_State *L) { return binary(L, DT_OP_ADD, "add"); }
 static int m_sub(lua_State *L) { return binary(L, DT_OP_SUB, "sub"); }
 
+/* The op's one tensor operand is at 1; *x holds it for a->in. */
+static void one_input(lua_State *L, dt_op_args *a, dt_tensor **x) {
+  *x = dt_lua_check_tensor(L, 1);
+  a->in = x;
+  a->nin = 1;
+}
+
 /* ---- unary ---- */
 static int unary(lua_State *L, dt_op_id id) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_tensor *x;
   dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
+  one_input(L, &a, &x);
   return dt_lua_call_op(L, id, &a);
 }
 #define UNARY(name, ID) \
@@ -121,10 +127,9 @@ UNARY(contiguous, DT_OP_CONTIGUOUS)
 /* gelu(x, approximate) with approximate "none" (exact erf, default) or "tanh", also as
  * {approximate = "tanh"}. */
 static int l_gelu(lua_State *L) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_tensor *x;
   dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
+  one_input(L, &a, &x);
   int idx = 2;
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "approximate");
@@ -142,10 +147,9 @@ static int l_gelu(lua_State *L) {
 
 /* clamp(x, min, max) with either nil, or clamp(x, {min = , max = }). */
 static int l_clamp(lua_State *L) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_tensor *x;
   dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
+  one_input(L, &a, &x);
   int lo = 2, hi = 3;
   if (lua_istable(L, 2) && !dt_lua_test_tensor(L, 2)) {
     lua_getfield(L, 2, "min");
@@ -192,10 +196,9 @@ static int m_where(lua_State *L) { return where_at(L, 2, 1, 3); }
 
 /* ---- casts ---- */
 static int cast(lua_State *L, dt_dtype d) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_tensor *x;
   dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
+  one_input(L, &a, &x);
   a.dtype = d;
   a.has_dtype = 1;
   return dt_lua_call_op(L, DT_OP_TO, &a);
@@ -247,18 +250,16 @@ static int l_mul_(lua_State *L) {
 }
 
 static int l_zero_inplace(lua_State *L) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_tensor *x;
   dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
+  one_input(L, &a, &x);
   return inplace_result(L, DT_OP_ZERO_, &a);
 }
 
 static int l_fill_(lua_State *L) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_tensor *x;
   dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
+  one_input(L, &a, &x);
   a.nscalar = 1;
   if (lua_isboolean(L, 2)) a.scalar[0] = lua_toboolean(L, 2);
   else if (set_number(L, 2, &a, 0) == 2) a.flags |= DT_ARG_SCALAR_INT;

@@ -1,32 +1,8 @@
 -- Binary pointwise ops: values against plain-Lua float64 references, broadcasting,
 -- PyTorch type promotion, scalars on either side, and every error message.
 local DTYPES = {"float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool"}
-local TOL = {float32 = 1e-6, float64 = 1e-12, bfloat16 = 1e-2, float16 = 2e-3}
-
-local function flat(t)
-  local out = {}
-  local function walk(v) if type(v) == "table" then for _, x in ipairs(v) do walk(x) end else out[#out + 1] = v end end
-  walk(t:totable())
-  return out
-end
-
-local function close(expected, got, dtype, what)
-  assert.are.equal(#expected, #got, what)
-  local tol = TOL[dtype] or 0
-  for i = 1, #expected do
-    local e, g = expected[i], got[i]
-    if type(e) == "boolean" or type(g) == "boolean" then
-      assert.are.equal(e, g, what)
-    elseif e ~= e then
-      assert.is_true(g ~= g, (what or "") .. " element " .. i .. " should be nan")
-    elseif e == math.huge or e == -math.huge then
-      assert.are.equal(e, g, what)
-    else
-      local err = math.abs(e - g) / math.max(1, math.abs(e))
-      assert.is_true(err <= tol, string.format("%s element %d: expected %.17g got %.17g (%s)", what or "", i, e, g, dtype))
-    end
-  end
-end
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "pointwise_helpers.lua")
+local flat, close = H.flat, H.close
 
 local function lua_rem(a, b) local m = math.fmod(a, b); if m ~= 0 and ((b < 0) ~= (m < 0)) then m = m + b end; return m end
 

@@ -1,28 +1,6 @@
 -- Unary pointwise ops against plain-Lua float64 references, per dtype.
-local TOL = {float32 = 2e-6, float64 = 1e-12, bfloat16 = 1e-2, float16 = 2e-3}
-
-local function flat(t)
-  local out = {}
-  local function walk(v) if type(v) == "table" then for _, x in ipairs(v) do walk(x) end else out[#out + 1] = v end end
-  walk(t:totable())
-  return out
-end
-
-local function close(expected, got, dtype, what)
-  assert.are.equal(#expected, #got, what)
-  local tol = TOL[dtype] or 0
-  for i = 1, #expected do
-    local e, g = expected[i], got[i]
-    if e ~= e then
-      assert.is_true(g ~= g, what .. " element " .. i .. " should be nan")
-    elseif e == math.huge or e == -math.huge then
-      assert.are.equal(e, g, what)
-    else
-      local err = math.abs(e - g) / math.max(1, math.abs(e))
-      assert.is_true(err <= tol, string.format("%s element %d: expected %.17g got %.17g (%s)", what, i, e, g, dtype))
-    end
-  end
-end
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "pointwise_helpers.lua")
+local flat, close = H.flat, H.close
 
 -- erf by its Taylor series (|x| <= 3 here), accurate to ~1e-15
 local function erf(x)

@@ -37,6 +37,26 @@ static inline int64_t powi_(int64_t a, int64_t b, pw_ctx *c) {
 }
 
 /* ---- loop generator ------------------------------------------------------------------------ */
+/* FN over (out, x) where the scalar operand is SV and the tensor element TV. */
+#define PW_BIN_S(FN, TO, T, SCAL, EXPR, SV, TV)                                                 \
+  static void FN(char **p, const int64_t *s, int64_t n, void *vc) {                            \
+    pw_ctx *c = vc;                                                                             \
+    const T SV = (T)(SCAL);                                                                     \
+    if (s[0] == (int64_t)sizeof(TO) && s[1] == (int64_t)sizeof(T)) {                            \
+      TO *o = (TO *)p[0];                                                                       \
+      const T *x = (const T *)p[1];                                                             \
+      for (int64_t i = 0; i < n; i++) {                                                         \
+        T TV = x[i];                                                                            \
+        o[i] = (TO)(EXPR);                                                                      \
+      }                                                                                         \
+    } else {                                                                                    \
+      for (int64_t i = 0; i < n; i++) {                                                         \
+        T TV = *(const T *)(p[1] + i * s[1]);                                                   \
+        *(TO *)(p[0] + i * s[0]) = (TO)(EXPR);                                                  \
+      }                                                                                         \
+    }                                                                                           \
+  }
+
 /* NAME_tt over (out, a, b), NAME_ts over (out, a) with b the scalar, NAME_st over (out, b)
  * with a the scalar.  EXPR reads a, b (type T) and c (pw_ctx); output type TO. */
 #define PW_BIN(NAME, TO, T, SCAL, EXPR)                                                         \
@@ -65,40 +85,8 @@ static inline int64_t powi_(int64_t a, int64_t b, pw_ctx *c) {
       }                                                                                         \
     }                                                                                           \
   }                                                                                             \
-  static void NAME##_ts(char **p, const int64_t *s, int64_t n, void *vc) {                     \
-    pw_ctx *c = vc;                                                                             \
-    const T b = (T)(SCAL);                                                                      \
-    if (s[0] == (int64_t)sizeof(TO) && s[1] == (int64_t)sizeof(T)) {                            \
-      TO *o = (TO *)p[0];                                                                       \
-      const T *x = (const T *)p[1];                                                             \
-      for (int64_t i = 0; i < n; i++) {                                                         \
-        T a = x[i];                                                                             \
-        o[i] = (TO)(EXPR);                                                                      \
-      }                                                                                         \
-    } else {                                                                                    \
-      for (int64_t i = 0; i < n; i++) {                                                         \
-        T a = *(const T *)(p[1] + i * s[1]);                                                    \
-        *(TO *)(p[0] + i * s[0]) = (TO)(EXPR);                                                  \
-      }                                                                                         \
-    }                                                                                           \
-  }                                                                                             \
-  static void NAME##_st(char **p, const int64_t *s, int64_t n, void *vc) {                     \
-    pw_ctx *c = vc;                                                                             \
-    const T a = (T)(SCAL);                                                                      \
-    if (s[0] == (int64_t)sizeof(TO) && s[1] == (int64_t)sizeof(T)) {                            \
-      TO *o = (TO *)p[0];                                                                       \
-      const T *y = (const T *)p[1];                                                             \
-      for (int64_t i = 0; i < n; i++) {                                                         \
-        T b = y[i];                                                                             \
-        o[i] = (TO)(EXPR);                                                                      \
-      }                                                                                         \
-    } else {                                                                                    \
-      for (int64_t i = 0; i < n; i++) {                                                         \
-        T b = *(const T *)(p[1] + i * s[1]);                                                    \
-        *(TO *)(p[0] + i * s[0]) = (TO)(EXPR);                                                  \
-      }                                                                                         \
-    }                                                                                           \
-  }
+  PW_BIN_S(NAME##_ts, TO, T, SCAL, EXPR, b, a)                                                 \
+  PW_BIN_S(NAME##_st, TO, T, SCAL, EXPR, a, b)
 
 /* One op in the three compute dtypes. */
 #define PW_BIN3(NAME, TO32, TO64, TOI, EF, ED, EI)  \
