@@ -1,5 +1,7 @@
 /* Shape rules of the pointwise ops: broadcasting, PyTorch type promotion, and the
  * argument checks whose errors name the op (a->name). */
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -19,6 +21,26 @@ static int need_inputs(const dt_op_args *a, int n) {
 }
 
 static int is(const dt_op_args *a, const char *name) { return strcmp(a->name, name) == 0; }
+
+/* A number the result dtype cannot hold is refused, as torch does (uint8 + 300), rather
+ * than wrapped.  Floats overflow to inf (IEEE); any number is a valid bool. */
+static int check_fits(const dt_op_args *a, dt_dtype t, int is_int, int64_t vi, double v) {
+  double lo, end; /* valid: lo <= x < end */
+  switch (t) {
+  case DT_INT64:
+    if (is_int) return DT_OK;
+    lo = -9223372036854775808.0, end = 9223372036854775808.0;
+    break;
+  case DT_INT32: lo = INT32_MIN, end = (double)INT32_MAX + 1; break;
+  case DT_UINT8: lo = 0, end = 256; break;
+  default: return DT_OK;
+  }
+  double x = is_int ? (double)vi : trunc(v);
+  if (x == x && x >= lo && x < end) return DT_OK;
+  if (is_int) return dt_error("%s: value %lld cannot be converted to type %s without overflow", a->name, (long long)vi,
+                              dt_dtype_name(t));
+  return dt_error("%s: value %g cannot be converted to type %s without overflow", a->name, v, dt_dtype_name(t));
+}
 
 int dt_shape_same(const dt_op_args *a, dt_meta *out) {
   if (need_inputs(a, 1) != DT_OK) return DT_ERR;
@@ -41,6 +63,11 @@ int dt_shape_unary(const dt_op_args *a, dt_meta *out) {
     if (!(a->flags & (DT_ARG_HAS_MIN | DT_ARG_HAS_MAX)))
       return dt_error("clamp: at least one of min and max must be given");
     t = pw_clamp_type(a);
+    int is_int = a->flags & DT_ARG_SCALAR_INT;
+    for (int k = 0; k < 2; k++)
+      if ((a->flags & (k ? DT_ARG_HAS_MAX : DT_ARG_HAS_MIN)) &&
+          check_fits(a, t, is_int, a->ints[k], a->scalar[k]) != DT_OK)
+        return DT_ERR;
   }
   if (t == DT_BOOL) {
     if (is(a, "neg"))
@@ -60,8 +87,9 @@ int dt_shape_unary_float(const dt_op_args *a, dt_meta *out) {
 }
 
 /* ---- binary ---- */
-/* Output shape and the checks every binary op shares; rt is the common dtype. */
-static int binary_check(const dt_op_args *a, dt_dtype rt, dt_meta *out) {
+/* Output shape and the checks every binary op shares; rt is the common dtype.  Comparisons
+ * compute in int64, so any integer is fine there. */
+static int binary_check(const dt_op_args *a, dt_dtype rt, int compare, dt_meta *out) {
   int scalar = a->flags & DT_ARG_SCALAR;
   if (need_inputs(a, scalar ? 1 : 2) != DT_OK) return DT_ERR;
   const dt_tensor *x = a->in[0];
@@ -79,19 +107,22 @@ static int binary_check(const dt_op_args *a, dt_dtype rt, dt_meta *out) {
     return dt_error("%s: for integral input tensors, argument alpha must not be a floating point number", a->name);
   if (scalar && !(a->flags & DT_ARG_SCALAR_LEFT) && !dt_dtype_is_float(rt) && a->ints[0] < 0 && is(a, "pow"))
     return dt_error("pow: Integers to negative integer powers are not allowed");
+  if (scalar && (a->flags & DT_ARG_SCALAR_INT) && !compare &&
+      check_fits(a, rt, 1, a->ints[0], a->scalar[0]) != DT_OK)
+    return DT_ERR;
   return DT_OK;
 }
 
-int dt_shape_binary(const dt_op_args *a, dt_meta *out) { return binary_check(a, pw_binary_type(a), out); }
+int dt_shape_binary(const dt_op_args *a, dt_meta *out) { return binary_check(a, pw_binary_type(a), 0, out); }
 
 /* True division: integer and bool results become float32. */
 int dt_shape_binary_float(const dt_op_args *a, dt_meta *out) {
   dt_dtype rt = pw_binary_type(a);
-  return binary_check(a, dt_dtype_is_float(rt) ? rt : DT_DEFAULT_FLOAT, out);
+  return binary_check(a, dt_dtype_is_float(rt) ? rt : DT_DEFAULT_FLOAT, 0, out);
 }
 
 int dt_shape_compare(const dt_op_args *a, dt_meta *out) {
-  if (binary_check(a, pw_binary_type(a), out) != DT_OK) return DT_ERR;
+  if (binary_check(a, pw_binary_type(a), 1, out) != DT_OK) return DT_ERR;
   out->dtype = DT_BOOL;
   return DT_OK;
 }
@@ -110,7 +141,8 @@ int dt_shape_inplace(const dt_op_args *a, dt_meta *out) {
       return dt_error("%s: cannot write in place into a tensor whose elements overlap (an expanded view); "
                       "clone() it first", a->name);
   meta_of(out, self->dtype, self);
-  if (is(a, "fill_") || is(a, "zero_")) return DT_OK;
+  if (is(a, "zero_")) return DT_OK;
+  if (is(a, "fill_")) return check_fits(a, self->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[0], a->scalar[0]);
   if (is(a, "copy_")) {
     if (need_inputs(a, 2) != DT_OK) return DT_ERR;
     const dt_tensor *src = a->in[1];
@@ -118,7 +150,7 @@ int dt_shape_inplace(const dt_op_args *a, dt_meta *out) {
       return DT_ERR;
   } else { /* add_ mul_ */
     dt_dtype rt = pw_binary_type(a);
-    if (binary_check(a, rt, out) != DT_OK) return DT_ERR;
+    if (binary_check(a, rt, 0, out) != DT_OK) return DT_ERR;
     if (!pw_can_cast(rt, self->dtype))
       return dt_error("%s: result type %s can't be cast to the desired output type %s", a->name, dt_dtype_name(rt),
                       dt_dtype_name(self->dtype));
@@ -150,5 +182,9 @@ int dt_shape_where(const dt_op_args *a, dt_meta *out) {
     memcpy(out->shape, sh, sizeof(int64_t) * (size_t)nd);
   }
   out->dtype = pw_where_type(a);
+  for (int k = 0; k < 2; k++)
+    if (!a->in[k + 1] &&
+        check_fits(a, out->dtype, a->flags & (k ? DT_ARG_WHERE_B_INT : DT_ARG_WHERE_A_INT), a->ints[k], a->scalar[k]) != DT_OK)
+      return DT_ERR;
   return DT_OK;
 }

@@ -103,6 +103,24 @@ static void test_inplace_into_view(void) {
   dt_tensor_release(a);
 }
 
+/* a += a^T and a.copy_(a^T) on a 3x3 matrix: the operand is a view of the output's memory */
+static void test_inplace_overlapping_operand(void) {
+  int64_t shape[2] = {3, 3};
+  for (int op = 0; op < 2; op++) {
+    dt_tensor *a = dt_tensor_empty(DT_FLOAT32, 2, shape, DT_CPU), *out[2] = {0};
+    for (int i = 0; i < 9; i++) ((float *)dt_tensor_data(a))[i] = (float)i;
+    dt_tensor *t = transposed(a);
+    dt_tensor *ins[2] = {a, t};
+    dt_op_args args = {.in = ins, .nin = 2};
+    CHECK(dt_op_call(op ? DT_OP_COPY_ : DT_OP_ADD_, &args, out) == DT_OK);
+    dt_tensor_release(out[0]);
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++) CHECK(at(a, i, j) == (op ? 0 : i * 3 + j) + j * 3 + i);
+    dt_tensor_release(t);
+    dt_tensor_release(a);
+  }
+}
+
 static void test_where_on_views(void) {
   dt_tensor *a = seq(DT_FLOAT32, 0), *t = transposed(a), *out[2] = {0};
   int64_t shape[2] = {3, 2};
@@ -123,6 +141,7 @@ int main(void) {
   TEST_CASE(test_binary_on_transposed_views);
   TEST_CASE(test_unary_and_compare_on_views);
   TEST_CASE(test_inplace_into_view);
+  TEST_CASE(test_inplace_overlapping_operand);
   TEST_CASE(test_where_on_views);
   return CTEST_END();
 }

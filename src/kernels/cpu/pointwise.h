@@ -56,6 +56,10 @@ typedef struct pw_ctx {
 int pw_run(dt_tensor *out, dt_dtype out_dt, int nin, dt_tensor *const *in, const dt_dtype *in_dt,
            dt_iter_inner_fn fn, pw_ctx *ctx, const char *op);
 
+/* t reads the memory out writes, but not element for element (a:add_(a:t())): in-place
+ * kernels must then read a copy. */
+int pw_partial_overlap(const dt_tensor *out, const dt_tensor *t);
+
 /* Binary arithmetic/comparison kernel shared with add_ / mul_ (op: DT_OP_ADD ...). */
 int pw_binary(const dt_op_args *a, dt_tensor *out, int op);
 

@@ -66,25 +66,39 @@ int pw_can_cast(dt_dtype from, dt_dtype to) {
   return 1;
 }
 
+int pw_partial_overlap(const dt_tensor *out, const dt_tensor *t) {
+  if (t->storage != out->storage) return 0;
+  if (t->offset != out->offset || t->ndim != out->ndim) return 1;
+  for (int i = 0; i < t->ndim; i++)
+    if (t->stride[i] != out->stride[i] || t->shape[i] != out->shape[i]) return 1;
+  return 0;
+}
+
 int pw_run(dt_tensor *out, dt_dtype out_dt, int nin, dt_tensor *const *in, const dt_dtype *in_dt,
            dt_iter_inner_fn fn, pw_ctx *ctx, const char *op) {
   dt_tensor *ops[DT_ITER_MAX_OPERANDS] = {0};
-  int rc = DT_ERR, owned[DT_ITER_MAX_OPERANDS] = {0};
-  ops[0] = out;
-  if (out->dtype != out_dt) {
-    ops[0] = dt_tensor_empty(out_dt, out->ndim, out->shape, dt_tensor_device(out));
-    if (!ops[0]) return dt_error_prefix("%s", op);
-    owned[0] = 1;
-  }
+  int rc = DT_ERR, owned[DT_ITER_MAX_OPERANDS] = {0}, via_tmp = out->dtype != out_dt;
   for (int k = 0; k < nin; k++) {
     ops[k + 1] = in[k];
-    if (in[k]->dtype == in_dt[k]) continue;
-    ops[k + 1] = dt_tensor_to_dtype(in[k], in_dt[k]);
-    if (!ops[k + 1]) {
+    if (in[k]->dtype != in_dt[k]) {
+      ops[k + 1] = dt_tensor_to_dtype(in[k], in_dt[k]);
+      if (!ops[k + 1]) {
+        dt_error_prefix("%s", op);
+        goto done;
+      }
+      owned[k + 1] = 1;
+    } else if (pw_partial_overlap(out, in[k])) {
+      via_tmp = 1; /* writing out directly would clobber inputs not yet read */
+    }
+  }
+  ops[0] = out;
+  if (via_tmp) {
+    ops[0] = dt_tensor_empty(out_dt, out->ndim, out->shape, dt_tensor_device(out));
+    if (!ops[0]) {
       dt_error_prefix("%s", op);
       goto done;
     }
-    owned[k + 1] = 1;
+    owned[0] = 1;
   }
   dt_iter it;
   if (dt_iter_init(&it, nin + 1, ops, out->ndim, out->shape, op) != DT_OK) goto done;

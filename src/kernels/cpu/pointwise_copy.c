@@ -18,7 +18,14 @@ int dt_cpu_contiguous(const dt_op_args *a, dt_tensor **out) {
   return out[0] ? DT_OK : dt_error_prefix("%s", a->name);
 }
 
-int dt_cpu_copy_(const dt_op_args *a, dt_tensor **out) { return dt_tensor_copy_(out[0], a->in[1], a->name); }
+int dt_cpu_copy_(const dt_op_args *a, dt_tensor **out) {
+  if (!pw_partial_overlap(out[0], a->in[1])) return dt_tensor_copy_(out[0], a->in[1], a->name);
+  dt_tensor *src = dt_tensor_clone(a->in[1]); /* a:copy_(a:t()) must read the old values */
+  if (!src) return dt_error_prefix("%s", a->name);
+  int rc = dt_tensor_copy_(out[0], src, a->name);
+  dt_tensor_release(src);
+  return rc;
+}
 
 /* One element's bytes in the filled tensor's dtype. */
 typedef struct {
