@@ -87,7 +87,8 @@ PW_WHERE(where_i64, int64_t)
 
 /* A scalar operand of where as a 0-d tensor of dtype ct. */
 static dt_tensor *scalar_tensor(dt_dtype ct, double v, int is_int, int64_t vi) {
-  dt_tensor *t = dt_tensor_empty(ct, 0, NULL, DT_CPU);
+  int64_t no_dims[1] = {1}; /* never read for 0-d, but memcpy wants a valid pointer */
+  dt_tensor *t = dt_tensor_empty(ct, 0, no_dims, DT_CPU);
   if (!t) return NULL;
   if (is_int) dt_store_i64(dt_tensor_data(t), ct, vi);
   else dt_store_f64(dt_tensor_data(t), ct, v);
