@@ -176,10 +176,16 @@ describe("pointwise binary", function()
     assert.are.same({false, false, false}, i32:gt(1.5):totable())
   end)
 
-  it("compares half types against a number rounded to their dtype", function()
+  it("rounds numbers and 0-d operands to a half common dtype", function()
     local b = dt.tensor({0.1, 0.2}, {dtype = "bfloat16"})
     assert.are.same({true, false}, b:eq(0.1):totable())
     assert.are.same({false, true}, b:ne(0.1):totable())
+    -- a float32 0-d tensor meets them as their common dtype, bfloat16 (torch casts operands first)
+    assert.are.same({true, false}, b:eq(dt.tensor(0.1)):totable())
+    assert.are.same({"bfloat16", 0}, {(b - dt.tensor(0.1)).dtype, (b - dt.tensor(0.1)):totable()[1]})
+    -- but a dimensioned float32 tensor makes the common dtype float32
+    local d = (b - dt.tensor({0.1, 0.1})):totable()
+    assert.is_true(math.abs(d[1] - 9.765475988e-05) < 1e-9)
   end)
 
   it("handles empty and 0-d tensors", function()

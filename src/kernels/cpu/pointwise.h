@@ -51,9 +51,10 @@ typedef struct pw_ctx {
 #define PW_ERR_NEG_POW 2
 
 /* Runs fn over (out, in[0..nin-1]): each input whose dtype is not in_dt[k] is converted
- * first, and out is written through a temporary of out_dt when its dtype differs (bf16
- * and f16 therefore compute in f32 and round once).  Reports ctx->err as an error of op. */
-int pw_run(dt_tensor *out, dt_dtype out_dt, int nin, dt_tensor *const *in, const dt_dtype *in_dt,
+ * first (rounded through the operands' common dtype when that is bf16/f16), and out is
+ * written through a temporary of out_dt when its dtype differs (bf16 and f16 therefore
+ * compute in f32 and round once).  Reports ctx->err as an error of op. */
+int pw_run(dt_tensor *out, dt_dtype out_dt, dt_dtype common, int nin, dt_tensor *const *in, const dt_dtype *in_dt,
            dt_iter_inner_fn fn, pw_ctx *ctx, const char *op);
 
 /* t reads the memory out writes, but not element for element (a:add_(a:t())): in-place

@@ -161,7 +161,7 @@ int pw_binary(const dt_op_args *a, dt_tensor *out, int op) {
   }
   dt_dtype in_dt[2] = {ct, ct};
   dt_iter_inner_fn fn = loops[fam][ti][scalar ? (left ? V_ST : V_TS) : V_TT];
-  return pw_run(out, compare ? DT_BOOL : ct, scalar ? 1 : 2, a->in, in_dt, fn, &c, a->name);
+  return pw_run(out, compare ? DT_BOOL : ct, rt, scalar ? 1 : 2, a->in, in_dt, fn, &c, a->name);
 }
 
 #define PW_KERNEL(name, ID) \

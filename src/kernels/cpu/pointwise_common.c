@@ -74,14 +74,30 @@ int pw_partial_overlap(const dt_tensor *out, const dt_tensor *t) {
   return 0;
 }
 
-int pw_run(dt_tensor *out, dt_dtype out_dt, int nin, dt_tensor *const *in, const dt_dtype *in_dt,
+/* An operand of another dtype than a bf16/f16 common dtype (a float32 0-d tensor) takes
+ * the value it has in that dtype first, as torch casts operands to the common dtype. */
+static int round_first(const dt_tensor *t, dt_dtype common, dt_dtype d) {
+  return (common == DT_BFLOAT16 || common == DT_FLOAT16) && t->dtype != common && d != DT_BOOL;
+}
+
+/* t in dtype d (see round_first). */
+static dt_tensor *convert(dt_tensor *t, dt_dtype common, dt_dtype d) {
+  if (!round_first(t, common, d)) return dt_tensor_to_dtype(t, d);
+  dt_tensor *r = dt_tensor_to_dtype(t, common);
+  if (!r) return NULL;
+  dt_tensor *c = dt_tensor_to_dtype(r, d);
+  dt_tensor_release(r);
+  return c;
+}
+
+int pw_run(dt_tensor *out, dt_dtype out_dt, dt_dtype common, int nin, dt_tensor *const *in, const dt_dtype *in_dt,
            dt_iter_inner_fn fn, pw_ctx *ctx, const char *op) {
   dt_tensor *ops[DT_ITER_MAX_OPERANDS] = {0};
   int rc = DT_ERR, owned[DT_ITER_MAX_OPERANDS] = {0}, via_tmp = out->dtype != out_dt;
   for (int k = 0; k < nin; k++) {
     ops[k + 1] = in[k];
-    if (in[k]->dtype != in_dt[k]) {
-      ops[k + 1] = dt_tensor_to_dtype(in[k], in_dt[k]);
+    if (in[k]->dtype != in_dt[k] || round_first(in[k], common, in_dt[k])) {
+      ops[k + 1] = convert(in[k], common, in_dt[k]);
       if (!ops[k + 1]) {
         dt_error_prefix("%s", op);
         goto done;

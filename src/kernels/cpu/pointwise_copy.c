@@ -111,7 +111,7 @@ int dt_cpu_where(const dt_op_args *a, dt_tensor **out) {
   dt_dtype in_dt[3] = {DT_BOOL, ct, ct};
   dt_iter_inner_fn fn = ct == DT_FLOAT32 ? where_f32 : ct == DT_FLOAT64 ? where_f64 : where_i64;
   pw_ctx c = {0};
-  rc = pw_run(out[0], ct, 3, ops, in_dt, fn, &c, a->name);
+  rc = pw_run(out[0], ct, out[0]->dtype, 3, ops, in_dt, fn, &c, a->name);
 done:
   for (int k = 0; k < 2; k++)
     if (own[k]) dt_tensor_release(own[k]);

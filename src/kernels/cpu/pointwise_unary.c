@@ -88,7 +88,7 @@ static int unary(const dt_op_args *a, dt_tensor *out, dt_iter_inner_fn f32, dt_i
   dt_iter_inner_fn fn = ct == DT_FLOAT32 ? f32 : ct == DT_FLOAT64 ? f64 : i64;
   if (!fn) return dt_error("%s: not supported for %s", a->name, dt_dtype_name(a->in[0]->dtype));
   pw_ctx zero = {0};
-  return pw_run(out, ct, 1, a->in, &ct, fn, c ? c : &zero, a->name);
+  return pw_run(out, ct, out->dtype, 1, a->in, &ct, fn, c ? c : &zero, a->name);
 }
 
 #define PW_UNARY_ALL(name) \
