@@ -369,11 +369,17 @@ int dt_lua_tensor_newindex(lua_State *L) {
   return 0;
 }
 
+/* Methods only (torch has no torch.view / torch.expand). */
 static const luaL_Reg view_methods[] = {
-    {"view", l_view},         {"view_as", l_view_as},     {"reshape", l_reshape}, {"transpose", l_transpose},
-    {"permute", l_permute},   {"t", l_t},                 {"narrow", l_narrow},   {"select", l_select},
-    {"unsqueeze", l_unsqueeze}, {"squeeze", l_squeeze},   {"expand", l_expand},   {"expand_as", l_expand_as},
-    {"flatten", l_flatten},   {"chunk", l_chunk},         {"split", l_split},     {NULL, NULL},
+    {"view", l_view}, {"view_as", l_view_as}, {"expand", l_expand}, {"expand_as", l_expand_as}, {NULL, NULL},
+};
+
+/* Both methods and dt.<name>(t, ...). */
+static const luaL_Reg view_funcs[] = {
+    {"reshape", l_reshape},     {"transpose", l_transpose}, {"permute", l_permute}, {"t", l_t},
+    {"narrow", l_narrow},       {"select", l_select},       {"unsqueeze", l_unsqueeze},
+    {"squeeze", l_squeeze},     {"flatten", l_flatten},     {"chunk", l_chunk},
+    {"split", l_split},         {NULL, NULL},
 };
 
 static const luaL_Reg join_funcs[] = {{"cat", l_cat}, {"stack", l_stack}, {"concat", l_cat}, {NULL, NULL}};
@@ -381,9 +387,10 @@ static const luaL_Reg join_funcs[] = {{"cat", l_cat}, {"stack", l_stack}, {"conc
 void dt_lua_open_view(lua_State *L, const dt_lua_targets *tg) {
   lua_pushvalue(L, tg->methods);
   luaL_setfuncs(L, view_methods, 0);
+  luaL_setfuncs(L, view_funcs, 0);
   lua_pop(L, 1);
-  lua_pushvalue(L, tg->module); /* dt.reshape(t, ...) etc. as well, where torch has them */
-  luaL_setfuncs(L, view_methods, 0);
+  lua_pushvalue(L, tg->module);
+  luaL_setfuncs(L, view_funcs, 0);
   luaL_setfuncs(L, join_funcs, 0);
   lua_pop(L, 1);
   dt_lua_open_compare(L, tg);
