@@ -60,8 +60,10 @@ static int l_full_like(lua_State *L) {
 static int l_arange(lua_State *L) {
   int n = 0, all_int = 1;
   double v[3] = {0, 0, 1};
+  lua_Integer iv[3] = {0, 0, 1};
   while (n < 3 && lua_type(L, n + 1) == LUA_TNUMBER) {
     v[n] = lua_tonumber(L, n + 1);
+    iv[n] = lua_tointeger(L, n + 1);
     all_int &= lua_isinteger(L, n + 1);
     n++;
   }
@@ -71,6 +73,13 @@ static int l_arange(lua_State *L) {
   a.scalar[1] = n == 1 ? v[0] : v[1];
   a.scalar[2] = n == 3 ? v[2] : 1;
   a.nscalar = 3;
+  if (all_int) { /* exact beyond 2^53 */
+    a.flags = DT_ARG_SCALAR_INT;
+    a.ints[0] = n == 1 ? 0 : iv[0];
+    a.ints[1] = n == 1 ? iv[0] : iv[1];
+    a.ints[2] = n == 3 ? iv[2] : 1;
+    a.nints = 3;
+  }
   if (!lua_isnoneornil(L, n + 1) && !lua_istable(L, n + 1))
     return luaL_error(L, "arange: expected numbers then an options table, got %s", luaL_typename(L, n + 1));
   a.dtype = dt_lua_opt_dtype_field(L, n + 1, all_int ? DT_INT64 : DT_DEFAULT_FLOAT);

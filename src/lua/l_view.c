@@ -227,8 +227,9 @@ static int l_split(lua_State *L) {
 
 /* cat/stack(list, dim = 1): the tensors stay referenced by the list during the call. */
 static int join(lua_State *L, dt_op_id id, const char *op, int extra) {
-  luaL_checktype(L, 1, LUA_TTABLE);
   if (dt_lua_test_tensor(L, 1)) return luaL_error(L, "%s: expects a list of tensors, got a tensor", op);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 2); /* the pointer array below goes to slot 3 */
   int n = (int)luaL_len(L, 1);
   if (n == 0) return luaL_error(L, "%s: expected a non-empty list of tensors", op);
   dt_tensor **in = lua_newuserdatauv(L, sizeof(dt_tensor *) * (size_t)n, 0);

@@ -28,10 +28,11 @@ static int mismatch(const dt_op_args *a, int i, const dt_tensor *ref, const char
 }
 
 int dt_shape_cat(const dt_op_args *a, dt_meta *out) {
+  if (a->nin > 0 && dt_join_ref(a)->ndim == 0)
+    return dt_error("%s: zero-dimensional tensors cannot be concatenated (use stack)", a->name);
   if (check_inputs(a, 0, out) != DT_OK) return DT_ERR;
   const dt_tensor *ref = dt_join_ref(a);
   int d = (int)a->ints[0];
-  if (ref->ndim == 0) return dt_error("%s: zero-dimensional tensors cannot be concatenated (use stack)", a->name);
   out->ndim = ref->ndim;
   memcpy(out->shape, ref->shape, sizeof(int64_t) * ref->ndim);
   out->shape[d] = 0;

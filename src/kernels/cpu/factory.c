@@ -20,22 +20,26 @@ int dt_cpu_full(const dt_op_args *a, dt_tensor **out) {
   return DT_OK;
 }
 
-/* Each value is start + i * step computed in double (not by accumulation), as torch. */
+/* Each value is start + i * step (not accumulated), as torch: in int64 with
+ * DT_ARG_SCALAR_INT (exact), else in double. */
 int dt_cpu_arange(const dt_op_args *a, dt_tensor **out) {
   dt_tensor *t = out[0];
   int64_t n = dt_tensor_numel(t);
-  double start = a->scalar[0], step = a->scalar[2];
+  size_t es = dt_dtype_size(t->dtype);
   char *p = dt_tensor_data(t);
-  if (t->dtype == DT_FLOAT32) {
-    float *f = (float *)p;
-    for (int64_t i = 0; i < n; i++) f[i] = (float)(start + (double)i * step);
-  } else if (t->dtype == DT_INT64 && start == floor(start) && step == floor(step)) {
-    int64_t *q = (int64_t *)p, s0 = (int64_t)start, st = (int64_t)step; /* exact beyond 2^53 */
-    for (int64_t i = 0; i < n; i++) q[i] = s0 + i * st;
-  } else {
-    size_t es = dt_dtype_size(t->dtype);
-    for (int64_t i = 0; i < n; i++) dt_store_f64(p + i * (int64_t)es, t->dtype, start + (double)i * step);
+  if (a->flags & DT_ARG_SCALAR_INT) {
+    int64_t start = a->ints[0], step = a->ints[2];
+    if (t->dtype == DT_INT64)
+      for (int64_t i = 0; i < n; i++) ((int64_t *)p)[i] = start + i * step;
+    else
+      for (int64_t i = 0; i < n; i++) dt_store_i64(p + i * (int64_t)es, t->dtype, start + i * step);
+    return DT_OK;
   }
+  double start = a->scalar[0], step = a->scalar[2];
+  if (t->dtype == DT_FLOAT32)
+    for (int64_t i = 0; i < n; i++) ((float *)p)[i] = (float)(start + (double)i * step);
+  else
+    for (int64_t i = 0; i < n; i++) dt_store_f64(p + i * (int64_t)es, t->dtype, start + (double)i * step);
   return DT_OK;
 }
 
