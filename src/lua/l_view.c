@@ -70,11 +70,12 @@ static int l_permute(lua_State *L) {
   return call_view(L, DT_OP_PERMUTE, t, &a);
 }
 
-/* A 1-based index (negative from the end) into a dim of `size` -> 0-based; `what` and
+/* A 1-based index (negative from the end) into a dim of `size` -> 0-based; op and
  * dim (1-based) word the error. */
 static int64_t check_index(lua_State *L, int idx, int64_t size, int dim, const char *op) {
-  if (!lua_isinteger(L, idx)) return luaL_error(L, "%s: index must be an integer, got %s", op, luaL_typename(L, idx));
-  lua_Integer i = lua_tointeger(L, idx);
+  int ok;
+  lua_Integer i = lua_tointegerx(L, idx, &ok); /* 2.0 is accepted, as Lua tables accept it */
+  if (!ok) return luaL_error(L, "%s: index must be an integer, got %s", op, luaL_typename(L, idx));
   if (i == 0) return luaL_error(L, "%s: index 0 is invalid (indices are 1-based, negative from the end)", op);
   int64_t z = i > 0 ? i - 1 : i + size;
   if (z < 0 || z >= size)
@@ -293,7 +294,7 @@ static void push_indexed(lua_State *L) {
   dt_tensor *t = dt_lua_check_tensor(L, 1);
   lua_pushvalue(L, 1);
   int slot = lua_gettop(L);
-  if (lua_isinteger(L, 2)) {
+  if (lua_type(L, 2) == LUA_TNUMBER) {
     if (t->ndim == 0) luaL_error(L, "indexing: a 0-d tensor cannot be indexed (use t:item())");
     dt_op_args a = {0};
     a.ints[1] = check_index(L, 2, t->shape[0], 1, "indexing");
@@ -340,11 +341,12 @@ int dt_lua_tensor_index(lua_State *L) {
 /* A 0-d tensor holding the Lua value at idx, keeping integers exact. */
 static dt_tensor *scalar_tensor(lua_State *L, int idx) {
   dt_tensor *s;
-  if (lua_isboolean(L, idx)) s = dt_tensor_full(DT_BOOL, 0, NULL, lua_toboolean(L, idx), DT_CPU);
+  const int64_t no_dims[1] = {0}; /* not NULL: the shape is memcpy'd */
+  if (lua_isboolean(L, idx)) s = dt_tensor_full(DT_BOOL, 0, no_dims, lua_toboolean(L, idx), DT_CPU);
   else if (lua_isinteger(L, idx)) {
-    s = dt_tensor_empty(DT_INT64, 0, NULL, DT_CPU);
+    s = dt_tensor_empty(DT_INT64, 0, no_dims, DT_CPU);
     if (s) dt_store_i64(dt_tensor_data(s), DT_INT64, lua_tointeger(L, idx));
-  } else if (lua_type(L, idx) == LUA_TNUMBER) s = dt_tensor_full(DT_FLOAT64, 0, NULL, lua_tonumber(L, idx), DT_CPU);
+  } else if (lua_type(L, idx) == LUA_TNUMBER) s = dt_tensor_full(DT_FLOAT64, 0, no_dims, lua_tonumber(L, idx), DT_CPU);
   else return luaL_error(L, "indexing assignment: value must be a number, a boolean or a tensor, got %s",
                         luaL_typename(L, idx)), NULL;
   if (!s) dt_lua_raise(L);
