@@ -16,32 +16,28 @@ static int call_view(lua_State *L, dt_op_id id, dt_tensor *t, dt_op_args *a) {
   return dt_lua_call_op(L, id, a);
 }
 
-/* Sizes (varargs or a table) at idx into a->ints. */
-static void sizes_arg(lua_State *L, int idx, dt_op_args *a, const char *op) {
-  dt_lua_check_shape(L, idx, &a->nints, a->ints, op);
-}
-
-static int l_view(lua_State *L) {
-  dt_op_args a = {0};
+/* t:<op>(sizes...) with sizes as varargs or one table. */
+static int sized_view(lua_State *L, dt_op_id id, const char *op) {
   dt_tensor *t = dt_lua_check_tensor(L, 1);
-  sizes_arg(L, 2, &a, "view");
-  return call_view(L, DT_OP_VIEW, t, &a);
-}
-
-static int l_reshape(lua_State *L) {
   dt_op_args a = {0};
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
-  sizes_arg(L, 2, &a, "reshape");
-  return call_view(L, DT_OP_RESHAPE, t, &a);
+  dt_lua_check_shape(L, 2, &a.nints, a.ints, op);
+  return call_view(L, id, t, &a);
 }
 
-static int l_view_as(lua_State *L) {
+/* t:<op>_as(other): other's shape as the sizes. */
+static int as_view(lua_State *L, dt_op_id id) {
   dt_tensor *t = dt_lua_check_tensor(L, 1), *o = dt_lua_check_tensor(L, 2);
   dt_op_args a = {0};
   a.nints = o->ndim;
   for (int i = 0; i < o->ndim; i++) a.ints[i] = o->shape[i];
-  return call_view(L, DT_OP_VIEW, t, &a);
+  return call_view(L, id, t, &a);
 }
+
+static int l_view(lua_State *L) { return sized_view(L, DT_OP_VIEW, "view"); }
+static int l_reshape(lua_State *L) { return sized_view(L, DT_OP_RESHAPE, "reshape"); }
+static int l_expand(lua_State *L) { return sized_view(L, DT_OP_EXPAND, "expand"); }
+static int l_view_as(lua_State *L) { return as_view(L, DT_OP_VIEW); }
+static int l_expand_as(lua_State *L) { return as_view(L, DT_OP_EXPAND); }
 
 static int l_transpose(lua_State *L) {
   dt_tensor *t = dt_lua_check_tensor(L, 1);
@@ -65,7 +61,7 @@ static int l_t(lua_State *L) {
 static int l_permute(lua_State *L) {
   dt_tensor *t = dt_lua_check_tensor(L, 1);
   dt_op_args a = {0};
-  sizes_arg(L, 2, &a, "permute");
+  dt_lua_check_shape(L, 2, &a.nints, a.ints, "permute");
   for (int i = 0; i < a.nints; i++) a.ints[i] = dt_lua_to_dim(L, a.ints[i], t->ndim, 0, "permute");
   return call_view(L, DT_OP_PERMUTE, t, &a);
 }
@@ -122,28 +118,13 @@ static int l_squeeze(lua_State *L) {
   if (lua_isnoneornil(L, 2)) {
     a.flags = DT_ARG_ALL_DIMS;
   } else if (lua_istable(L, 2)) {
-    sizes_arg(L, 2, &a, "squeeze");
+    dt_lua_check_shape(L, 2, &a.nints, a.ints, "squeeze");
     for (int i = 0; i < a.nints; i++) a.ints[i] = dt_lua_to_dim(L, a.ints[i], t->ndim, 0, "squeeze");
   } else {
     a.ints[0] = dt_lua_check_dim(L, 2, t->ndim, 0, "squeeze");
     a.nints = 1;
   }
   return call_view(L, DT_OP_SQUEEZE, t, &a);
-}
-
-static int l_expand(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
-  dt_op_args a = {0};
-  sizes_arg(L, 2, &a, "expand");
-  return call_view(L, DT_OP_EXPAND, t, &a);
-}
-
-static int l_expand_as(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1), *o = dt_lua_check_tensor(L, 2);
-  dt_op_args a = {0};
-  a.nints = o->ndim;
-  for (int i = 0; i < o->ndim; i++) a.ints[i] = o->shape[i];
-  return call_view(L, DT_OP_EXPAND, t, &a);
 }
 
 /* flatten(start = 1, end = -1) */

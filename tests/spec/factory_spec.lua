@@ -1,10 +1,7 @@
 -- dt.arange and dt.eye (torch semantics: arange's end is exclusive).
 
-local function err(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return e
-end
+local h = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "view_helpers.lua")
+local err = h.err
 
 -- Plain-Lua reference: start + i * step while short of stop.
 local function ref_arange(start, stop, step)

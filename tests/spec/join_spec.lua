@@ -1,10 +1,7 @@
 -- dt.cat and dt.stack: shapes, values, dtype promotion, non-contiguous inputs, errors.
 
-local function err(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return e
-end
+local h = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "view_helpers.lua")
+local err = h.err
 
 describe("cat", function()
   it("joins along dim 1 by default and along any dim", function()

@@ -1,10 +1,7 @@
 -- t:equal(u) and t:allclose(u, rtol, atol): Lua booleans.
 
-local function err(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return e
-end
+local h = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "view_helpers.lua")
+local err = h.err
 
 describe("equal", function()
   it("is true for the same shape and values", function()

@@ -1,18 +1,7 @@
 -- t[i], t[{...}] slicing (1-based inclusive ranges, steps, negatives) and assignment.
 
-local function seq(shape, dtype)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  local flat = {}
-  for i = 1, n do flat[i] = i end
-  return dt.tensor(flat, dtype and {dtype = dtype}):view(shape)
-end
-
-local function err(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return e
-end
+local h = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "view_helpers.lua")
+local err, seq = h.err, h.seq
 
 -- Plain-Lua reference of a 1-based inclusive stepped range of a list.
 local function range(list, s, e, step)

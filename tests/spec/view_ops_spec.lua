@@ -1,13 +1,7 @@
 -- View ops: shapes, strides, storage sharing and values, against plain-Lua references.
 
--- 1..n as a tensor of the given shape (values = row-major position, 1-based).
-local function seq(shape, dtype)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  local flat = {}
-  for i = 1, n do flat[i] = i end
-  return dt.tensor(flat, dtype and {dtype = dtype}):view(shape)
-end
+local h = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "view_helpers.lua")
+local err, seq = h.err, h.seq
 
 -- Value of a row-major 1..n tensor of `shape` at the 1-based index idx.
 local function pos(shape, idx)
@@ -17,12 +11,6 @@ local function pos(shape, idx)
     stride = stride * shape[d]
   end
   return p + 1
-end
-
-local function err(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  return e
 end
 
 describe("view / reshape", function()

@@ -267,26 +267,18 @@ static int view_or_copy(const dt_op_args *a, int ndim, const int64_t *shape, int
   return out[0] ? DT_OK : DT_ERR;
 }
 
-int dt_cpu_view(const dt_op_args *a, dt_tensor **out) {
+typedef int (*shape_fn)(const dt_op_args *a, int *ndim, int64_t *shape);
+
+static int shaped(shape_fn fn, int copy_ok, const dt_op_args *a, dt_tensor **out) {
   int n;
   int64_t shape[DT_MAX_DIMS];
-  if (dt_view_target_shape(a, &n, shape) != DT_OK) return DT_ERR;
-  return view_or_copy(a, n, shape, 0, out);
+  if (fn(a, &n, shape) != DT_OK) return DT_ERR;
+  return view_or_copy(a, n, shape, copy_ok, out);
 }
 
-int dt_cpu_reshape(const dt_op_args *a, dt_tensor **out) {
-  int n;
-  int64_t shape[DT_MAX_DIMS];
-  if (dt_view_target_shape(a, &n, shape) != DT_OK) return DT_ERR;
-  return view_or_copy(a, n, shape, 1, out);
-}
-
-int dt_cpu_flatten(const dt_op_args *a, dt_tensor **out) {
-  int n;
-  int64_t shape[DT_MAX_DIMS];
-  if (dt_view_flatten_shape(a, &n, shape) != DT_OK) return DT_ERR;
-  return view_or_copy(a, n, shape, 1, out);
-}
+int dt_cpu_view(const dt_op_args *a, dt_tensor **out) { return shaped(dt_view_target_shape, 0, a, out); }
+int dt_cpu_reshape(const dt_op_args *a, dt_tensor **out) { return shaped(dt_view_target_shape, 1, a, out); }
+int dt_cpu_flatten(const dt_op_args *a, dt_tensor **out) { return shaped(dt_view_flatten_shape, 1, a, out); }
 
 int dt_cpu_expand(const dt_op_args *a, dt_tensor **out) {
   int n;
