@@ -97,7 +97,11 @@ static int l_narrow(lua_State *L) {
   a.ints[0] = dt_lua_check_dim(L, 2, t->ndim, 0, "narrow");
   lua_Integer start = luaL_checkinteger(L, 3);
   if (start == 0) return luaL_error(L, "narrow: start 0 is invalid (starts are 1-based, negative from the end)");
-  a.ints[1] = start > 0 ? start - 1 : start + t->shape[a.ints[0]];
+  int64_t size = t->shape[a.ints[0]];
+  a.ints[1] = start > 0 ? start - 1 : start + size;
+  if (a.ints[1] < 0 || a.ints[1] > size)
+    return luaL_error(L, "narrow: start %I out of range for dim %d of size %I", (lua_Integer)start, (int)a.ints[0] + 1,
+                      (lua_Integer)size);
   a.ints[2] = luaL_checkinteger(L, 4);
   a.nints = 3;
   return call_view(L, DT_OP_NARROW, t, &a);

@@ -142,6 +142,9 @@ describe("narrow / select", function()
     assert.matches("narrow: start 0 is invalid", err(function() return x:narrow(1, 0, 1) end), 1, true)
     assert.matches("narrow: start 7 out of range for dim 1 of size 4",
       err(function() return x:narrow(1, 7, 0) end), 1, true)
+    assert.matches("narrow: start -5 out of range for dim 1 of size 4",
+      err(function() return x:narrow(1, -5, 1) end), 1, true)
+    assert.matches("narrow: length must be non-negative, got -1", err(function() return x:narrow(1, 1, -1) end), 1, true)
   end)
 
   it("select drops the dim; index 1-based, negative from the end", function()

@@ -62,7 +62,8 @@ int dt_view_narrow(const dt_op_args *a, dt_view_geom *g) {
   if (start < 0 || start > size)
     return dt_error("%s: start %lld out of range for dim %d of size %lld", a->name, (long long)start + 1, d + 1,
                     (long long)size);
-  if (len < 0 || start + len > size)
+  if (len < 0) return dt_error("%s: length must be non-negative, got %lld", a->name, (long long)len);
+  if (start + len > size)
     return dt_error("%s: start %lld + length %lld exceeds dim %d of size %lld", a->name, (long long)start + 1,
                     (long long)len, d + 1, (long long)size);
   geom_of(x, g);
