@@ -385,3 +385,31 @@ describe("every collective x every dtype x sub-groups", function()
     end)
   end
 end)
+
+describe("non-contiguous tensors", function()
+  local function scaled(k)
+    return dt.tensor({{k, 2 * k, 3 * k}, {4 * k, 5 * k, 6 * k}}, {dtype = "float32"})
+  end
+
+  it("all_reduce and broadcast on a transposed view write through it", function()
+    local base = scaled(rank + 1)
+    local v = base:t()
+    assert.is_false(v:is_contiguous())
+    assert.are.equal(v, D.all_reduce(v, "sum"))
+    local s = n * (n + 1) // 2
+    assert.are.same(scaled(s):totable(), base:totable())
+    local b2 = scaled(rank)
+    D.broadcast(b2:t(), n - 1)
+    assert.are.same(scaled(n - 1):totable(), b2:totable())
+  end)
+
+  it("all_gather reads a view's values, not its storage order", function()
+    local g = D.all_gather(scaled(rank + 1):t())
+    assert.are.same({3 * n, 2}, g:size())
+    local rows = g:totable()
+    for r = 0, n - 1 do
+      assert.are.same({r + 1, 4 * (r + 1)}, rows[3 * r + 1])
+      assert.are.same({3 * (r + 1), 6 * (r + 1)}, rows[3 * r + 3])
+    end
+  end)
+end)
