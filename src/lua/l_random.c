@@ -76,7 +76,7 @@ static int l_set_rng_state(lua_State *L) {
   lua_getfield(L, 1, "offset");
   lua_Integer seed = check_int(L, -2, "set_rng_state", "state.seed");
   lua_Integer off = check_int(L, -1, "set_rng_state", "state.offset");
-  if (off < 0) return luaL_error(L, "set_rng_state: state.offset must be >= 0, got %lld", (long long)off);
+  if (off < 0) return luaL_error(L, "set_rng_state: state.offset must be >= 0, got %I", off);
   dt_rng_state *st = dt_lua_rng_state(L);
   st->seed = (uint64_t)seed;
   st->offset = (uint64_t)off;

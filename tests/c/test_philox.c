@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "kernels/philox.h"
 #include "kernels/random.h"
+#include "ops/ops.h"
 #include "ctest.h"
 
 static int kat(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1, uint32_t e0,
@@ -82,7 +83,36 @@ static void test_region_bounds(void) {
   CHECK(strstr(dt_error_message(), "out of bounds") != NULL);
 }
 
+/* uniform_ on a transposed (non-contiguous) view fills it in the view's row-major order. */
+static void test_inplace_noncontiguous(void) {
+  int64_t base_shape[2] = {3, 4}, vshape[2] = {4, 3}, vstride[2] = {1, 4};
+  dt_tensor *base = dt_tensor_zeros(DT_FLOAT32, 2, base_shape, DT_CPU);
+  dt_tensor *view = dt_tensor_view_of(base, 2, vshape, vstride, 0);
+  dt_op_args a = {0};
+  a.in = &view, a.nin = 1;
+  a.scalar[0] = 0, a.scalar[1] = 1, a.nscalar = 2;
+  a.ints[DT_RNG_SLOT_SEED] = 11, a.ints[DT_RNG_SLOT_OFFSET] = 8;
+  dt_tensor *out[2] = {0};
+  CHECK(dt_op_call(DT_OP_UNIFORM_, &a, out) == DT_OK);
+  dt_op_args r = {0};
+  r.nints = 2, r.ints[0] = 4, r.ints[1] = 3;
+  r.scalar[1] = 1, r.nscalar = 2;
+  r.ints[DT_RNG_SLOT_SEED] = 11, r.ints[DT_RNG_SLOT_OFFSET] = 8;
+  dt_tensor *ref[2] = {0};
+  CHECK(dt_op_call(DT_OP_RAND, &r, ref) == DT_OK);
+  const float *b = dt_tensor_data(base), *e = ref[0] ? dt_tensor_data(ref[0]) : NULL;
+  int same = e != NULL;
+  for (int i = 0; i < 4 && same; i++)
+    for (int j = 0; j < 3; j++) same &= b[j * 4 + i] == e[i * 3 + j];
+  CHECK(same);
+  if (out[0]) dt_tensor_release(out[0]);
+  if (ref[0]) dt_tensor_release(ref[0]);
+  dt_tensor_release(view);
+  dt_tensor_release(base);
+}
+
 int main(void) {
+  TEST_CASE(test_inplace_noncontiguous);
   TEST_CASE(test_known_answers);
   TEST_CASE(test_stream_layout);
   TEST_CASE(test_shards_agree);
