@@ -3,7 +3,7 @@
  *
  * Pure arithmetic on fixed-width integers, every function static inline and free of
  * CPU-only constructs, so a CUDA file can include this header and produce bit-identical
- * streams (mark the functions __host__ __device__ there via DT_PHILOX_FN).
+ * streams (under nvcc DT_PHILOX_FN marks the functions __host__ __device__).
  *
  * The stream: word p (p = 0, 1, 2, ...) of generator (seed, ·) is
  *     philox4x32_10(counter = {p/4 low 32 bits, p/4 high 32 bits, 0, 0},
@@ -18,7 +18,14 @@
 #include <stdint.h>
 
 #ifndef DT_PHILOX_FN
+#if defined(__CUDACC__)
+#define DT_PHILOX_FN static __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
+/* forced: gcc otherwise keeps the unrolled rounds out of line and loses ~1.7x */
+#define DT_PHILOX_FN static inline __attribute__((always_inline))
+#else
 #define DT_PHILOX_FN static inline
+#endif
 #endif
 
 #define DT_PHILOX_M0 0xD2511F53u
@@ -46,13 +53,15 @@ DT_PHILOX_FN void dt_philox_round(uint32_t *c0, uint32_t *c1, uint32_t *c2, uint
 DT_PHILOX_FN dt_philox4 dt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2]) {
   uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
   uint32_t k0 = key[0], k1 = key[1];
-  for (int r = 0; r < 10; r++) {
-    if (r > 0) {
-      k0 += DT_PHILOX_W0;
-      k1 += DT_PHILOX_W1;
-    }
-    dt_philox_round(&c0, &c1, &c2, &c3, k0, k1);
-  }
+  /* rounds written out, bumping the key in place */
+#define DT_PHILOX_RB                                  \
+  dt_philox_round(&c0, &c1, &c2, &c3, k0, k1);        \
+  k0 += DT_PHILOX_W0;                                 \
+  k1 += DT_PHILOX_W1
+  DT_PHILOX_RB; DT_PHILOX_RB; DT_PHILOX_RB; DT_PHILOX_RB; DT_PHILOX_RB;
+  DT_PHILOX_RB; DT_PHILOX_RB; DT_PHILOX_RB; DT_PHILOX_RB;
+  dt_philox_round(&c0, &c1, &c2, &c3, k0, k1);
+#undef DT_PHILOX_RB
   dt_philox4 out = {{c0, c1, c2, c3}};
   return out;
 }
