@@ -119,29 +119,33 @@ static int l_fork_rng(lua_State *L) {
 }
 
 /* ---- factories ------------------------------------------------------------------------ */
-static int random_factory(lua_State *L, dt_op_id id, const char *op, double x, double y) {
+/* rand/randn with the shape already in a->ints: standard parameters, dtype from opts. */
+static int run_standard(lua_State *L, dt_op_id id, dt_op_args *a, int opts, dt_dtype def) {
+  a->dtype = dt_lua_opt_dtype_field(L, opts, def);
+  a->has_dtype = 1;
+  a->scalar[0] = 0, a->scalar[1] = 1, a->nscalar = 2;
+  return call_random(L, id, a, dt_rng_words(a->dtype == DT_FLOAT64, dt_shape_numel(a->nints, a->ints)));
+}
+
+/* dt.rand(shape..., opts?) where shape is varargs or one table. */
+static int random_factory(lua_State *L, dt_op_id id, const char *op) {
   dt_op_args a = {0};
   int used = dt_lua_check_shape(L, 1, &a.nints, a.ints, op);
-  a.dtype = dt_lua_opt_dtype_field(L, 1 + used, DT_DEFAULT_FLOAT);
-  a.has_dtype = 1;
-  a.scalar[0] = x, a.scalar[1] = y, a.nscalar = 2;
-  return call_random(L, id, &a, dt_rng_words(a.dtype == DT_FLOAT64, dt_shape_numel(a.nints, a.ints)));
+  return run_standard(L, id, &a, 1 + used, DT_DEFAULT_FLOAT);
 }
-static int l_rand(lua_State *L) { return random_factory(L, DT_OP_RAND, "rand", 0, 1); }
-static int l_randn(lua_State *L) { return random_factory(L, DT_OP_RANDN, "randn", 0, 1); }
+static int l_rand(lua_State *L) { return random_factory(L, DT_OP_RAND, "rand"); }
+static int l_randn(lua_State *L) { return random_factory(L, DT_OP_RANDN, "randn"); }
 
-static int random_like(lua_State *L, dt_op_id id, double x, double y) {
+/* dt.rand_like(t, opts?): t's shape, dtype from opts or t. */
+static int random_like(lua_State *L, dt_op_id id) {
   dt_tensor *t = dt_lua_check_tensor(L, 1);
   dt_op_args a = {0};
   a.nints = t->ndim;
   for (int i = 0; i < t->ndim; i++) a.ints[i] = t->shape[i];
-  a.dtype = dt_lua_opt_dtype_field(L, 2, t->dtype);
-  a.has_dtype = 1;
-  a.scalar[0] = x, a.scalar[1] = y, a.nscalar = 2;
-  return call_random(L, id, &a, dt_rng_words(a.dtype == DT_FLOAT64, dt_tensor_numel(t)));
+  return run_standard(L, id, &a, 2, t->dtype);
 }
-static int l_rand_like(lua_State *L) { return random_like(L, DT_OP_RAND, 0, 1); }
-static int l_randn_like(lua_State *L) { return random_like(L, DT_OP_RANDN, 0, 1); }
+static int l_rand_like(lua_State *L) { return random_like(L, DT_OP_RAND); }
+static int l_randn_like(lua_State *L) { return random_like(L, DT_OP_RANDN); }
 
 /* dt.randint(low, high, shape, opts?) or dt.randint(high, shape, opts?); high exclusive. */
 static int l_randint(lua_State *L) {
