@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "kernels/philox.h"
+#include "kernels/cpu/philox_batch.h"
 
 #define CHUNK 256 /* elements converted per batch of words (the word buffer stays in L1) */
 #define TWO_PI 6.283185307179586
@@ -19,20 +20,16 @@ void dt_rng_fill_init(dt_rng_fill *f) {
   }
 }
 
-/* Words p0 .. p0 + count - 1 of seed's stream. */
+/* Words p0 .. p0 + count - 1 of seed's stream: whole blocks in batches, partial blocks at
+ * either end word by word. */
 static void gen_words(uint64_t seed, uint64_t p0, int64_t count, uint32_t *buf) {
   int64_t k = 0;
   uint64_t p = p0;
-  while (k < count) {
-    dt_philox4 r = dt_philox_block(seed, p >> 2);
-    unsigned lane = (unsigned)(p & 3);
-    if (lane == 0 && count - k >= 4) {
-      memcpy(buf + k, r.v, sizeof r.v);
-      k += 4, p += 4;
-      continue;
-    }
-    for (; lane < 4 && k < count; lane++, k++, p++) buf[k] = r.v[lane];
-  }
+  for (; k < count && (p & 3); k++, p++) buf[k] = dt_philox_word(seed, p);
+  int64_t nb = (count - k) / 4;
+  dt_philox_blocks(seed, p >> 2, nb, buf + k);
+  k += 4 * nb, p += 4 * (uint64_t)nb;
+  for (; k < count; k++, p++) buf[k] = dt_philox_word(seed, p);
 }
 
 /* ---- per-dtype bounds: the largest value below b, so [a, b) stays half-open after rounding -- */
