@@ -343,6 +343,38 @@ describe("random: sampling", function()
   end)
 end)
 
+describe("random: non-contiguous inputs", function()
+  it("uniform_/normal_ on a transposed view fill it in the view's row-major order", function()
+    local base = dt.zeros(3, 4)
+    local v = base:t()
+    dt.manual_seed(51)
+    v:uniform_()
+    dt.manual_seed(51)
+    assert.are.same(dt.rand(4, 3):totable(), v:totable())
+    dt.manual_seed(52)
+    v:normal_(1, 2)
+    dt.manual_seed(52)
+    local r = dt.randn(4, 3):totable()
+    local got = v:totable()
+    for i = 1, 4 do
+      for j = 1, 3 do assert.is_true(math.abs(got[i][j] - (1 + 2 * r[i][j])) < 1e-5) end
+    end
+  end)
+
+  it("bernoulli, dropout and multinomial read transposed inputs logically", function()
+    local p = dt.tensor({{0.0, 1.0, 1.0}, {1.0, 0.0, 0.0}}):t()
+    assert.are.same({{0, 1}, {1, 0}, {1, 0}}, dt.bernoulli(p):totable())
+    local x = dt.tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}):t()
+    local y, keep = dt._dropout(x, 0.5)
+    local xv, yv, kv = x:totable(), y:totable(), keep:totable()
+    for i = 1, 3 do
+      for j = 1, 2 do assert.are.equal(kv[i][j] and 2 * xv[i][j] or 0, yv[i][j]) end
+    end
+    local w = dt.tensor({{0.0, 1.0}, {1.0, 0.0}}):t() -- rows {0, 1} and {1, 0}
+    assert.are.same({{2, 2}, {1, 1}}, dt.multinomial(w, 2, true):totable())
+  end)
+end)
+
 describe("random: generator state", function()
   it("get/set_rng_state round-trips", function()
     dt.manual_seed(37)
