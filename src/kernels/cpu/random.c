@@ -10,6 +10,14 @@
 #include "kernels/cpu/philox_batch.h"
 
 #define CHUNK 256 /* elements converted per batch of words (the word buffer stays in L1) */
+
+/* gcc -O2's "very cheap" vectoriser model skips the conversion loops; the cheap model
+ * vectorises them (float32 uniform ~1.4x faster). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define DT_VECTORIZE __attribute__((optimize("vect-cost-model=cheap")))
+#else
+#define DT_VECTORIZE
+#endif
 #define TWO_PI 6.283185307179586
 
 void dt_rng_fill_init(dt_rng_fill *f) {
@@ -45,14 +53,20 @@ static uint16_t half_below(float b, dt_dtype t) {
 }
 
 /* Uniform values of one chunk (words already generated). */
-static void put_uniform(const dt_rng_fill *f, int64_t pos, int64_t m, const uint32_t *w) {
+DT_VECTORIZE static void put_uniform(const dt_rng_fill *f, int64_t pos, int64_t m, const uint32_t *w) {
   switch (f->dtype) {
   case DT_FLOAT32: {
     float a = (float)f->a, b = (float)f->b, span = b - a, top = nextafterf(b, -INFINITY);
     float *d = (float *)f->dst + pos;
+    if (!(b > a)) {
+      for (int64_t j = 0; j < m; j++) d[j] = a;
+      break;
+    }
+    /* v >= a always, so min(v, top) == (v < b ? v : top).  Branch-free and the 24-bit
+     * integer converts signed, so the loop vectorises. */
     for (int64_t j = 0; j < m; j++) {
-      float v = a + span * dt_philox_unit_f32(w[j], 24);
-      d[j] = v < b ? v : (b > a ? top : a);
+      float v = a + span * ((float)(int32_t)(w[j] >> 8) * (1.0f / 16777216.0f));
+      d[j] = v < top ? v : top;
     }
     break;
   }
