@@ -225,8 +225,8 @@ static int load_tensors(const char *path, FILE *f, const dt_json *hdr, int64_t d
       if (read_metadata(path, hdr->items[i], st) != DT_OK) return DT_ERR;
       continue;
     }
-    dt_dtype dtype;
-    int ndim;
+    dt_dtype dtype = DT_FLOAT32;
+    int ndim = 0;
     int64_t shape[DT_MAX_DIMS];
     if (parse_entry(path, hdr->keys[i], hdr->items[i], &dtype, &ndim, shape, &ranges[n]) != DT_OK) return DT_ERR;
     ranges[n].index = n;
@@ -251,7 +251,7 @@ static int load_tensors(const char *path, FILE *f, const dt_json *hdr, int64_t d
 
 int dt_safetensors_load(const char *path, dt_safetensors *st) {
   memset(st, 0, sizeof *st);
-  int64_t fsize, data_start;
+  int64_t fsize, data_start = 0;
   FILE *f = dt_file_open_read(path, "load", &fsize);
   if (!f) return DT_ERR;
   dt_json *hdr = NULL;
