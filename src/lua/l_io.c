@@ -37,6 +37,7 @@ static const char **sorted_keys(lua_State *L, int idx, int *n, const char *what,
 
 /* dt.save(tensor_or_table, path, metadata?): a single tensor is stored under the key "tensor". */
 static int l_save(lua_State *L) {
+  lua_settop(L, 3); /* scratch userdata go above the arguments */
   const char *path = luaL_checkstring(L, 2);
   dt_safetensors st = {0};
   const char *single = "tensor";
