@@ -11,17 +11,21 @@
 #define R float
 #define SUF(x) x##_f32
 #define GEMM dt_gemm_f32
+#define EXP expf
 #include "kernels/cpu/nn_typed.h"
 #undef R
 #undef SUF
 #undef GEMM
+#undef EXP
 #define R double
 #define SUF(x) x##_f64
 #define GEMM dt_gemm_f64
+#define EXP exp
 #include "kernels/cpu/nn_typed.h"
 #undef R
 #undef SUF
 #undef GEMM
+#undef EXP
 
 /* Up to 4 inputs converted to one compute dtype (NULL stays NULL), released together. */
 typedef struct inputs {
