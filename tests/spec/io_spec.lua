@@ -22,10 +22,18 @@ local function listdir()
   table.sort(names)
   return names
 end
-local function fails(pattern, f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok)
-  assert.matches(pattern, tostring(err), 1, true)
+local fails = require("tests.spec.support.io_nn_helpers").fails
+
+-- One test per {label, file bytes, expected message}: the loader's error names op and path.
+local function rejects_each(op, loader, file, cases)
+  for _, case in ipairs(cases) do
+    it("rejects a bad file: " .. case[1], function()
+      local p = path(file)
+      write_bytes(p, case[2])
+      fails(op .. ": " .. p .. ": ", loader, p)
+      fails(case[3], loader, p)
+    end)
+  end
 end
 
 -- A safetensors file from a header string and raw data (the header padded to 8 bytes).
@@ -171,16 +179,7 @@ describe("safetensors", function()
     {"metadata not strings", st_bytes('{"__metadata__":{"a":1}}'), "metadata value of 'a' is not a string"},
     {"deep nesting", st_bytes('{"x":' .. string.rep("[", 100) .. string.rep("]", 100) .. '}'), "nesting too deep"},
   }
-  for _, case in ipairs(corrupt) do
-    it("rejects a corrupt file: " .. case[1], function()
-      local p = path("bad.safetensors")
-      write_bytes(p, case[2])
-      local ok, err = pcall(dt.load, p)
-      assert.is_false(ok)
-      assert.matches("load: " .. p .. ": ", err, 1, true)
-      assert.matches(case[3], err, 1, true)
-    end)
-  end
+  rejects_each("load", dt.load, "bad.safetensors", corrupt)
 
   it("reports a missing file with its path", function()
     fails("load: " .. path("nope.safetensors") .. ": cannot open", dt.load, path("nope.safetensors"))
@@ -284,16 +283,7 @@ describe("npy", function()
     {"truncated data", npy(1, base, string.pack("<f", 1)), "data is 4 bytes but shape and dtype need 8 (file truncated?)"},
     {"trailing data", npy(1, base, string.pack("<fff", 1, 2, 3)), "data is 12 bytes but shape and dtype need 8"},
   }
-  for _, case in ipairs(bad) do
-    it("rejects a bad file: " .. case[1], function()
-      local p = path("bad.npy")
-      write_bytes(p, case[2])
-      local ok, err = pcall(dt.load_npy, p)
-      assert.is_false(ok)
-      assert.matches("load_npy: " .. p .. ": ", err, 1, true)
-      assert.matches(case[3], err, 1, true)
-    end)
-  end
+  rejects_each("load_npy", dt.load_npy, "bad.npy", bad)
 
   it("refuses bfloat16 and non-tensors, keeping the previous file", function()
     local p = path("keep.npy")

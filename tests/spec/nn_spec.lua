@@ -28,11 +28,7 @@ local function close(expect, got, tol, where)
   end
 end
 
-local function fails(pattern, f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok)
-  assert.matches(pattern, tostring(err), 1, true)
-end
+local fails = require("tests.spec.support.io_nn_helpers").fails
 
 -- flatten / unflatten the last `k` dims of a nested table into rows
 local function rows_of(x, k)
