@@ -30,7 +30,7 @@ int dt_safetensors_dtype_from_code(const char *code, dt_dtype *out) {
 void dt_safetensors_free(dt_safetensors *st) {
   for (int i = 0; i < st->n; i++) {
     free(st->names[i]);
-    dt_tensor_release(st->tensors[i]);
+    if (st->tensors[i]) dt_tensor_release(st->tensors[i]);
   }
   for (int i = 0; i < st->nmeta; i++) free(st->meta_keys[i]), free(st->meta_values[i]);
   free(st->names), free(st->tensors), free(st->meta_keys), free(st->meta_values);
@@ -112,7 +112,10 @@ int dt_safetensors_save(const char *path, const dt_safetensors *st) {
 /* ---- load ---- */
 typedef struct entry {
   int64_t begin, end;
-  int index;
+  int index; /* in st->names */
+  dt_dtype dtype;
+  int ndim;
+  int64_t shape[DT_MAX_DIMS];
 } entry;
 
 static int cmp_entry(const void *x, const void *y) {
@@ -125,23 +128,22 @@ static int fail(const char *path, const char *name, const char *what) {
 }
 
 /* Validates one header entry; fills dtype/shape and the byte range. */
-static int parse_entry(const char *path, const char *name, const dt_json *e, dt_dtype *dtype, int *ndim,
-                       int64_t *shape, entry *range) {
+static int parse_entry(const char *path, const char *name, const dt_json *e, entry *range) {
   if (e->type != DT_JSON_OBJECT) return fail(path, name, "entry is not an object");
   const dt_json *jd = dt_json_get(e, "dtype"), *js = dt_json_get(e, "shape"), *jo = dt_json_get(e, "data_offsets");
   if (!jd || jd->type != DT_JSON_STRING) return fail(path, name, "missing or non-string \"dtype\"");
-  if (dt_safetensors_dtype_from_code(jd->str, dtype) != DT_OK)
+  if (dt_safetensors_dtype_from_code(jd->str, &range->dtype) != DT_OK)
     return dt_error("load: %s: tensor '%s': unknown dtype '%s' (supported: F32 F64 BF16 F16 I64 I32 U8 BOOL)", path,
                     name, jd->str);
   if (!js || js->type != DT_JSON_ARRAY) return fail(path, name, "missing or non-array \"shape\"");
   if (js->n > DT_MAX_DIMS) return dt_error("load: %s: tensor '%s': %d dims (at most %d supported)", path, name, js->n, DT_MAX_DIMS);
-  *ndim = js->n;
+  range->ndim = js->n;
   int64_t numel = 1;
   for (int d = 0; d < js->n; d++) {
     const dt_json *s = js->items[d];
     if (s->type != DT_JSON_INT) return fail(path, name, "shape entries must be integers");
     if (s->integer < 0) return dt_error("load: %s: tensor '%s': negative dim %lld in shape", path, name, (long long)s->integer);
-    shape[d] = s->integer;
+    range->shape[d] = s->integer;
     if (s->integer && numel > INT64_MAX / 16 / s->integer) return fail(path, name, "shape is too large");
     numel *= s->integer;
   }
@@ -151,7 +153,7 @@ static int parse_entry(const char *path, const char *name, const dt_json *e, dt_
   if (range->begin < 0 || range->end < range->begin)
     return dt_error("load: %s: tensor '%s': invalid data_offsets [%lld, %lld]", path, name, (long long)range->begin,
                     (long long)range->end);
-  int64_t want = numel * (int64_t)dt_dtype_size(*dtype);
+  int64_t want = numel * (int64_t)dt_dtype_size(range->dtype);
   if (range->end - range->begin != want)
     return dt_error("load: %s: tensor '%s': data_offsets [%lld, %lld] hold %lld bytes but shape and dtype %s need %lld",
                     path, name, (long long)range->begin, (long long)range->end, (long long)(range->end - range->begin),
@@ -165,8 +167,8 @@ static int read_metadata(const char *path, const dt_json *m, dt_safetensors *st)
   st->meta_values = calloc((size_t)m->n + 1, sizeof(char *));
   if (!st->meta_keys || !st->meta_values) return dt_error("load: %s: out of memory", path);
   for (int i = 0; i < m->n; i++) {
-    if (m->items[i]->type != DT_JSON_STRING)
-      return dt_error("load: %s: metadata value of '%s' is not a string", path, m->keys[i]);
+    if (m->items[i]->type != DT_JSON_STRING || strlen(m->items[i]->str) != m->items[i]->len)
+      return dt_error("load: %s: metadata value of '%s' is not a string (or holds a NUL)", path, m->keys[i]);
     st->meta_keys[i] = strdup(m->keys[i]);
     st->meta_values[i] = strdup(m->items[i]->str);
     st->nmeta = i + 1;
@@ -217,6 +219,7 @@ static int load_header(const char *path, FILE *f, int64_t fsize, dt_json **hdr, 
   return DT_OK;
 }
 
+/* Parses and checks every entry first, so a corrupt header never triggers a big allocation. */
 static int load_tensors(const char *path, FILE *f, const dt_json *hdr, int64_t data_start, int64_t fsize,
                         dt_safetensors *st, entry *ranges) {
   int n = 0;
@@ -225,22 +228,20 @@ static int load_tensors(const char *path, FILE *f, const dt_json *hdr, int64_t d
       if (read_metadata(path, hdr->items[i], st) != DT_OK) return DT_ERR;
       continue;
     }
-    dt_dtype dtype = DT_FLOAT32;
-    int ndim = 0;
-    int64_t shape[DT_MAX_DIMS];
-    if (parse_entry(path, hdr->keys[i], hdr->items[i], &dtype, &ndim, shape, &ranges[n]) != DT_OK) return DT_ERR;
-    ranges[n].index = n;
+    entry *e = &ranges[n];
+    if (parse_entry(path, hdr->keys[i], hdr->items[i], e) != DT_OK) return DT_ERR;
+    e->index = n;
     st->names[n] = strdup(hdr->keys[i]);
     if (!st->names[n]) return dt_error("load: %s: out of memory", path);
-    st->tensors[n] = dt_tensor_empty(dtype, ndim, shape, DT_CPU);
-    if (!st->tensors[n]) return free(st->names[n]), dt_error_prefix("load: %s", path);
     st->n = ++n;
   }
   if (check_layout(path, st, ranges, n, fsize - data_start) != DT_OK) return DT_ERR;
   for (int i = 0; i < n; i++) {
-    dt_tensor *t = st->tensors[ranges[i].index];
-    size_t nbytes = (size_t)(ranges[i].end - ranges[i].begin);
-    if (dt_file_read_at(f, data_start + ranges[i].begin, dt_tensor_data(t), nbytes, path, "load") != DT_OK) return DT_ERR;
+    const entry *e = &ranges[i];
+    dt_tensor *t = st->tensors[e->index] = dt_tensor_empty(e->dtype, e->ndim, e->shape, DT_CPU);
+    if (!t) return dt_error_prefix("load: %s", path);
+    size_t nbytes = (size_t)(e->end - e->begin);
+    if (dt_file_read_at(f, data_start + e->begin, dt_tensor_data(t), nbytes, path, "load") != DT_OK) return DT_ERR;
     if (t->dtype == DT_BOOL) { /* any non-zero byte is true; store canonical 0/1 */
       unsigned char *p = dt_tensor_data(t);
       for (size_t k = 0; k < nbytes; k++) p[k] = p[k] != 0;

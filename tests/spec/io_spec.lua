@@ -172,6 +172,10 @@ describe("safetensors", function()
     {"size mismatch", st_bytes('{"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}', data8),
      "data_offsets [0, 8] hold 8 bytes but shape and dtype F32 need 12"},
     {"truncated data", st_bytes(good, "\0\0\0\0"), "past the data size 4 (file truncated?)"},
+    {"huge claimed tensor, no data", st_bytes('{"x":{"dtype":"F32","shape":[1000000000000],"data_offsets":[0,4000000000000]}}'),
+     "data_offsets end 4000000000000 is past the data size 0 (file truncated?)"},
+    {"NUL in metadata", st_bytes('{"__metadata__":{"a":"x\\u0000y"}}'), "metadata value of 'a' is not a string (or holds a NUL)"},
+    {"NUL in a name", st_bytes('{"a\\u0000b":{}}'), "NUL character in key"},
     {"trailing data", st_bytes(good, data8 .. "xyz"), "3 bytes of data after the last tensor"},
     {"overlap", st_bytes('{"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},' ..
                          '"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', data8), "overlap another tensor"},
