@@ -356,6 +356,24 @@ describe("F.scaled_dot_product_attention", function()
     close(sdpa_ref(qs[2], ks[1], v, m2), ym[2][1], 1e-12)
   end)
 
+  it("processes long key sequences in blocks of query rows (causal and masked)", function()
+    -- S = 2^12 keys gives blocks of 64 query rows: 150 rows take three blocks
+    local L, S = 150, 4096
+    local ql, kl, vl, mk = mat(L, 1, 20), mat(S, 1, 21), mat(S, 2, 22), {}
+    for i = 1, L do
+      mk[i] = {}
+      for j = 1, S do mk[i][j] = (i * 7 + j * 3) % 5 ~= 0 end
+    end
+    local Q, K, V = dt.tensor(ql, f64), dt.tensor(kl, f64), dt.tensor(vl, f64)
+    close(sdpa_ref(ql, kl, vl, nil, true), F.scaled_dot_product_attention(Q, K, V, {is_causal = true}):totable(), 1e-12)
+    close(sdpa_ref(ql, kl, vl, mk), F.scaled_dot_product_attention(Q, K, V, {attn_mask = dt.tensor(mk)}):totable(), 1e-12)
+    -- more queries than keys with causal: late rows see every key
+    local qs = mat(S + 3, 1, 23)
+    local y = F.scaled_dot_product_attention(dt.tensor(qs, f64), K, V, {is_causal = true}):totable()
+    close(sdpa_ref({qs[S + 2]}, kl, vl)[1], y[S + 2], 1e-12)
+    close(sdpa_ref({qs[2]}, {kl[1], kl[2]}, {vl[1], vl[2]})[1], y[2], 1e-12)
+  end)
+
   it("float32 and float16 keep their dtype", function()
     local y = F.scaled_dot_product_attention(dt.tensor(q), dt.tensor(k), dt.tensor(v), {is_causal = true})
     assert.are.equal("float32", y.dtype)

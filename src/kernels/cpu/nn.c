@@ -216,7 +216,11 @@ int dt_cpu_scaled_dot_product_attention(const dt_op_args *a, dt_tensor **out) {
   dt_tensor *m = a->nin > 3 && a->in[3] ? additive_mask(a->in[3], cd, a->name) : NULL;
   dt_tensor *y = out_buffer(out[0], cd, a->name);
   size_t es = dt_dtype_size(cd);
-  void *scores = malloc((size_t)(L * S > 0 ? L * S : 1) * es);
+  /* query rows per block: about 256K scores (1 MB in float32), at least 16 rows */
+  int64_t block = S > 0 ? (1 << 18) / S : L;
+  block = block < 16 ? 16 : block;
+  block = block > L ? L : block;
+  void *scores = malloc((size_t)(block * S > 0 ? block * S : 1) * es);
   if ((a->nin > 3 && a->in[3] && !m) || !y || !scores) {
     if (m) dt_tensor_release(m);
     if (y) dt_tensor_release(y);
@@ -247,11 +251,11 @@ int dt_cpu_scaled_dot_product_attention(const dt_op_args *a, dt_tensor **out) {
     if (cd == DT_FLOAT64)
       attention_f64((const double *)dt_tensor_data(in.t[0]) + oq, (const double *)dt_tensor_data(in.t[1]) + ok,
                     (const double *)dt_tensor_data(in.t[2]) + ov, scores, (double *)dt_tensor_data(y) + oo, L, S, E, Ev,
-                    scale, mv ? (const double *)dt_tensor_data(mv) + om : NULL, m_rs, m_cs, causal);
+                    scale, mv ? (const double *)dt_tensor_data(mv) + om : NULL, m_rs, m_cs, causal, block);
     else
       attention_f32((const float *)dt_tensor_data(in.t[0]) + oq, (const float *)dt_tensor_data(in.t[1]) + ok,
                     (const float *)dt_tensor_data(in.t[2]) + ov, scores, (float *)dt_tensor_data(y) + oo, L, S, E, Ev,
-                    (float)scale, mv ? (const float *)dt_tensor_data(mv) + om : NULL, m_rs, m_cs, causal);
+                    (float)scale, mv ? (const float *)dt_tensor_data(mv) + om : NULL, m_rs, m_cs, causal, block);
   }
   free(scores);
   if (mv) dt_tensor_release(mv);

@@ -41,14 +41,16 @@ static void SUF(norm_rows)(const R *x, const R *w, const R *b, R *y, int64_t row
 }
 
 /* In-place softmax of each row of scores [L, S]; mask (additive) and causal applied first.
- * A row whose every entry is -inf gives NaN, as PyTorch's math path does. */
-static void SUF(masked_softmax)(R *scores, int64_t L, int64_t S, const R *mask, int64_t m_rs, int64_t m_cs, int causal) {
+ * Row i is query row0 + i (for the causal diagonal).  A row whose every entry is -inf gives
+ * NaN, as PyTorch's math path does. */
+static void SUF(masked_softmax)(R *scores, int64_t L, int64_t S, const R *mask, int64_t m_rs, int64_t m_cs, int causal,
+                                int64_t row0) {
   for (int64_t i = 0; i < L; i++) {
     R *row = scores + i * S;
     if (mask)
       for (int64_t j = 0; j < S; j++) row[j] += mask[i * m_rs + j * m_cs];
     if (causal)
-      for (int64_t j = i + 1; j < S; j++) row[j] = -INFINITY;
+      for (int64_t j = row0 + i + 1; j < S; j++) row[j] = -INFINITY;
     R mx = -INFINITY;
     for (int64_t j = 0; j < S; j++) mx = row[j] > mx ? row[j] : mx;
     double sum = 0;
@@ -58,12 +60,17 @@ static void SUF(masked_softmax)(R *scores, int64_t L, int64_t S, const R *mask, 
   }
 }
 
-/* One attention batch: out[L, Ev] = softmax(scale * q k^T + mask) v. */
+/* One attention batch: out[L, Ev] = softmax(scale * q k^T + mask) v, by blocks of `block`
+ * query rows so scores stay small.  Causal blocks skip the keys no row of theirs can see. */
 static void SUF(attention)(const R *q, const R *k, const R *v, R *scores, R *out, int64_t L, int64_t S, int64_t E,
-                           int64_t Ev, R scale, const R *mask, int64_t m_rs, int64_t m_cs, int causal) {
-  GEMM(0, 1, L, S, E, scale, q, E, k, E, 0, scores, S);
-  SUF(masked_softmax)(scores, L, S, mask, m_rs, m_cs, causal);
-  GEMM(0, 0, L, Ev, S, 1, scores, S, v, Ev, 0, out, Ev);
+                           int64_t Ev, R scale, const R *mask, int64_t m_rs, int64_t m_cs, int causal, int64_t block) {
+  for (int64_t r0 = 0; r0 < L; r0 += block) {
+    int64_t nr = L - r0 < block ? L - r0 : block;
+    int64_t s = causal && r0 + nr < S ? r0 + nr : S;
+    GEMM(0, 1, nr, s, E, scale, q + r0 * E, E, k, E, 0, scores, s);
+    SUF(masked_softmax)(scores, nr, s, mask ? mask + r0 * m_rs : NULL, m_rs, m_cs, causal, r0);
+    GEMM(0, 0, nr, Ev, s, 1, scores, s, v, Ev, 0, out + r0 * Ev, Ev);
+  }
 }
 
 /* -log softmax(x)[target] for one sample whose C logits are `step` elements apart. */
