@@ -79,6 +79,18 @@ local function norm_ref(x, k, w, b, eps, rms)
   return out
 end
 
+-- a non-contiguous tensor holding m: the transpose of m's transpose, viewed back with :t()
+local function strided(m, opts)
+  local tr = {}
+  for j = 1, #m[1] do
+    tr[j] = {}
+    for i = 1, #m do tr[j][i] = m[i][j] end
+  end
+  local t = dt.tensor(tr, opts):t()
+  assert.is_false(t:is_contiguous())
+  return t
+end
+
 local function to_f64_flat(t) return flatten(t:to_table_f64()) end
 
 -- totable of any tensor as float64 numbers (via dt.tensor copy to float64)
@@ -135,6 +147,14 @@ describe("F.layer_norm and F.rms_norm", function()
     close(norm_ref(dt.tensor(x3, {dtype = "bfloat16"}):to_table_f64(), 1, nil, nil, 2.0 ^ -23, true), to_f64_flat(yb), 2e-2)
   end)
 
+  it("accepts transposed (non-contiguous) inputs", function()
+    local xt = dt.tensor(x3[1], {dtype = "float64"}):t() -- [4, 3]
+    assert.is_false(xt:is_contiguous())
+    close(norm_ref(xt:totable(), 1, nil, nil, 1e-5), flatten(F.layer_norm(xt, 3):totable()), 1e-12)
+    local wt = dt.tensor({{1.5, -1}, {2, 0.5}, {0.25, 3}}, {dtype = "float64"}):t()[1] -- strided [3]: 1.5, 2, 0.25
+    close(norm_ref(xt:totable(), 1, {1.5, 2, 0.25}, nil, 1e-6, true), flatten(F.rms_norm(xt, 3, wt, 1e-6):totable()), 1e-12)
+  end)
+
   it("handles empty inputs", function()
     local y = F.layer_norm(dt.zeros(0, 4), 4)
     assert.are.same({0, 4}, y:size())
@@ -176,6 +196,12 @@ describe("F.embedding", function()
     end
     local e = F.embedding(dt.zeros({0}, {dtype = "int64"}), dt.ones(3, 5))
     assert.are.same({0, 5}, e:size())
+  end)
+
+  it("gathers from a transposed weight and strided ids", function()
+    local w = dt.tensor({{1, 3, 5}, {2, 4, 6}}, {dtype = "float32"}):t() -- [3, 2] = {{1,2},{3,4},{5,6}}
+    local ids = dt.tensor({{3, 1}, {2, 2}}):t() -- {{3, 2}, {1, 2}}
+    assert.are.same({{{5, 6}, {3, 4}}, {{1, 2}, {3, 4}}}, F.embedding(ids, w):totable())
   end)
 
   it("rejects out-of-range ids naming the id and the vocab size", function()
@@ -256,6 +282,16 @@ describe("F.cross_entropy", function()
     local expect = {{ce_ref({logits[1]}, {1})[1], ce_ref({logits[3]}, {5})[1]},
                     {ce_ref({logits[2]}, {3})[1], ce_ref({logits[4]}, {2})[1]}}
     close(expect, none:totable(), 1e-12)
+  end)
+
+  it("accepts transposed logits", function()
+    local lt = strided(logits, {dtype = "float64"})
+    local xt = dt.tensor({logits[1], logits[2]}, {dtype = "float64"}):t() -- [5, 2]: 5 samples of 2 classes
+    local rows = xt:totable()
+    local expect = ce_ref(rows, {1, 2, 2, 1, 1})
+    close(expect, F.cross_entropy(xt, dt.tensor({1, 2, 2, 1, 1}), {reduction = "none"}):totable(), 1e-12)
+    local _, _, mean = ce_ref(logits, target)
+    close(mean, F.cross_entropy(lt, dt.tensor(target)):item(), 1e-12)
   end)
 
   it("handles an empty batch", function()
@@ -372,6 +408,11 @@ describe("F.scaled_dot_product_attention", function()
     local y = F.scaled_dot_product_attention(dt.tensor(qs, f64), K, V, {is_causal = true}):totable()
     close(sdpa_ref({qs[S + 2]}, kl, vl)[1], y[S + 2], 1e-12)
     close(sdpa_ref({qs[2]}, {kl[1], kl[2]}, {vl[1], vl[2]})[1], y[2], 1e-12)
+  end)
+
+  it("accepts transposed (non-contiguous) q, k and v", function()
+    local y = F.scaled_dot_product_attention(strided(q, f64), strided(k, f64), strided(v, f64), {is_causal = true})
+    close(sdpa_ref(q, k, v, nil, true), y:totable(), 1e-12)
   end)
 
   it("float32 and float16 keep their dtype", function()
