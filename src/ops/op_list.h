@@ -98,10 +98,10 @@ DT_OP(STACK, stack, stack, 1, 0, "stack(Tensor... xs, int dim) -> Tensor")
 
 /* ---- neural-network functions ---- */
 DT_OP(EMBEDDING, embedding, embedding, 1, 0, "embedding(Tensor ids int (0-based), Tensor weight[v,d]) -> Tensor")
-DT_OP(LAYER_NORM, layer_norm, layer_norm, 1, 0, "layer_norm(Tensor x, Tensor? w, Tensor? b; ints[0]=#normalised dims, scalar eps) -> Tensor")
-DT_OP(RMS_NORM, rms_norm, layer_norm, 1, 0, "rms_norm(Tensor x, Tensor? w; ints[0]=#normalised dims, scalar eps) -> Tensor")
-DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, "cross_entropy(Tensor logits[n,c], Tensor target[n] int (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> Tensor")
-DT_OP(SDPA, scaled_dot_product_attention, sdpa, 1, 0, "sdpa(Tensor q[..,L,E], k[..,S,E], v[..,S,Ev], Tensor? mask; flags&1 causal, scalar scale) -> Tensor")
+DT_OP(LAYER_NORM, layer_norm, layer_norm, 1, 0, "layer_norm(Tensor x, Tensor? w, Tensor? b; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
+DT_OP(RMS_NORM, rms_norm, layer_norm, 1, 0, "rms_norm(Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
+DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, "cross_entropy(Tensor logits[n,c,d..] or [c], Tensor target[n,d..] or 0-d int (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> Tensor")
+DT_OP(SDPA, scaled_dot_product_attention, sdpa, 1, 0, "sdpa(Tensor q[..,L,E], k[..,S,E], v[..,S,Ev], Tensor? mask (bool: true attends, or float: added); flags&1 causal, scalar scale if nscalar else 1/sqrt(E)) -> Tensor")
 
 /* ---- random (generator position in ints[DT_RNG_SLOT_SEED], ints[DT_RNG_SLOT_OFFSET], see
  * src/kernels/random.h; the binding advances the offset; doc/random.md) ---- */
