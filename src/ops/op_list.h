@@ -98,7 +98,20 @@ DT_OP(STACK, stack, stack, 1, 0, "stack(Tensor... xs, int dim) -> Tensor")
 
 /* ---- neural-network functions ---- */
 DT_OP(EMBEDDING, embedding, embedding, 1, 0, "embedding(Tensor ids int (0-based), Tensor weight[v,d]) -> Tensor")
-DT_OP(LAYER_NORM, layer_norm, layer_norm, 1, 0, "layer_norm(Tensor x, Tensor? w, Tensor? b; ints[0]=#normalised dims, scalar eps) -> Tensor")
-DT_OP(RMS_NORM, rms_norm, layer_norm, 1, 0, "rms_norm(Tensor x, Tensor? w; ints[0]=#normalised dims, scalar eps) -> Tensor")
-DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, "cross_entropy(Tensor logits[n,c], Tensor target[n] int (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> Tensor")
-DT_OP(SDPA, scaled_dot_product_attention, sdpa, 1, 0, "sdpa(Tensor q[..,L,E], k[..,S,E], v[..,S,Ev], Tensor? mask; flags&1 causal, scalar scale) -> Tensor")
+DT_OP(LAYER_NORM, layer_norm, layer_norm, 1, 0, "layer_norm(Tensor x, Tensor? w, Tensor? b; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
+DT_OP(RMS_NORM, rms_norm, layer_norm, 1, 0, "rms_norm(Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
+DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, "cross_entropy(Tensor logits[n,c,d..] or [c], Tensor target[n,d..] or 0-d int (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> Tensor")
+DT_OP(SDPA, scaled_dot_product_attention, sdpa, 1, 0, "sdpa(Tensor q[..,L,E], k[..,S,E], v[..,S,Ev], Tensor? mask (bool: true attends, or float: added); flags&1 causal, scalar scale if nscalar else 1/sqrt(E)) -> Tensor")
+
+/* ---- random (generator position in ints[DT_RNG_SLOT_SEED], ints[DT_RNG_SLOT_OFFSET], see
+ * src/kernels/random.h; the binding advances the offset; doc/random.md) ---- */
+DT_OP(RAND, rand, random_float, 1, DT_OPF_FACTORY, "rand(ints shape, scalar from=0, to=1, dtype float) -> Tensor")
+DT_OP(RANDN, randn, random_float, 1, DT_OPF_FACTORY, "randn(ints shape, scalar mean=0, std=1, dtype float) -> Tensor")
+DT_OP(RANDINT, randint, randint, 1, DT_OPF_FACTORY, "randint(ints shape, ints[12] low, ints[13] high (exclusive), dtype=int64) -> Tensor")
+DT_OP(UNIFORM_, uniform_, random_inplace, 1, DT_OPF_INPLACE, "uniform_(Tensor self, scalar from, to) -> self")
+DT_OP(NORMAL_, normal_, random_inplace, 1, DT_OPF_INPLACE, "normal_(Tensor self, scalar mean, std) -> self")
+DT_OP(BERNOULLI, bernoulli, bernoulli, 1, 0, "bernoulli(Tensor probs | Tensor like + DT_ARG_SCALAR scalar p) -> Tensor (probs' dtype)")
+DT_OP(DROPOUT, dropout, dropout, 2, 0, "dropout(Tensor x, scalar p) -> (x * keep / (1 - p), Tensor(bool) keep)")
+DT_OP(DROPOUT_BACKWARD, dropout_backward, dropout_backward, 1, 0, "dropout_backward(Tensor grad, Tensor(bool) keep, scalar p) -> grad * keep / (1 - p)")
+DT_OP(RANDPERM, randperm, randperm, 1, DT_OPF_FACTORY, "randperm(int n, int first value, dtype=int64) -> Tensor[n] (first .. first+n-1 permuted)")
+DT_OP(MULTINOMIAL, multinomial, multinomial, 1, 0, "multinomial(Tensor weights [c] | [r,c], int samples, int replacement) -> int64 (0-based)")

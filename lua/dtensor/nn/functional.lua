@@ -1,5 +1,89 @@
--- dt.nn.functional (dt.F): neural-network functions over tensors.
+-- dt.nn.functional (dt.F): neural-network functions over tensors, PyTorch-style.
+-- Index values (embedding ids, cross_entropy targets and ignore_index) are 1-based, as
+-- everywhere in Lua; the core functions convert to the C core's 0-based indices.
 local core = require "dtensor.core"
 local F = {}
+
+local function check_opts(op, opts, allowed)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or core.is_tensor(opts) then
+    error(op .. ": options must be a table, got " .. type(opts), 3)
+  end
+  for k in pairs(opts) do
+    if not allowed[k] then error(op .. ": unknown option '" .. tostring(k) .. "'", 3) end
+  end
+  return opts
+end
+
+-- y = x @ w^T + b, with w [out, in] and b [out] (composite over matmul, t and +).
+function F.linear(x, w, b)
+  local y = x:matmul(w:t())
+  if b ~= nil then y = y + b end
+  return y
+end
+
+-- ids: integer tensor of 1-based ids; weight [vocab, dim] -> ids.shape .. {dim}.
+function F.embedding(ids, weight)
+  return core._embedding(ids, weight)
+end
+
+-- normalized_shape: an integer or a table (the last dims of x).
+function F.layer_norm(x, normalized_shape, weight, bias, eps)
+  return core._layer_norm(x, normalized_shape, weight, bias, eps or 1e-5)
+end
+
+-- eps nil: the float32 machine epsilon (float64's for float64 inputs), as torch's eps=None.
+function F.rms_norm(x, normalized_shape, weight, eps)
+  return core._rms_norm(x, normalized_shape, weight, eps)
+end
+
+-- logits [n, classes, ...] (or [classes]), target [n, ...] of 1-based class indices.
+-- opts: ignore_index (default -100, compared with the 1-based target values),
+-- reduction "mean" (over non-ignored targets, the default), "sum" or "none".
+local ce_opts = {ignore_index = true, reduction = true}
+function F.cross_entropy(logits, target, opts)
+  opts = check_opts("cross_entropy", opts, ce_opts)
+  local ignore = opts.ignore_index
+  if ignore == nil then ignore = -100 end
+  if math.type(ignore) ~= "integer" then
+    error("cross_entropy: ignore_index must be an integer, got " .. tostring(ignore), 2)
+  end
+  return core._cross_entropy(logits, target, ignore, opts.reduction or "mean")
+end
+
+-- Inverted dropout: zeroes elements with probability p and scales the rest by 1/(1-p).
+-- Identity when not training or p == 0.  Uses the RNG's dt._dropout (which also returns
+-- the keep mask, for a backward) when the build has it, else dt.rand, else an error.
+function F.dropout(x, p, training)
+  p = p or 0.5
+  if training == nil then training = true end
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    error("dropout: p must be a number in [0, 1], got " .. tostring(p), 2)
+  end
+  if not training or p == 0 then return x end
+  if core._dropout ~= nil then return (core._dropout(x, p)) end
+  if p == 1 then return x * 0 end
+  if core.rand == nil then
+    error("dropout: p > 0 in training mode needs random numbers (dt.rand), not available in this build", 2)
+  end
+  local keep = core.rand(x:size()) >= p
+  return x * keep:to(x.dtype) * (1 / (1 - p))
+end
+
+-- q [..., L, E], k [..., S, E], v [..., S, Ev]; batch dims broadcast.
+-- opts: attn_mask (bool: true = attend, or float: added to the scores), is_causal, scale
+-- (default 1/sqrt(E)).
+local sdpa_opts = {attn_mask = true, is_causal = true, scale = true}
+function F.scaled_dot_product_attention(q, k, v, opts)
+  opts = check_opts("scaled_dot_product_attention", opts, sdpa_opts)
+  return core._sdpa(q, k, v, opts.attn_mask, opts.is_causal and true or false, opts.scale)
+end
+
+-- Thin aliases of the tensor methods.
+function F.relu(x) return x:relu() end
+function F.gelu(x, approximate) return x:gelu(approximate) end
+function F.silu(x) return x:silu() end
+function F.softmax(x, dim) return x:softmax(dim) end
+function F.log_softmax(x, dim) return x:log_softmax(dim) end
 
 return F

@@ -1,1 +1,265 @@
-/* to be written */
+/* CPU kernels of the neural-network ops.  Inputs are made contiguous in their compute
+ * dtype (bf16/f16 compute in f32); outputs in bf16/f16 go through an f32 buffer. */
+#include "base/error.h"
+#include "kernels/cpu/gemm.h"
+#include "ops/ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define R float
+#define SUF(x) x##_f32
+#define GEMM dt_gemm_f32
+#define EXP expf
+#include "kernels/cpu/nn_typed.h"
+#undef R
+#undef SUF
+#undef GEMM
+#undef EXP
+#define R double
+#define SUF(x) x##_f64
+#define GEMM dt_gemm_f64
+#define EXP exp
+#include "kernels/cpu/nn_typed.h"
+#undef R
+#undef SUF
+#undef GEMM
+#undef EXP
+
+/* Up to 4 inputs converted to one compute dtype (NULL stays NULL), released together. */
+typedef struct inputs {
+  dt_tensor *t[4];
+  int n;
+} inputs;
+
+static void inputs_release(inputs *in) {
+  for (int i = 0; i < in->n; i++)
+    if (in->t[i]) dt_tensor_release(in->t[i]);
+  in->n = 0;
+}
+
+static int inputs_get(inputs *in, const dt_op_args *a, int n, dt_dtype compute) {
+  memset(in, 0, sizeof *in);
+  for (int i = 0; i < n; i++) {
+    dt_tensor *src = i < a->nin ? a->in[i] : NULL;
+    in->n = i + 1;
+    if (!src) continue;
+    in->t[i] = dt_tensor_contiguous_as(src, compute);
+    if (!in->t[i]) return inputs_release(in), dt_error_prefix("%s", a->name);
+  }
+  return DT_OK;
+}
+
+static const void *data_or_null(const dt_tensor *t) { return t ? dt_tensor_data(t) : NULL; }
+
+/* The buffer a kernel writes: out itself when it already has the compute dtype. */
+static dt_tensor *out_buffer(dt_tensor *out, dt_dtype compute, const char *op) {
+  if (out->dtype == compute) return dt_tensor_retain(out), out;
+  dt_tensor *b = dt_tensor_empty(compute, out->ndim, out->shape, DT_CPU);
+  if (!b) dt_error_prefix("%s", op);
+  return b;
+}
+
+static int out_finish(dt_tensor *out, dt_tensor *buf, const char *op) {
+  int rc = buf == out ? DT_OK : dt_tensor_copy_(out, buf, op);
+  dt_tensor_release(buf);
+  return rc;
+}
+
+/* ---- embedding: a row gather, any weight dtype ---- */
+int dt_cpu_embedding(const dt_op_args *a, dt_tensor **out) {
+  dt_tensor *ids = dt_tensor_contiguous_as(a->in[0], DT_INT64);
+  dt_tensor *w = ids ? dt_tensor_contiguous(a->in[1]) : NULL;
+  if (!w) {
+    if (ids) dt_tensor_release(ids);
+    return dt_error_prefix("%s", a->name);
+  }
+  int64_t n = dt_tensor_numel(ids), vocab = w->shape[0];
+  size_t row = (size_t)w->shape[1] * dt_tensor_elsize(w);
+  const int64_t *id = dt_tensor_data(ids);
+  const char *src = dt_tensor_data(w);
+  char *dst = dt_tensor_data(out[0]);
+  int rc = DT_OK;
+  for (int64_t i = 0; i < n; i++) {
+    if (id[i] < 0 || id[i] >= vocab) {
+      rc = dt_error("%s: id %lld out of range for vocab size %lld (0-based)", a->name, (long long)id[i], (long long)vocab);
+      break;
+    }
+    memcpy(dst + (size_t)i * row, src + (size_t)id[i] * row, row);
+  }
+  dt_tensor_release(ids);
+  dt_tensor_release(w);
+  return rc;
+}
+
+/* ---- layer_norm / rms_norm ---- */
+static int norm(const dt_op_args *a, dt_tensor **out, int rms) {
+  const dt_tensor *x = a->in[0];
+  dt_dtype cd = dt_dtype_compute(x->dtype);
+  int k = (int)a->ints[0];
+  int64_t n = dt_shape_numel(k, x->shape + x->ndim - k), numel = dt_tensor_numel(x);
+  int64_t rows = n ? numel / n : 0;
+  inputs in;
+  if (inputs_get(&in, a, rms ? 2 : 3, cd) != DT_OK) return DT_ERR;
+  dt_tensor *y = out_buffer(out[0], cd, a->name);
+  if (!y) return inputs_release(&in), DT_ERR;
+  const dt_tensor *b = rms ? NULL : in.t[2];
+  if (cd == DT_FLOAT64)
+    norm_rows_f64(dt_tensor_data(in.t[0]), data_or_null(in.t[1]), data_or_null(b), dt_tensor_data(y), rows, n,
+                  a->scalar[0], rms);
+  else
+    norm_rows_f32(dt_tensor_data(in.t[0]), data_or_null(in.t[1]), data_or_null(b), dt_tensor_data(y), rows, n,
+                  a->scalar[0], rms);
+  inputs_release(&in);
+  return out_finish(out[0], y, a->name);
+}
+
+int dt_cpu_layer_norm(const dt_op_args *a, dt_tensor **out) { return norm(a, out, 0); }
+int dt_cpu_rms_norm(const dt_op_args *a, dt_tensor **out) { return norm(a, out, 1); }
+
+/* ---- cross_entropy: ints[0] ignore_index, ints[1] reduction (0 none, 1 mean, 2 sum) ---- */
+int dt_cpu_cross_entropy(const dt_op_args *a, dt_tensor **out) {
+  const dt_tensor *x = a->in[0];
+  dt_dtype cd = dt_dtype_compute(x->dtype);
+  int64_t C = x->shape[x->ndim == 1 ? 0 : 1], N = x->ndim == 1 ? 1 : x->shape[0];
+  int64_t inner = x->ndim > 2 ? dt_shape_numel(x->ndim - 2, x->shape + 2) : 1;
+  int64_t ignore = a->ints[0], reduction = a->ints[1];
+  dt_tensor *lg = dt_tensor_contiguous_as(a->in[0], cd);
+  dt_tensor *tg = lg ? dt_tensor_contiguous_as(a->in[1], DT_INT64) : NULL;
+  if (!tg) {
+    if (lg) dt_tensor_release(lg);
+    return dt_error_prefix("%s", a->name);
+  }
+  const int64_t *target = dt_tensor_data(tg);
+  char *o = dt_tensor_data(out[0]);
+  size_t osize = dt_tensor_elsize(out[0]);
+  double total = 0;
+  int64_t count = 0;
+  int rc = DT_OK;
+  for (int64_t s = 0; s < N * inner && rc == DT_OK; s++) {
+    int64_t n = s / inner, i = s % inner, t = target[s];
+    double loss = 0;
+    if (t == ignore) {
+      loss = 0;
+    } else if (t < 0 || t >= C) {
+      rc = dt_error("%s: target %lld out of range for %lld classes (0-based)", a->name, (long long)t, (long long)C);
+    } else {
+      int64_t off = n * C * inner + i;
+      loss = cd == DT_FLOAT64 ? nll_one_f64((const double *)dt_tensor_data(lg) + off, C, inner, t)
+                              : nll_one_f32((const float *)dt_tensor_data(lg) + off, C, inner, t);
+      total += loss;
+      count++;
+    }
+    if (reduction == 0) dt_store_f64(o + (size_t)s * osize, out[0]->dtype, loss);
+  }
+  /* mean over the non-ignored samples; none left gives 0/0 = NaN, as in PyTorch */
+  if (reduction == 1) dt_store_f64(o, out[0]->dtype, total / (double)count);
+  if (reduction == 2) dt_store_f64(o, out[0]->dtype, total);
+  dt_tensor_release(lg);
+  dt_tensor_release(tg);
+  return rc;
+}
+
+/* ---- scaled_dot_product_attention ---- */
+
+/* Element offsets of each batch of a contiguous operand whose batch dims are right-aligned
+ * to the output's nb batch dims (size-1 dims broadcast: stride 0). */
+static void batch_strides(const dt_tensor *t, int nb, const int64_t *bs, int64_t mat, int64_t *st) {
+  int tb = t->ndim - 2;
+  int64_t stride = mat;
+  for (int d = nb - 1; d >= 0; d--) {
+    int td = d - (nb - tb);
+    int64_t size = td >= 0 ? t->shape[td] : 1;
+    st[d] = size == 1 && bs[d] != 1 ? 0 : stride;
+    stride *= size;
+  }
+}
+
+static int64_t batch_offset(int64_t b, int nb, const int64_t *bs, const int64_t *st) {
+  int64_t off = 0;
+  for (int d = nb - 1; d >= 0; d--) {
+    off += (b % bs[d]) * st[d];
+    b /= bs[d];
+  }
+  return off;
+}
+
+/* The mask as an additive float tensor in the compute dtype: bool true -> 0, false -> -inf. */
+static dt_tensor *additive_mask(dt_tensor *m, dt_dtype cd, const char *op) {
+  if (m->dtype != DT_BOOL) return dt_tensor_contiguous_as(m, cd);
+  dt_tensor *bm = dt_tensor_contiguous(m);
+  dt_tensor *r = bm ? dt_tensor_empty(cd, m->ndim, m->shape, DT_CPU) : NULL;
+  if (!r) {
+    if (bm) dt_tensor_release(bm);
+    dt_error_prefix("%s", op);
+    return NULL;
+  }
+  const unsigned char *src = dt_tensor_data(bm);
+  int64_t n = dt_tensor_numel(bm);
+  for (int64_t i = 0; i < n; i++)
+    if (cd == DT_FLOAT64) ((double *)dt_tensor_data(r))[i] = src[i] ? 0.0 : -INFINITY;
+    else ((float *)dt_tensor_data(r))[i] = src[i] ? 0.0f : -INFINITY;
+  dt_tensor_release(bm);
+  return r;
+}
+
+int dt_cpu_scaled_dot_product_attention(const dt_op_args *a, dt_tensor **out) {
+  const dt_tensor *q = a->in[0], *k = a->in[1], *v = a->in[2];
+  dt_dtype cd = dt_dtype_compute(q->dtype);
+  int nb = out[0]->ndim - 2, causal = a->flags & 1;
+  const int64_t *bs = out[0]->shape;
+  int64_t L = q->shape[q->ndim - 2], E = q->shape[q->ndim - 1], S = k->shape[k->ndim - 2], Ev = v->shape[v->ndim - 1];
+  double scale = a->nscalar > 0 ? a->scalar[0] : 1.0 / sqrt((double)(E ? E : 1));
+  inputs in;
+  if (inputs_get(&in, a, 3, cd) != DT_OK) return DT_ERR;
+  dt_tensor *m = a->nin > 3 && a->in[3] ? additive_mask(a->in[3], cd, a->name) : NULL;
+  dt_tensor *y = out_buffer(out[0], cd, a->name);
+  size_t es = dt_dtype_size(cd);
+  /* query rows per block: about 256K scores (1 MB in float32), at least 16 rows */
+  int64_t block = S > 0 ? (1 << 18) / S : L;
+  block = block < 16 ? 16 : block;
+  block = block > L ? L : block;
+  void *scores = malloc((size_t)(block * S > 0 ? block * S : 1) * es);
+  if ((a->nin > 3 && a->in[3] && !m) || !y || !scores) {
+    if (m) dt_tensor_release(m);
+    if (y) dt_tensor_release(y);
+    free(scores);
+    inputs_release(&in);
+    return y && scores ? DT_ERR : dt_error("%s: out of memory", a->name);
+  }
+  int64_t sq[DT_MAX_DIMS], sk[DT_MAX_DIMS], sv[DT_MAX_DIMS], sm[DT_MAX_DIMS] = {0};
+  batch_strides(in.t[0], nb, bs, L * E, sq);
+  batch_strides(in.t[1], nb, bs, S * E, sk);
+  batch_strides(in.t[2], nb, bs, S * Ev, sv);
+  int64_t m_rs = 0, m_cs = 0;
+  dt_tensor *mv = NULL;
+  if (m) { /* view the mask padded to nb + 2 dims so batch_strides applies */
+    int64_t shape[DT_MAX_DIMS], stride[DT_MAX_DIMS];
+    int pad = nb + 2 - m->ndim;
+    for (int d = 0; d < nb + 2; d++) shape[d] = d < pad ? 1 : m->shape[d - pad];
+    dt_contiguous_strides(nb + 2, shape, stride);
+    mv = dt_tensor_view_of(m, nb + 2, shape, stride, m->offset);
+    int64_t mL = shape[nb], mS = shape[nb + 1];
+    m_rs = mL == 1 ? 0 : mS, m_cs = mS == 1 ? 0 : 1;
+    batch_strides(mv, nb, bs, mL * mS, sm);
+  }
+  int64_t batches = dt_shape_numel(nb, bs);
+  for (int64_t b = 0; b < batches; b++) {
+    int64_t oq = batch_offset(b, nb, bs, sq), ok = batch_offset(b, nb, bs, sk), ov = batch_offset(b, nb, bs, sv);
+    int64_t om = batch_offset(b, nb, bs, sm), oo = b * L * Ev;
+    if (cd == DT_FLOAT64)
+      attention_f64((const double *)dt_tensor_data(in.t[0]) + oq, (const double *)dt_tensor_data(in.t[1]) + ok,
+                    (const double *)dt_tensor_data(in.t[2]) + ov, scores, (double *)dt_tensor_data(y) + oo, L, S, E, Ev,
+                    scale, mv ? (const double *)dt_tensor_data(mv) + om : NULL, m_rs, m_cs, causal, block);
+    else
+      attention_f32((const float *)dt_tensor_data(in.t[0]) + oq, (const float *)dt_tensor_data(in.t[1]) + ok,
+                    (const float *)dt_tensor_data(in.t[2]) + ov, scores, (float *)dt_tensor_data(y) + oo, L, S, E, Ev,
+                    (float)scale, mv ? (const float *)dt_tensor_data(mv) + om : NULL, m_rs, m_cs, causal, block);
+  }
+  free(scores);
+  if (mv) dt_tensor_release(mv);
+  if (m) dt_tensor_release(m);
+  inputs_release(&in);
+  return out_finish(out[0], y, a->name);
+}

@@ -1,0 +1,34 @@
+-- RNG throughput: rand/randn of 64M float32 (default; `dtlua bench/rng.lua 20` for 2^20),
+-- in GB/s of output written, next to memset/memcpy bandwidth measured in the same run.
+-- Each figure is the best of `reps` runs; fresh-tensor figures include page faults.
+local log2n = tonumber(arg and arg[1]) or 26
+local reps = tonumber(arg and arg[2]) or 3
+local n = 1 << log2n
+local bytes = 4 * n
+
+local function best(fn)
+  local b = math.huge
+  for _ = 1, reps do
+    collectgarbage()
+    local t0 = dt._now()
+    fn()
+    b = math.min(b, dt._now() - t0)
+  end
+  return b
+end
+
+local function row(name, secs)
+  print(string.format("%-28s %8.3f s %8.2f GB/s %8.2f ns/elem", name, secs, bytes / secs / 1e9, secs / n * 1e9))
+end
+
+print(string.format("n = 2^%d = %d float32 (%.0f MiB), best of %d", log2n, n, bytes / 2 ^ 20, reps))
+local set_s, cpy_s = dt._memory_seconds(bytes, reps)
+row("memset", set_s)
+row("memcpy (bytes written)", cpy_s)
+local t = dt.empty(n)
+row("uniform_ into existing", best(function() t:uniform_() end))
+row("rand (fresh tensor)", best(function() local x = dt.rand(n) x:release() end))
+row("normal_ into existing", best(function() t:normal_() end))
+row("randn (fresh tensor)", best(function() local x = dt.randn(n) x:release() end))
+local d = dt.empty(n // 2, {dtype = "float64"})
+row("uniform_ float64 (same bytes)", best(function() d:uniform_() end))

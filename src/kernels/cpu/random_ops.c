@@ -1,0 +1,125 @@
+/* Random ops on plain tensors: the whole-tensor region of the fill engine (random.c).
+ * The generator position arrives in ints[DT_RNG_SLOT_SEED/OFFSET]; advancing it is the
+ * caller's job (the binding), by dt_rng_fill_words. */
+#include "base/error.h"
+#include "kernels/random.h"
+#include "ops/ops.h"
+
+static dt_rng_fill fill_of(const dt_op_args *a, dt_rng_kind kind, dt_dtype dtype, void *dst) {
+  dt_rng_fill f = {.kind = kind, .dtype = dtype, .dst = dst, .seed = dt_rng_args_seed(a),
+                   .offset = dt_rng_args_offset(a)};
+  return f;
+}
+
+/* Fills t (any layout) in its logical row-major order. */
+static int fill_tensor(dt_rng_fill *f, dt_tensor *t) {
+  dt_rng_region r;
+  dt_rng_region_whole(&r, t->ndim, t->shape);
+  dt_rng_fill_init(f);
+  if (dt_tensor_is_contiguous(t)) {
+    f->dst = dt_tensor_data(t);
+    return dt_rng_fill_region(f, &r);
+  }
+  dt_tensor *tmp = dt_tensor_empty_like(t);
+  if (!tmp) return DT_ERR;
+  f->dst = dt_tensor_data(tmp);
+  int rc = dt_rng_fill_region(f, &r);
+  if (rc == DT_OK) rc = dt_tensor_copy_(t, tmp, f->kind == DT_RNG_NORMAL ? "normal_" : "uniform_");
+  dt_tensor_release(tmp);
+  return rc;
+}
+
+static int fill_out(const dt_op_args *a, dt_rng_kind kind, double x, double y, dt_tensor *t) {
+  dt_rng_fill f = fill_of(a, kind, t->dtype, NULL);
+  f.a = x, f.b = y;
+  f.low = a->ints[DT_RNG_SLOT_LOW];
+  f.range = (uint64_t)a->ints[DT_RNG_SLOT_HIGH] - (uint64_t)a->ints[DT_RNG_SLOT_LOW];
+  return fill_tensor(&f, t);
+}
+
+int dt_cpu_rand(const dt_op_args *a, dt_tensor **out) {
+  return fill_out(a, DT_RNG_UNIFORM, a->scalar[0], a->scalar[1], out[0]);
+}
+int dt_cpu_randn(const dt_op_args *a, dt_tensor **out) {
+  return fill_out(a, DT_RNG_NORMAL, a->scalar[0], a->scalar[1], out[0]);
+}
+int dt_cpu_randint(const dt_op_args *a, dt_tensor **out) { return fill_out(a, DT_RNG_RANDINT, 0, 0, out[0]); }
+int dt_cpu_uniform_(const dt_op_args *a, dt_tensor **out) {
+  return fill_out(a, DT_RNG_UNIFORM, a->scalar[0], a->scalar[1], out[0]);
+}
+int dt_cpu_normal_(const dt_op_args *a, dt_tensor **out) {
+  return fill_out(a, DT_RNG_NORMAL, a->scalar[0], a->scalar[1], out[0]);
+}
+
+/* Probabilities must be in [0, 1] (NaN is not). */
+static int check_probs(const char *op, const dt_tensor *p) {
+  int64_t n = dt_tensor_numel(p);
+  size_t es = dt_tensor_elsize(p);
+  const char *d = dt_tensor_data(p);
+  for (int64_t i = 0; i < n; i++) {
+    double v = dt_load_f64(d + i * es, p->dtype);
+    if (!(v >= 0 && v <= 1)) return dt_error("%s: probabilities must be in [0, 1], got %g", op, v);
+  }
+  return DT_OK;
+}
+
+int dt_cpu_bernoulli(const dt_op_args *a, dt_tensor **out) {
+  dt_rng_fill f = fill_of(a, DT_RNG_BERNOULLI, out[0]->dtype, dt_tensor_data(out[0]));
+  dt_rng_region r;
+  dt_rng_region_whole(&r, out[0]->ndim, out[0]->shape);
+  if (a->flags & DT_ARG_SCALAR) {
+    f.a = a->scalar[0];
+    dt_rng_fill_init(&f);
+    return dt_rng_fill_region(&f, &r);
+  }
+  dt_tensor *p = dt_tensor_contiguous(a->in[0]);
+  if (!p) return DT_ERR;
+  int rc = check_probs(a->name, p);
+  f.probs = dt_tensor_data(p), f.probs_dtype = p->dtype;
+  dt_rng_fill_init(&f);
+  if (rc == DT_OK) rc = dt_rng_fill_region(&f, &r);
+  dt_tensor_release(p);
+  return rc;
+}
+
+/* out = mask ? x * scale : 0 (x and mask contiguous, same numel); select, not multiply,
+ * so dropped infinities give 0 like the mask product would in exact arithmetic. */
+static int apply_mask(dt_tensor *out, dt_tensor *x_any, const dt_tensor *mask_any, double p) {
+  double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
+  dt_tensor *x = dt_tensor_contiguous(x_any);
+  dt_tensor *m = x ? dt_tensor_contiguous((dt_tensor *)mask_any) : NULL;
+  if (!m) {
+    if (x) dt_tensor_release(x);
+    return DT_ERR;
+  }
+  int64_t n = dt_tensor_numel(out);
+  const uint8_t *k = dt_tensor_data(m);
+  if (x->dtype == DT_FLOAT32) {
+    const float *s = dt_tensor_data(x);
+    float *d = dt_tensor_data(out), sc = (float)scale;
+    for (int64_t i = 0; i < n; i++) d[i] = k[i] ? s[i] * sc : 0.0f;
+  } else {
+    size_t es = dt_tensor_elsize(x);
+    const char *s = dt_tensor_data(x);
+    char *d = dt_tensor_data(out);
+    for (int64_t i = 0; i < n; i++)
+      dt_store_f64(d + i * es, x->dtype, k[i] ? dt_load_f64(s + i * es, x->dtype) * scale : 0.0);
+  }
+  dt_tensor_release(x);
+  dt_tensor_release(m);
+  return DT_OK;
+}
+
+int dt_cpu_dropout(const dt_op_args *a, dt_tensor **out) {
+  dt_rng_fill f = fill_of(a, DT_RNG_KEEP_MASK, DT_BOOL, dt_tensor_data(out[1]));
+  f.a = a->scalar[0];
+  f.wide = a->in[0]->dtype == DT_FLOAT64; /* u with the precision of x */
+  dt_rng_region r;
+  dt_rng_region_whole(&r, out[1]->ndim, out[1]->shape);
+  if (dt_rng_fill_region(&f, &r) != DT_OK) return DT_ERR;
+  return apply_mask(out[0], a->in[0], out[1], a->scalar[0]);
+}
+
+int dt_cpu_dropout_backward(const dt_op_args *a, dt_tensor **out) {
+  return apply_mask(out[0], a->in[0], a->in[1], a->scalar[0]);
+}

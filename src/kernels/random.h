@@ -1,0 +1,79 @@
+/* Random ops as "fill these elements of a GLOBAL tensor": element g (row-major index in
+ * the global tensor) of an op started at generator position (seed, offset) always gets
+ * the same value, whichever rank or shard computes it.  A plain tensor is the region that
+ * covers the whole global tensor; a DTensor shard is the block it owns.  The mapping of
+ * g to Philox words is in src/kernels/philox.h and doc/random.md. */
+#ifndef DT_KERNELS_RANDOM_H
+#define DT_KERNELS_RANDOM_H
+
+#include <stdint.h>
+
+#include "kernels/kernel_args.h"
+
+/* Where the random ops' rows keep the generator position in dt_op_args.ints (after the
+ * shape, which uses at most DT_MAX_DIMS slots). */
+#define DT_RNG_SLOT_LOW 12    /* randint: low (inclusive) */
+#define DT_RNG_SLOT_HIGH 13   /* randint: high (exclusive) */
+#define DT_RNG_SLOT_SEED 14   /* generator seed (uint64 bits) */
+#define DT_RNG_SLOT_OFFSET 15 /* generator offset in 32-bit words (uint64 bits), a multiple of 4 */
+
+typedef enum dt_rng_kind {
+  DT_RNG_UNIFORM,   /* a + (b - a) * u, u in [0, 1), never b */
+  DT_RNG_NORMAL,    /* a + b * z, z standard normal by Box-Muller over element pairs */
+  DT_RNG_RANDINT,   /* low + (bits mod range) */
+  DT_RNG_BERNOULLI, /* u < p ? 1 : 0, p per element (probs) or the scalar a */
+  DT_RNG_KEEP_MASK, /* dropout mask: u >= a (bool) */
+} dt_rng_kind;
+
+/* One random fill.  dst is the local buffer (contiguous, dtype); probs, when set, is the
+ * local contiguous buffer of per-element probabilities aligned with dst. */
+typedef struct dt_rng_fill {
+  dt_rng_kind kind;
+  dt_dtype dtype; /* of dst */
+  void *dst;
+  uint64_t seed, offset;
+  double a, b;   /* uniform: [a, b); normal: mean a, std b; bernoulli/keep: probability a */
+  int64_t low;   /* randint */
+  uint64_t range; /* randint: high - low, >= 1 */
+  const void *probs;
+  dt_dtype probs_dtype;
+  int wide; /* 2 words per element (64-bit draws) instead of 1; see dt_rng_fill_init */
+} dt_rng_fill;
+
+/* A block of a global tensor: the local elements are those with global multi-index
+ * start[d] .. start[d] + shape[d] - 1, laid out row-major (contiguous) in dst. */
+typedef struct dt_rng_region {
+  int ndim;
+  int64_t gshape[DT_MAX_DIMS];
+  int64_t start[DT_MAX_DIMS];
+  int64_t shape[DT_MAX_DIMS];
+} dt_rng_region;
+
+/* Sets f->wide from kind/dtype/range (64-bit draws for float64 values or probabilities,
+ * and for randint ranges above 2^32): call before filling.  Dropout sets it itself from
+ * the dtype of x, since its mask is bool. */
+void dt_rng_fill_init(dt_rng_fill *f);
+/* Elements [gbegin, gbegin + n) of the global index space into dst[pos .. pos + n). */
+int dt_rng_fill_range(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t n);
+/* Every element of a region (the plain-tensor case: start 0, shape = gshape). */
+int dt_rng_fill_region(const dt_rng_fill *f, const dt_rng_region *r);
+/* The region covering a whole tensor of this shape. */
+void dt_rng_region_whole(dt_rng_region *r, int ndim, const int64_t *shape);
+
+/* Generator position of a random op's args. */
+static inline uint64_t dt_rng_args_seed(const dt_op_args *a) { return (uint64_t)a->ints[DT_RNG_SLOT_SEED]; }
+static inline uint64_t dt_rng_args_offset(const dt_op_args *a) { return (uint64_t)a->ints[DT_RNG_SLOT_OFFSET]; }
+
+static inline uint64_t dt_rng_round_words(uint64_t words) { return (words + 3) & ~(uint64_t)3; }
+/* Words an elementwise random op over a GLOBAL tensor of numel elements consumes: the
+ * amount the generator offset advances by, identical on every rank.  A normal op pairs
+ * elements (2k, 2k+1): w*numel rounded up to 4 also covers an odd tail's pair. */
+static inline uint64_t dt_rng_words(int wide, int64_t numel) {
+  return dt_rng_round_words((uint64_t)numel * (wide ? 2u : 1u));
+}
+
+/* randperm: ints[0] = n, ints[1] = first value; multinomial: words it draws. */
+uint64_t dt_rng_randperm_words(int64_t n);
+uint64_t dt_rng_multinomial_words(int64_t rows, int64_t cats, int64_t samples, int replacement);
+
+#endif
