@@ -69,8 +69,8 @@ DT_OP(ARGMIN, argmin, reduce_index, 1, 0, "argmin(Tensor x, int dim | all, keepd
 DT_OP(VAR, var, reduce_float, 1, 0, "var(Tensor x, ints dims, keepdim, scalar correction=1) -> Tensor")
 DT_OP(STD, std, reduce_float, 1, 0, "std(Tensor x, ints dims, keepdim, scalar correction=1) -> Tensor")
 DT_OP(NORM, norm, reduce_float, 1, 0, "norm(Tensor x, ints dims, keepdim, scalar p=2) -> Tensor")
-DT_OP(SOFTMAX, softmax, unary_float, 1, 0, "softmax(Tensor x, int dim) -> Tensor")
-DT_OP(LOG_SOFTMAX, log_softmax, unary_float, 1, 0, "log_softmax(Tensor x, int dim) -> Tensor")
+DT_OP(SOFTMAX, softmax, softmax, 1, 0, "softmax(Tensor x, ints[0]=dim) -> Tensor (floating dtypes only)")
+DT_OP(LOG_SOFTMAX, log_softmax, softmax, 1, 0, "log_softmax(Tensor x, ints[0]=dim) -> Tensor (floating dtypes only)")
 
 /* ---- linear algebra ---- */
 DT_OP(MATMUL, matmul, matmul, 1, 0, "matmul(Tensor a, Tensor b) -> Tensor (PyTorch rules, 1-D to batched N-D)")
