@@ -1,0 +1,61 @@
+local R = require "tests.spec.reduce_ref"
+
+local shape = {2, 3, 4}
+local flat = R.values(24, 4)
+
+-- softmax of flat data along dim d, in float64, by index arithmetic
+local function ref(d, log)
+  local stride, out = 1, {}
+  for k = d + 1, #shape do stride = stride * shape[k] end
+  local n = shape[d]
+  for i = 1, #flat do
+    local pos = ((i - 1) // stride) % n -- position along d
+    local first = i - pos * stride
+    local mx = -math.huge
+    for k = 0, n - 1 do mx = math.max(mx, flat[first + k * stride]) end
+    local z = 0
+    for k = 0, n - 1 do z = z + math.exp(flat[first + k * stride] - mx) end
+    out[i] = log and (flat[i] - mx - math.log(z)) or math.exp(flat[i] - mx) / z
+  end
+  return R.nest(out, shape)
+end
+
+describe("softmax / log_softmax", function()
+  it("match the float64 reference along every dim and dtype", function()
+    for _, dtype in ipairs(R.float_dtypes) do
+      local x = dt.tensor(R.nest(flat, shape), {dtype = dtype})
+      for d = 1, 3 do
+        local s = x:softmax(d)
+        assert.are.equal(dtype, s.dtype)
+        R.close(s:totable(), ref(d, false), R.tol[dtype])
+        R.close(x:log_softmax(d):totable(), ref(d, true), R.tol[dtype] * 4)
+      end
+      R.close(dt.softmax(x, -1):totable(), ref(3, false), R.tol[dtype])
+      R.close(dt.log_softmax(x, -3):totable(), ref(1, true), R.tol[dtype] * 4)
+    end
+  end)
+
+  it("are stable for large inputs (max subtracted)", function()
+    local x = dt.tensor({1000, 1001, 1002}, {dtype = "float32"})
+    local e = {math.exp(-2), math.exp(-1), 1}
+    local z = e[1] + e[2] + e[3]
+    R.close(x:softmax(1):totable(), {e[1] / z, e[2] / z, e[3] / z}, 1e-6)
+    R.close(x:log_softmax(1):totable(), {-2 - math.log(z), -1 - math.log(z), -math.log(z)}, 1e-6)
+    local m = dt.tensor({-math.huge, 0}):softmax(1):totable()
+    assert.are.same({0, 1}, m)
+  end)
+
+  it("handle 0-d and empty tensors", function()
+    assert.are.equal(1, dt.tensor(3.0):softmax(1):item())
+    assert.are.equal(0, dt.tensor(3.0):log_softmax(-1):item())
+    assert.are.same({0, 3}, dt.zeros(0, 3):softmax(2):size())
+  end)
+
+  it("raise clear errors", function()
+    local x = dt.zeros(2, 3)
+    assert.matches("softmax: dim is required, e.g. t:softmax(-1)", R.error_of(x.softmax, x), 1, true)
+    assert.matches("log_softmax: dim 3 out of range for a 2-d tensor", R.error_of(x.log_softmax, x, 3), 1, true)
+    local i = dt.tensor({1, 2})
+    assert.matches("softmax: input dtype int64 is not floating point", R.error_of(i.softmax, i, 1), 1, true)
+  end)
+end)
