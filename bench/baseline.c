@@ -33,7 +33,7 @@ static int l_sgemm_gflops(lua_State *L) {
     free(a), free(b), free(c);
     return luaL_error(L, "sgemm_gflops: out of memory");
   }
-  for (lua_Integer i = 0; i < n * n; i++) a[i] = (float)(i % 7) * 0.25f, b[i] = (float)(i % 5) * 0.5f;
+  for (lua_Integer i = 0; i < n * n; i++) a[i] = (float)(i % 7) * 0.25f, b[i] = (float)(i % 5) * 0.5f, c[i] = 0;
   double best = 1e300;
   for (lua_Integer r = 0; r < reps; r++) {
     double t0 = now();

@@ -43,6 +43,21 @@ describe("sum / mean / prod", function()
     R.close(dt.prod(x, {2, 3}):totable(), (R.reduce(flat, shape, {2, 3}, false, R.prod)), 1e-5)
   end)
 
+  it("reduce leading dims of wide rows (the row-accumulating path)", function()
+    local wshape = {3, 5, 700} -- rows longer than one 512-column chunk
+    local wflat = R.values(3 * 5 * 700, 9)
+    for _, dtype in ipairs({"float32", "float64", "float16"}) do
+      local x = dt.tensor(R.nest(wflat, wshape), {dtype = dtype})
+      for _, dims in ipairs({{1}, {2}, {1, 2}, {-2}}) do
+        R.close(x:sum(dims):totable(), (R.reduce(wflat, wshape, dims, false, R.sum)), R.tol[dtype])
+        R.close(x:mean(dims, true):totable(), (R.reduce(wflat, wshape, dims, true, R.mean)), R.tol[dtype])
+      end
+    end
+    local e = dt.zeros(0, 20):mean(1):totable()
+    assert.are.equal(20, #e)
+    assert.is_true(e[20] ~= e[20])
+  end)
+
   it("sum integers and bools into int64 exactly", function()
     for _, dtype in ipairs({"int64", "int32", "uint8"}) do
       local x = dt.tensor({{1, 2, 3}, {4, 5, 6}}, {dtype = dtype})

@@ -25,6 +25,7 @@ typedef struct acc {
 typedef struct plan {
   red_kind kind;
   int integer; /* accumulate in int64 (integer/bool input, exact) */
+  int last_kept; /* the input's last dim is not reduced */
   double p;    /* norm order */
   /* kept dims (output order) and reduced dims (input order), strides in elements */
   int nk, nr;
@@ -74,6 +75,18 @@ static void load_i64(const char *p, int64_t st, dt_dtype t, int64_t n, int64_t *
 }
 
 /* ---- folding a chunk in -------------------------------------------------------------- */
+/* Sums with 8 independent partial sums: the compiler vectorises them (a single running
+ * sum is one add latency per element), and the pairing also helps accuracy.
+ * sq: add (v - shift)^2 instead of v. */
+static double sum_run(const double *v, int64_t n, int sq, double shift) {
+  double p[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) p[j] += sq ? (v[i + j] - shift) * (v[i + j] - shift) : v[i + j];
+  for (; i < n; i++) p[0] += sq ? (v[i] - shift) * (v[i] - shift) : v[i];
+  return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
 /* max/min propagate NaN (the first one wins), as PyTorch does. */
 static void fold_best(acc *a, const double *v, int64_t n, int want_max) {
   if (isnan(a->s) && a->n > 0) return;
@@ -89,12 +102,9 @@ static void fold_best(acc *a, const double *v, int64_t n, int want_max) {
 
 static void fold_f64(const plan *pl, acc *a, const double *v, int64_t n) {
   switch (pl->kind) {
-  case R_SUM: {
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) s += v[i];
-    a->s += s;
+  case R_SUM:
+    a->s += sum_run(v, n, 0, 0);
     break;
-  }
   case R_PROD:
     for (int64_t i = 0; i < n; i++) a->s *= v[i];
     break;
@@ -103,10 +113,7 @@ static void fold_f64(const plan *pl, acc *a, const double *v, int64_t n) {
     fold_best(a, v, n, pl->kind == R_MAX);
     break;
   case R_VAR: { /* merge the chunk's mean and squared deviations (Chan et al.) */
-    double s = 0, m2 = 0;
-    for (int64_t i = 0; i < n; i++) s += v[i];
-    double mean = s / (double)n;
-    for (int64_t i = 0; i < n; i++) m2 += (v[i] - mean) * (v[i] - mean);
+    double mean = sum_run(v, n, 0, 0) / (double)n, m2 = sum_run(v, n, 1, mean);
     double na = (double)a->n, nt = na + (double)n, d = mean - a->mean;
     a->m2 += m2 + d * d * na * (double)n / nt;
     a->mean += d * (double)n / nt;
@@ -115,7 +122,7 @@ static void fold_f64(const plan *pl, acc *a, const double *v, int64_t n) {
   case R_NORM: {
     double p = pl->p, s = a->s;
     if (p == 2)
-      for (int64_t i = 0; i < n; i++) s += v[i] * v[i];
+      s += sum_run(v, n, 1, 0);
     else if (p == 1)
       for (int64_t i = 0; i < n; i++) s += fabs(v[i]);
     else if (isinf(p) && p > 0)
@@ -155,6 +162,19 @@ static void fold_i64(const plan *pl, acc *a, const int64_t *v, int64_t n) {
 }
 
 /* ---- walking the reduced dims of one output element ------------------------------------ */
+/* Steps the counters cnt over shape[0..nd) (last dim fastest); returns the change of the
+ * element offset. */
+static int64_t odometer_step(int nd, const int64_t *shape, const int64_t *stride, int64_t *cnt) {
+  int64_t delta = 0;
+  for (int i = nd - 1; i >= 0; i--) {
+    delta += stride[i];
+    if (++cnt[i] < shape[i]) break;
+    delta -= shape[i] * stride[i];
+    cnt[i] = 0;
+  }
+  return delta;
+}
+
 static void reduce_one(const plan *pl, const char *base, acc *a) {
   a->s = pl->kind == R_PROD ? 1 : 0;
   a->is = pl->kind == R_PROD ? 1 : 0;
@@ -181,13 +201,7 @@ static void reduce_one(const plan *pl, const char *base, acc *a) {
         fold_f64(pl, a, vbuf, n);
       }
     }
-    /* odometer over the outer reduced dims */
-    for (int i = nr - 2; i >= 0; i--) {
-      p += pl->rstride[i] * (int64_t)pl->es;
-      if (++cnt[i] < pl->rshape[i]) break;
-      p -= pl->rshape[i] * pl->rstride[i] * (int64_t)pl->es;
-      cnt[i] = 0;
-    }
+    if (nr > 1) p += odometer_step(nr - 1, pl->rshape, pl->rstride, cnt) * (int64_t)pl->es;
   }
 }
 
@@ -202,6 +216,7 @@ static int make_plan(const dt_op_args *a, red_kind kind, plan *pl) {
   pl->integer = !dt_dtype_is_float(x->dtype) && (kind == R_SUM || kind == R_PROD || kind == R_MAX || kind == R_MIN);
   pl->p = a->nscalar > 0 ? a->scalar[0] : 2;
   pl->nk = pl->nr = 0;
+  pl->last_kept = x->ndim > 0 && !mask[x->ndim - 1];
   for (int i = 0; i < x->ndim; i++) {
     if (mask[i]) {
       /* merge with the previous reduced dim when memory steps through both as one */
@@ -238,9 +253,46 @@ static double finish(const plan *pl, const acc *a, dt_op_id op, double correctio
   }
 }
 
+/* sum/mean when the input's last dim is kept with unit stride (reducing leading dims, as
+ * for a bias gradient): whole rows are added into a row of accumulators, CHUNK columns at
+ * a time, instead of walking each output's strided column. */
+static void reduce_rows(const plan *pl, dt_tensor *vals, int mean) {
+  int64_t len = pl->kshape[pl->nk - 1], outer = dt_shape_numel(pl->nk - 1, pl->kshape);
+  int64_t count = dt_shape_numel(pl->nr, pl->rshape), es = (int64_t)pl->es;
+  char *vp = dt_tensor_data(vals);
+  size_t ves = dt_dtype_size(vals->dtype);
+  int64_t kcnt[DT_MAX_DIMS] = {0};
+  const char *p = pl->base;
+  double acc[CHUNK], buf[CHUNK];
+  for (int64_t o = 0; o < outer; o++) {
+    for (int64_t j = 0; j < len; j += CHUNK) {
+      int64_t n = len - j < CHUNK ? len - j : CHUNK;
+      for (int64_t i = 0; i < n; i++) acc[i] = 0;
+      int64_t rcnt[DT_MAX_DIMS] = {0}, roff = 0;
+      for (int64_t r = 0; r < count; r++) {
+        load_f64(p + (roff + j) * es, 1, pl->dtype, n, buf);
+        for (int64_t i = 0; i < n; i++) acc[i] += buf[i];
+        roff += odometer_step(pl->nr, pl->rshape, pl->rstride, rcnt);
+      }
+      char *dst = vp + (o * len + j) * (int64_t)ves;
+      for (int64_t i = 0; i < n; i++) {
+        double v = mean ? acc[i] / (double)count : acc[i];
+        if (vals->dtype == DT_FLOAT32) ((float *)dst)[i] = (float)v;
+        else dt_store_f64(dst + i * (int64_t)ves, vals->dtype, v);
+      }
+    }
+    p += odometer_step(pl->nk - 1, pl->kshape, pl->kstride, kcnt) * es;
+  }
+}
+
 static int run_reduce(const dt_op_args *a, dt_tensor **out, red_kind kind, dt_op_id op) {
   plan pl;
   if (make_plan(a, kind, &pl) != DT_OK) return DT_ERR;
+  if (kind == R_SUM && !pl.integer && pl.last_kept && pl.nr > 0 && pl.kstride[pl.nk - 1] == 1 &&
+      pl.kshape[pl.nk - 1] >= 16) {
+    reduce_rows(&pl, out[0], op == DT_OP_MEAN);
+    return DT_OK;
+  }
   double correction = a->nscalar > 0 ? a->scalar[0] : 1;
   dt_tensor *vals = out[0];
   dt_tensor *idx = NULL;
@@ -261,12 +313,7 @@ static int run_reduce(const dt_op_args *a, dt_tensor **out, red_kind kind, dt_op
     else if (vals->dtype == DT_FLOAT32) ((float *)dst)[0] = (float)finish(&pl, &ac, op, correction);
     else dt_store_f64(dst, vals->dtype, finish(&pl, &ac, op, correction));
     if (idx) ((int64_t *)dt_tensor_data(idx))[o] = ac.idx;
-    for (int i = pl.nk - 1; i >= 0; i--) {
-      p += pl.kstride[i] * (int64_t)pl.es;
-      if (++cnt[i] < pl.kshape[i]) break;
-      p -= pl.kshape[i] * pl.kstride[i] * (int64_t)pl.es;
-      cnt[i] = 0;
-    }
+    p += odometer_step(pl.nk, pl.kshape, pl.kstride, cnt) * (int64_t)pl.es;
   }
   return DT_OK;
 }

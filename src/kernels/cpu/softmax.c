@@ -1,33 +1,47 @@
 /* softmax and log_softmax along one dim, numerically stable: exp(x - max) / sum.
  * The input is made contiguous in its compute dtype (bf16/f16 compute in f32) and seen as
- * [outer, n, inner]; each of the outer*inner lines of n elements is done in three passes. */
+ * [outer, n, inner]; each line of n elements takes three passes (max, exp+sum, scale). */
 #include "base/error.h"
 #include "ops/ops.h"
 
 #include <math.h>
 
+/* The n rows of `inner` contiguous elements are swept BLOCK columns at a time with a max
+ * and a sum per column, so memory is read row by row rather than with stride `inner`
+ * (inner == 1, the last dim, is the degenerate one-column case). */
+#define BLOCK 256
 #define DEFINE_SOFTMAX(NAME, T, EXP, LOG)                                                          \
   static void NAME(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, int log_out) {     \
+    T mx[BLOCK];                                                                                  \
+    double sum[BLOCK];                                                                            \
     for (int64_t o = 0; o < outer; o++)                                                           \
-      for (int64_t i = 0; i < inner; i++) {                                                       \
-        const T *xl = x + o * n * inner + i;                                                      \
-        T *yl = y + o * n * inner + i;                                                            \
-        T mx = -INFINITY;                                                                         \
+      for (int64_t i0 = 0; i0 < inner; i0 += BLOCK) {                                             \
+        int64_t w = inner - i0 < BLOCK ? inner - i0 : BLOCK;                                      \
+        const T *xb = x + o * n * inner + i0;                                                     \
+        T *yb = y + o * n * inner + i0;                                                           \
+        for (int64_t i = 0; i < w; i++) mx[i] = -INFINITY, sum[i] = 0;                            \
         for (int64_t k = 0; k < n; k++)                                                           \
-          if (xl[k * inner] > mx || isnan(xl[k * inner])) mx = xl[k * inner];                     \
-        if (isinf(mx) && mx < 0) mx = 0; /* all -inf: exp gives 0s, sum 0, result nan as torch */ \
-        double sum = 0;                                                                           \
-        for (int64_t k = 0; k < n; k++) {                                                         \
-          T e = EXP(xl[k * inner] - mx);                                                          \
-          sum += e;                                                                               \
-          if (!log_out) yl[k * inner] = e;                                                        \
-        }                                                                                         \
+          for (int64_t i = 0; i < w; i++) {                                                       \
+            T v = xb[k * inner + i];                                                              \
+            if (v > mx[i] || isnan(v)) mx[i] = v;                                                 \
+          }                                                                                       \
+        /* all -inf: use 0 so exp gives 0s, and the 0/0 gives nan as in PyTorch */                \
+        for (int64_t i = 0; i < w; i++)                                                           \
+          if (isinf(mx[i]) && mx[i] < 0) mx[i] = 0;                                               \
+        for (int64_t k = 0; k < n; k++)                                                           \
+          for (int64_t i = 0; i < w; i++) {                                                       \
+            T e = EXP(xb[k * inner + i] - mx[i]);                                                 \
+            sum[i] += e;                                                                          \
+            if (!log_out) yb[k * inner + i] = e;                                                  \
+          }                                                                                       \
         if (log_out) {                                                                            \
-          T lse = (T)LOG(sum);                                                                    \
-          for (int64_t k = 0; k < n; k++) yl[k * inner] = xl[k * inner] - mx - lse;               \
+          for (int64_t i = 0; i < w; i++) sum[i] = LOG(sum[i]);                                   \
+          for (int64_t k = 0; k < n; k++)                                                         \
+            for (int64_t i = 0; i < w; i++) yb[k * inner + i] = xb[k * inner + i] - mx[i] - (T)sum[i]; \
         } else {                                                                                  \
-          T inv = (T)(1.0 / sum);                                                                 \
-          for (int64_t k = 0; k < n; k++) yl[k * inner] *= inv;                                   \
+          for (int64_t i = 0; i < w; i++) sum[i] = 1.0 / sum[i];                                  \
+          for (int64_t k = 0; k < n; k++)                                                         \
+            for (int64_t i = 0; i < w; i++) yb[k * inner + i] *= (T)sum[i];                       \
         }                                                                                         \
       }                                                                                           \
   }
