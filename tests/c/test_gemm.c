@@ -83,6 +83,30 @@ static void test_matmul_transposed_views(void) {
   dt_tensor_release(a), dt_tensor_release(b), dt_tensor_release(ba), dt_tensor_release(bb);
 }
 
+/* A stride-0 (expanded) right operand: no BLAS layout fits, so it is copied once; the
+ * left operand's batch folds into one GEMM against it. */
+static void test_matmul_expanded_operand(void) {
+  int64_t vs[1] = {5}, as[3] = {2, 3, 4};
+  dt_tensor *v = dt_tensor_empty(DT_FLOAT32, 1, vs, DT_CPU), *a = dt_tensor_empty(DT_FLOAT32, 3, as, DT_CPU);
+  float *pv = dt_tensor_data(v), *pa = dt_tensor_data(a);
+  for (int j = 0; j < 5; j++) pv[j] = (float)j - 1.5f;
+  for (int i = 0; i < 24; i++) pa[i] = (float)(i % 7) - 3.0f;
+  int64_t bs[2] = {4, 5}, bst[2] = {0, 1};
+  dt_tensor *b = dt_tensor_view_of(v, 2, bs, bst, 0); /* every row is v */
+  dt_tensor *in[2] = {a, b}, *out[2] = {0};
+  dt_op_args args = {.in = in, .nin = 2};
+  CHECK(dt_op_call(DT_OP_MATMUL, &args, out) == DT_OK);
+  CHECK(out[0]->ndim == 3 && out[0]->shape[0] == 2 && out[0]->shape[1] == 3 && out[0]->shape[2] == 5);
+  const float *po = dt_tensor_data(out[0]);
+  for (int r = 0; r < 6; r++) {
+    float rowsum = 0;
+    for (int q = 0; q < 4; q++) rowsum += pa[r * 4 + q];
+    for (int j = 0; j < 5; j++) CHECK(fabsf(po[r * 5 + j] - rowsum * pv[j]) < 1e-5f);
+  }
+  dt_tensor_release(out[0]);
+  dt_tensor_release(b), dt_tensor_release(a), dt_tensor_release(v);
+}
+
 static void test_reduce_and_softmax_transposed(void) {
   unsigned seed = 5;
   dt_tensor *base, *x = transposed(3, 4, &seed, &base); /* x[i][j], rows have stride 1 */
@@ -109,6 +133,7 @@ int main(void) {
   TEST_CASE(test_fallback_matches_blas_f32);
   TEST_CASE(test_fallback_matches_blas_f64);
   TEST_CASE(test_matmul_transposed_views);
+  TEST_CASE(test_matmul_expanded_operand);
   TEST_CASE(test_reduce_and_softmax_transposed);
   return CTEST_END();
 }

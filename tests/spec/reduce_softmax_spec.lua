@@ -35,6 +35,20 @@ describe("softmax / log_softmax", function()
     end
   end)
 
+  it("sweep wide non-last dims in column blocks", function()
+    local wshape, wflat = {3, 300}, R.values(900, 5) -- 300 columns: more than one block
+    local x = dt.tensor(R.nest(wflat, wshape), {dtype = "float64"})
+    local s, ls = x:softmax(1):totable(), x:log_softmax(1):totable()
+    for j = 1, 300 do
+      local z = 0
+      for i = 1, 3 do z = z + math.exp(wflat[(i - 1) * 300 + j]) end
+      for i = 1, 3 do
+        R.close(s[i][j], math.exp(wflat[(i - 1) * 300 + j]) / z, 1e-12)
+        R.close(ls[i][j], wflat[(i - 1) * 300 + j] - math.log(z), 1e-12)
+      end
+    end
+  end)
+
   it("are stable for large inputs (max subtracted)", function()
     local x = dt.tensor({1000, 1001, 1002}, {dtype = "float32"})
     local e = {math.exp(-2), math.exp(-1), 1}
