@@ -3,6 +3,7 @@
 --   matmul float32 at 256/1024/2048: GFLOP/s of a:matmul(b) vs a direct cblas_sgemm call
 --   a + b on 1-element tensors: per-call overhead in microseconds (target < 1 us)
 --   a + b on 16M float32: GB/s (bytes read + written) vs memcpy GB/s
+--   sum / sum(1) / softmax(-1) on 16M float32: GB/s vs memcpy GB/s
 -- Every figure is the best of a few repetitions (the machine may be shared); a full
 -- garbage collection runs (untimed) before each repetition.
 package.cpath = "bench/.libs/?.so;" .. package.cpath
@@ -73,6 +74,18 @@ do
     gbps = 3 * n * 4 / t / 1e9
   end
   row(string.format("add %dM float32 (vs memcpy)", n >> 20), gbps, mem, "GB/s read+written")
+end
+
+-- reductions and softmax on 16M float32 (bytes read, + written for softmax) vs memcpy
+do
+  local n = quick and (1 << 20) or (16 << 20)
+  local mem = baseline.memcpy_gbps(n * 4, 5)
+  local x = dt.ones(n // 4096, 4096)
+  local function gbps(bytes, fn) return bytes / best_of(5, fn) / 1e9 end
+  row(string.format("sum() %dM float32", n >> 20), gbps(n * 4, function() x:sum() end), mem, "GB/s")
+  row(string.format("sum(1) [%d,4096] float32", n // 4096), gbps(n * 4, function() x:sum(1) end), mem, "GB/s")
+  row(string.format("softmax(-1) [%d,4096] float32", n // 4096), gbps(2 * n * 4, function() x:softmax(-1) end), mem,
+      "GB/s")
 end
 
 print(string.format("%-34s %12s %12s %8s  %s", "benchmark", "dtlua", "C baseline", "ratio", "unit"))

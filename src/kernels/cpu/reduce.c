@@ -75,17 +75,26 @@ static void load_i64(const char *p, int64_t st, dt_dtype t, int64_t n, int64_t *
 }
 
 /* ---- folding a chunk in -------------------------------------------------------------- */
-/* Sums with 8 independent partial sums: the compiler vectorises them (a single running
- * sum is one add latency per element), and the pairing also helps accuracy.
- * sq: add (v - shift)^2 instead of v. */
-static double sum_run(const double *v, int64_t n, int sq, double shift) {
-  double p[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) p[j] += sq ? (v[i + j] - shift) * (v[i + j] - shift) : v[i + j];
-  for (; i < n; i++) p[0] += sq ? (v[i] - shift) * (v[i] - shift) : v[i];
-  return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
-}
+/* Sums with 4 pairs of independent partial sums (a single running sum costs one add
+ * latency per element); the pairing also helps accuracy.  sq: add (v - shift)^2. */
+#define DEFINE_SUM_RUN(NAME, T, TERM)                                        \
+  static double NAME(const T *v, int64_t n, double shift) {                  \
+    double p0 = 0, p1 = 0, p2 = 0, p3 = 0, p4 = 0, p5 = 0, p6 = 0, p7 = 0;   \
+    int64_t i = 0;                                                           \
+    (void)shift;                                                             \
+    for (; i + 8 <= n; i += 8) {                                             \
+      p0 += TERM(v[i]), p1 += TERM(v[i + 1]), p2 += TERM(v[i + 2]);          \
+      p3 += TERM(v[i + 3]), p4 += TERM(v[i + 4]), p5 += TERM(v[i + 5]);      \
+      p6 += TERM(v[i + 6]), p7 += TERM(v[i + 7]);                            \
+    }                                                                        \
+    for (; i < n; i++) p0 += TERM(v[i]);                                     \
+    return ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7));                \
+  }
+#define PLAIN(x) ((double)(x))
+#define SQDEV(x) (((double)(x) - shift) * ((double)(x) - shift))
+DEFINE_SUM_RUN(sum_run, double, PLAIN)
+DEFINE_SUM_RUN(sumsq_run, double, SQDEV)
+DEFINE_SUM_RUN(sum_run_f32, float, PLAIN) /* the contiguous float32 sum/mean: no chunk copy */
 
 /* max/min propagate NaN (the first one wins), as PyTorch does. */
 static void fold_best(acc *a, const double *v, int64_t n, int want_max) {
@@ -103,7 +112,7 @@ static void fold_best(acc *a, const double *v, int64_t n, int want_max) {
 static void fold_f64(const plan *pl, acc *a, const double *v, int64_t n) {
   switch (pl->kind) {
   case R_SUM:
-    a->s += sum_run(v, n, 0, 0);
+    a->s += sum_run(v, n, 0);
     break;
   case R_PROD:
     for (int64_t i = 0; i < n; i++) a->s *= v[i];
@@ -113,7 +122,7 @@ static void fold_f64(const plan *pl, acc *a, const double *v, int64_t n) {
     fold_best(a, v, n, pl->kind == R_MAX);
     break;
   case R_VAR: { /* merge the chunk's mean and squared deviations (Chan et al.) */
-    double mean = sum_run(v, n, 0, 0) / (double)n, m2 = sum_run(v, n, 1, mean);
+    double mean = sum_run(v, n, 0) / (double)n, m2 = sumsq_run(v, n, mean);
     double na = (double)a->n, nt = na + (double)n, d = mean - a->mean;
     a->m2 += m2 + d * d * na * (double)n / nt;
     a->mean += d * (double)n / nt;
@@ -122,7 +131,7 @@ static void fold_f64(const plan *pl, acc *a, const double *v, int64_t n) {
   case R_NORM: {
     double p = pl->p, s = a->s;
     if (p == 2)
-      s += sum_run(v, n, 1, 0);
+      s += sumsq_run(v, n, 0);
     else if (p == 1)
       for (int64_t i = 0; i < n; i++) s += fabs(v[i]);
     else if (isinf(p) && p > 0)
@@ -189,8 +198,13 @@ static void reduce_one(const plan *pl, const char *base, acc *a) {
   const char *p = base;
   double vbuf[CHUNK];
   int64_t ibuf[CHUNK];
+  int direct = pl->kind == R_SUM && pl->dtype == DT_FLOAT32 && ist == 1;
   for (int64_t o = 0; o < outer; o++) {
-    for (int64_t j = 0; j < inner; j += CHUNK) {
+    if (direct) {
+      a->s += sum_run_f32((const float *)p, inner, 0);
+      a->n += inner;
+    }
+    for (int64_t j = 0; j < inner && !direct; j += CHUNK) {
       int64_t n = inner - j < CHUNK ? inner - j : CHUNK;
       const char *q = p + j * ist * (int64_t)pl->es;
       if (pl->integer) {
@@ -253,36 +267,47 @@ static double finish(const plan *pl, const acc *a, dt_op_id op, double correctio
   }
 }
 
+/* Adds n values of a row (any dtype) into acc. */
+static void add_row(double *acc, const char *row, dt_dtype t, int64_t n) {
+  if (t == DT_FLOAT32 && n == CHUNK) { /* the hot case; a constant count vectorises at -O2 */
+    for (int64_t i = 0; i < CHUNK; i++) acc[i] += ((const float *)row)[i];
+    return;
+  }
+  double buf[CHUNK];
+  load_f64(row, 1, t, n, buf);
+  for (int64_t i = 0; i < n; i++) acc[i] += buf[i];
+}
+
 /* sum/mean when the input's last dim is kept with unit stride (reducing leading dims, as
- * for a bias gradient): whole rows are added into a row of accumulators, CHUNK columns at
- * a time, instead of walking each output's strided column. */
-static void reduce_rows(const plan *pl, dt_tensor *vals, int mean) {
+ * for a bias gradient): whole rows are added, in memory order, into a row of double
+ * accumulators, instead of walking each output's strided column. */
+static int reduce_rows(const plan *pl, dt_tensor *vals, int mean, const char *op) {
   int64_t len = pl->kshape[pl->nk - 1], outer = dt_shape_numel(pl->nk - 1, pl->kshape);
   int64_t count = dt_shape_numel(pl->nr, pl->rshape), es = (int64_t)pl->es;
+  double *acc = malloc(sizeof(double) * (size_t)len);
+  if (!acc) return dt_error("%s: out of memory", op);
   char *vp = dt_tensor_data(vals);
   size_t ves = dt_dtype_size(vals->dtype);
   int64_t kcnt[DT_MAX_DIMS] = {0};
   const char *p = pl->base;
-  double acc[CHUNK], buf[CHUNK];
   for (int64_t o = 0; o < outer; o++) {
-    for (int64_t j = 0; j < len; j += CHUNK) {
-      int64_t n = len - j < CHUNK ? len - j : CHUNK;
-      for (int64_t i = 0; i < n; i++) acc[i] = 0;
-      int64_t rcnt[DT_MAX_DIMS] = {0}, roff = 0;
-      for (int64_t r = 0; r < count; r++) {
-        load_f64(p + (roff + j) * es, 1, pl->dtype, n, buf);
-        for (int64_t i = 0; i < n; i++) acc[i] += buf[i];
-        roff += odometer_step(pl->nr, pl->rshape, pl->rstride, rcnt);
-      }
-      char *dst = vp + (o * len + j) * (int64_t)ves;
-      for (int64_t i = 0; i < n; i++) {
-        double v = mean ? acc[i] / (double)count : acc[i];
-        if (vals->dtype == DT_FLOAT32) ((float *)dst)[i] = (float)v;
-        else dt_store_f64(dst + i * (int64_t)ves, vals->dtype, v);
-      }
+    for (int64_t i = 0; i < len; i++) acc[i] = 0;
+    int64_t rcnt[DT_MAX_DIMS] = {0}, roff = 0;
+    for (int64_t r = 0; r < count; r++) {
+      for (int64_t j = 0; j < len; j += CHUNK)
+        add_row(acc + j, p + (roff + j) * es, pl->dtype, len - j < CHUNK ? len - j : CHUNK);
+      roff += odometer_step(pl->nr, pl->rshape, pl->rstride, rcnt);
+    }
+    char *dst = vp + o * len * (int64_t)ves;
+    for (int64_t i = 0; i < len; i++) {
+      double v = mean ? acc[i] / (double)count : acc[i];
+      if (vals->dtype == DT_FLOAT32) ((float *)dst)[i] = (float)v;
+      else dt_store_f64(dst + i * (int64_t)ves, vals->dtype, v);
     }
     p += odometer_step(pl->nk - 1, pl->kshape, pl->kstride, kcnt) * es;
   }
+  free(acc);
+  return DT_OK;
 }
 
 static int run_reduce(const dt_op_args *a, dt_tensor **out, red_kind kind, dt_op_id op) {
@@ -290,8 +315,7 @@ static int run_reduce(const dt_op_args *a, dt_tensor **out, red_kind kind, dt_op
   if (make_plan(a, kind, &pl) != DT_OK) return DT_ERR;
   if (kind == R_SUM && !pl.integer && pl.last_kept && pl.nr > 0 && pl.kstride[pl.nk - 1] == 1 &&
       pl.kshape[pl.nk - 1] >= 16) {
-    reduce_rows(&pl, out[0], op == DT_OP_MEAN);
-    return DT_OK;
+    return reduce_rows(&pl, out[0], op == DT_OP_MEAN, a->name);
   }
   double correction = a->nscalar > 0 ? a->scalar[0] : 1;
   dt_tensor *vals = out[0];
