@@ -57,6 +57,16 @@ describe("softmax / log_softmax", function()
     R.close(x:log_softmax(1):totable(), {-2 - math.log(z), -1 - math.log(z), -math.log(z)}, 1e-6)
     local m = dt.tensor({-math.huge, 0}):softmax(1):totable()
     assert.are.same({0, 1}, m)
+    for _, d in ipairs({1, 2}) do -- the line path (last dim) and the column-block path
+      local x = dt.tensor({{1, 0 / 0}, {2, 3}})
+      local s = x:softmax(d):totable()
+      assert.is_true(s[1][2] ~= s[1][2])
+      local l = x:log_softmax(d):totable()
+      assert.is_true(l[1][2] ~= l[1][2])
+      assert.is_true(d == 2 and s[1][1] ~= s[1][1] or d == 1 and s[1][1] == s[1][1])
+      local all = dt.full({2, 2}, -math.huge):softmax(d):totable()
+      assert.is_true(all[1][1] ~= all[1][1]) -- every input -inf: 0/0, as torch
+    end
   end)
 
   it("handle 0-d and empty tensors", function()

@@ -8,12 +8,35 @@
 
 /* The n rows of `inner` contiguous elements are swept BLOCK columns at a time with a max
  * and a sum per column, so memory is read row by row rather than with stride `inner`
- * (inner == 1, the last dim, is the degenerate one-column case). */
+ * (the last dim, inner == 1, goes line by line). */
 #define BLOCK 256
 #define DEFINE_SOFTMAX(NAME, T, EXP, LOG)                                                          \
+  /* one contiguous line; a NaN anywhere makes the sum NaN, so the max may skip NaNs */       \
+  static void NAME##_line(const T *x, T *y, int64_t n, int log_out) {                           \
+    T mx = -INFINITY;                                                                             \
+    for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;                                   \
+    if (isinf(mx) && mx < 0) mx = 0;                                                              \
+    double sum = 0;                                                                               \
+    for (int64_t k = 0; k < n; k++) {                                                             \
+      T e = EXP(x[k] - mx);                                                                       \
+      sum += e;                                                                                   \
+      if (!log_out) y[k] = e;                                                                     \
+    }                                                                                             \
+    if (log_out) {                                                                                \
+      T lse = (T)LOG(sum);                                                                        \
+      for (int64_t k = 0; k < n; k++) y[k] = x[k] - mx - lse;                                     \
+    } else {                                                                                      \
+      T inv = (T)(1.0 / sum);                                                                     \
+      for (int64_t k = 0; k < n; k++) y[k] *= inv;                                                \
+    }                                                                                             \
+  }                                                                                               \
   static void NAME(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, int log_out) {     \
     T mx[BLOCK];                                                                                  \
     double sum[BLOCK];                                                                            \
+    if (inner == 1) {                                                                             \
+      for (int64_t o = 0; o < outer; o++) NAME##_line(x + o * n, y + o * n, n, log_out);          \
+      return;                                                                                     \
+    }                                                                                             \
     for (int64_t o = 0; o < outer; o++)                                                           \
       for (int64_t i0 = 0; i0 < inner; i0 += BLOCK) {                                             \
         int64_t w = inner - i0 < BLOCK ? inner - i0 : BLOCK;                                      \
