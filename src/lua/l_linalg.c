@@ -34,10 +34,9 @@ static const luaL_Reg linalg_funcs[] = {
 };
 
 void dt_lua_open_linalg(lua_State *L, const dt_lua_targets *tg) {
-  lua_pushvalue(L, tg->module);
+  lua_pushvalue(L, tg->module); /* dt.matmul(a, b) */
   luaL_setfuncs(L, linalg_funcs, 0);
-  lua_pop(L, 1);
-  lua_pushvalue(L, tg->methods);
+  lua_pushvalue(L, tg->methods); /* a:matmul(b) */
   luaL_setfuncs(L, linalg_funcs, 0);
-  lua_pop(L, 1);
+  lua_pop(L, 2);
 }

@@ -90,22 +90,8 @@ static void one_based(lua_State *L, int idx) {
   for (int64_t i = 0; i < n; i++) p[i] += 1;
 }
 
-/* max/min: without a dim the global value (0-d); with one, (values, indices). */
-static int max_min(lua_State *L, dt_op_id with_index, dt_op_id global, const char *op) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
-  if (lua_isnoneornil(L, 2) || is_opts_table(L, 2)) return reduce_simple(L, global, op);
-  dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
-  parse_dims(L, 2, x, &a, op, 0);
-  dt_lua_call_op(L, with_index, &a);
-  one_based(L, -1);
-  return 2;
-}
-static int l_max(lua_State *L) { return max_min(L, DT_OP_MAX, DT_OP_AMAX, "max"); }
-static int l_min(lua_State *L) { return max_min(L, DT_OP_MIN, DT_OP_AMIN, "min"); }
-
-static int arg_best(lua_State *L, dt_op_id id, const char *op) {
+/* One dim; the last of the nres results holds 0-based indices, made 1-based here. */
+static int with_indices(lua_State *L, dt_op_id id, const char *op, int nres) {
   dt_tensor *x = dt_lua_check_tensor(L, 1);
   dt_op_args a = {0};
   a.in = &x;
@@ -113,10 +99,18 @@ static int arg_best(lua_State *L, dt_op_id id, const char *op) {
   parse_dims(L, 2, x, &a, op, 0);
   dt_lua_call_op(L, id, &a);
   one_based(L, -1);
-  return 1;
+  return nres;
 }
-static int l_argmax(lua_State *L) { return arg_best(L, DT_OP_ARGMAX, "argmax"); }
-static int l_argmin(lua_State *L) { return arg_best(L, DT_OP_ARGMIN, "argmin"); }
+
+/* max/min: without a dim the global value (0-d); with one, (values, indices). */
+static int max_min(lua_State *L, dt_op_id with_index, dt_op_id global, const char *op) {
+  if (lua_isnoneornil(L, 2) || is_opts_table(L, 2)) return reduce_simple(L, global, op);
+  return with_indices(L, with_index, op, 2);
+}
+static int l_max(lua_State *L) { return max_min(L, DT_OP_MAX, DT_OP_AMAX, "max"); }
+static int l_min(lua_State *L) { return max_min(L, DT_OP_MIN, DT_OP_AMIN, "min"); }
+static int l_argmax(lua_State *L) { return with_indices(L, DT_OP_ARGMAX, "argmax", 1); }
+static int l_argmin(lua_State *L) { return with_indices(L, DT_OP_ARGMIN, "argmin", 1); }
 
 /* var/std: correction from {correction = c} or {unbiased = b} or a leading boolean. */
 static int var_std(lua_State *L, dt_op_id id, const char *op) {
@@ -188,10 +182,9 @@ static const luaL_Reg reduce_funcs[] = {
 };
 
 void dt_lua_open_reduce(lua_State *L, const dt_lua_targets *tg) {
-  lua_pushvalue(L, tg->module);
-  luaL_setfuncs(L, reduce_funcs, 0);
-  lua_pop(L, 1);
-  lua_pushvalue(L, tg->methods);
-  luaL_setfuncs(L, reduce_funcs, 0);
-  lua_pop(L, 1);
+  for (int i = 0; i < 2; i++) { /* dt.sum(t, ...) and t:sum(...) */
+    lua_pushvalue(L, i ? tg->methods : tg->module);
+    luaL_setfuncs(L, reduce_funcs, 0);
+    lua_pop(L, 1);
+  }
 }

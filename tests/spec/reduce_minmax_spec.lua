@@ -1,8 +1,7 @@
 local R = require "tests.spec.reduce_ref"
 
 local shape = {3, 4, 5}
-local flat = R.values(60, 2) -- has ties: indices must be the first occurrence, as torch
-local function t(dtype) return dt.tensor(R.nest(flat, shape), {dtype = dtype}) end
+local flat, t = R.fixture(shape, 2) -- has ties: indices must be the first occurrence, as torch
 
 describe("amax / amin / max / min / argmax / argmin", function()
   it("give the global value as a 0-d tensor in the input dtype", function()

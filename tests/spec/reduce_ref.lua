@@ -9,6 +9,12 @@ function R.values(n, seed)
   return v
 end
 
+-- A fixture: flat values of `shape` and a function dtype -> tensor holding them.
+function R.fixture(shape, seed)
+  local flat = R.values(R.numel(shape), seed)
+  return flat, function(dtype) return dt.tensor(R.nest(flat, shape), {dtype = dtype}) end
+end
+
 function R.numel(shape)
   local n = 1
   for _, s in ipairs(shape) do n = n * s end

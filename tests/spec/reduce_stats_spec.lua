@@ -1,8 +1,7 @@
 local R = require "tests.spec.reduce_ref"
 
 local shape = {4, 6}
-local flat = R.values(24, 3)
-local function t(dtype) return dt.tensor(R.nest(flat, shape), {dtype = dtype}) end
+local flat, t = R.fixture(shape, 3)
 
 describe("var / std / norm", function()
   it("var and std default to the unbiased estimate (correction 1)", function()

@@ -1,8 +1,7 @@
 local R = require "tests.spec.reduce_ref"
 
 local shape = {2, 3, 4}
-local flat = R.values(24, 1)
-local function t(dtype) return dt.tensor(R.nest(flat, shape), {dtype = dtype}) end
+local flat, t = R.fixture(shape, 1)
 
 describe("sum / mean / prod", function()
   it("reduce every dim to a 0-d tensor in every float dtype", function()
