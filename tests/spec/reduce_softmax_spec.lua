@@ -49,6 +49,25 @@ describe("softmax / log_softmax", function()
     end
   end)
 
+  it("keep float32 relative accuracy down to tiny probabilities (vectorised exp)", function()
+    local l, z = {}, 0
+    for k = 1, 87 do l[k] = -(k - 1) * 0.999 end -- down to exp(-86): 87 values, not a multiple of 4
+    for k = 1, 87 do z = z + math.exp(l[k]) end
+    for _, d in ipairs({1, 2}) do
+      local x = dt.tensor(l, {dtype = "float32"})
+      local xs = d == 1 and x or dt.tensor({l}, {dtype = "float32"})
+      local s = xs:softmax(d):totable()
+      if d == 2 then s = s[1] end
+      for k = 1, 87 do
+        local want = math.exp(dt.tensor({l[k]}, {dtype = "float32"}):item()) / z
+        assert(math.abs(s[k] - want) <= 2e-6 * want, string.format("k=%d got %.9g want %.9g", k, s[k], want))
+      end
+    end
+    local col = dt.tensor({{0, -50}, {-88, 0}}, {dtype = "float32"}):softmax(1):totable() -- column path
+    R.close(col[2][2] / (1 / (1 + math.exp(-50))), 1, 1e-6)
+    assert.are.equal(0, col[2][1]) -- exp(-88) flushes to 0 (PyTorch: a 6e-39 denormal)
+  end)
+
   it("are stable for large inputs (max subtracted)", function()
     local x = dt.tensor({1000, 1001, 1002}, {dtype = "float32"})
     local e = {math.exp(-2), math.exp(-1), 1}
