@@ -1,4 +1,4 @@
-/* Tensor creation: dt.zeros/ones/empty/full and their *_like forms (more below as written). */
+/* Tensor creation: dt.zeros/ones/empty/full and their *_like forms, dt.arange, dt.eye. */
 #include "base/error.h"
 #include "lua/l_tensor.h"
 
@@ -55,7 +55,53 @@ static int l_full_like(lua_State *L) {
   return like(L, DT_OP_FULL, v);
 }
 
+/* dt.arange(stop), dt.arange(start, stop, step?), opts? last: end exclusive (torch).
+ * All-integer arguments give int64, any float argument float32, unless opts.dtype. */
+static int l_arange(lua_State *L) {
+  int n = 0, all_int = 1;
+  double v[3] = {0, 0, 1};
+  lua_Integer iv[3] = {0, 0, 1};
+  while (n < 3 && lua_type(L, n + 1) == LUA_TNUMBER) {
+    v[n] = lua_tonumber(L, n + 1);
+    iv[n] = lua_tointeger(L, n + 1);
+    all_int &= lua_isinteger(L, n + 1);
+    n++;
+  }
+  if (n == 0) return luaL_error(L, "arange: expected arange(stop), arange(start, stop) or arange(start, stop, step)");
+  dt_op_args a = {0};
+  a.scalar[0] = n == 1 ? 0 : v[0];
+  a.scalar[1] = n == 1 ? v[0] : v[1];
+  a.scalar[2] = n == 3 ? v[2] : 1;
+  a.nscalar = 3;
+  if (all_int) { /* exact beyond 2^53 */
+    a.flags = DT_ARG_SCALAR_INT;
+    a.ints[0] = n == 1 ? 0 : iv[0];
+    a.ints[1] = n == 1 ? iv[0] : iv[1];
+    a.ints[2] = n == 3 ? iv[2] : 1;
+    a.nints = 3;
+  }
+  if (!lua_isnoneornil(L, n + 1) && !lua_istable(L, n + 1))
+    return luaL_error(L, "arange: expected numbers then an options table, got %s", luaL_typename(L, n + 1));
+  a.dtype = dt_lua_opt_dtype_field(L, n + 1, all_int ? DT_INT64 : DT_DEFAULT_FLOAT);
+  a.has_dtype = 1;
+  return dt_lua_call_op(L, DT_OP_ARANGE, &a);
+}
+
+/* dt.eye(n, m = n, opts?) */
+static int l_eye(lua_State *L) {
+  dt_op_args a = {0};
+  a.ints[0] = luaL_checkinteger(L, 1);
+  int opts = 2;
+  if (lua_isinteger(L, 2)) a.ints[1] = lua_tointeger(L, 2), opts = 3;
+  else a.ints[1] = a.ints[0];
+  a.nints = 2;
+  a.dtype = dt_lua_opt_dtype_field(L, opts, DT_DEFAULT_FLOAT);
+  a.has_dtype = 1;
+  return dt_lua_call_op(L, DT_OP_EYE, &a);
+}
+
 static const luaL_Reg create_funcs[] = {
+    {"arange", l_arange},         {"eye", l_eye},
     {"zeros", l_zeros},           {"ones", l_ones},           {"empty", l_empty},
     {"full", l_full},             {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like},
     {"empty_like", l_empty_like}, {"full_like", l_full_like}, {NULL, NULL},

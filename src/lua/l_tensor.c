@@ -18,17 +18,42 @@ dt_tensor *dt_lua_check_tensor(lua_State *L, int idx) {
 
 int dt_lua_raise(lua_State *L) { return luaL_error(L, "%s", dt_error_message()); }
 
+/* Lua's collector sees only the small userdata, not the storage behind it, so a loop making
+ * large temporaries would let them pile up.  Storage bytes are counted per thread (a rank is
+ * a thread) and a full collection runs when the bytes made since the last one exceed the bytes
+ * live after it (at least GC_MIN_STEP): Lua's own "collect when the heap doubles" pause. */
+#define GC_MIN_STEP ((size_t)32 << 20)
+static _Thread_local size_t gc_live, gc_since, gc_live_after;
+
+static void account_storage(lua_State *L, const dt_tensor *t) {
+  if (atomic_load_explicit(&t->storage->refcount, memory_order_relaxed) != 1) return; /* a view */
+  gc_live += t->storage->nbytes;
+  gc_since += t->storage->nbytes;
+  if (gc_since < GC_MIN_STEP || gc_since < gc_live_after) return;
+  gc_since = 0;
+  lua_gc(L, LUA_GCCOLLECT);
+  gc_live_after = gc_live;
+}
+
+static void unaccount_storage(const dt_tensor *t) {
+  if (atomic_load_explicit(&t->storage->refcount, memory_order_relaxed) != 1) return;
+  size_t n = t->storage->nbytes;
+  gc_live = gc_live > n ? gc_live - n : 0;
+}
+
 void dt_lua_push_tensor(lua_State *L, dt_tensor *t) {
   if (!t) dt_lua_raise(L);
   dt_lua_tensor *u = lua_newuserdatauv(L, sizeof *u, 0);
   u->t = t;
   luaL_setmetatable(L, DT_TENSOR_MT);
+  account_storage(L, t);
 }
 
 /* __gc and __close: idempotent. */
 static int tensor_release(lua_State *L) {
   dt_lua_tensor *u = luaL_checkudata(L, 1, DT_TENSOR_MT);
   if (u->t) {
+    unaccount_storage(u->t);
     dt_tensor_release(u->t);
     u->t = NULL;
   }

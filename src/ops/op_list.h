@@ -12,15 +12,15 @@
 /* ---- factories ---- */
 DT_OP(EMPTY, empty, factory, 1, DT_OPF_FACTORY, "empty(ints shape, dtype) -> Tensor")
 DT_OP(FULL, full, factory, 1, DT_OPF_FACTORY, "full(ints shape, scalar value, dtype) -> Tensor")
-DT_OP(ARANGE, arange, arange, 1, DT_OPF_FACTORY, "arange(scalar start, stop, step, dtype) -> Tensor")
+DT_OP(ARANGE, arange, arange, 1, DT_OPF_FACTORY, "arange(scalar start, stop, step, dtype; flags DT_ARG_SCALAR_INT: exact ints[0..2] instead) -> Tensor")
 DT_OP(EYE, eye, eye, 1, DT_OPF_FACTORY, "eye(int n, int m, dtype) -> Tensor")
 
 /* ---- copies and casts ---- */
 DT_OP(CLONE, clone, same, 1, 0, "clone(Tensor x) -> Tensor")
-DT_OP(TO, to, cast, 1, 0, "to(Tensor x, dtype) -> Tensor")
+DT_OP(TO, to, cast, 1, DT_OPF_VIEW, "to(Tensor x, dtype) -> Tensor (x itself when the dtype matches, as torch)")
 DT_OP(CONTIGUOUS, contiguous, same, 1, DT_OPF_VIEW, "contiguous(Tensor x) -> Tensor (x itself when contiguous)")
 DT_OP(COPY_, copy_, inplace, 1, DT_OPF_INPLACE, "copy_(Tensor self, Tensor src) -> self (src broadcast, cast)")
-DT_OP(FILL_, fill_, inplace, 1, DT_OPF_INPLACE, "fill_(Tensor self, scalar v) -> self")
+DT_OP(FILL_, fill_, inplace, 1, DT_OPF_INPLACE, "fill_(Tensor self, scalar v; DT_ARG_SCALAR_INT: exact value in ints[0]) -> self")
 DT_OP(ZERO_, zero_, inplace, 1, DT_OPF_INPLACE, "zero_(Tensor self) -> self")
 
 /* ---- pointwise unary ---- */
@@ -37,11 +37,12 @@ DT_OP(GELU, gelu, unary_float, 1, 0, "gelu(Tensor x; flags&1: tanh approximation
 DT_OP(SILU, silu, unary_float, 1, 0, "silu(Tensor x) -> Tensor")
 DT_OP(SIN, sin, unary_float, 1, 0, "sin(Tensor x) -> Tensor")
 DT_OP(COS, cos, unary_float, 1, 0, "cos(Tensor x) -> Tensor")
-DT_OP(CLAMP, clamp, unary, 1, 0, "clamp(Tensor x, scalar min?, scalar max?; DT_ARG_HAS_MIN/MAX) -> Tensor")
+DT_OP(CLAMP, clamp, unary, 1, 0, "clamp(Tensor x, scalar min?, scalar max?; DT_ARG_HAS_MIN/MAX; DT_ARG_SCALAR_INT: both bounds integers, also in ints[0], ints[1]) -> Tensor")
 
-/* ---- pointwise binary (tensor-tensor, or tensor-scalar with DT_ARG_SCALAR) ---- */
-DT_OP(ADD, add, binary, 1, 0, "add(Tensor a, Tensor|scalar b, scalar alpha=1 in scalar[1]) -> Tensor")
-DT_OP(SUB, sub, binary, 1, 0, "sub(Tensor a, Tensor|scalar b, scalar alpha=1 in scalar[1]) -> Tensor")
+/* ---- pointwise binary (tensor-tensor, or tensor-scalar with DT_ARG_SCALAR: nin 1, the number in
+ *      scalar[0], and with DT_ARG_SCALAR_INT also exactly in ints[0]) ---- */
+DT_OP(ADD, add, binary, 1, 0, "add(Tensor a, Tensor|scalar b, scalar alpha=1 in scalar[1] when nscalar 2; DT_ARG_ALPHA_FLOAT) -> Tensor")
+DT_OP(SUB, sub, binary, 1, 0, "sub(Tensor a, Tensor|scalar b, scalar alpha=1 in scalar[1] when nscalar 2; DT_ARG_ALPHA_FLOAT) -> Tensor")
 DT_OP(MUL, mul, binary, 1, 0, "mul(Tensor a, Tensor|scalar b) -> Tensor")
 DT_OP(DIV, div, binary_float, 1, 0, "div(Tensor a, Tensor|scalar b) -> Tensor (true division)")
 DT_OP(POW, pow, binary, 1, 0, "pow(Tensor a, Tensor|scalar b) -> Tensor")
@@ -54,7 +55,7 @@ DT_OP(GT, gt, compare, 1, 0, "gt(Tensor a, Tensor|scalar b) -> Tensor(bool)")
 DT_OP(GE, ge, compare, 1, 0, "ge(Tensor a, Tensor|scalar b) -> Tensor(bool)")
 DT_OP(ADD_, add_, inplace, 1, DT_OPF_INPLACE, "add_(Tensor self, Tensor|scalar b, scalar alpha) -> self")
 DT_OP(MUL_, mul_, inplace, 1, DT_OPF_INPLACE, "mul_(Tensor self, Tensor|scalar b) -> self")
-DT_OP(WHERE, where, where, 1, 0, "where(Tensor cond, Tensor a, Tensor b) -> Tensor")
+DT_OP(WHERE, where, where, 1, 0, "where(Tensor cond (bool), Tensor|scalar a, Tensor|scalar b; a NULL in[1]/in[2] is scalar[0]/scalar[1], ints[0]/ints[1] with DT_ARG_WHERE_A_INT/B_INT) -> Tensor")
 
 /* ---- reductions (ints = dims to reduce, or DT_ARG_ALL_DIMS) ---- */
 DT_OP(SUM, sum, reduce, 1, 0, "sum(Tensor x, ints dims, keepdim; dtype when has_dtype) -> Tensor (ints/bool -> int64)")

@@ -1,1 +1,190 @@
-/* to be written */
+/* Shape rules of the pointwise ops: broadcasting, PyTorch type promotion, and the
+ * argument checks whose errors name the op (a->name). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "kernels/cpu/pointwise.h"
+#include "ops/ops.h"
+
+static void meta_of(dt_meta *out, dt_dtype dtype, const dt_tensor *t) {
+  out->dtype = dtype;
+  out->ndim = t->ndim;
+  memcpy(out->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+static int need_inputs(const dt_op_args *a, int n) {
+  for (int i = 0; i < n; i++)
+    if (i >= a->nin || !a->in[i]) return dt_error("%s: expected %d tensor operand(s)", a->name, n);
+  return DT_OK;
+}
+
+static int is(const dt_op_args *a, const char *name) { return strcmp(a->name, name) == 0; }
+
+/* A number the result dtype cannot hold is refused, as torch does (uint8 + 300), rather
+ * than wrapped.  Floats overflow to inf (IEEE); any number is a valid bool. */
+static int check_fits(const dt_op_args *a, dt_dtype t, int is_int, int64_t vi, double v) {
+  double lo, end; /* valid: lo <= x < end */
+  switch (t) {
+  case DT_INT64:
+    if (is_int) return DT_OK;
+    lo = -9223372036854775808.0, end = 9223372036854775808.0;
+    break;
+  case DT_INT32: lo = INT32_MIN, end = (double)INT32_MAX + 1; break;
+  case DT_UINT8: lo = 0, end = 256; break;
+  default: return DT_OK;
+  }
+  double x = is_int ? (double)vi : trunc(v);
+  if (x == x && x >= lo && x < end) return DT_OK;
+  if (is_int) return dt_error("%s: value %lld cannot be converted to type %s without overflow", a->name, (long long)vi,
+                              dt_dtype_name(t));
+  return dt_error("%s: value %g cannot be converted to type %s without overflow", a->name, v, dt_dtype_name(t));
+}
+
+int dt_shape_same(const dt_op_args *a, dt_meta *out) {
+  if (need_inputs(a, 1) != DT_OK) return DT_ERR;
+  meta_of(out, a->in[0]->dtype, a->in[0]);
+  return DT_OK;
+}
+
+int dt_shape_cast(const dt_op_args *a, dt_meta *out) {
+  if (need_inputs(a, 1) != DT_OK) return DT_ERR;
+  if (!a->has_dtype) return dt_error("%s: a dtype is required", a->name);
+  meta_of(out, a->dtype, a->in[0]);
+  return DT_OK;
+}
+
+/* ---- unary ---- */
+int dt_shape_unary(const dt_op_args *a, dt_meta *out) {
+  if (need_inputs(a, 1) != DT_OK) return DT_ERR;
+  dt_dtype t = a->in[0]->dtype;
+  if (is(a, "clamp")) {
+    if (!(a->flags & (DT_ARG_HAS_MIN | DT_ARG_HAS_MAX)))
+      return dt_error("clamp: at least one of min and max must be given");
+    t = pw_clamp_type(a);
+    int is_int = a->flags & DT_ARG_SCALAR_INT;
+    for (int k = 0; k < 2; k++)
+      if ((a->flags & (k ? DT_ARG_HAS_MAX : DT_ARG_HAS_MIN)) &&
+          check_fits(a, t, is_int, a->ints[k], a->scalar[k]) != DT_OK)
+        return DT_ERR;
+  }
+  if (t == DT_BOOL) {
+    if (is(a, "neg"))
+      return dt_error("neg: negation, the `-` operator, on a bool tensor is not supported (use logical_not)");
+    return dt_error("%s: not supported for bool tensors", a->name);
+  }
+  meta_of(out, t, a->in[0]);
+  return DT_OK;
+}
+
+/* Integers and bool give float32; an explicit dtype (softmax's option) wins. */
+int dt_shape_unary_float(const dt_op_args *a, dt_meta *out) {
+  if (need_inputs(a, 1) != DT_OK) return DT_ERR;
+  dt_dtype t = a->has_dtype ? a->dtype : a->in[0]->dtype;
+  meta_of(out, dt_dtype_is_float(t) ? t : DT_DEFAULT_FLOAT, a->in[0]);
+  return DT_OK;
+}
+
+/* ---- binary ---- */
+/* Output shape and the checks every binary op shares; rt is the common dtype.  Comparisons
+ * compute in int64, so any integer is fine there. */
+static int binary_check(const dt_op_args *a, dt_dtype rt, int compare, dt_meta *out) {
+  int scalar = a->flags & DT_ARG_SCALAR;
+  if (need_inputs(a, scalar ? 1 : 2) != DT_OK) return DT_ERR;
+  const dt_tensor *x = a->in[0];
+  if (scalar) {
+    meta_of(out, rt, x);
+  } else {
+    const dt_tensor *y = a->in[1];
+    if (dt_broadcast_shapes(a->name, x->ndim, x->shape, y->ndim, y->shape, &out->ndim, out->shape) != DT_OK)
+      return DT_ERR;
+    out->dtype = rt;
+  }
+  if (rt == DT_BOOL && (is(a, "sub") || is(a, "pow") || is(a, "remainder")))
+    return dt_error("%s: not supported for two bool operands", a->name);
+  if ((a->flags & DT_ARG_ALPHA_FLOAT) && !dt_dtype_is_float(rt))
+    return dt_error("%s: for integral input tensors, argument alpha must not be a floating point number", a->name);
+  if (scalar && !(a->flags & DT_ARG_SCALAR_LEFT) && !dt_dtype_is_float(rt) && a->ints[0] < 0 && is(a, "pow"))
+    return dt_error("pow: Integers to negative integer powers are not allowed");
+  if (scalar && (a->flags & DT_ARG_SCALAR_INT) && !compare &&
+      check_fits(a, rt, 1, a->ints[0], a->scalar[0]) != DT_OK)
+    return DT_ERR;
+  return DT_OK;
+}
+
+int dt_shape_binary(const dt_op_args *a, dt_meta *out) { return binary_check(a, pw_binary_type(a), 0, out); }
+
+/* True division: integer and bool results become float32. */
+int dt_shape_binary_float(const dt_op_args *a, dt_meta *out) {
+  dt_dtype rt = pw_binary_type(a);
+  return binary_check(a, dt_dtype_is_float(rt) ? rt : DT_DEFAULT_FLOAT, 0, out);
+}
+
+int dt_shape_compare(const dt_op_args *a, dt_meta *out) {
+  if (binary_check(a, pw_binary_type(a), 1, out) != DT_OK) return DT_ERR;
+  out->dtype = DT_BOOL;
+  return DT_OK;
+}
+
+/* ---- in place: copy_ fill_ zero_ add_ mul_ (the output is in[0]) ---- */
+static int same_shape(int na, const int64_t *sa, int nb, const int64_t *sb) {
+  return na == nb && memcmp(sa, sb, sizeof(int64_t) * (size_t)na) == 0;
+}
+
+int dt_shape_inplace(const dt_op_args *a, dt_meta *out) {
+  if (need_inputs(a, 1) != DT_OK) return DT_ERR;
+  const dt_tensor *self = a->in[0];
+  char b1[160], b2[160];
+  for (int i = 0; i < self->ndim; i++)
+    if (self->stride[i] == 0 && self->shape[i] > 1)
+      return dt_error("%s: cannot write in place into a tensor whose elements overlap (an expanded view); "
+                      "clone() it first", a->name);
+  meta_of(out, self->dtype, self);
+  if (is(a, "zero_")) return DT_OK;
+  if (is(a, "fill_")) return check_fits(a, self->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[0], a->scalar[0]);
+  if (is(a, "copy_")) {
+    if (need_inputs(a, 2) != DT_OK) return DT_ERR;
+    const dt_tensor *src = a->in[1];
+    if (dt_broadcast_shapes(a->name, self->ndim, self->shape, src->ndim, src->shape, &out->ndim, out->shape) != DT_OK)
+      return DT_ERR;
+  } else { /* add_ mul_ */
+    dt_dtype rt = pw_binary_type(a);
+    if (binary_check(a, rt, 0, out) != DT_OK) return DT_ERR;
+    if (!pw_can_cast(rt, self->dtype))
+      return dt_error("%s: result type %s can't be cast to the desired output type %s", a->name, dt_dtype_name(rt),
+                      dt_dtype_name(self->dtype));
+  }
+  if (!same_shape(out->ndim, out->shape, self->ndim, self->shape))
+    return dt_error("%s: output with shape %s doesn't match the broadcast shape %s", a->name,
+                    dt_format_shape(b1, sizeof b1, self->ndim, self->shape),
+                    dt_format_shape(b2, sizeof b2, out->ndim, out->shape));
+  meta_of(out, self->dtype, self);
+  return DT_OK;
+}
+
+/* ---- where(cond, a, b): a / b may be numbers (NULL operands) ---- */
+int dt_shape_where(const dt_op_args *a, dt_meta *out) {
+  if (a->nin < 3 || !a->in[0]) return dt_error("where: expected a condition tensor and two values");
+  const dt_tensor *cond = a->in[0];
+  if (cond->dtype != DT_BOOL)
+    return dt_error("where: condition must be a bool tensor, got %s (compare it, e.g. t:ne(0))",
+                    dt_dtype_name(cond->dtype));
+  out->ndim = cond->ndim;
+  memcpy(out->shape, cond->shape, sizeof(int64_t) * (size_t)cond->ndim);
+  for (int k = 1; k <= 2; k++) {
+    const dt_tensor *t = a->in[k];
+    if (!t) continue;
+    int64_t sh[DT_MAX_DIMS];
+    int nd;
+    if (dt_broadcast_shapes("where", out->ndim, out->shape, t->ndim, t->shape, &nd, sh) != DT_OK) return DT_ERR;
+    out->ndim = nd;
+    memcpy(out->shape, sh, sizeof(int64_t) * (size_t)nd);
+  }
+  out->dtype = pw_where_type(a);
+  for (int k = 0; k < 2; k++)
+    if (!a->in[k + 1] &&
+        check_fits(a, out->dtype, a->flags & (k ? DT_ARG_WHERE_B_INT : DT_ARG_WHERE_A_INT), a->ints[k], a->scalar[k]) != DT_OK)
+      return DT_ERR;
+  return DT_OK;
+}

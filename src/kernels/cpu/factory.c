@@ -1,7 +1,8 @@
-/* Factories: empty and full (arange and eye live beside them once written). */
+/* Factories: empty, full, arange, eye. */
 #include "base/error.h"
 #include "ops/ops.h"
 
+#include <math.h>
 #include <string.h>
 
 int dt_cpu_empty(const dt_op_args *a, dt_tensor **out) { return DT_OK; }
@@ -16,5 +17,38 @@ int dt_cpu_full(const dt_op_args *a, dt_tensor **out) {
   /* double the filled prefix each round: log2(n) memcpy calls */
   for (int64_t done = 1; done < n; done *= 2)
     memcpy(p + done * es, p, (size_t)((done < n - done ? done : n - done) * (int64_t)es));
+  return DT_OK;
+}
+
+/* Each value is start + i * step (not accumulated), as torch: in int64 with
+ * DT_ARG_SCALAR_INT (exact), else in double. */
+int dt_cpu_arange(const dt_op_args *a, dt_tensor **out) {
+  dt_tensor *t = out[0];
+  int64_t n = dt_tensor_numel(t);
+  size_t es = dt_dtype_size(t->dtype);
+  char *p = dt_tensor_data(t);
+  if (a->flags & DT_ARG_SCALAR_INT) {
+    int64_t start = a->ints[0], step = a->ints[2];
+    if (t->dtype == DT_INT64)
+      for (int64_t i = 0; i < n; i++) ((int64_t *)p)[i] = start + i * step;
+    else
+      for (int64_t i = 0; i < n; i++) dt_store_i64(p + i * (int64_t)es, t->dtype, start + i * step);
+    return DT_OK;
+  }
+  double start = a->scalar[0], step = a->scalar[2];
+  if (t->dtype == DT_FLOAT32)
+    for (int64_t i = 0; i < n; i++) ((float *)p)[i] = (float)(start + (double)i * step);
+  else
+    for (int64_t i = 0; i < n; i++) dt_store_f64(p + i * (int64_t)es, t->dtype, start + (double)i * step);
+  return DT_OK;
+}
+
+int dt_cpu_eye(const dt_op_args *a, dt_tensor **out) {
+  dt_tensor *t = out[0];
+  int64_t rows = t->shape[0], cols = t->shape[1];
+  size_t es = dt_dtype_size(t->dtype);
+  char *p = dt_tensor_data(t);
+  memset(p, 0, (size_t)(rows * cols) * es);
+  for (int64_t i = 0; i < rows && i < cols; i++) dt_store_f64(p + (i * cols + i) * (int64_t)es, t->dtype, 1.0);
   return DT_OK;
 }

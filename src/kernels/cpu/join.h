@@ -1,0 +1,13 @@
+/* Helpers shared by the cat/stack shape rules (src/ops/shape_join.c) and kernels. */
+#ifndef DT_KERNELS_CPU_JOIN_H
+#define DT_KERNELS_CPU_JOIN_H
+
+#include "kernels/kernel_args.h"
+
+/* The input the others are checked against: the first that is not a 1-d empty tensor. */
+const dt_tensor *dt_join_ref(const dt_op_args *a);
+/* torch.cat skips 1-d empty inputs (shape {0}) whatever the other shapes: legacy
+ * behaviour that lets code start from an empty accumulator. */
+int dt_join_skips(const dt_tensor *t, const dt_tensor *ref);
+
+#endif

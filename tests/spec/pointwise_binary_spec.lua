@@ -1,0 +1,242 @@
+-- Binary pointwise ops: values against plain-Lua float64 references, broadcasting,
+-- PyTorch type promotion, scalars on either side, and every error message.
+local DTYPES = {"float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool"}
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "pointwise_helpers.lua")
+local flat, close = H.flat, H.close
+
+local function lua_rem(a, b) local m = math.fmod(a, b); if m ~= 0 and ((b < 0) ~= (m < 0)) then m = m + b end; return m end
+
+describe("pointwise binary", function()
+  local xs = {-2.5, -1, 0, 0.5, 1.25, 3}
+  local ys = {1.5, -2, 4, 0.25, -0.75, 2}
+  local refs = {
+    add = function(a, b) return a + b end, sub = function(a, b) return a - b end,
+    mul = function(a, b) return a * b end, div = function(a, b) return a / b end,
+    pow = function(a, b) return a ^ b end, remainder = lua_rem,
+    eq = function(a, b) return a == b end, ne = function(a, b) return a ~= b end,
+    lt = function(a, b) return a < b end, le = function(a, b) return a <= b end,
+    gt = function(a, b) return a > b end, ge = function(a, b) return a >= b end,
+  }
+
+  for _, dtype in ipairs {"float32", "float64", "bfloat16", "float16"} do
+    it("computes every op on " .. dtype .. " (tensor-tensor, tensor-number, number-tensor)", function()
+      local px = {0.5, 1.25, 2, 3, 0.75, 1.5} -- positive bases for pow
+      local x, y, p = dt.tensor(xs, {dtype = dtype}), dt.tensor(ys, {dtype = dtype}), dt.tensor(px, {dtype = dtype})
+      local xv, yv, pv = flat(x), flat(y), flat(p) -- values as stored (rounded to dtype)
+      for name, f in pairs(refs) do
+        local a, av = x, xv
+        if name == "pow" then a, av = p, pv end
+        local r = dt[name](a, y)
+        local cmp = name == "eq" or name == "ne" or name == "lt" or name == "le" or name == "gt" or name == "ge"
+        assert.are.equal(cmp and "bool" or dtype, r.dtype, name)
+        local e = {}
+        for i = 1, #av do e[i] = f(av[i], yv[i]) end
+        close(e, flat(r), dtype, name .. " tt")
+        -- tensor-number and number-tensor (0.5 is exact in every float dtype)
+        e = {}
+        for i = 1, #av do e[i] = f(av[i], 0.5) end
+        close(e, flat(a[name](a, 0.5)), dtype, name .. " ts")
+        e = {}
+        for i = 1, #yv do e[i] = f(2, yv[i]) end
+        close(e, flat(dt[name](2, y)), dtype, name .. " st")
+      end
+    end)
+  end
+
+  it("computes integer ops exactly (wrapping, pow by squaring, remainder sign of divisor)", function()
+    local a = dt.tensor({7, -7, 7, -7, 0, 5}, {dtype = "int64"})
+    local b = dt.tensor({3, 3, -3, -3, 5, 1}, {dtype = "int64"})
+    assert.are.same({1, 2, -2, -1, 0, 0}, (a % b):totable())
+    assert.are.same({10, -4, 4, -10, 5, 6}, (a + b):totable())
+    assert.are.same({4, -10, 10, -4, -5, 4}, (a - b):totable())
+    assert.are.same({21, -21, -21, 21, 0, 5}, (a * b):totable())
+    assert.are.same({343, -343}, (dt.tensor({7, -7}) ^ 3):totable())
+    assert.are.same({1, 8}, (2 ^ dt.tensor({0, 3})):totable())
+    assert.are.same({2, 1}, (dt.tensor({-1, -2}) % 3):totable())
+    assert.are.same({math.maxinteger}, (dt.tensor({math.mininteger}) - 1):totable()) -- wraps like int64
+    assert.are.same({9007199254740993}, (dt.tensor({9007199254740992}) + 1):totable()) -- exact beyond 2^53
+    local i32 = dt.tensor({2147483647}, {dtype = "int32"}) + 1
+    assert.are.same({"int32", {-2147483648}}, {i32.dtype, i32:totable()})
+    local u8 = dt.tensor({250}, {dtype = "uint8"}) + 10
+    assert.are.same({"uint8", {4}}, {u8.dtype, u8:totable()})
+    assert.are.same({2.5, -3.5}, dt.div(dt.tensor({5, -7}), 2):totable())
+    assert.are.equal("float32", (dt.tensor({5}) / dt.tensor({2})).dtype)
+  end)
+
+  it("handles bool arithmetic like torch (add is or, mul is and)", function()
+    local t, f = dt.tensor({true, true, false, false}), dt.tensor({true, false, true, false})
+    assert.are.same({true, true, true, false}, (t + f):totable())
+    assert.are.same({true, false, false, false}, (t * f):totable())
+    assert.are.same({"int64", {2, 2, 1, 1}}, {(t + 1).dtype, (t + 1):totable()})
+    assert.are.same({true, false, false, true}, t:eq(f):totable())
+  end)
+
+  it("follows IEEE for float division by zero", function()
+    local r = dt.tensor({1, -1, 0}, {dtype = "float64"}) / 0
+    local v = r:totable()
+    assert.are.equal(math.huge, v[1])
+    assert.are.equal(-math.huge, v[2])
+    assert.is_true(v[3] ~= v[3])
+    local m = (dt.tensor({5.0}) % 0):totable()
+    assert.is_true(m[1] ~= m[1])
+  end)
+
+  it("supports the operators + - * / % ^ and unary - with numbers on either side", function()
+    local a = dt.tensor({1.0, 2.0, 4.0})
+    assert.are.same({3, 4, 6}, (a + 2):totable())
+    assert.are.same({1, 0, -2}, (2 - a):totable())
+    assert.are.same({-1, 0, 2}, (a - 2):totable())
+    assert.are.same({2, 4, 8}, (2 * a):totable())
+    assert.are.same({2, 1, 0.5}, (2 / a):totable())
+    assert.are.same({1, 4, 16}, (a ^ 2):totable())
+    assert.are.same({2, 4, 16}, (2 ^ a):totable())
+    assert.are.same({1, 0, 0}, (a % 2):totable())
+    assert.are.same({0, 1, 1}, (5 % a):totable())
+    assert.are.same({-1, -2, -4}, (-a):totable())
+    assert.are.same({0, 0, 0}, (a - a):totable())
+    assert.is_false(a == a + 0) -- == is identity: no __eq
+    assert.is_true(a == a)
+  end)
+
+  it("takes alpha as a third number or {alpha = n}", function()
+    local a, b = dt.tensor({1.0, 2.0}), dt.tensor({10.0, 20.0})
+    assert.are.same({21, 42}, a:add(b, 2):totable())
+    assert.are.same({21, 42}, dt.add(a, b, {alpha = 2}):totable())
+    assert.are.same({-19, -38}, a:sub(b, {alpha = 2}):totable())
+    assert.are.same({-14, -28}, a:sub(b, 1.5):totable())
+    assert.are.same({7, 8}, a:add(3, 2):totable())
+    assert.are.same({-5, -4}, a:sub(3, 2):totable())
+    assert.are.same({5, 3}, dt.sub(7, dt.tensor({1, 2}), 2):totable())
+    assert.are.same({21, 42}, dt.tensor({1, 2}):add(dt.tensor({10, 20}), 2):totable())
+  end)
+
+  it("broadcasts shapes (numpy rules)", function()
+    local cases = {
+      {{2, 3}, {3}, {2, 3}}, {{2, 1}, {1, 3}, {2, 3}}, {{4, 1, 3}, {2, 1}, {4, 2, 3}},
+      {{}, {2, 2}, {2, 2}}, {{0, 3}, {1, 3}, {0, 3}}, {{3, 1}, {0}, {3, 0}}, {{1}, {}, {1}},
+    }
+    for _, c in ipairs(cases) do
+      local a, b = dt.ones(c[1]), dt.full(c[2], 2.0)
+      local r = a + b
+      assert.are.same(c[3], r:size())
+      for _, v in ipairs(flat(r)) do assert.are.equal(3, v) end
+      assert.are.same(c[3], (b * a):size())
+    end
+    -- values vary along the broadcast dims
+    local col, row = dt.tensor({{1}, {2}}), dt.tensor({10, 20, 30})
+    assert.are.same({{11, 21, 31}, {12, 22, 32}}, (col + row):totable())
+    assert.are.same({{-9, -19, -29}, {-8, -18, -28}}, (col - row):totable())
+    assert.are.same({{true, false, false}, {false, true, false}}, (col * 10):eq(row):totable())
+  end)
+
+  it("promotes every pair of dtypes like torch.promote_types", function()
+    local F32, F64, BF, F16, I64, I32, U8, B = "float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool"
+    local expected = { -- rows and columns in DTYPES order
+      float32 = {F32, F64, F32, F32, F32, F32, F32, F32},
+      float64 = {F64, F64, F64, F64, F64, F64, F64, F64},
+      bfloat16 = {F32, F64, BF, F32, BF, BF, BF, BF},
+      float16 = {F32, F64, F32, F16, F16, F16, F16, F16},
+      int64 = {F32, F64, BF, F16, I64, I64, I64, I64},
+      int32 = {F32, F64, BF, F16, I64, I32, I32, I32},
+      uint8 = {F32, F64, BF, F16, I64, I32, U8, U8},
+      bool = {F32, F64, BF, F16, I64, I32, U8, B},
+    }
+    for _, da in ipairs(DTYPES) do
+      for j, db in ipairs(DTYPES) do
+        local a, b = dt.ones({2}, {dtype = da}), dt.ones({2}, {dtype = db})
+        local r = a + b
+        assert.are.equal(expected[da][j], r.dtype, da .. " + " .. db)
+        local want = expected[da][j] == "bool" and true or 2
+        assert.are.same({want, want}, r:totable(), da .. " + " .. db)
+        assert.are.equal("bool", a:lt(b).dtype)
+      end
+    end
+  end)
+
+  it("lets 0-d tensors and numbers promote only across categories", function()
+    local function d(x) return x.dtype end
+    local f32, i32 = dt.ones({3}), dt.ones({3}, {dtype = "int32"})
+    local z64, zi64 = dt.tensor(2.0, {dtype = "float64"}), dt.tensor(2, {dtype = "int64"})
+    assert.are.equal("float32", d(f32 + z64))
+    assert.are.equal("float64", d(i32 + z64))
+    assert.are.equal("int32", d(i32 + zi64))
+    assert.are.equal("float64", d(z64 + dt.tensor(1, {dtype = "int32"}))) -- both 0-d: ordinary promotion
+    assert.are.equal("int32", d(i32 + 2))
+    assert.are.equal("float32", d(i32 + 2.5))
+    assert.are.equal("float64", d(dt.ones({2}, {dtype = "float64"}) + 2.5))
+    assert.are.equal("float16", d(dt.ones({2}, {dtype = "float16"}) * 2.5))
+    assert.are.equal("bfloat16", d(dt.ones({2}, {dtype = "bfloat16"}) + 1))
+    assert.are.equal("int64", d(dt.tensor({true}) + 1))
+    assert.are.equal("float32", d(dt.tensor({true}) + 1.5))
+    assert.are.equal("uint8", d(dt.ones({2}, {dtype = "uint8"}) * 3))
+    assert.are.equal("int32", d(dt.tensor(3, {dtype = "int32"}) + 1)) -- 0-d beats a number
+    assert.are.equal("float32", d(dt.tensor(3, {dtype = "int32"}) + 1.5))
+    assert.are.equal("float32", d(i32 / 2))
+    assert.are.equal("bool", d(i32:lt(2.5)))
+    assert.are.same({false, false, false}, i32:gt(1.5):totable())
+  end)
+
+  it("rounds numbers and 0-d operands to a half common dtype", function()
+    local b = dt.tensor({0.1, 0.2}, {dtype = "bfloat16"})
+    assert.are.same({true, false}, b:eq(0.1):totable())
+    assert.are.same({false, true}, b:ne(0.1):totable())
+    -- a float32 0-d tensor meets them as their common dtype, bfloat16 (torch casts operands first)
+    assert.are.same({true, false}, b:eq(dt.tensor(0.1)):totable())
+    assert.are.same({"bfloat16", 0}, {(b - dt.tensor(0.1)).dtype, (b - dt.tensor(0.1)):totable()[1]})
+    -- but a dimensioned float32 tensor makes the common dtype float32
+    local d = (b - dt.tensor({0.1, 0.1})):totable()
+    assert.is_true(math.abs(d[1] - 9.765475988e-05) < 1e-9)
+  end)
+
+  it("handles empty and 0-d tensors", function()
+    local e = dt.zeros(0, 3)
+    assert.are.same({0, 3}, (e + 1):size())
+    assert.are.same({0, 3}, (e * e):size())
+    assert.are.same({0, 3}, e:lt(e).shape)
+    local z = dt.tensor(3.0) * dt.tensor(2.0)
+    assert.are.equal(0, z:dim())
+    assert.are.equal(6, z:item())
+    assert.are.equal(1, (dt.tensor(7) % 3):item())
+  end)
+
+  it("reports errors naming the op", function()
+    local ok, err = pcall(function() return dt.ones(2, 3) + dt.ones(4) end)
+    assert.is_false(ok)
+    assert.matches("add: shapes {2,3} and {4} cannot broadcast", err, 1, true)
+    ok, err = pcall(function() return dt.ones(2, 3) - dt.ones(4) end)
+    assert.matches("sub: shapes {2,3} and {4} cannot broadcast", err, 1, true)
+    ok, err = pcall(dt.lt, dt.ones(2), dt.ones(3))
+    assert.matches("lt: shapes {2} and {3} cannot broadcast", err, 1, true)
+    ok, err = pcall(function() return dt.tensor({1, 2}) ^ -1 end)
+    assert.matches("pow: Integers to negative integer powers are not allowed", err, 1, true)
+    ok, err = pcall(function() return dt.tensor({2, 2}) ^ dt.tensor({1, -1}) end)
+    assert.matches("pow: Integers to negative integer powers are not allowed", err, 1, true)
+    ok, err = pcall(function() return dt.tensor({1, 2}) % 0 end)
+    assert.matches("remainder: integer division by zero", err, 1, true)
+    ok, err = pcall(function() return dt.tensor({1, 2}) % dt.tensor({1, 0}) end)
+    assert.matches("remainder: integer division by zero", err, 1, true)
+    ok, err = pcall(function() return dt.tensor({true}) - dt.tensor({false}) end)
+    assert.matches("sub: not supported for two bool operands", err, 1, true)
+    ok, err = pcall(dt.add, dt.tensor({1}), dt.tensor({2}), 1.5)
+    assert.matches("add: for integral input tensors, argument alpha must not be a floating point number", err, 1, true)
+    ok, err = pcall(dt.add, 1, 2)
+    assert.matches("add: expected a tensor operand, got number and number", err, 1, true)
+    ok, err = pcall(function() return dt.ones(2) * "x" end)
+    assert.matches("mul: expected a tensor or a number, got string", err, 1, true)
+    ok, err = pcall(function() return dt.ones(2, {dtype = "uint8"}) + 300 end)
+    assert.matches("add: value 300 cannot be converted to type uint8 without overflow", err, 1, true)
+    ok, err = pcall(function() return dt.ones(2, {dtype = "int32"}) * (1 << 40) end)
+    assert.matches("mul: value 1099511627776 cannot be converted to type int32 without overflow", err, 1, true)
+    assert.are.same({true, true}, dt.ones(2, {dtype = "uint8"}):lt(300):totable()) -- compares need no cast
+    ok, err = pcall(dt.add, dt.ones(2), dt.ones(2), "x")
+    assert.matches("add: alpha must be a number, got string", err, 1, true)
+  end)
+
+  it("keeps per-call overhead of a + b small", function()
+    local a, b = dt.ones(1), dt.ones(1)
+    local t0 = os.clock()
+    for _ = 1, 1e5 do local _ = a + b end
+    local per = (os.clock() - t0) / 1e5
+    assert.is_true(per < 5e-6, "a + b took " .. per * 1e6 .. " us per call")
+  end)
+end)

@@ -1,0 +1,126 @@
+-- Unary pointwise ops against plain-Lua float64 references, per dtype.
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "pointwise_helpers.lua")
+local flat, close = H.flat, H.close
+
+-- erf by its Taylor series (|x| <= 3 here), accurate to ~1e-15
+local function erf(x)
+  local sum, term, n = x, x, 0
+  repeat
+    n = n + 1
+    term = -term * x * x / n
+    local add = term / (2 * n + 1)
+    sum = sum + add
+  until math.abs(add) < 1e-17
+  return 2 / math.sqrt(math.pi) * sum
+end
+local function tanh(x) local e = math.exp(2 * x); return (e - 1) / (e + 1) end
+
+local REF = {
+  neg = function(x) return -x end, abs = math.abs, exp = math.exp, log = math.log, sqrt = math.sqrt,
+  rsqrt = function(x) return 1 / math.sqrt(x) end, tanh = tanh,
+  sigmoid = function(x) return 1 / (1 + math.exp(-x)) end,
+  relu = function(x) return x > 0 and x or 0 end,
+  gelu = function(x) return 0.5 * x * (1 + erf(x / math.sqrt(2))) end,
+  silu = function(x) return x / (1 + math.exp(-x)) end, sin = math.sin, cos = math.cos,
+}
+local POSITIVE = {log = true, sqrt = true, rsqrt = true}
+
+describe("pointwise unary", function()
+  local xs = {-2.75, -1, -0.3, 0, 0.4, 1, 2.5}
+  local ps = {0.25, 0.5, 1, 2, 3.5, 10, 100}
+
+  for _, dtype in ipairs {"float32", "float64", "bfloat16", "float16"} do
+    it("computes every float op on " .. dtype, function()
+      for name, f in pairs(REF) do
+        local x = dt.tensor(POSITIVE[name] and ps or xs, {dtype = dtype})
+        local xv = flat(x)
+        local e = {}
+        for i = 1, #xv do e[i] = f(xv[i]) end
+        local r = x[name](x, nil)
+        assert.are.equal(dtype, r.dtype, name)
+        close(e, flat(r), dtype, name)
+        close(e, flat(dt[name](x)), dtype, "dt." .. name)
+      end
+    end)
+  end
+
+  it("gives float32 for integer inputs of float-only ops and keeps ints for neg/abs/relu", function()
+    local i = dt.tensor({-3, 0, 4}, {dtype = "int32"})
+    local e = i:exp()
+    assert.are.equal("float32", e.dtype)
+    close({math.exp(-3), 1, math.exp(4)}, flat(e), "float32", "exp int32")
+    assert.are.equal("float32", dt.tensor({true, false}):sigmoid().dtype)
+    assert.are.same({"int32", {3, 0, -4}}, {(-i).dtype, (-i):totable()})
+    assert.are.same({"int32", {3, 0, 4}}, {i:abs().dtype, i:abs():totable()})
+    assert.are.same({"int32", {0, 0, 4}}, {i:relu().dtype, i:relu():totable()})
+    assert.are.same({math.mininteger}, dt.tensor({math.mininteger}):abs():totable()) -- wraps, no UB
+    assert.are.same({"uint8", {253, 0, 4}}, {dt.tensor({253, 0, 4}, {dtype = "uint8"}):abs().dtype,
+      dt.tensor({253, 0, 4}, {dtype = "uint8"}):abs():totable()})
+  end)
+
+  it("computes gelu's tanh approximation when asked", function()
+    local x = dt.tensor({-2, -0.5, 0, 0.5, 2}, {dtype = "float64"})
+    local e = {}
+    for k, v in ipairs(flat(x)) do
+      e[k] = 0.5 * v * (1 + tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ^ 3)))
+    end
+    close(e, flat(x:gelu("tanh")), "float64", "gelu tanh")
+    close(e, flat(dt.gelu(x, {approximate = "tanh"})), "float64", "gelu tanh opts")
+    close(flat(x:gelu()), flat(x:gelu("none")), "float64", "gelu none")
+  end)
+
+  it("follows IEEE at the edges (log 0, sqrt of negatives, nan through relu)", function()
+    local r = dt.tensor({0, -1}, {dtype = "float64"}):log():totable()
+    assert.are.equal(-math.huge, r[1])
+    assert.is_true(r[2] ~= r[2])
+    local s = dt.tensor({-4.0}):sqrt():totable()
+    assert.is_true(s[1] ~= s[1])
+    local n = (dt.tensor({0.0}) / 0):relu():totable()
+    assert.is_true(n[1] ~= n[1])
+    assert.are.same({0, 1}, dt.tensor({-1000.0, 1000.0}):sigmoid():totable())
+  end)
+
+  it("clamps with min, max, either nil, or {min =, max =}", function()
+    local x = dt.tensor({-2.0, -0.5, 0.5, 2.0})
+    assert.are.same({-1, -0.5, 0.5, 1}, x:clamp(-1, 1):totable())
+    assert.are.same({-1, -0.5, 0.5, 2}, x:clamp(-1):totable())
+    assert.are.same({-2, -0.5, 0.5, 1}, x:clamp(nil, 1):totable())
+    assert.are.same({-2, -0.5, 0, 0}, dt.clamp(x, {max = 0}):totable())
+    assert.are.same({0, 0, 0.5, 1}, x:clamp({min = 0, max = 1}):totable())
+    assert.are.same({1, 1, 1, 1}, x:clamp(3, 1):totable()) -- min > max: max wins, as torch
+    local nan = (dt.tensor({0.0}) / 0):clamp(0, 1):totable()
+    assert.is_true(nan[1] ~= nan[1])
+    local i = dt.tensor({-5, 0, 5})
+    assert.are.same({"int64", {-1, 0, 1}}, {i:clamp(-1, 1).dtype, i:clamp(-1, 1):totable()})
+    local f = i:clamp(-1.5, 2.5)
+    assert.are.same({"float32", {-1.5, 0, 2.5}}, {f.dtype, f:totable()})
+    assert.are.same({9007199254740993}, dt.tensor({9007199254740995}):clamp(nil, 9007199254740993):totable())
+  end)
+
+  it("handles empty and 0-d tensors", function()
+    assert.are.same({0, 2}, dt.zeros(0, 2):exp():size())
+    assert.are.equal(0, dt.tensor(4.0):sqrt():dim())
+    assert.are.equal(2, dt.tensor(4.0):sqrt():item())
+    assert.are.equal(-4, (-dt.tensor(4)):item())
+  end)
+
+  it("reports errors naming the op", function()
+    local ok, err = pcall(function() return -dt.tensor({true}) end)
+    assert.is_false(ok)
+    assert.matches("neg: negation, the `-` operator, on a bool tensor is not supported", err, 1, true)
+    ok, err = pcall(dt.relu, dt.tensor({true}))
+    assert.matches("relu: not supported for bool tensors", err, 1, true)
+    ok, err = pcall(dt.clamp, dt.ones(2))
+    assert.matches("clamp: at least one of min and max must be given", err, 1, true)
+    ok, err = pcall(dt.clamp, dt.ones(2), "a")
+    assert.matches("clamp: min must be a number or nil, got string", err, 1, true)
+    ok, err = pcall(dt.clamp, dt.ones(2), nil, {})
+    assert.matches("clamp: max must be a number or nil, got table", err, 1, true)
+    ok, err = pcall(dt.clamp, dt.ones(2, {dtype = "uint8"}), 300)
+    assert.matches("clamp: value 300 cannot be converted to type uint8 without overflow", err, 1, true)
+    ok, err = pcall(dt.gelu, dt.ones(2), "fast")
+    assert.matches('gelu: approximate must be "none" or "tanh", got fast', err, 1, true)
+    ok, err = pcall(dt.exp, 3)
+    assert.matches("tensor expected, got number", err, 1, true)
+  end)
+end)
