@@ -58,26 +58,26 @@ DT_OP(MUL_, mul_, inplace, 1, DT_OPF_INPLACE, "mul_(Tensor self, Tensor|scalar b
 DT_OP(WHERE, where, where, 1, 0, "where(Tensor cond (bool), Tensor|scalar a, Tensor|scalar b; a NULL in[1]/in[2] is scalar[0]/scalar[1], ints[0]/ints[1] with DT_ARG_WHERE_A_INT/B_INT) -> Tensor")
 
 /* ---- reductions (ints = dims to reduce, or DT_ARG_ALL_DIMS) ---- */
-DT_OP(SUM, sum, reduce, 1, 0, "sum(Tensor x, ints dims, keepdim) -> Tensor")
+DT_OP(SUM, sum, reduce, 1, 0, "sum(Tensor x, ints dims, keepdim; dtype when has_dtype) -> Tensor (ints/bool -> int64)")
 DT_OP(MEAN, mean, reduce_float, 1, 0, "mean(Tensor x, ints dims, keepdim) -> Tensor")
-DT_OP(PROD, prod, reduce, 1, 0, "prod(Tensor x, ints dims, keepdim) -> Tensor")
+DT_OP(PROD, prod, reduce, 1, 0, "prod(Tensor x, ints dims, keepdim; dtype when has_dtype) -> Tensor (ints/bool -> int64)")
 DT_OP(AMAX, amax, reduce_keep_dtype, 1, 0, "amax(Tensor x, ints dims, keepdim) -> Tensor")
 DT_OP(AMIN, amin, reduce_keep_dtype, 1, 0, "amin(Tensor x, ints dims, keepdim) -> Tensor")
 DT_OP(MAX, max, reduce_with_index, 2, 0, "max(Tensor x, int dim, keepdim) -> (values, indices int64, 0-based)")
 DT_OP(MIN, min, reduce_with_index, 2, 0, "min(Tensor x, int dim, keepdim) -> (values, indices int64, 0-based)")
 DT_OP(ARGMAX, argmax, reduce_index, 1, 0, "argmax(Tensor x, int dim | all, keepdim) -> int64 (0-based)")
 DT_OP(ARGMIN, argmin, reduce_index, 1, 0, "argmin(Tensor x, int dim | all, keepdim) -> int64 (0-based)")
-DT_OP(VAR, var, reduce_float, 1, 0, "var(Tensor x, ints dims, keepdim, scalar correction=1) -> Tensor")
-DT_OP(STD, std, reduce_float, 1, 0, "std(Tensor x, ints dims, keepdim, scalar correction=1) -> Tensor")
-DT_OP(NORM, norm, reduce_float, 1, 0, "norm(Tensor x, ints dims, keepdim, scalar p=2) -> Tensor")
-DT_OP(SOFTMAX, softmax, unary_float, 1, 0, "softmax(Tensor x, int dim) -> Tensor")
-DT_OP(LOG_SOFTMAX, log_softmax, unary_float, 1, 0, "log_softmax(Tensor x, int dim) -> Tensor")
+DT_OP(VAR, var, reduce_float, 1, 0, "var(Tensor x, ints dims, keepdim, scalar[0] correction=1) -> Tensor")
+DT_OP(STD, std, reduce_float, 1, 0, "std(Tensor x, ints dims, keepdim, scalar[0] correction=1) -> Tensor")
+DT_OP(NORM, norm, reduce_float, 1, 0, "norm(Tensor x, ints dims, keepdim, scalar[0] p=2) -> Tensor")
+DT_OP(SOFTMAX, softmax, softmax, 1, 0, "softmax(Tensor x, ints[0]=dim) -> Tensor (floating dtypes only)")
+DT_OP(LOG_SOFTMAX, log_softmax, softmax, 1, 0, "log_softmax(Tensor x, ints[0]=dim) -> Tensor (floating dtypes only)")
 
 /* ---- linear algebra ---- */
 DT_OP(MATMUL, matmul, matmul, 1, 0, "matmul(Tensor a, Tensor b) -> Tensor (PyTorch rules, 1-D to batched N-D)")
 DT_OP(MM, mm, mm, 1, 0, "mm(Tensor a[n,k], Tensor b[k,m]) -> Tensor[n,m]")
 DT_OP(BMM, bmm, bmm, 1, 0, "bmm(Tensor a[b,n,k], Tensor b[b,k,m]) -> Tensor[b,n,m]")
-DT_OP(ADDMM, addmm, addmm, 1, 0, "addmm(Tensor c, Tensor a, Tensor b, scalar beta=1, alpha=1) -> beta*c + alpha*a@b")
+DT_OP(ADDMM, addmm, addmm, 1, 0, "addmm(Tensor c, Tensor a, Tensor b, scalar[0] beta=1, scalar[1] alpha=1) -> beta*c + alpha*a@b")
 
 /* ---- views (share storage) ---- */
 DT_OP(VIEW, view, view, 1, DT_OPF_VIEW, "view(Tensor x, ints shape with at most one -1) -> Tensor")

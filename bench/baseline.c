@@ -1,0 +1,99 @@
+/* C baselines for bench/ops.lua, timed in the same process as the dtlua figures:
+ * the CBLAS sgemm dtlua's matmul calls, memcpy, and a monotonic clock.
+ * Built by `make` (not installed); loaded with package.cpath = "bench/.libs/?.so;..". */
+#include "config.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef DT_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int l_now(lua_State *L) {
+  lua_pushnumber(L, now());
+  return 1;
+}
+
+#ifdef DT_HAVE_CBLAS
+/* Matrices kept between calls (like the dtlua operands), so that both sides of a round
+ * use warm memory. */
+static float *ga, *gb, *gc;
+static lua_Integer gn;
+
+static int ensure_matrices(lua_Integer n) {
+  if (n == gn) return 1;
+  free(ga), free(gb), free(gc);
+  ga = malloc(sizeof(float) * n * n), gb = malloc(sizeof(float) * n * n), gc = malloc(sizeof(float) * n * n);
+  if (!ga || !gb || !gc) {
+    free(ga), free(gb), free(gc);
+    ga = gb = gc = NULL, gn = 0;
+    return 0;
+  }
+  for (lua_Integer i = 0; i < n * n; i++) ga[i] = (float)(i % 7) * 0.25f, gb[i] = (float)(i % 5) * 0.5f, gc[i] = 0;
+  gn = n;
+  return 1;
+}
+#endif
+
+/* Best GFLOP/s of reps calls of cblas_sgemm on n x n float32 matrices; nil without CBLAS. */
+static int l_sgemm_gflops(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1), reps = luaL_optinteger(L, 2, 3);
+#ifdef DT_HAVE_CBLAS
+  if (n < 1 || !ensure_matrices(n)) return luaL_error(L, "sgemm_gflops: bad size or out of memory");
+  double best = 1e300;
+  for (lua_Integer r = 0; r < reps; r++) {
+    double t0 = now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, ga, (int)n, gb, (int)n, 0.0f,
+                gc, (int)n);
+    double t = now() - t0;
+    if (t < best) best = t;
+  }
+  lua_pushnumber(L, 2.0 * (double)n * (double)n * (double)n / best / 1e9);
+#else
+  (void)n, (void)reps;
+  lua_pushnil(L);
+#endif
+  return 1;
+}
+
+/* Best memcpy bandwidth in GB/s over reps copies of `bytes`, counting bytes read + written. */
+static int l_memcpy_gbps(lua_State *L) {
+  lua_Integer bytes = luaL_checkinteger(L, 1), reps = luaL_optinteger(L, 2, 5);
+  char *src = malloc((size_t)bytes), *dst = malloc((size_t)bytes);
+  if (!src || !dst) {
+    free(src), free(dst);
+    return luaL_error(L, "memcpy_gbps: out of memory");
+  }
+  memset(src, 1, (size_t)bytes);
+  memset(dst, 0, (size_t)bytes); /* fault the pages in before timing */
+  double best = 1e300;
+  for (lua_Integer r = 0; r < reps; r++) {
+    double t0 = now();
+    memcpy(dst, src, (size_t)bytes);
+    double t = now() - t0;
+    if (t < best) best = t;
+  }
+  volatile char sink = dst[bytes / 2];
+  (void)sink;
+  free(src), free(dst);
+  lua_pushnumber(L, 2.0 * (double)bytes / best / 1e9);
+  return 1;
+}
+
+int luaopen_baseline(lua_State *L);
+int luaopen_baseline(lua_State *L) {
+  static const luaL_Reg funcs[] = {
+      {"now", l_now}, {"sgemm_gflops", l_sgemm_gflops}, {"memcpy_gbps", l_memcpy_gbps}, {NULL, NULL}};
+  luaL_newlib(L, funcs);
+  return 1;
+}

@@ -1,0 +1,92 @@
+-- Ops benchmark: dtlua next to C baselines timed in the same run.
+-- usage (from the build dir): ./dtlua bench/ops.lua [quick]
+--   matmul float32 at 256/1024/2048: GFLOP/s of a:matmul(b) vs a direct cblas_sgemm call
+--   a + b on 1-element tensors: per-call overhead in microseconds (target < 1 us)
+--   a + b on 16M float32: GB/s (bytes read + written) vs memcpy GB/s
+--   sum / sum(1) / softmax(-1) on 16M float32: GB/s vs memcpy GB/s
+-- Every figure is the best of a few repetitions (the machine may be shared); a full
+-- garbage collection runs (untimed) before each repetition.
+package.cpath = "bench/.libs/?.so;" .. package.cpath
+local baseline = require "baseline"
+local now = baseline.now
+local quick = arg and arg[1] == "quick"
+
+local function best_of(reps, fn)
+  local best = math.huge
+  for _ = 1, reps do
+    collectgarbage() -- untimed: frees the previous results so each rep reuses warm memory
+    local t0 = now()
+    fn()
+    local t = now() - t0
+    if t < best then best = t end
+  end
+  return best
+end
+
+local rows = {}
+local function row(what, dtlua, base, unit)
+  local ratio = (dtlua and base) and string.format("%.2f", dtlua / base) or "n/a"
+  local function f(v) return v and string.format("%.2f", v) or "n/a" end
+  rows[#rows + 1] = string.format("%-34s %12s %12s %8s  %s", what, f(dtlua), f(base), ratio, unit)
+end
+
+-- matmul float32
+-- dtlua and the baseline alternate, one call each per round, so that both see the same
+-- share of a busy machine.
+for _, n in ipairs(quick and {256} or {256, 1024, 2048}) do
+  local reps = n <= 256 and 30 or (n <= 1024 and 8 or 4)
+  local a, b = dt.ones(n, n), dt.full({n, n}, 0.5)
+  a:matmul(b) -- warm-up (BLAS threads, page faults)
+  local t, base = math.huge, 0
+  for _ = 1, reps do
+    t = math.min(t, best_of(1, function() a:matmul(b) end))
+    base = math.max(base, baseline.sgemm_gflops(n, 1) or 0)
+  end
+  row(string.format("matmul %dx%d float32", n, n), 2 * n ^ 3 / t / 1e9, base > 0 and base or nil, "GFLOP/s")
+end
+
+-- a + b exists once the pointwise ops are in; until then print n/a
+local has_add = pcall(function() return dt.ones(1) + dt.ones(1) end)
+
+-- per-call overhead of a + b on 1-element tensors
+if has_add then
+  local a, b = dt.ones(1), dt.ones(1)
+  local calls = quick and 20000 or 200000
+  local t = best_of(3, function()
+    for _ = 1, calls do local _ = a + b end
+  end)
+  rows[#rows + 1] = string.format("%-34s %12.3f %12s %8s  %s", "a + b, 1 element (per call)", t / calls * 1e6,
+                                  "-", "-", "us (target < 1)")
+else
+  rows[#rows + 1] = string.format("%-34s %12s %12s %8s  %s", "a + b, 1 element (per call)", "n/a", "-", "-",
+                                  "us (add not available yet)")
+end
+
+-- bandwidth: elementwise add of 16M float32 vs memcpy of the same output size
+do
+  local n = quick and (1 << 20) or (16 << 20)
+  local mem = baseline.memcpy_gbps(n * 4, 5)
+  local gbps
+  if has_add then
+    local a, b = dt.ones(n), dt.ones(n)
+    local _ = a + b
+    local t = best_of(5, function() local _ = a + b end)
+    gbps = 3 * n * 4 / t / 1e9
+  end
+  row(string.format("add %dM float32 (vs memcpy)", n >> 20), gbps, mem, "GB/s read+written")
+end
+
+-- reductions and softmax on 16M float32 (bytes read, + written for softmax) vs memcpy
+do
+  local n = quick and (1 << 20) or (16 << 20)
+  local mem = baseline.memcpy_gbps(n * 4, 5)
+  local x = dt.ones(n // 4096, 4096)
+  local function gbps(bytes, fn) return bytes / best_of(5, fn) / 1e9 end
+  row(string.format("sum() %dM float32", n >> 20), gbps(n * 4, function() x:sum() end), mem, "GB/s")
+  row(string.format("sum(1) [%d,4096] float32", n // 4096), gbps(n * 4, function() x:sum(1) end), mem, "GB/s")
+  row(string.format("softmax(-1) [%d,4096] float32", n // 4096), gbps(2 * n * 4, function() x:softmax(-1) end), mem,
+      "GB/s")
+end
+
+print(string.format("%-34s %12s %12s %8s  %s", "benchmark", "dtlua", "C baseline", "ratio", "unit"))
+for _, r in ipairs(rows) do print(r) end
