@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "dist/comm_debug.h"
+#include "dist/redistribute.h"
 
 dt_context *dt_context_new(dt_comm *world, int local_rank) {
   dt_context *ctx = calloc(1, sizeof *ctx);
@@ -26,6 +28,8 @@ void dt_context_free(dt_context *ctx) {
     free(ctx->groups[i]);
   }
   free(ctx->groups);
+  dt_comm_debug_free(ctx->comm_debug);
+  dt_plan_cache_free(ctx->plans);
   dt_comm_destroy(ctx->world);
   free(ctx);
 }

@@ -18,6 +18,8 @@ typedef struct dt_context {
   dt_comm *world;      /* owned */
   dt_group_entry **groups; /* entries never move: Lua group objects point at them */
   int ngroups, capgroups;
+  struct dt_comm_debug *comm_debug; /* dist/comm_debug.h, created on first use */
+  struct dt_plan_cache *plans;      /* dist/redistribute.h, created on first use */
 } dt_context;
 
 /* Takes ownership of world.  NULL + dt_error on out of memory. */

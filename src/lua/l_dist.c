@@ -106,6 +106,12 @@ static int l_new_group(lua_State *L) {
   return 1;
 }
 
+void dt_lua_push_group(lua_State *L, const dt_group_entry *e) {
+  lua_group *g = lua_newuserdatauv(L, sizeof *g, 0);
+  g->e = e;
+  luaL_setmetatable(L, GROUP_MT);
+}
+
 static int group_tostring(lua_State *L) {
   lua_group *g = luaL_checkudata(L, 1, GROUP_MT);
   char buf[256];

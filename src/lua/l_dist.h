@@ -11,5 +11,7 @@
 dt_context *dt_lua_context(lua_State *L);
 /* Installs ctx as L's context (borrowed: the launcher frees it after lua_close). */
 void dt_lua_set_context(lua_State *L, dt_context *ctx);
+/* Pushes a group object (as dt.distributed.new_group returns) for a cached group. */
+void dt_lua_push_group(lua_State *L, const dt_group_entry *e);
 
 #endif

@@ -1,18 +1,35 @@
 /* The Tensor userdata: lifetime, properties, and __index dispatch. */
 #include "lua/l_tensor.h"
 #include "base/error.h"
+#include "dist/dtensor.h"
 
 #include <string.h>
 
+static void no_dtensor(lua_State *L, int idx) {
+  luaL_argerror(L, idx, "a DTensor: this op does not take DTensors yet; use x:to_local() or x:full_tensor()");
+}
+
 dt_tensor *dt_lua_test_tensor(lua_State *L, int idx) {
   dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
+  if (u && u->spec) no_dtensor(L, idx);
   return u ? u->t : NULL;
 }
 
-dt_tensor *dt_lua_check_tensor(lua_State *L, int idx) {
+dt_lua_tensor *dt_lua_test_any(lua_State *L, int idx) {
+  dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
+  return u && u->t ? u : NULL;
+}
+
+dt_lua_tensor *dt_lua_check_any(lua_State *L, int idx) {
   dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
   if (!u) luaL_typeerror(L, idx, "tensor");
   if (!u->t) luaL_argerror(L, idx, "tensor has been released (closed)");
+  return u;
+}
+
+dt_tensor *dt_lua_check_tensor(lua_State *L, int idx) {
+  dt_lua_tensor *u = dt_lua_check_any(L, idx);
+  if (u->spec) no_dtensor(L, idx);
   return u->t;
 }
 
@@ -45,8 +62,19 @@ void dt_lua_push_tensor(lua_State *L, dt_tensor *t) {
   if (!t) dt_lua_raise(L);
   dt_lua_tensor *u = lua_newuserdatauv(L, sizeof *u, 0);
   u->t = t;
+  u->spec = NULL;
   luaL_setmetatable(L, DT_TENSOR_MT);
   account_storage(L, t);
+}
+
+void dt_lua_push_dtensor(lua_State *L, dt_tensor *local, struct dt_dspec *spec) {
+  if (!local || !spec) {
+    if (local) dt_tensor_release(local);
+    dt_dspec_free(spec);
+    dt_lua_raise(L);
+  }
+  dt_lua_push_tensor(L, local);
+  ((dt_lua_tensor *)lua_touserdata(L, -1))->spec = spec;
 }
 
 /* __gc and __close: idempotent. */
@@ -57,6 +85,8 @@ static int tensor_release(lua_State *L) {
     dt_tensor_release(u->t);
     u->t = NULL;
   }
+  dt_dspec_free(u->spec);
+  u->spec = NULL;
   return 0;
 }
 
@@ -69,16 +99,23 @@ int dt_lua_call_op(lua_State *L, dt_op_id id, dt_op_args *a) {
 }
 
 /* ---- properties ---- */
+/* The shape a user sees: the global one for a DTensor. */
+static const int64_t *user_shape(const dt_lua_tensor *u, int *ndim) {
+  if (u->spec) return *ndim = u->spec->ndim, u->spec->shape;
+  return *ndim = u->t->ndim, u->t->shape;
+}
+
 static int tensor_size(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  int ndim;
+  const int64_t *shape = user_shape(dt_lua_check_any(L, 1), &ndim);
   if (!lua_isnoneornil(L, 2)) {
-    int d = dt_lua_check_dim(L, 2, t->ndim, 0, "size");
-    lua_pushinteger(L, t->shape[d]);
+    int d = dt_lua_check_dim(L, 2, ndim, 0, "size");
+    lua_pushinteger(L, shape[d]);
     return 1;
   }
-  lua_createtable(L, t->ndim, 0);
-  for (int i = 0; i < t->ndim; i++) {
-    lua_pushinteger(L, t->shape[i]);
+  lua_createtable(L, ndim, 0);
+  for (int i = 0; i < ndim; i++) {
+    lua_pushinteger(L, shape[i]);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
@@ -99,8 +136,16 @@ static int tensor_stride(lua_State *L) {
   return 1;
 }
 
-static int tensor_dim(lua_State *L) { return lua_pushinteger(L, dt_lua_check_tensor(L, 1)->ndim), 1; }
-static int tensor_numel(lua_State *L) { return lua_pushinteger(L, dt_tensor_numel(dt_lua_check_tensor(L, 1))), 1; }
+static int tensor_dim(lua_State *L) {
+  int ndim;
+  user_shape(dt_lua_check_any(L, 1), &ndim);
+  return lua_pushinteger(L, ndim), 1;
+}
+static int tensor_numel(lua_State *L) {
+  int ndim;
+  const int64_t *shape = user_shape(dt_lua_check_any(L, 1), &ndim);
+  return lua_pushinteger(L, dt_shape_numel(ndim, shape)), 1;
+}
 static int tensor_is_contiguous(lua_State *L) {
   return lua_pushboolean(L, dt_tensor_is_contiguous(dt_lua_check_tensor(L, 1))), 1;
 }
@@ -113,9 +158,10 @@ static int tensor_shares_storage(lua_State *L) {
 }
 
 static int tensor_len(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
-  if (t->ndim == 0) return luaL_error(L, "#: a 0-d tensor has no length (use t:item())");
-  lua_pushinteger(L, t->shape[0]);
+  int ndim;
+  const int64_t *shape = user_shape(dt_lua_check_any(L, 1), &ndim);
+  if (ndim == 0) return luaL_error(L, "#: a 0-d tensor has no length (use t:item())");
+  lua_pushinteger(L, shape[0]);
   return 1;
 }
 
@@ -127,10 +173,15 @@ static int tensor_index(lua_State *L) {
     if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
     lua_pop(L, 1);
     const char *k = lua_tostring(L, 2);
-    dt_tensor *t = dt_lua_check_tensor(L, 1);
+    dt_lua_tensor *u = dt_lua_check_any(L, 1);
+    dt_tensor *t = u->t;
     if (strcmp(k, "dtype") == 0) return lua_pushstring(L, dt_dtype_name(t->dtype)), 1;
     if (strcmp(k, "device") == 0) return lua_pushstring(L, dt_device_name(dt_tensor_device(t))), 1;
-    if (strcmp(k, "ndim") == 0) return lua_pushinteger(L, t->ndim), 1;
+    if (strcmp(k, "ndim") == 0) {
+      lua_settop(L, 1);
+      return tensor_dim(L);
+    }
+    if (u->spec) return dt_lua_dtensor_field(L, u, k);
     if (strcmp(k, "shape") == 0) {
       lua_settop(L, 1);
       return tensor_size(L);
@@ -153,7 +204,7 @@ static const luaL_Reg tensor_methods[] = {
     {NULL, NULL},
 };
 
-static int core_is_tensor(lua_State *L) { return lua_pushboolean(L, dt_lua_test_tensor(L, 1) != NULL), 1; }
+static int core_is_tensor(lua_State *L) { return lua_pushboolean(L, dt_lua_test_any(L, 1) != NULL), 1; }
 
 int dt_lua_open(lua_State *L) {
   lua_newtable(L); /* module */
@@ -189,6 +240,8 @@ int dt_lua_open(lua_State *L) {
   dt_lua_open_print(L, &tg);
   dt_lua_open_dist(L, &tg);
   dt_lua_open_random(L, &tg);
+  dt_lua_open_mesh(L, &tg);
+  dt_lua_open_dtensor(L, &tg); /* after print: wraps __tostring */
 
   lua_pushcfunction(L, core_is_tensor);
   lua_setfield(L, module, "is_tensor");

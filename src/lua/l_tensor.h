@@ -11,13 +11,26 @@
 
 #define DT_TENSOR_MT "dtensor.Tensor"
 
+struct dt_dspec;
+
+/* A DTensor is the same userdata with a spec (src/dist/dtensor.h): t is then its local shard. */
 typedef struct dt_lua_tensor {
-  dt_tensor *t; /* owned reference; NULL after release */
+  dt_tensor *t;          /* owned reference; NULL after release */
+  struct dt_dspec *spec; /* owned; NULL for a plain tensor */
 } dt_lua_tensor;
 
 /* ---- userdata ---- */
+/* Plain tensors only: both raise "bad argument #i to 'f' (a DTensor: this op does not take
+ * DTensors yet; ...)" for a DTensor, so that no op computes on a local shard by mistake. */
 dt_tensor *dt_lua_check_tensor(lua_State *L, int idx);   /* raises "expected a tensor" */
 dt_tensor *dt_lua_test_tensor(lua_State *L, int idx);    /* NULL if not a (live) tensor */
+/* DTensor-aware code: the userdata (plain or distributed, live), or NULL / a type error. */
+dt_lua_tensor *dt_lua_test_any(lua_State *L, int idx);
+dt_lua_tensor *dt_lua_check_any(lua_State *L, int idx);
+/* Pushes a DTensor owning local's reference and spec (either NULL raises the dt_error). */
+void dt_lua_push_dtensor(lua_State *L, dt_tensor *local, struct dt_dspec *spec);
+/* __index for the DTensor-only keys (device_mesh, placements); from l_dtensor.c. */
+int dt_lua_dtensor_field(lua_State *L, dt_lua_tensor *u, const char *k);
 /* Pushes a tensor userdata owning t's reference; t == NULL raises the current dt_error. */
 void dt_lua_push_tensor(lua_State *L, dt_tensor *t);
 /* Raises dt_error_message() as a Lua error (never returns). */
@@ -61,6 +74,8 @@ void dt_lua_open_io(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_print(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_dist(lua_State *L, const dt_lua_targets *tg); /* l_dist.c: ranks and collectives */
 void dt_lua_open_random(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_mesh(lua_State *L, const dt_lua_targets *tg);    /* l_mesh.c: DeviceMesh, placements */
+void dt_lua_open_dtensor(lua_State *L, const dt_lua_targets *tg); /* l_dtensor.c */
 
 /* t[k] for a non-string key (integer: select along dim 1; table: slicing), from l_view.c. */
 int dt_lua_tensor_index(lua_State *L);
