@@ -43,15 +43,16 @@ static void price(const dt_dspec *s, const dt_placement *p, dt_redist_step *st) 
 }
 
 /* ---- validity ---- */
-static int inner_shards(const dt_placement *p, int ndim, int m, int d) {
-  for (int j = m + 1; j < ndim; j++)
-    if (p[j].kind == DT_SHARD && p[j].dim == d) return 1;
+static int inner_shards(const dt_mesh *mesh, const dt_placement *p, int m, int d) {
+  for (int j = m + 1; j < mesh->ndim; j++) /* a Shard over a size-1 mesh dim chunks nothing */
+    if (p[j].kind == DT_SHARD && p[j].dim == d && mesh->shape[j] > 1) return 1;
   return 0;
 }
 
 /* The step kind for a -> b on mesh dim m in state p, or -1 if not allowed now. */
-static int step_kind(const dt_placement *p, int ndim, int m, dt_placement a, dt_placement b, int allow_partial) {
-  if ((a.kind == DT_SHARD && inner_shards(p, ndim, m, a.dim)) || (b.kind == DT_SHARD && inner_shards(p, ndim, m, b.dim)))
+static int step_kind(const dt_mesh *mesh, const dt_placement *p, int m, dt_placement a, dt_placement b,
+                     int allow_partial) {
+  if ((a.kind == DT_SHARD && inner_shards(mesh, p, m, a.dim)) || (b.kind == DT_SHARD && inner_shards(mesh, p, m, b.dim)))
     return -1;
   if (a.kind == DT_SHARD && b.kind == DT_REPLICATE) return DT_STEP_ALL_GATHER;
   if (a.kind == DT_SHARD && b.kind == DT_SHARD) return DT_STEP_ALL_TO_ALL;
@@ -101,7 +102,7 @@ static int plan_search(const dt_dspec *s, const dt_placement *to, int allow_part
       for (int c = 0; c < 3; c++) {
         dt_placement b = c == 0 ? s->p[m] : c == 1 ? to[m] : (dt_placement){DT_REPLICATE, 0, DT_REDUCE_SUM};
         if (c == cur || dt_placement_equal(p[m], b)) continue;
-        int k = step_kind(p, ndim, m, p[m], b, allow_partial);
+        int k = step_kind(s->mesh, p, m, p[m], b, allow_partial);
         if (k < 0) continue;
         dt_redist_step st = {(dt_step_kind)k, m, p[m], b, 0, 0};
         price(s, p, &st);

@@ -181,6 +181,7 @@ static int l_distribute_tensor(lua_State *L) {
 }
 
 /* ---- from_local ---- */
+/* opts[field] as a shape; *given = its length (0 when absent).  ndim < 0: any length. */
 static void shape_opt(lua_State *L, int idx, const char *field, int ndim, int64_t *out, int *given, const char *op) {
   *given = 0;
   if (!lua_istable(L, idx)) return;
@@ -188,8 +189,8 @@ static void shape_opt(lua_State *L, int idx, const char *field, int ndim, int64_
   if (!lua_isnil(L, -1)) {
     int n;
     dt_lua_check_shape(L, lua_gettop(L), &n, out, op);
-    if (n != ndim) luaL_error(L, "%s: %s has %d entries for a %d-d local tensor", op, field, n, ndim);
-    *given = 1;
+    if (ndim >= 0 && n != ndim) luaL_error(L, "%s: %s has %d entries for a %d-d local tensor", op, field, n, ndim);
+    *given = n ? n : -1;
   }
   lua_pop(L, 1);
 }
@@ -247,15 +248,17 @@ static int l_from_local(lua_State *L) {
   dt_lua_check_placements(L, 3, m->ndim, p, op);
   int check = dt_lua_opt_bool_field(L, 4, "run_check", 0), given, sgiven;
   int64_t shape[DT_MAX_DIMS], stride[DT_MAX_DIMS];
-  shape_opt(L, 4, "shape", t->ndim, shape, &given, op);
-  shape_opt(L, 4, "stride", t->ndim, stride, &sgiven, op);
+  /* off-mesh ranks hold an empty tensor: the given shape decides the dims there */
+  shape_opt(L, 4, "shape", m->me < 0 ? -1 : t->ndim, shape, &given, op);
+  int ndim = given > 0 ? given : given < 0 ? 0 : t->ndim;
+  shape_opt(L, 4, "stride", ndim, stride, &sgiven, op);
   if (!given) { /* even shards: the local size times the ranks sharding each dim */
     memcpy(shape, t->shape, sizeof shape);
     normalise(L, m, p, t->ndim, shape, op);
     for (int i = 0; i < m->ndim; i++)
       if (p[i].kind == DT_SHARD) shape[p[i].dim] *= m->shape[i];
   }
-  dt_dspec *s = new_spec(L, m, p, t->ndim, shape, t->dtype, op);
+  dt_dspec *s = new_spec(L, m, p, ndim, shape, t->dtype, op);
   if (m->me < 0) {
     dt_lua_push_dtensor(L, empty_local(t->dtype), s);
     return 1;

@@ -146,6 +146,7 @@ static int new_mesh(lua_State *L, const char *device, int ndim, const int *shape
 
 /* dt.DeviceMesh("cpu", {{0, 1}, {2, 3}}, names?) */
 static int l_device_mesh(lua_State *L) {
+  lua_settop(L, 3); /* the names stay at 3; scratch space goes above */
   const char *device = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   int cap = dt_lua_context(L)->world_size * 4 + 16, ndim = 0, n = 0, shape[DT_MESH_MAX_DIMS];
@@ -156,6 +157,7 @@ static int l_device_mesh(lua_State *L) {
 
 /* dt.init_device_mesh("cpu", {2, 2}, names?): ranks 0..n-1 row-major. */
 static int l_init_device_mesh(lua_State *L) {
+  lua_settop(L, 3);
   const char *device = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   int ndim = (int)luaL_len(L, 2), shape[DT_MESH_MAX_DIMS], world = dt_lua_context(L)->world_size;

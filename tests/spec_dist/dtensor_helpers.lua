@@ -1,0 +1,83 @@
+-- Shared helpers of the DTensor SPMD specs: a PRNG seeded alike on every rank (so every
+-- rank draws the same cases), the meshes of this world size, and a torch.chunk reference.
+local H = {}
+
+function H.prng(seed) -- Park-Miller: deterministic and identical on every rank
+  local s = seed
+  local r = {}
+  function r.int(lo, hi)
+    s = (s * 48271) % 2147483647
+    return lo + s % (hi - lo + 1)
+  end
+  function r.pick(list) return list[r.int(1, #list)] end
+  return r
+end
+
+H.DTYPES = {"float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool"}
+
+-- The meshes to test on this world: {name, mesh}; built on every rank in the same order.
+function H.meshes()
+  local n = dt.world_size()
+  local list = {{"1-d of " .. n, dt.init_device_mesh("cpu", {n})}}
+  if n == 4 then
+    list[#list + 1] = {"2x2", dt.init_device_mesh("cpu", {2, 2}, {"dp", "tp"})}
+    list[#list + 1] = {"1x4", dt.init_device_mesh("cpu", {1, 4})}
+    list[#list + 1] = {"4x1", dt.init_device_mesh("cpu", {4, 1})}
+    list[#list + 1] = {"2x2 permuted", dt.DeviceMesh("cpu", {{3, 1}, {2, 0}})}
+  elseif n > 1 then
+    list[#list + 1] = {"1x" .. n, dt.init_device_mesh("cpu", {1, n})}
+    list[#list + 1] = {n .. "x1", dt.init_device_mesh("cpu", {n, 1})}
+  end
+  if n >= 3 then -- rank 0 is not in this one
+    local ranks = {}
+    for r = n - 1, 1, -1 do ranks[#ranks + 1] = r end
+    list[#list + 1] = {"1-d without rank 0", dt.DeviceMesh("cpu", ranks)}
+  end
+  return list
+end
+
+-- A global tensor of this shape and dtype with exact small values.
+function H.global(shape, dtype)
+  local numel = 1
+  for _, s in ipairs(shape) do numel = numel * s end
+  local x = dt.arange(numel)
+  if dtype == "bool" then x = x:remainder(2) else x = x:remainder(200) end
+  return x:reshape(shape):to(dtype)
+end
+
+local function chunk(L, n, c) -- torch.chunk: start (0-based) and length
+  local size = (L + n - 1) // n
+  local s = math.min(c * size, L)
+  return s, math.min(size, L - s)
+end
+H.chunk = chunk
+
+-- The slice of the global tensor x that the rank at mesh coordinates coord holds.
+function H.expected_local(x, mesh, placements, coord)
+  local shape, start = x:size(), {}
+  for d = 1, #shape do start[d] = 0 end
+  for m = 1, mesh.ndim do
+    local p = placements[m]
+    if p:is_shard() then
+      local d = p.dim
+      local s, len = chunk(shape[d], mesh:shape()[m], coord[m])
+      start[d] = start[d] + s
+      shape[d] = len
+    end
+  end
+  local out = x
+  for d = 1, #shape do out = out:narrow(d, start[d] + 1, shape[d]) end
+  return out
+end
+
+function H.same(a, b) -- exact equality of shape, dtype and values
+  return a.dtype == b.dtype and #a:size() == #b:size() and dt.equal(a, b)
+end
+
+function H.placement_string(list)
+  local out = {}
+  for i, p in ipairs(list) do out[i] = tostring(p) end
+  return "{" .. table.concat(out, ", ") .. "}"
+end
+
+return H
