@@ -23,6 +23,7 @@ static int set_number(lua_State *L, int idx, dt_op_args *a, int k) {
 static dt_tensor *live_tensor(lua_State *L, int idx) {
   dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
   if (u && !u->t) luaL_argerror(L, idx, "tensor has been released (closed)");
+  if (u && u->spec) dt_lua_check_tensor(L, idx); /* raises: ops do not take DTensors yet */
   return u ? u->t : NULL;
 }
 

@@ -181,11 +181,11 @@ static int tensor_index(lua_State *L) {
       lua_settop(L, 1);
       return tensor_dim(L);
     }
-    if (u->spec) return dt_lua_dtensor_field(L, u, k);
     if (strcmp(k, "shape") == 0) {
       lua_settop(L, 1);
       return tensor_size(L);
     }
+    if (u->spec) return dt_lua_dtensor_field(L, u, k);
     return 0; /* unknown key: nil, as for any Lua table */
   }
   return dt_lua_tensor_index(L);
