@@ -13,5 +13,7 @@ dt.nn = dt.nn or {}
 dt.nn.functional = require "dtensor.nn.functional"
 dt.F = dt.nn.functional
 
+require "dtensor.dtensor"(dt) -- DTensor factories on a mesh, visualize_sharding
+
 dt._VERSION = "dtlua 0.1.0"
 return dt

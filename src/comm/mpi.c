@@ -173,7 +173,10 @@ static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts
   tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt};
   if (debug_check(c, &d)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
-  if (all_equal(sendcounts, n) && all_equal(recvcounts, n) && sendcounts[0] == recvcounts[0]) {
+  /* The MPI_Alltoall fast path only for the equal-count form (dt_comm_all_to_all passes one
+   * array for both), which every rank calls alike: a rank whose v-counts merely happen to be
+   * equal (all zero, say) must not leave for MPI_Alltoall while its peers are in Alltoallv. */
+  if (sendcounts == recvcounts && all_equal(sendcounts, n)) {
     if (too_big(sendcounts[0] * (size_t)n, "all_to_all")) return DT_ERR;
     int k = (int)sendcounts[0];
     RUN("all_to_all", MPI_Alltoall(send, k, t, recv, k, t, c->comm), MPI_Ialltoall(send, k, t, recv, k, t, c->comm, &req));

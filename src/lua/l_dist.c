@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "comm/spin_wait.h"
+#include "dist/comm_debug.h"
 #include "lua/l_dist.h"
 #include "lua/l_tensor.h"
 
@@ -69,6 +70,12 @@ static dt_comm *check_group(lua_State *L, int idx, const char *op) {
                dt_comm_format_ranks(buf, sizeof buf, g->e->ranks, g->e->n));
   }
   return g->e->comm;
+}
+
+/* dt.comm_debug counts each call once, with the bytes of this rank's tensor (metadata
+ * exchanges inside a call are not counted). */
+static void record(lua_State *L, const char *name, const dt_tensor *t, const dt_comm *c) {
+  dt_comm_debug_record(dt_lua_context(L), name, t ? (size_t)dt_tensor_numel(t) * dt_dtype_size(t->dtype) : 0, c->size);
 }
 
 static int l_new_group(lua_State *L) {
@@ -145,7 +152,9 @@ static int l_world_size(lua_State *L) {
 static int l_local_rank(lua_State *L) { return lua_pushinteger(L, dt_lua_context(L)->local_rank), 1; }
 static int l_backend(lua_State *L) { return lua_pushstring(L, dt_lua_context(L)->backend), 1; }
 static int l_barrier(lua_State *L) {
-  if (dt_comm_barrier(check_group(L, 1, "barrier")) != DT_OK) return dt_lua_raise(L);
+  dt_comm *c = check_group(L, 1, "barrier");
+  record(L, "barrier", NULL, c);
+  if (dt_comm_barrier(c) != DT_OK) return dt_lua_raise(L);
   return 0;
 }
 static int l_print0(lua_State *L) {
@@ -258,6 +267,7 @@ static int l_all_reduce(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "all_reduce");
   dt_reduce_op op = check_op(L, 2, "all_reduce");
   dt_comm *c = check_group(L, 3, "all_reduce");
+  record(L, "all_reduce", t, c);
   return run_inplace(L, t, c, ar_fn, &op, "all_reduce");
 }
 
@@ -269,6 +279,7 @@ static int l_broadcast(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "broadcast");
   dt_comm *c = check_group(L, 3, "broadcast");
   int src = check_peer(L, 2, c, "broadcast", "src");
+  record(L, "broadcast", t, c);
   return run_inplace(L, t, c, bc_fn, &src, "broadcast");
 }
 
@@ -280,6 +291,7 @@ static int l_recv(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "recv");
   dt_comm *c = check_group(L, 3, "recv");
   int src = check_peer(L, 2, c, "recv", "src");
+  record(L, "recv", t, c);
   return run_inplace(L, t, c, recv_fn, &src, "recv");
 }
 
@@ -290,6 +302,7 @@ static int l_send(lua_State *L) {
   int dst = check_peer(L, 2, c, "send", "dst");
   dt_tensor *in = dt_tensor_contiguous(t);
   if (!in) return dt_lua_raise(L);
+  record(L, "send", t, c);
   int st = dt_comm_send(c, dt_tensor_data(in), (size_t)dt_tensor_numel(in), in->dtype, dst);
   dt_tensor_release(in);
   return st == DT_OK ? 0 : dt_lua_raise(L);
@@ -304,6 +317,7 @@ static int l_all_gather(lua_State *L) {
   rows_of(t, &rows, &inner);
   dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 3, t, rows * c->size, "all_gather") : NULL;
   if (!out) return finish(L, DT_ERR, in, NULL);
+  record(L, "all_gather", t, c);
   int st = dt_comm_all_gather(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows * inner), t->dtype);
   return finish(L, st, in, out);
 }
@@ -345,6 +359,7 @@ static int l_all_gather_v(lua_State *L) {
   }
   if (!counts) return free(meta), luaL_error(L, "all_gather_v: out of memory");
   dt_tensor *in = dt_tensor_contiguous(t), *out = in ? new_with_rows(t, total) : NULL;
+  record(L, "all_gather", t, c);
   int st = out ? dt_comm_all_gather_v(c, dt_tensor_data(in), dt_tensor_data(out), counts, t->dtype) : DT_ERR;
   free(counts);
   if (st != DT_OK) return free(meta), finish(L, st, in, out);
@@ -373,6 +388,7 @@ static int l_reduce_scatter(lua_State *L) {
   rows_of(t, &rows, &inner);
   dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 4, t, rows / c->size, "reduce_scatter") : NULL;
   if (!out) return finish(L, DT_ERR, in, NULL);
+  record(L, "reduce_scatter", t, c);
   int st = dt_comm_reduce_scatter(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
                                   t->dtype, op);
   return finish(L, st, in, out);
@@ -388,6 +404,7 @@ static int l_all_to_all(lua_State *L) {
   rows_of(t, &rows, &inner);
   dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 3, t, rows, "all_to_all") : NULL;
   if (!out) return finish(L, DT_ERR, in, NULL);
+  record(L, "all_to_all", t, c);
   int st = dt_comm_all_to_all(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner), t->dtype);
   return finish(L, st, in, out);
 }
@@ -425,6 +442,7 @@ static int l_all_to_all_v(lua_State *L) {
     for (int r = 0; r < n; r++) lua_geti(L, 4, r + 1), splits[n + r] = lua_tointeger(L, -1), lua_pop(L, 1);
   for (int r = 0; r < n; r++) counts[r] = (size_t)(splits[r] * inner), counts[n + r] = (size_t)(splits[n + r] * inner), rsum += splits[n + r];
   dt_tensor *in = st == DT_OK ? dt_tensor_contiguous(t) : NULL, *out = in ? new_with_rows(t, rsum) : NULL;
+  record(L, "all_to_all", t, c);
   if (out) st = dt_comm_all_to_all_v(c, dt_tensor_data(in), counts, dt_tensor_data(out), counts + n, t->dtype);
   else st = DT_ERR;
   free(counts);
@@ -458,6 +476,7 @@ static int l_scatter(lua_State *L) {
   for (int i = 1; i < shape_of.ndim; i++) inner *= meta[2 + i];
   dt_tensor *in = t ? dt_tensor_contiguous(t) : NULL, *out = new_with_rows(&shape_of, rows);
   if (!out || (t && !in)) return finish(L, DT_ERR, in, out);
+  record(L, "scatter", t, c);
   int st = dt_comm_scatter(c, in ? dt_tensor_data(in) : NULL, dt_tensor_data(out), (size_t)(rows * inner),
                            shape_of.dtype, src);
   return finish(L, st, in, out);
@@ -473,6 +492,7 @@ static int l_gather(lua_State *L) {
   rows_of(t, &rows, &inner);
   dt_tensor *in = dt_tensor_contiguous(t), *out = NULL;
   if (in && c->rank == dst && !(out = new_with_rows(t, rows * c->size))) return finish(L, DT_ERR, in, NULL);
+  record(L, "gather", t, c);
   int st = in ? dt_comm_gather(c, dt_tensor_data(in), out ? dt_tensor_data(out) : NULL, (size_t)(rows * inner),
                                t->dtype, dst)
               : DT_ERR;

@@ -381,7 +381,8 @@ static int dtensor_tostring(lua_State *L) {
   return 1;
 }
 
-/* dt.explain_redistribute(x, placements): prints and returns the plan. */
+/* dt.explain_redistribute(x, placements, {print = true}): returns the plan as text and
+ * prints it unless print = false. */
 static int l_explain(lua_State *L) {
   const char *op = "explain_redistribute";
   dt_lua_tensor *u = check_dtensor(L, 1, op);
@@ -410,28 +411,61 @@ static int l_explain(lua_State *L) {
            plan->cost * 1e6, DT_COST_ALPHA, DT_COST_BETA);
   luaL_addstring(&buf, total);
   luaL_pushresult(&buf);
-  lua_getglobal(L, "print");
-  lua_pushvalue(L, -2);
-  lua_call(L, 1, 0);
+  if (dt_lua_opt_bool_field(L, 3, "print", 1)) {
+    lua_getglobal(L, "print");
+    lua_pushvalue(L, -2);
+    lua_call(L, 1, 0);
+  }
   return 1;
 }
 
 /* ---- factories ---- */
-/* dt._dtensor_local_shape(shape, mesh, placements): this rank's local shape ({0} off-mesh),
- * and the global offset (Lua factories allocate only the shard). */
+/* dt._dtensor_local_shape(shape, mesh, placements, op): this rank's local shape ({0}
+ * off-mesh): Lua factories allocate only the shard. */
 static int l_local_shape(lua_State *L) {
   int ndim;
+  const char *op = luaL_optstring(L, 4, "factory");
   int64_t shape[DT_MAX_DIMS], lshape[DT_MAX_DIMS], off[DT_MAX_DIMS];
-  dt_lua_check_shape(L, 1, &ndim, shape, "factory");
-  dt_mesh *m = dt_lua_opt_mesh(L, 2, "factory");
+  dt_lua_check_shape(L, 1, &ndim, shape, op);
+  if (dt_check_shape(op, ndim, shape) != DT_OK) return dt_lua_raise(L);
+  dt_mesh *m = dt_lua_opt_mesh(L, 2, op);
   dt_placement p[DT_MESH_MAX_DIMS];
-  dt_lua_check_placements(L, 3, m->ndim, p, "factory");
-  dt_dspec *s = new_spec(L, m, p, ndim, shape, DT_FLOAT32, "factory");
+  dt_lua_check_placements(L, 3, m->ndim, p, op);
+  if (dt_dspec_has_partial(p, m->ndim)) return luaL_error(L, "%s: factories take Shard and Replicate placements only", op);
+  dt_dspec *s = new_spec(L, m, p, ndim, shape, DT_FLOAT32, op);
   int lnd;
   dt_dspec_my_local(s, &lnd, lshape, off);
   dt_dspec_free(s);
   lua_createtable(L, lnd, 0);
   for (int i = 0; i < lnd; i++) lua_pushinteger(L, lshape[i]), lua_rawseti(L, -2, i + 1);
+  return 1;
+}
+
+/* dt._dtensor_shards(x): every mesh rank's block, {rank =, coord = {...}, offset = {...}
+ * (0-based), shape = {...}}, in layout order (for visualize_sharding). */
+static int l_shards(lua_State *L) {
+  dt_lua_tensor *u = check_dtensor(L, 1, "visualize_sharding");
+  const dt_dspec *s = u->spec;
+  dt_mesh *m = s->mesh;
+  lua_createtable(L, m->size, 0);
+  for (int idx = 0; idx < m->size; idx++) {
+    int coord[DT_MESH_MAX_DIMS];
+    for (int i = m->ndim - 1, k = idx; i >= 0; i--) coord[i] = k % m->shape[i], k /= m->shape[i];
+    int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
+    dt_dspec_local(s, s->p, coord, shape, off);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, m->ranks[idx]), lua_setfield(L, -2, "rank");
+    lua_createtable(L, m->ndim, 0);
+    for (int i = 0; i < m->ndim; i++) lua_pushinteger(L, coord[i]), lua_rawseti(L, -2, i + 1);
+    lua_setfield(L, -2, "coord");
+    lua_createtable(L, s->ndim, 0);
+    for (int i = 0; i < s->ndim; i++) lua_pushinteger(L, off[i]), lua_rawseti(L, -2, i + 1);
+    lua_setfield(L, -2, "offset");
+    lua_createtable(L, s->ndim, 0);
+    for (int i = 0; i < s->ndim; i++) lua_pushinteger(L, shape[i]), lua_rawseti(L, -2, i + 1);
+    lua_setfield(L, -2, "shape");
+    lua_rawseti(L, -2, idx + 1);
+  }
   return 1;
 }
 
@@ -528,6 +562,7 @@ static const luaL_Reg module_funcs[] = {
     {"comm_debug", l_comm_debug},
     {"_dtensor_local_shape", l_local_shape},
     {"_dtensor_rand", l_dtensor_rand},
+    {"_dtensor_shards", l_shards},
     {NULL, NULL},
 };
 

@@ -78,8 +78,11 @@ for mi, entry in ipairs(H.meshes()) do
         local x = H.global(shape, dtype)
         local what = string.format("case %d: %s %s %s -> %s", case, dtype, table.concat(shape, "x"),
           H.placement_string(src), H.placement_string(dst))
-        local src_rank = (case % 2 == 0) and false or mesh:layout()[1]
-        if type(src_rank) == "table" then src_rank = src_rank[1] end
+        local src_rank = false -- even cases chunk locally, odd ones scatter from the first mesh rank
+        if case % 2 == 1 then
+          src_rank = mesh:layout()[1]
+          if type(src_rank) == "table" then src_rank = src_rank[1] end
+        end
         local d = dt.distribute_tensor(x, mesh, src, {src_rank = src_rank})
         assert(dt.is_dtensor(d), what)
         assert.are.same(shape, d:size(), what)

@@ -1,0 +1,137 @@
+-- DTensor helpers best written in Lua: the factories on a mesh (dt.zeros/ones/empty/full/
+-- rand/randn with device_mesh/placements allocate only the local shard) and
+-- dt.visualize_sharding.  Installs itself into the dt module.
+return function(dt)
+  -- opts for a DTensor factory: a table with device_mesh or placements
+  local function dist_opts(o)
+    return type(o) == "table" and not dt.is_tensor(o) and (o.device_mesh ~= nil or o.placements ~= nil) and o or nil
+  end
+
+  -- shape given as varargs of integers or as one table; the opts table last
+  local function split(...)
+    local n = select("#", ...)
+    local args = {...}
+    local opts = dist_opts(args[n])
+    if not opts then return nil end
+    if type(args[1]) == "table" then return args[1], opts end
+    local shape = {}
+    for i = 1, n - 1 do shape[i] = args[i] end
+    return shape, opts
+  end
+
+  local function placements_of(opts, mesh)
+    if opts.placements ~= nil then return opts.placements end
+    local p = {} -- PyTorch's default: replicated on every mesh dim
+    for i = 1, mesh.ndim do p[i] = dt.Replicate() end
+    return p
+  end
+
+  local function mesh_of(opts, op)
+    local mesh = opts.device_mesh or dt.current_mesh()
+    if not mesh then error(op .. ": placements given but no device_mesh and no current mesh", 3) end
+    return mesh
+  end
+
+  local function wrap(name, make_local)
+    local plain = dt[name]
+    dt[name] = function(...)
+      local shape, opts = split(...)
+      if not shape then return plain(...) end
+      local mesh = mesh_of(opts, name)
+      local placements = placements_of(opts, mesh)
+      local lshape = dt._dtensor_local_shape(shape, mesh, placements, name)
+      local loc = make_local(plain, lshape, opts, ...)
+      return dt.from_local(loc, mesh, placements, {shape = shape})
+    end
+  end
+
+  for _, name in ipairs {"zeros", "ones", "empty"} do
+    wrap(name, function(plain, lshape, opts) return plain(lshape, {dtype = opts.dtype}) end)
+  end
+  local plain_full = dt.full
+  dt.full = function(shape, value, opts)
+    if not dist_opts(opts) then return plain_full(shape, value, opts) end
+    local mesh = mesh_of(opts, "full")
+    local placements = placements_of(opts, mesh)
+    local lshape = dt._dtensor_local_shape(shape, mesh, placements, "full")
+    return dt.from_local(plain_full(lshape, value, {dtype = opts.dtype}), mesh, placements, {shape = shape})
+  end
+  for name, normal in pairs {rand = false, randn = true} do
+    local plain = dt[name]
+    dt[name] = function(...)
+      local shape, opts = split(...)
+      if not shape then return plain(...) end
+      local mesh = mesh_of(opts, name)
+      return dt._dtensor_rand(normal, shape, mesh, placements_of(opts, mesh), opts.dtype)
+    end
+  end
+
+  -- dt.visualize_sharding(x): an ASCII table of which ranks hold which index ranges of a 1-d
+  -- or 2-d DTensor (ranges 1-based, inclusive).  Returns the string; prints it on rank 0
+  -- unless opts.print == false.
+  function dt.visualize_sharding(x, opts)
+    if not dt.is_dtensor(x) then error("visualize_sharding: expected a DTensor", 2) end
+    local size = x:size()
+    if #size < 1 or #size > 2 then
+      error(string.format("visualize_sharding: only 1-d and 2-d DTensors, got %d-d", #size), 2)
+    end
+    local partial = false
+    for _, p in ipairs(x.placements) do partial = partial or p:is_partial() end
+    local function range(off, len)
+      if len == 0 then return nil end
+      return len == 1 and tostring(off + 1) or string.format("%d-%d", off + 1, off + len)
+    end
+    -- distinct row and column ranges, each block's ranks
+    local rows, cols, cells, empty = {}, {}, {}, {}
+    local function add(list, key, off)
+      for _, e in ipairs(list) do if e.key == key then return end end
+      list[#list + 1] = {key = key, off = off}
+    end
+    for _, s in ipairs(dt._dtensor_shards(x)) do
+      local r = #size == 2 and range(s.offset[1], s.shape[1]) or "1"
+      local c = range(s.offset[#size], s.shape[#size])
+      if not r or not c then
+        empty[#empty + 1] = s.rank
+      else
+        add(rows, r, #size == 2 and s.offset[1] or 0)
+        add(cols, c, s.offset[#size])
+        local k = r .. "|" .. c
+        cells[k] = cells[k] or {}
+        table.insert(cells[k], s.rank)
+      end
+    end
+    table.sort(rows, function(a, b) return a.off < b.off end)
+    table.sort(cols, function(a, b) return a.off < b.off end)
+    local head = {string.format("%s %s on %s%s", "DTensor", "{" .. table.concat(size, ",") .. "}",
+      tostring(x.device_mesh), partial and " (partial values: the sum/avg/max/min over ranks is the tensor)" or "")}
+    local grid = {{#size == 2 and "rows \\ cols" or "index"}}
+    for _, c in ipairs(cols) do table.insert(grid[1], c.key) end
+    for _, r in ipairs(rows) do
+      local line = {#size == 2 and r.key or ""}
+      for _, c in ipairs(cols) do
+        local rk = cells[r.key .. "|" .. c.key]
+        line[#line + 1] = rk and ("rank" .. (#rk > 1 and "s " or " ") .. table.concat(rk, ",")) or "-"
+      end
+      grid[#grid + 1] = line
+    end
+    local width = {}
+    for _, line in ipairs(grid) do
+      for i, cell in ipairs(line) do width[i] = math.max(width[i] or 0, #cell) end
+    end
+    local sep = {}
+    for i = 1, #width do sep[i] = string.rep("-", width[i] + 2) end
+    local sepline = "+" .. table.concat(sep, "+") .. "+"
+    local out = {head[1], sepline}
+    for li, line in ipairs(grid) do
+      local cellsout = {}
+      for i, cell in ipairs(line) do cellsout[i] = " " .. cell .. string.rep(" ", width[i] - #cell) .. " " end
+      out[#out + 1] = "|" .. table.concat(cellsout, "|") .. "|"
+      if li == 1 then out[#out + 1] = sepline end
+    end
+    out[#out + 1] = sepline
+    if #empty > 0 then out[#out + 1] = "empty shards on ranks " .. table.concat(empty, ",") end
+    local text = table.concat(out, "\n")
+    if not (opts and opts.print == false) and dt.rank() == 0 then print(text) end
+    return text
+  end
+end
