@@ -150,10 +150,11 @@ static int l_distribute_tensor(lua_State *L) {
       return luaL_error(L, "%s: src_rank %d is not a rank of %s", op, src, dt_mesh_format(m, buf, sizeof buf));
     }
   }
-  if (!t && (local_chunk || ctx->rank == src || m->me < 0))
+  if (!t && (local_chunk || m->me < 0)) /* no collective follows here: raising alone is safe */
     return luaL_error(L, "%s: bad argument #1 (expected a tensor, got %s)", op, luaL_typename(L, 1));
-  /* the src rank's metadata decides the shape and dtype everywhere */
-  int64_t meta[META_LEN] = {0};
+  /* the src rank's metadata decides the shape and dtype everywhere; ndim -1 tells every
+   * rank that src passed no tensor, so that all of them raise */
+  int64_t meta[META_LEN] = {-1};
   if (t) {
     meta[0] = t->ndim, meta[1] = t->dtype;
     memcpy(meta + 2, t->shape, sizeof(int64_t) * (size_t)t->ndim);
@@ -161,6 +162,7 @@ static int l_distribute_tensor(lua_State *L) {
   if (!local_chunk && m->me >= 0) {
     dt_comm_debug_record(ctx, "broadcast", sizeof meta, m->size);
     if (dt_comm_broadcast(m->groups[all_mask(m)]->comm, meta, META_LEN, DT_INT64, root) != DT_OK) return dt_lua_raise(L);
+    if (meta[0] < 0) return luaL_error(L, "%s: src_rank %d passed no tensor (argument #1)", op, src);
   }
   int ndim = (int)meta[0];
   dt_dtype dtype = (dt_dtype)meta[1];
