@@ -23,7 +23,7 @@ dt_context *dt_context_new(dt_comm *world, int local_rank) {
 void dt_context_free(dt_context *ctx) {
   if (!ctx) return;
   for (int i = 0; i < ctx->ngroups; i++) {
-    dt_comm_destroy(ctx->groups[i]->comm);
+    if (ctx->groups[i]->comm != ctx->world) dt_comm_destroy(ctx->groups[i]->comm);
     free(ctx->groups[i]->ranks);
     free(ctx->groups[i]);
   }
@@ -69,7 +69,12 @@ int dt_context_group(dt_context *ctx, const int *ranks, int n, const dt_group_en
   dt_comm *comm = NULL;
   dt_group_entry *e = malloc(sizeof *e);
   if (!e) return free(sorted), dt_error("new_group: out of memory");
-  if (dt_comm_new_group(ctx->world, sorted, n, &comm) != DT_OK) return free(e), free(sorted), DT_ERR;
+  /* The whole world is the world communicator itself: the threads backend keeps one state
+   * per rank set, so a second communicator over the same ranks would interleave its calls
+   * with the world's (a rank leaving a world barrier early would meet its peers' next
+   * collective).  Every rank takes this branch alike, so MPI stays collective-consistent. */
+  if (n == ctx->world_size) comm = ctx->world;
+  else if (dt_comm_new_group(ctx->world, sorted, n, &comm) != DT_OK) return free(e), free(sorted), DT_ERR;
   ctx->groups[ctx->ngroups++] = e;
   e->n = n;
   e->ranks = sorted;

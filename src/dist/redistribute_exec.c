@@ -35,7 +35,8 @@ static int copy_into(dt_tensor *dst, int d, int64_t start, int64_t len, const dt
   return st;
 }
 
-static dt_tensor *new_flat(dt_dtype dtype, int64_t n) { return dt_tensor_zeros(dtype, 1, &n, DT_CPU); }
+/* A 1-d buffer every element of which the caller writes. */
+static dt_tensor *new_flat(dt_dtype dtype, int64_t n) { return dt_tensor_empty(dtype, 1, &n, DT_CPU); }
 
 static int64_t inner_of(const dt_tensor *t, int d) {
   int64_t n = 1;
@@ -55,6 +56,16 @@ typedef struct step_ctx {
 
 static int group_rank(const step_ctx *c, int coord) { return dt_mesh_group_rank_of(c->s->mesh, c->m, coord); }
 
+/* The blocks can land straight in out (no copy): the dims before d have size 1, so the
+ * chunks along d are consecutive memory, and group ranks are in coordinate order. */
+static int direct(const step_ctx *c, const dt_tensor *out, int d) {
+  for (int i = 0; i < d; i++)
+    if (out->shape[i] != 1) return 0;
+  for (int cc = 0; cc < c->n; cc++)
+    if (group_rank(c, cc) != cc) return 0;
+  return 1;
+}
+
 /* Shard(d) -> Replicate: all_gather_v of every chunk, placed by coordinate. */
 static dt_tensor *all_gather(const step_ctx *c, dt_tensor *x, int d) {
   int64_t L = dt_dspec_logical_size(c->s, c->p, c->s->mesh->coord, d, c->m), inner = inner_of(x, d);
@@ -63,7 +74,9 @@ static dt_tensor *all_gather(const step_ctx *c, dt_tensor *x, int d) {
   int64_t shape[DT_MAX_DIMS];
   memcpy(shape, x->shape, sizeof shape);
   shape[d] = L;
-  dt_tensor *recv = new_flat(x->dtype, L * inner), *out = dt_tensor_empty(x->dtype, x->ndim, shape, DT_CPU);
+  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, shape, DT_CPU);
+  int in_place = out && direct(c, out, d);
+  dt_tensor *recv = in_place ? (dt_tensor_retain(out), out) : new_flat(x->dtype, L * inner);
   int ok = counts && pos && recv && out;
   for (int cc = 0; ok && cc < c->n; cc++) {
     dt_chunk(L, c->n, cc, &st, &len);
@@ -74,7 +87,7 @@ static dt_tensor *all_gather(const step_ctx *c, dt_tensor *x, int d) {
     dt_comm_debug_record(c->ctx, "all_gather", (size_t)dt_tensor_numel(x) * c->elsize, c->n);
     ok = dt_comm_all_gather_v(c->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
   }
-  for (int cc = 0; ok && cc < c->n; cc++) {
+  for (int cc = 0; ok && !in_place && cc < c->n; cc++) {
     dt_chunk(L, c->n, cc, &st, &len);
     dt_tensor *b = block_view(recv, x, d, len, pos[group_rank(c, cc)]);
     ok = b && copy_into(out, d, st, len, b) == DT_OK;
@@ -99,10 +112,10 @@ static dt_tensor *all_to_all(const step_ctx *c, dt_tensor *x, int d, int e) {
   shape[d] = Ld, shape[e] = elen;
   int64_t inner_d = inner_of(x, d) / (Le ? Le : 1) * elen; /* recv block: len_d(c) * inner_d */
   dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, shape, DT_CPU);
-  dt_tensor *send = new_flat(x->dtype, dt_tensor_numel(x) ? dt_tensor_numel(x) : 0);
-  dt_tensor *recv = new_flat(x->dtype, Ld * inner_d);
+  int in_place = out && direct(c, out, d);
+  dt_tensor *send = new_flat(x->dtype, dt_tensor_numel(x));
+  dt_tensor *recv = in_place ? (dt_tensor_retain(out), out) : new_flat(x->dtype, Ld * inner_d);
   int ok = cnt && pos && out && send && recv;
-  if (ok && Le == 0) inner_d = 0;
   for (int cc = 0; ok && cc < c->n; cc++) {
     int r = group_rank(c, cc);
     dt_chunk(Le, c->n, cc, &st, &len);
@@ -122,7 +135,7 @@ static dt_tensor *all_to_all(const step_ctx *c, dt_tensor *x, int d, int e) {
     dt_comm_debug_record(c->ctx, "all_to_all", (size_t)dt_tensor_numel(x) * c->elsize, c->n);
     ok = dt_comm_all_to_all_v(c->comm, dt_tensor_data(send), cnt, dt_tensor_data(recv), cnt + c->n, x->dtype) == DT_OK;
   }
-  for (int cc = 0; ok && cc < c->n; cc++) {
+  for (int cc = 0; ok && !in_place && cc < c->n; cc++) {
     dt_chunk(Ld, c->n, cc, &st, &len);
     dt_tensor *b = block_view(recv, out, d, len, pos[c->n + group_rank(c, cc)]);
     ok = b && copy_into(out, d, st, len, b) == DT_OK;
@@ -137,9 +150,13 @@ static dt_tensor *all_to_all(const step_ctx *c, dt_tensor *x, int d, int e) {
 /* Partial(op) -> Shard(d): reduce_scatter over chunks padded to ceil(L/n). */
 static dt_tensor *reduce_scatter(const step_ctx *c, dt_tensor *x, int d, dt_reduce_op op) {
   int64_t L = x->shape[d], chunk = (L + c->n - 1) / c->n, inner = inner_of(x, d), st, len;
-  dt_tensor *send = new_flat(x->dtype, c->n * chunk * inner), *recv = new_flat(x->dtype, chunk * inner);
+  int64_t total = c->n * chunk * inner; /* zeros: the padding of short chunks is reduced too */
+  int as_is = chunk * c->n == L && direct(c, x, d); /* x already holds the blocks in order */
+  dt_tensor *send = as_is ? (dt_tensor_retain(x), x)
+                  : chunk * c->n == L ? new_flat(x->dtype, total) : dt_tensor_zeros(x->dtype, 1, &total, DT_CPU);
+  dt_tensor *recv = new_flat(x->dtype, chunk * inner);
   int ok = send && recv;
-  for (int cc = 0; ok && cc < c->n; cc++) {
+  for (int cc = 0; ok && !as_is && cc < c->n; cc++) {
     dt_chunk(L, c->n, cc, &st, &len);
     dt_tensor *src = narrow(x, d, st, len), *b = src ? block_view(send, src, d, len, group_rank(c, cc) * chunk * inner) : NULL;
     ok = b && dt_tensor_copy_(b, src, "redistribute") == DT_OK;
@@ -152,9 +169,7 @@ static dt_tensor *reduce_scatter(const step_ctx *c, dt_tensor *x, int d, dt_redu
   dt_tensor *out = NULL;
   if (ok) {
     dt_chunk(L, c->n, c->me, &st, &len);
-    dt_tensor *b = block_view(recv, x, d, len, 0);
-    out = b ? dt_tensor_clone(b) : NULL;
-    dt_tensor_release(b);
+    out = block_view(recv, x, d, len, 0); /* a contiguous view of the fresh buffer */
   }
   dt_tensor_release(send), dt_tensor_release(recv);
   return out;

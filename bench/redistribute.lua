@@ -1,0 +1,39 @@
+-- Redistribute cost against the bare collective it issues, float32, 1-d mesh of the world:
+--   dtlua -n 4 bench/redistribute.lua [MiB]
+-- Size = the global tensor; time = best of 5 of the slowest rank (a barrier brackets each).
+-- Shard(1)->Replicate vs dt.distributed.all_gather, Partial->Replicate vs all_reduce,
+-- Shard(1)->Shard(2) vs all_to_all, Partial->Shard(1) vs reduce_scatter.
+local D = dt.distributed
+local now = D._now
+local n = dt.world_size()
+local mib = tonumber(arg and arg[1]) or 16
+local rows = math.max(n, (mib * 1024 * 1024 // 4) // 1024 // n * n)
+local mesh = dt.init_device_mesh("cpu", {n})
+local x = dt.ones(rows, 1024)
+
+local function best(f)
+  local t = math.huge
+  for _ = 1, 5 do
+    dt.barrier()
+    local t0 = now()
+    f()
+    local dt_ = dt.distributed.all_reduce(dt.tensor({now() - t0}, {dtype = "float64"}), "max"):item()
+    t = math.min(t, dt_)
+  end
+  return t
+end
+
+local s1 = dt.distribute_tensor(x, mesh, {"S1"}, {src_rank = false})
+local p = dt.distribute_tensor(x, mesh, {"P"}, {src_rank = false})
+local loc = s1:to_local()
+local cases = {
+  {"Shard(1)->Replicate", function() s1:redistribute({"R"}) end, "all_gather", function() D.all_gather(loc) end},
+  {"Partial->Replicate", function() p:redistribute({"R"}) end, "all_reduce", function() D.all_reduce(p:to_local():clone()) end},
+  {"Shard(1)->Shard(2)", function() s1:redistribute({"S2"}) end, "all_to_all", function() D.all_to_all(loc) end},
+  {"Partial->Shard(1)", function() p:redistribute({"S1"}) end, "reduce_scatter", function() D.reduce_scatter(p:to_local()) end},
+}
+dt.print0(string.format("%d ranks (%s), global %d x 1024 float32 = %.0f MiB", n, dt.backend(), rows, rows * 4096 / 2 ^ 20))
+for _, c in ipairs(cases) do
+  local a, b = best(c[2]), best(c[4])
+  dt.print0(string.format("%-22s %8.2f ms   %-15s %8.2f ms   ratio %.2f", c[1], a * 1e3, c[3], b * 1e3, a / b))
+end
