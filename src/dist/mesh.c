@@ -28,8 +28,14 @@ static int index_of(const dt_mesh *m, const int *coord) {
   return idx;
 }
 
-static void coord_of(const dt_mesh *m, int idx, int *coord) {
+void dt_mesh_coord_of(const dt_mesh *m, int idx, int *coord) {
   for (int i = m->ndim - 1; i >= 0; i--) coord[i] = idx % m->shape[i], idx /= m->shape[i];
+}
+
+void dt_mesh_coord_of_rank(const dt_mesh *m, int w, int *coord) {
+  int idx = 0;
+  while (idx < m->size - 1 && m->ranks[idx] != w) idx++;
+  dt_mesh_coord_of(m, idx, coord);
 }
 
 /* Every group over the dims in mask, one per setting of the other coordinates, in the same
@@ -39,7 +45,7 @@ static int make_groups(dt_context *ctx, dt_mesh *m, int mask, const int *mine) {
   if (!members) return dt_error("DeviceMesh: out of memory");
   int coord[DT_MESH_MAX_DIMS];
   for (int base = 0; base < m->size; base++) {
-    coord_of(m, base, coord);
+    dt_mesh_coord_of(m, base, coord);
     int lead = 1; /* one group per base whose coordinates inside mask are all 0 */
     for (int i = 0; i < m->ndim; i++) lead &= !((mask >> i) & 1) || coord[i] == 0;
     if (!lead) continue;
@@ -47,7 +53,7 @@ static int make_groups(dt_context *ctx, dt_mesh *m, int mask, const int *mine) {
     for (int i = 0; i < m->ndim; i++) same &= ((mask >> i) & 1) || coord[i] == mine[i];
     for (int idx = 0; idx < m->size; idx++) {
       int c[DT_MESH_MAX_DIMS], in = 1;
-      coord_of(m, idx, c);
+      dt_mesh_coord_of(m, idx, c);
       for (int i = 0; i < m->ndim; i++) in &= ((mask >> i) & 1) || c[i] == coord[i];
       if (in) members[n++] = m->ranks[idx];
     }
@@ -90,7 +96,7 @@ int dt_mesh_new(dt_context *ctx, const char *device, int ndim, const int *shape,
       if (strcmp(m->names[j], nm) == 0) return dt_mesh_release(m), dt_error("DeviceMesh: dim name '%s' repeats", nm);
     strcpy(m->names[i], nm);
   }
-  if (m->me >= 0) coord_of(m, m->me, m->coord);
+  if (m->me >= 0) dt_mesh_coord_of(m, m->me, m->coord);
   for (int mask = 1; mask < 1 << ndim; mask++)
     if (make_groups(ctx, m, mask, m->coord) != DT_OK) return dt_mesh_release(m), DT_ERR;
   *out = m;
@@ -117,7 +123,7 @@ int dt_mesh_slice(const dt_mesh *m, const int *dims, int n, dt_mesh **out) {
   if (!s) return dt_error("DeviceMesh: out of memory");
   int c[DT_MESH_MAX_DIMS];
   for (int idx = 0; idx < s->size; idx++) {
-    coord_of(s, idx, c);
+    dt_mesh_coord_of(s, idx, c);
     int pc[DT_MESH_MAX_DIMS];
     memcpy(pc, m->coord, sizeof pc);
     for (int i = 0; i < n; i++) pc[dims[i]] = c[i];

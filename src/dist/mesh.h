@@ -42,6 +42,10 @@ int dt_mesh_dim_by_name(const dt_mesh *m, const char *name);
 int dt_mesh_equal(const dt_mesh *a, const dt_mesh *b);
 /* This rank's communicator over mesh dim d (NULL off-mesh). */
 static inline dt_comm *dt_mesh_comm(const dt_mesh *m, int d) { return m->groups[1 << d]->comm; }
+/* Coordinates of position idx of the layout (row-major). */
+void dt_mesh_coord_of(const dt_mesh *m, int idx, int *coord);
+/* Coordinates of world rank w (which must be in the mesh). */
+void dt_mesh_coord_of_rank(const dt_mesh *m, int w, int *coord);
 /* The rank of the group over dim d holding coordinate c along d (groups sort ranks). */
 int dt_mesh_group_rank_of(const dt_mesh *m, int d, int c);
 /* "DeviceMesh('cpu', [[0, 1], [2, 3]], mesh_dim_names=('dp', 'tp'))" into buf. */

@@ -69,9 +69,7 @@ static dt_tensor *scatter_blocks(const dt_dspec *s, const dt_group_entry *g, dt_
   dt_tensor *buf = dt_tensor_zeros(s->dtype, 1, &total, DT_CPU);
   int coord[DT_MESH_MAX_DIMS];
   for (int r = 0; buf && r < g->n; r++) {
-    int idx = 0;
-    while (s->mesh->ranks[idx] != g->ranks[r]) idx++;
-    for (int i = s->mesh->ndim - 1, k = idx; i >= 0; i--) coord[i] = k % s->mesh->shape[i], k /= s->mesh->shape[i];
+    dt_mesh_coord_of_rank(s->mesh, g->ranks[r], coord);
     int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS], stride[DT_MAX_DIMS];
     dt_dspec_local(s, s->p, coord, shape, off);
     int64_t o = t->offset;
@@ -210,9 +208,8 @@ static dt_tensor *run_check(lua_State *L, dt_context *ctx, const dt_dspec *s, dt
   dt_comm_debug_record(ctx, "all_gather", sizeof mine, g->n);
   if (dt_comm_all_gather(g->comm, mine, all, META_LEN, DT_INT64) != DT_OK) return free(all), NULL;
   for (int r = 0; r < g->n; r++) {
-    int idx = 0, coord[DT_MESH_MAX_DIMS];
-    while (m->ranks[idx] != g->ranks[r]) idx++;
-    for (int i = m->ndim - 1, k = idx; i >= 0; i--) coord[i] = k % m->shape[i], k /= m->shape[i];
+    int coord[DT_MESH_MAX_DIMS];
+    dt_mesh_coord_of_rank(m, g->ranks[r], coord);
     int64_t want[DT_MAX_DIMS], off[DT_MAX_DIMS], *got = all + r * META_LEN;
     dt_dspec_local(s, s->p, coord, want, off);
     int ok = got[0] == s->ndim && got[1] == s->dtype;
@@ -424,17 +421,22 @@ static int l_explain(lua_State *L) {
 /* ---- factories ---- */
 /* dt._dtensor_local_shape(shape, mesh, placements, op): this rank's local shape ({0}
  * off-mesh): Lua factories allocate only the shard. */
-static int l_local_shape(lua_State *L) {
+/* The spec of a factory: shape, mesh (nil: current) and placements at idx, idx+1, idx+2. */
+static dt_dspec *factory_spec(lua_State *L, int idx, dt_dtype dtype, const char *op) {
   int ndim;
-  const char *op = luaL_optstring(L, 4, "factory");
-  int64_t shape[DT_MAX_DIMS], lshape[DT_MAX_DIMS], off[DT_MAX_DIMS];
-  dt_lua_check_shape(L, 1, &ndim, shape, op);
-  if (dt_check_shape(op, ndim, shape) != DT_OK) return dt_lua_raise(L);
-  dt_mesh *m = dt_lua_opt_mesh(L, 2, op);
+  int64_t shape[DT_MAX_DIMS];
+  dt_lua_check_shape(L, idx, &ndim, shape, op);
+  if (dt_check_shape(op, ndim, shape) != DT_OK) dt_lua_raise(L);
+  dt_mesh *m = dt_lua_opt_mesh(L, idx + 1, op);
   dt_placement p[DT_MESH_MAX_DIMS];
-  dt_lua_check_placements(L, 3, m->ndim, p, op);
-  if (dt_dspec_has_partial(p, m->ndim)) return luaL_error(L, "%s: factories take Shard and Replicate placements only", op);
-  dt_dspec *s = new_spec(L, m, p, ndim, shape, DT_FLOAT32, op);
+  dt_lua_check_placements(L, idx + 2, m->ndim, p, op);
+  if (dt_dspec_has_partial(p, m->ndim)) luaL_error(L, "%s: factories take Shard and Replicate placements only", op);
+  return new_spec(L, m, p, ndim, shape, dtype, op);
+}
+
+static int l_local_shape(lua_State *L) {
+  int64_t lshape[DT_MAX_DIMS], off[DT_MAX_DIMS];
+  dt_dspec *s = factory_spec(L, 1, DT_FLOAT32, luaL_optstring(L, 4, "factory"));
   int lnd;
   dt_dspec_my_local(s, &lnd, lshape, off);
   dt_dspec_free(s);
@@ -452,7 +454,7 @@ static int l_shards(lua_State *L) {
   lua_createtable(L, m->size, 0);
   for (int idx = 0; idx < m->size; idx++) {
     int coord[DT_MESH_MAX_DIMS];
-    for (int i = m->ndim - 1, k = idx; i >= 0; i--) coord[i] = k % m->shape[i], k /= m->shape[i];
+    dt_mesh_coord_of(m, idx, coord);
     int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
     dt_dspec_local(s, s->p, coord, shape, off);
     lua_createtable(L, 0, 4);
@@ -473,17 +475,10 @@ static int l_shards(lua_State *L) {
 
 /* dt._dtensor_rand(normal, shape, mesh, placements, dtype) */
 static int l_dtensor_rand(lua_State *L) {
-  int normal = lua_toboolean(L, 1), ndim;
-  const char *op = normal ? "randn" : "rand";
-  int64_t shape[DT_MAX_DIMS], lshape[DT_MAX_DIMS], off[DT_MAX_DIMS];
-  dt_lua_check_shape(L, 2, &ndim, shape, op);
-  if (dt_check_shape(op, ndim, shape) != DT_OK) return dt_lua_raise(L);
-  dt_mesh *m = dt_lua_opt_mesh(L, 3, op);
-  dt_placement p[DT_MESH_MAX_DIMS];
-  dt_lua_check_placements(L, 4, m->ndim, p, op);
+  int normal = lua_toboolean(L, 1);
+  int64_t lshape[DT_MAX_DIMS], off[DT_MAX_DIMS];
   dt_dtype dtype = dt_lua_opt_dtype(L, 5, DT_FLOAT32);
-  if (dt_dspec_has_partial(p, m->ndim)) return luaL_error(L, "%s: factories take Shard and Replicate placements only", op);
-  dt_dspec *s = new_spec(L, m, p, ndim, shape, dtype, op);
+  dt_dspec *s = factory_spec(L, 2, dtype, normal ? "randn" : "rand");
   int lnd;
   dt_dspec_my_local(s, &lnd, lshape, off);
   dt_tensor *local = dt_tensor_empty(dtype, lnd, lshape, DT_CPU);
