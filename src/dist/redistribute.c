@@ -39,7 +39,7 @@ static void price(const dt_dspec *s, const dt_placement *p, dt_redist_step *st) 
   }
   st->bytes = moved;
   int comm = st->kind != DT_STEP_CHUNK && st->kind != DT_STEP_PARTITION;
-  st->cost = comm ? DT_COST_ALPHA * ceil(log2(n)) + DT_COST_BETA * moved : 0;
+  st->cost = comm ? DT_COST_ALPHA + DT_COST_BETA * moved : 0;
 }
 
 /* ---- validity ---- */
@@ -61,6 +61,19 @@ static int step_kind(const dt_mesh *mesh, const dt_placement *p, int m, dt_place
   if (a.kind == DT_REPLICATE && b.kind == DT_SHARD) return DT_STEP_CHUNK;
   if (a.kind == DT_REPLICATE && b.kind == DT_PARTIAL && allow_partial) return DT_STEP_PARTITION;
   return -1;
+}
+
+/* Folds all_gather b into the all_gather a just before it (other mesh dims) when one
+ * all_gather over the group of both costs less: the bytes are the same ((N-1) blocks either
+ * way), the latency terms fewer. */
+static int merge_gathers(dt_redist_step *a, const dt_redist_step *b) {
+  if (a->kind != DT_STEP_ALL_GATHER || b->kind != DT_STEP_ALL_GATHER || (a->mask & b->mask)) return 0;
+  double bytes = a->bytes + b->bytes, cost = DT_COST_ALPHA + DT_COST_BETA * bytes;
+  if (cost >= a->cost + b->cost) return 0;
+  a->mask |= b->mask;
+  a->mesh_dim = a->mesh_dim < b->mesh_dim ? a->mesh_dim : b->mesh_dim;
+  a->bytes = bytes, a->cost = cost;
+  return 1;
 }
 
 /* ---- search ---- */
@@ -104,7 +117,7 @@ static int plan_search(const dt_dspec *s, const dt_placement *to, int allow_part
         if (c == cur || dt_placement_equal(p[m], b)) continue;
         int k = step_kind(s->mesh, p, m, p[m], b, allow_partial);
         if (k < 0) continue;
-        dt_redist_step st = {(dt_step_kind)k, m, p[m], b, 0, 0};
+        dt_redist_step st = {(dt_step_kind)k, m, 1 << m, p[m], b, 0, 0};
         price(s, p, &st);
         int v = u + (c - cur) * pow;
         /* ties: fewer steps win through the tiny per-step term */
@@ -122,10 +135,11 @@ static int plan_search(const dt_dspec *s, const dt_placement *to, int allow_part
   for (int v = goal; v != 0; v = prev[v]) chain[n++] = v;
   plan->n = 0, plan->cost = 0, plan->bytes = 0;
   for (int i = n - 1; i >= 0 && plan->n < DT_PLAN_MAX_STEPS; i--) {
-    plan->steps[plan->n++] = via[chain[i]];
-    plan->cost += via[chain[i]].cost;
-    plan->bytes += via[chain[i]].bytes;
+    dt_redist_step st = via[chain[i]], *last = plan->n ? &plan->steps[plan->n - 1] : NULL;
+    if (last && merge_gathers(last, &st)) continue;
+    plan->steps[plan->n++] = st;
   }
+  for (int i = 0; i < plan->n; i++) plan->cost += plan->steps[i].cost, plan->bytes += plan->steps[i].bytes;
   return DT_OK;
 }
 

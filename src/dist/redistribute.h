@@ -20,7 +20,8 @@ typedef enum dt_step_kind {
 
 typedef struct dt_redist_step {
   dt_step_kind kind;
-  int mesh_dim;
+  int mesh_dim; /* the first (outermost) mesh dim of the step */
+  int mask;     /* every mesh dim it changes (bits): several for merged all_gathers */
   dt_placement from, to;
   double bytes; /* bytes this step moves per rank (the cost model's estimate) */
   double cost;  /* seconds, alpha-beta */
@@ -32,12 +33,14 @@ typedef struct dt_redist_plan {
   double cost, bytes;
 } dt_redist_plan;
 
-/* Cost model constants (seconds and seconds per byte): a collective over n > 1 ranks costs
- * alpha * ceil(log2 n) + beta * bytes moved per rank; local steps cost nothing. */
+/* Cost model constants (seconds and seconds per byte): a collective costs alpha (its fixed
+ * cost: launch, synchronisation) + beta * bytes moved per rank; local steps cost nothing. */
 #define DT_COST_ALPHA 1e-5
 #define DT_COST_BETA 1e-10
 
 /* The cheapest plan from s's placements to `to` (mesh dims of size 1 need no step).
+ * Consecutive all_gathers over different mesh dims are merged into one over the group of
+ * those dims when the cost model says so (same bytes, fewer latencies).
  * Cached per rank in ctx (key: mesh shape, global shape, dtype size, both placement lists).
  * allow_partial: the target may add Partial placements (distribute_tensor, internal). */
 int dt_redistribute_plan(dt_context *ctx, const dt_dspec *s, const dt_placement *to, int allow_partial,

@@ -175,6 +175,52 @@ static dt_tensor *reduce_scatter(const step_ctx *c, dt_tensor *x, int d, dt_redu
   return out;
 }
 
+/* Shard -> Replicate on every mesh dim of mask at once: one all_gather_v over the group of
+ * those dims; each member's block (its shard under the placements before) lands at its
+ * offset inside this rank's block under the placements after. */
+static dt_tensor *all_gather_multi(const step_ctx *c, int mask, dt_tensor *x) {
+  const dt_mesh *m = c->s->mesh;
+  const dt_group_entry *g = m->groups[mask];
+  dt_placement after[DT_MESH_MAX_DIMS];
+  memcpy(after, c->p, sizeof after);
+  for (int i = 0; i < m->ndim; i++)
+    if ((mask >> i) & 1) after[i] = (dt_placement){DT_REPLICATE, 0, DT_REDUCE_SUM};
+  int64_t oshape[DT_MAX_DIMS], ooff[DT_MAX_DIMS];
+  dt_dspec_local(c->s, after, m->coord, oshape, ooff);
+  size_t *counts = calloc((size_t)g->n, sizeof *counts);
+  int64_t *geo = calloc((size_t)g->n * 2 * DT_MAX_DIMS, sizeof *geo); /* shape, offset per member */
+  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, oshape, DT_CPU), *recv = NULL;
+  int ok = counts && geo && out;
+  int64_t total = 0;
+  for (int r = 0; ok && r < g->n; r++) {
+    int coord[DT_MESH_MAX_DIMS];
+    dt_mesh_coord_of_rank(m, g->ranks[r], coord);
+    int64_t *sh = geo + r * 2 * DT_MAX_DIMS;
+    dt_dspec_local(c->s, c->p, coord, sh, sh + DT_MAX_DIMS);
+    counts[r] = (size_t)dt_shape_numel(x->ndim, sh);
+    total += (int64_t)counts[r];
+  }
+  ok = ok && (recv = new_flat(x->dtype, total));
+  if (ok) {
+    dt_comm_debug_record(c->ctx, "all_gather", (size_t)dt_tensor_numel(x) * c->elsize, g->n);
+    ok = dt_comm_all_gather_v(g->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
+  }
+  for (int r = 0, pos = 0; ok && r < g->n; pos += (int)counts[r], r++) {
+    int64_t *sh = geo + r * 2 * DT_MAX_DIMS, *off = sh + DT_MAX_DIMS, stride[DT_MAX_DIMS];
+    dt_contiguous_strides(x->ndim, sh, stride);
+    int64_t o = out->offset;
+    for (int i = 0; i < x->ndim; i++) o += (off[i] - ooff[i]) * out->stride[i];
+    dt_tensor *src = dt_tensor_view_of(recv, x->ndim, sh, stride, recv->offset + pos);
+    dt_tensor *dst = src ? dt_tensor_view_of(out, x->ndim, sh, out->stride, o) : NULL;
+    ok = dst && dt_tensor_copy_(dst, src, "redistribute") == DT_OK;
+    dt_tensor_release(src), dt_tensor_release(dst);
+  }
+  free(counts), free(geo);
+  dt_tensor_release(recv);
+  if (!ok) return dt_tensor_release(out), NULL;
+  return out;
+}
+
 static dt_tensor *all_reduce(const step_ctx *c, dt_tensor *x, dt_reduce_op op) {
   dt_tensor *out = dt_tensor_clone(x);
   if (!out) return NULL;
@@ -224,10 +270,11 @@ int dt_redistribute_exec(dt_context *ctx, const dt_dspec *s, const dt_redist_pla
     const dt_redist_step *st = &plan->steps[i];
     step_ctx c = {ctx, s, p, st->mesh_dim, s->mesh->shape[st->mesh_dim], s->mesh->coord[st->mesh_dim],
                   dt_mesh_comm(s->mesh, st->mesh_dim), dt_dtype_size(s->dtype)};
-    dt_tensor *y = run_step(&c, st, x);
+    dt_tensor *y = st->mask != 1 << st->mesh_dim ? all_gather_multi(&c, st->mask, x) : run_step(&c, st, x);
     dt_tensor_release(x);
     x = y;
-    p[st->mesh_dim] = st->to;
+    for (int d = 0; d < s->mesh->ndim; d++)
+      if ((st->mask >> d) & 1) p[d] = st->to;
   }
   if (!x) return dt_error_prefix("redistribute"), DT_ERR;
   *out = x;

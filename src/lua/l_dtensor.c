@@ -399,9 +399,15 @@ static int l_explain(lua_State *L) {
   luaL_addvalue(&buf);
   for (int i = 0; i < plan->n; i++) {
     const dt_redist_step *st = &plan->steps[i];
-    char f[48], t[48], line[256];
-    snprintf(line, sizeof line, "  %d. mesh dim %d (%d ranks): %s -> %s  %s  %.0f bytes/rank  %.3g us\n", i + 1,
-             st->mesh_dim + 1, u->spec->mesh->shape[st->mesh_dim], dt_placement_format(st->from, f, sizeof f),
+    char f[48], t[48], line[256], dims[32] = "";
+    int ranks = 1;
+    for (int d = 0; d < u->spec->mesh->ndim; d++)
+      if ((st->mask >> d) & 1) {
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%d", dims[0] ? "+" : "", d + 1);
+        ranks *= u->spec->mesh->shape[d];
+      }
+    snprintf(line, sizeof line, "  %d. mesh dim%s %s (%d ranks): %s -> %s  %s  %.0f bytes/rank  %.3g us\n", i + 1,
+             strchr(dims, '+') ? "s" : "", dims, ranks, dt_placement_format(st->from, f, sizeof f),
              dt_placement_format(st->to, t, sizeof t), dt_step_name(st->kind), st->bytes, st->cost * 1e6);
     luaL_addstring(&buf, line);
   }
