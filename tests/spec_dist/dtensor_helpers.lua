@@ -24,9 +24,11 @@ function H.meshes()
     list[#list + 1] = {"1x4", dt.init_device_mesh("cpu", {1, 4})}
     list[#list + 1] = {"4x1", dt.init_device_mesh("cpu", {4, 1})}
     list[#list + 1] = {"2x2 permuted", dt.DeviceMesh("cpu", {{3, 1}, {2, 0}})}
+    list[#list + 1] = {"2x1x2", dt.init_device_mesh("cpu", {2, 1, 2})}
   elseif n > 1 then
     list[#list + 1] = {"1x" .. n, dt.init_device_mesh("cpu", {1, n})}
     list[#list + 1] = {n .. "x1", dt.init_device_mesh("cpu", {n, 1})}
+    list[#list + 1] = {"1x" .. n .. "x1", dt.init_device_mesh("cpu", {1, n, 1})}
   end
   if n >= 3 then -- rank 0 is not in this one
     local ranks = {}
