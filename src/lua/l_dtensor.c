@@ -1,21 +1,19 @@
 /* Lua bindings of DTensor: distribute_tensor, from_local, to_local, full_tensor,
- * redistribute, explain_redistribute, comm_debug and the factories' local shards.  A DTensor
- * is the Tensor userdata with a spec; its `t` is the local shard. */
+ * redistribute, explain_redistribute, properties and printing.  A DTensor is the Tensor
+ * userdata with a spec; its `t` is the local shard.  Factories: l_dtensor_factory.c;
+ * comm_debug: l_comm_debug.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "dist/comm_debug.h"
-#include "dist/dtensor_random.h"
 #include "dist/redistribute.h"
 #include "lua/l_dist.h"
+#include "lua/l_dtensor.h"
 #include "lua/l_mesh.h"
-#include "lua/l_random.h"
 #include "lua/l_tensor.h"
 
-#define DEBUG_MT "dtensor.CommDebug"
-
-static dt_lua_tensor *check_dtensor(lua_State *L, int idx, const char *op) {
+dt_lua_tensor *dt_lua_check_dtensor(lua_State *L, int idx, const char *op) {
   dt_lua_tensor *u = dt_lua_check_any(L, idx);
   if (!u->spec) luaL_error(L, "%s: expected a DTensor, got a plain tensor (use dt.distribute_tensor or dt.from_local)", op);
   return u;
@@ -23,8 +21,7 @@ static dt_lua_tensor *check_dtensor(lua_State *L, int idx, const char *op) {
 
 static int all_mask(const dt_mesh *m) { return (1 << m->ndim) - 1; }
 
-/* A spec or a raised error. */
-static dt_dspec *new_spec(lua_State *L, dt_mesh *m, const dt_placement *p, int ndim, const int64_t *shape,
+dt_dspec *dt_lua_new_spec(lua_State *L, dt_mesh *m, const dt_placement *p, int ndim, const int64_t *shape,
                           dt_dtype dtype, const char *op) {
   dt_dspec *s;
   if (dt_dspec_new(m, p, ndim, shape, dtype, op, &s) != DT_OK) dt_lua_raise(L);
@@ -54,7 +51,7 @@ static dt_tensor *empty_local(dt_dtype dtype) {
 
 /* Placements with Shard dims normalised for an ndim-d tensor (errors name op). */
 static void normalise(lua_State *L, dt_mesh *m, dt_placement *p, int ndim, const int64_t *shape, const char *op) {
-  dt_dspec *s = new_spec(L, m, p, ndim, shape, DT_FLOAT32, op);
+  dt_dspec *s = dt_lua_new_spec(L, m, p, ndim, shape, DT_FLOAT32, op);
   memcpy(p, s->p, sizeof(dt_placement) * (size_t)m->ndim);
   dt_dspec_free(s);
 }
@@ -168,12 +165,12 @@ static int l_distribute_tensor(lua_State *L) {
   for (int i = 0; i < m->ndim; i++) rep[i] = to[i].kind == DT_PARTIAL ? (dt_placement){DT_REPLICATE, 0, 0} : to[i];
   if (local_chunk) {
     for (int i = 0; i < m->ndim; i++) rep[i] = (dt_placement){DT_REPLICATE, 0, 0};
-    dt_dspec *s = new_spec(L, m, rep, ndim, meta + 2, dtype, op);
+    dt_dspec *s = dt_lua_new_spec(L, m, rep, ndim, meta + 2, dtype, op);
     if (m->me >= 0) dt_tensor_retain(t);
     push_redistributed(L, m->me >= 0 ? t : empty_local(dtype), s, to, 1);
     return 1;
   }
-  dt_dspec *s = new_spec(L, m, rep, ndim, meta + 2, dtype, op);
+  dt_dspec *s = dt_lua_new_spec(L, m, rep, ndim, meta + 2, dtype, op);
   dt_tensor *local = m->me < 0 ? empty_local(dtype) : from_src(ctx, s, ctx->rank == src ? t : NULL, root);
   if (!local) return dt_dspec_free(s), dt_lua_raise(L);
   push_redistributed(L, local, s, to, 1);
@@ -257,7 +254,7 @@ static int l_from_local(lua_State *L) {
     for (int i = 0; i < m->ndim; i++)
       if (p[i].kind == DT_SHARD) shape[p[i].dim] *= m->shape[i];
   }
-  dt_dspec *s = new_spec(L, m, p, ndim, shape, t->dtype, op);
+  dt_dspec *s = dt_lua_new_spec(L, m, p, ndim, shape, t->dtype, op);
   if (m->me < 0) {
     dt_lua_push_dtensor(L, empty_local(t->dtype), s);
     return 1;
@@ -287,7 +284,7 @@ static int l_from_local(lua_State *L) {
 
 /* ---- methods ---- */
 static int l_to_local(lua_State *L) {
-  dt_lua_tensor *u = check_dtensor(L, 1, "to_local");
+  dt_lua_tensor *u = dt_lua_check_dtensor(L, 1, "to_local");
   dt_tensor_retain(u->t);
   dt_lua_push_tensor(L, u->t);
   return 1;
@@ -309,7 +306,7 @@ static void check_target(lua_State *L, const dt_dspec *s, int idx, dt_placement 
 /* x:redistribute(mesh?, placements, {async_op = false}) or x:redistribute(placements) */
 static int l_redistribute(lua_State *L) {
   const char *op = "redistribute";
-  dt_lua_tensor *u = check_dtensor(L, 1, op);
+  dt_lua_tensor *u = dt_lua_check_dtensor(L, 1, op);
   dt_mesh *m = dt_lua_test_mesh(L, 2);
   int pidx = m || lua_isnil(L, 2) ? 3 : 2; /* x:redistribute(placements, opts) skips the mesh */
   if (!m) m = u->spec->mesh;
@@ -328,7 +325,7 @@ static int l_redistribute(lua_State *L) {
 }
 
 static int l_full_tensor(lua_State *L) {
-  dt_lua_tensor *u = check_dtensor(L, 1, "full_tensor");
+  dt_lua_tensor *u = dt_lua_check_dtensor(L, 1, "full_tensor");
   dt_placement to[DT_MESH_MAX_DIMS];
   for (int i = 0; i < u->spec->mesh->ndim; i++) to[i] = (dt_placement){DT_REPLICATE, 0, 0};
   dt_context *ctx = dt_lua_context(L);
@@ -384,7 +381,7 @@ static int dtensor_tostring(lua_State *L) {
  * prints it unless print = false. */
 static int l_explain(lua_State *L) {
   const char *op = "explain_redistribute";
-  dt_lua_tensor *u = check_dtensor(L, 1, op);
+  dt_lua_tensor *u = dt_lua_check_dtensor(L, 1, op);
   dt_placement to[DT_MESH_MAX_DIMS];
   check_target(L, u->spec, 2, to, op);
   const dt_redist_plan *plan;
@@ -424,148 +421,11 @@ static int l_explain(lua_State *L) {
   return 1;
 }
 
-/* ---- factories ---- */
-/* dt._dtensor_local_shape(shape, mesh, placements, op): this rank's local shape ({0}
- * off-mesh): Lua factories allocate only the shard. */
-/* The spec of a factory: shape, mesh (nil: current) and placements at idx, idx+1, idx+2. */
-static dt_dspec *factory_spec(lua_State *L, int idx, dt_dtype dtype, const char *op) {
-  int ndim;
-  int64_t shape[DT_MAX_DIMS];
-  dt_lua_check_shape(L, idx, &ndim, shape, op);
-  if (dt_check_shape(op, ndim, shape) != DT_OK) dt_lua_raise(L);
-  dt_mesh *m = dt_lua_opt_mesh(L, idx + 1, op);
-  dt_placement p[DT_MESH_MAX_DIMS];
-  dt_lua_check_placements(L, idx + 2, m->ndim, p, op);
-  if (dt_dspec_has_partial(p, m->ndim)) luaL_error(L, "%s: factories take Shard and Replicate placements only", op);
-  return new_spec(L, m, p, ndim, shape, dtype, op);
-}
-
-static int l_local_shape(lua_State *L) {
-  int64_t lshape[DT_MAX_DIMS], off[DT_MAX_DIMS];
-  dt_dspec *s = factory_spec(L, 1, DT_FLOAT32, luaL_optstring(L, 4, "factory"));
-  int lnd;
-  dt_dspec_my_local(s, &lnd, lshape, off);
-  dt_dspec_free(s);
-  lua_createtable(L, lnd, 0);
-  for (int i = 0; i < lnd; i++) lua_pushinteger(L, lshape[i]), lua_rawseti(L, -2, i + 1);
-  return 1;
-}
-
-/* dt._dtensor_shards(x): every mesh rank's block, {rank =, coord = {...}, offset = {...}
- * (0-based), shape = {...}}, in layout order (for visualize_sharding). */
-static int l_shards(lua_State *L) {
-  dt_lua_tensor *u = check_dtensor(L, 1, "visualize_sharding");
-  const dt_dspec *s = u->spec;
-  dt_mesh *m = s->mesh;
-  lua_createtable(L, m->size, 0);
-  for (int idx = 0; idx < m->size; idx++) {
-    int coord[DT_MESH_MAX_DIMS];
-    dt_mesh_coord_of(m, idx, coord);
-    int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
-    dt_dspec_local(s, s->p, coord, shape, off);
-    lua_createtable(L, 0, 4);
-    lua_pushinteger(L, m->ranks[idx]), lua_setfield(L, -2, "rank");
-    lua_createtable(L, m->ndim, 0);
-    for (int i = 0; i < m->ndim; i++) lua_pushinteger(L, coord[i]), lua_rawseti(L, -2, i + 1);
-    lua_setfield(L, -2, "coord");
-    lua_createtable(L, s->ndim, 0);
-    for (int i = 0; i < s->ndim; i++) lua_pushinteger(L, off[i]), lua_rawseti(L, -2, i + 1);
-    lua_setfield(L, -2, "offset");
-    lua_createtable(L, s->ndim, 0);
-    for (int i = 0; i < s->ndim; i++) lua_pushinteger(L, shape[i]), lua_rawseti(L, -2, i + 1);
-    lua_setfield(L, -2, "shape");
-    lua_rawseti(L, -2, idx + 1);
-  }
-  return 1;
-}
-
-/* dt._dtensor_rand(normal, shape, mesh, placements, dtype) */
-static int l_dtensor_rand(lua_State *L) {
-  int normal = lua_toboolean(L, 1);
-  int64_t lshape[DT_MAX_DIMS], off[DT_MAX_DIMS];
-  dt_dtype dtype = dt_lua_opt_dtype(L, 5, DT_FLOAT32);
-  dt_dspec *s = factory_spec(L, 2, dtype, normal ? "randn" : "rand");
-  int lnd;
-  dt_dspec_my_local(s, &lnd, lshape, off);
-  dt_tensor *local = dt_tensor_empty(dtype, lnd, lshape, DT_CPU);
-  dt_rng_state *rng = dt_lua_rng_state(L);
-  uint64_t words;
-  if (!local || dt_dtensor_rand_fill(s, local, normal, rng->seed, rng->offset, &words) != DT_OK) {
-    dt_tensor_release(local), dt_dspec_free(s);
-    return dt_lua_raise(L);
-  }
-  dt_lua_rng_advance(L, words);
-  dt_lua_push_dtensor(L, local, s);
-  return 1;
-}
-
-/* ---- comm_debug ---- */
-/* The counts table of records [start, n). */
-static void push_counts(lua_State *L, int start) {
-  dt_comm_debug *d = dt_lua_context(L)->comm_debug;
-  lua_newtable(L);
-  for (int i = 0; dt_comm_debug_names[i]; i++) lua_pushinteger(L, 0), lua_setfield(L, -2, dt_comm_debug_names[i]);
-  lua_newtable(L); /* ops */
-  lua_Integer bytes = 0;
-  for (int i = start; d && i < d->n; i++) {
-    dt_comm_record *r = &d->ops[i];
-    lua_getfield(L, -2, r->name);
-    lua_Integer c = lua_tointeger(L, -1);
-    lua_pop(L, 1);
-    lua_pushinteger(L, c + 1), lua_setfield(L, -3, r->name);
-    bytes += (lua_Integer)r->bytes;
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, r->name), lua_setfield(L, -2, "name");
-    lua_pushinteger(L, (lua_Integer)r->bytes), lua_setfield(L, -2, "bytes");
-    lua_pushinteger(L, r->group_size), lua_setfield(L, -2, "group_size");
-    lua_rawseti(L, -2, i - start + 1);
-  }
-  lua_setfield(L, -2, "ops");
-  lua_pushinteger(L, bytes), lua_setfield(L, -2, "bytes");
-}
-
-typedef struct debug_region {
-  int start, open;
-} debug_region;
-
-static int region_close(lua_State *L) {
-  debug_region *r = luaL_checkudata(L, 1, DEBUG_MT);
-  if (r->open) dt_comm_debug_end(dt_lua_context(L)), r->open = 0;
-  return 0;
-}
-static int region_counts(lua_State *L) {
-  push_counts(L, ((debug_region *)luaL_checkudata(L, 1, DEBUG_MT))->start);
-  return 1;
-}
-
-/* dt.comm_debug(fn, ...) -> counts (fn's errors propagate after the region closes);
- * dt.comm_debug() -> a region to hold in a <close> variable; region:counts(). */
-static int l_comm_debug(lua_State *L) {
-  dt_context *ctx = dt_lua_context(L);
-  if (lua_isnoneornil(L, 1)) {
-    debug_region *r = lua_newuserdatauv(L, sizeof *r, 0);
-    r->start = dt_comm_debug_begin(ctx), r->open = 1;
-    luaL_setmetatable(L, DEBUG_MT);
-    return 1;
-  }
-  luaL_checktype(L, 1, LUA_TFUNCTION);
-  int start = dt_comm_debug_begin(ctx);
-  int st = lua_pcall(L, lua_gettop(L) - 1, 0, 0);
-  dt_comm_debug_end(ctx);
-  if (st != LUA_OK) return lua_error(L);
-  push_counts(L, start);
-  return 1;
-}
-
 static const luaL_Reg module_funcs[] = {
     {"distribute_tensor", l_distribute_tensor},
     {"from_local", l_from_local},
     {"is_dtensor", l_is_dtensor},
     {"explain_redistribute", l_explain},
-    {"comm_debug", l_comm_debug},
-    {"_dtensor_local_shape", l_local_shape},
-    {"_dtensor_rand", l_dtensor_rand},
-    {"_dtensor_shards", l_shards},
     {NULL, NULL},
 };
 
@@ -586,11 +446,6 @@ void dt_lua_open_dtensor(lua_State *L, const dt_lua_targets *tg) {
   lua_getfield(L, tg->meta, "__tostring");
   lua_pushcclosure(L, dtensor_tostring, 1);
   lua_setfield(L, tg->meta, "__tostring");
-  luaL_newmetatable(L, DEBUG_MT);
-  lua_pushcfunction(L, region_close), lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, region_close), lua_setfield(L, -2, "__gc");
-  lua_newtable(L);
-  lua_pushcfunction(L, region_counts), lua_setfield(L, -2, "counts");
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  dt_lua_open_dtensor_factory(L, tg);
+  dt_lua_open_comm_debug(L, tg);
 }
