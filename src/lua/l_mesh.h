@@ -1,4 +1,5 @@
-/* DeviceMesh and placement userdata, shared by l_mesh.c and l_dtensor.c. */
+/* DeviceMesh and placement userdata (l_mesh.c, l_placement.c), shared with the DTensor
+ * bindings. */
 #ifndef DT_LUA_L_MESH_H
 #define DT_LUA_L_MESH_H
 
@@ -7,6 +8,7 @@
 
 #include "dist/mesh.h"
 #include "dist/placement.h"
+#include "lua/l_tensor.h"
 
 dt_mesh *dt_lua_test_mesh(lua_State *L, int idx);
 /* The mesh at idx, or the current mesh (mesh:use()) when idx is nil; raises naming op. */
@@ -19,5 +21,9 @@ void dt_lua_push_mesh(lua_State *L, dt_mesh *m);
 void dt_lua_check_placements(lua_State *L, int idx, int mesh_ndim, dt_placement *out, const char *op);
 /* Pushes a placement (Shard dims 0-based in p, shown 1-based). */
 void dt_lua_push_placement(lua_State *L, dt_placement p);
+
+/* A metatable `name` whose __index looks up methods first, then calls index (left on the stack). */
+void dt_lua_new_meta(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction index);
+void dt_lua_open_placement(lua_State *L, const dt_lua_targets *tg);
 
 #endif
