@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launcher.h"
+#include "output.h"
 #include "repl.h"
 
 int dt_lua_open(lua_State *L); /* libdtensor: the dtensor.core module */
@@ -33,7 +35,12 @@ static void print_usage(const char *badopt) {
           "  -E        ignore environment variables\n"
           "  -W        turn warnings on\n"
           "  --        stop handling options\n"
-          "  -         stop handling options and execute stdin\n",
+          "  -         stop handling options and execute stdin\n"
+          "Ranks (see doc/collectives.md):\n"
+          "  -n N            run N ranks as threads of this process\n"
+          "  --backend B     threads or mpi (default: mpi when started by mpirun)\n"
+          "  --quiet-others  only rank 0 prints\n"
+          "  --tag-output    prefix every printed line with [rank]\n",
           progname);
 }
 
@@ -42,18 +49,26 @@ static void print_version(void) {
 }
 
 /* Reports a non-nil status with its message; returns status. */
+/* Fatal for the rank: with several ranks, the launcher prints it once with the rank and
+ * tears the world down. */
 int dtlua_report(lua_State *L, int status) {
-  if (status != LUA_OK) {
+  int code;
+  if (status != LUA_OK && dtlua_is_exit(L, -1, &code)) { /* os.exit of one of several ranks */
+    lua_pop(L, 1);
+    if (code == 0) dtlua_rank_clean_exit(L);
+    else dtlua_rank_error(L, progname, "os.exit with a failure status");
+  } else if (status != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     if (!msg) msg = "(error object is not a string)";
-    fprintf(stderr, "%s: %s\n", progname, msg);
-    fflush(stderr);
+    dtlua_rank_error(L, progname, msg);
     lua_pop(L, 1);
   }
   return status;
 }
 
 static int msghandler(lua_State *L) {
+  int code;
+  if (dtlua_is_exit(L, 1, &code)) return 1; /* not an error: the rank's os.exit */
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
@@ -117,7 +132,7 @@ static int pushargs(lua_State *L) {
 static int handle_script(lua_State *L, char **argv) {
   const char *fname = argv[0];
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0) fname = NULL; /* stdin */
-  int status = luaL_loadfile(L, fname);
+  int status = fname ? luaL_loadfile(L, fname) : dtlua_load_stdin(L);
   if (status == LUA_OK) {
     int n = pushargs(L);
     status = dtlua_docall(L, n, LUA_MULTRET);
@@ -212,6 +227,9 @@ static int open_dtensor(lua_State *L) {
   int status = dtlua_docall(L, 1, 1);
   if (status != LUA_OK) return dtlua_report(L, status);
   lua_setglobal(L, "dt");
+  int rank, quiet, tag;
+  dtlua_rank_output(L, &rank, &quiet, &tag);
+  dtlua_output_install(L, rank, quiet, tag);
   return LUA_OK;
 }
 
@@ -224,12 +242,15 @@ static int pmain(lua_State *L) {
     print_usage(argv[script]);
     return 0;
   }
-  if (args & HAS_V) print_version();
+  int rank, quiet, tag;
+  dtlua_rank_output(L, &rank, &quiet, &tag);
+  if ((args & HAS_V) && rank == 0) print_version(); /* once per world */
   if (args & HAS_E) {
     lua_pushboolean(L, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
   }
   luaL_openlibs(L);
+  dtlua_rank_libs_opened(L);
   createargtable(L, argv, argc, script);
   lua_gc(L, LUA_GCRESTART);
   lua_gc(L, LUA_GCGEN, 0, 0);
@@ -240,23 +261,18 @@ static int pmain(lua_State *L) {
   if (args & HAS_I) dtlua_repl(L, progname);
   else if (script == argc && !(args & (HAS_EXEC | HAS_V))) {
     if (dtlua_stdin_is_tty()) {
-      print_version();
+      if (rank == 0) print_version();
       dtlua_repl(L, progname);
     } else {
-      dochunk(L, luaL_loadfile(L, NULL));
+      dochunk(L, dtlua_load_stdin(L));
     }
   }
   lua_pushboolean(L, 1);
   return 1;
 }
 
-int main(int argc, char **argv) {
-  if (argv[0] && argv[0][0]) progname = argv[0];
-  lua_State *L = luaL_newstate();
-  if (!L) {
-    fprintf(stderr, "%s: cannot create state: not enough memory\n", progname);
-    return EXIT_FAILURE;
-  }
+/* One rank's program: the stock lua main on the state the launcher made. */
+static int rank_main(lua_State *L, int argc, char **argv) {
   lua_gc(L, LUA_GCSTOP);
   lua_pushcfunction(L, pmain);
   lua_pushinteger(L, argc);
@@ -264,6 +280,50 @@ int main(int argc, char **argv) {
   int status = lua_pcall(L, 2, 1, 0);
   int result = lua_toboolean(L, -1);
   dtlua_report(L, status);
-  lua_close(L);
-  return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
+  return result && status == LUA_OK;
+}
+
+/* Takes the launcher's options (-n N, --backend B, --quiet-others, --tag-output) out of
+ * argv; they may appear anywhere before the script.  Returns the new argc, or -1. */
+static int take_launch_opts(int argc, char **argv, dtlua_launch_opts *o) {
+  int out = 1;
+  int i;
+  for (i = 1; i < argc; i++) {
+    char *a = argv[i];
+    if (a[0] != '-' || strcmp(a, "--") == 0 || strcmp(a, "-") == 0) break;
+    if (strcmp(a, "-n") == 0 || (strncmp(a, "-n", 2) == 0 && a[2] >= '0' && a[2] <= '9')) {
+      const char *v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+      char *end;
+      long n = v ? strtol(v, &end, 10) : 0;
+      if (!v || *end || n < 1 || n > 1024) {
+        fprintf(stderr, "%s: -n needs a rank count between 1 and 1024\n", progname);
+        return -1;
+      }
+      o->nranks = (int)n;
+    } else if (strcmp(a, "--backend") == 0 || strncmp(a, "--backend=", 10) == 0) {
+      o->backend = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!o->backend) {
+        fprintf(stderr, "%s: --backend needs threads or mpi\n", progname);
+        return -1;
+      }
+    } else if (strcmp(a, "--quiet-others") == 0) {
+      o->quiet_others = 1;
+    } else if (strcmp(a, "--tag-output") == 0) {
+      o->tag_output = 1;
+    } else {
+      argv[out++] = a;
+      if ((strcmp(a, "-e") == 0 || strcmp(a, "-l") == 0) && i + 1 < argc) argv[out++] = argv[++i];
+    }
+  }
+  for (; i < argc; i++) argv[out++] = argv[i];
+  argv[out] = NULL;
+  return out;
+}
+
+int main(int argc, char **argv) {
+  if (argv[0] && argv[0][0]) progname = argv[0];
+  dtlua_launch_opts o = {0};
+  argc = take_launch_opts(argc, argv, &o);
+  if (argc < 0) return EXIT_FAILURE;
+  return dtlua_launch(&o, argc, argv, rank_main);
 }

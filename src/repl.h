@@ -5,8 +5,12 @@
 #include <lua.h>
 
 int dtlua_stdin_is_tty(void);
-/* Reads, evaluates and prints lines until end of input.  Errors are reported, not fatal. */
+/* Reads, evaluates and prints lines until end of input.  Errors are reported, not fatal.
+ * With several ranks: rank 0 reads each chunk and broadcasts it, every rank runs it, and
+ * rank 0 shows the results as "[rank] ..." (":ranks 0" / ":ranks all" toggle). */
 void dtlua_repl(lua_State *L, const char *progname);
+/* luaL_loadfile(L, NULL) for every rank: rank 0 reads stdin, the others receive it. */
+int dtlua_load_stdin(lua_State *L);
 /* Shared with dtlua.c: run the function on top with a traceback handler / print errors. */
 int dtlua_docall(lua_State *L, int narg, int nres);
 int dtlua_report(lua_State *L, int status);

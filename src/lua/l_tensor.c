@@ -188,6 +188,7 @@ int dt_lua_open(lua_State *L) {
   dt_lua_open_io(L, &tg);
   dt_lua_open_print(L, &tg);
   dt_lua_open_random(L, &tg);
+  dt_lua_open_dist(L, &tg);
 
   lua_pushcfunction(L, core_is_tensor);
   lua_setfield(L, module, "is_tensor");

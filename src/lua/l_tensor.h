@@ -60,6 +60,7 @@ void dt_lua_open_nn(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_io(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_print(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_random(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_dist(lua_State *L, const dt_lua_targets *tg); /* l_dist.c: ranks and collectives */
 
 /* t[k] for a non-string key (integer: select along dim 1; table: slicing), from l_view.c. */
 int dt_lua_tensor_index(lua_State *L);

@@ -1,0 +1,51 @@
+/* Describing and comparing collective calls (see call_desc.h). */
+#include "comm/call_desc.h"
+
+#include <stdio.h>
+
+#include "base/error.h"
+
+static const char *const kind_names[TC_NKINDS] = {
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "scatter", "gather", "barrier"};
+
+void tc_describe(char *buf, size_t len, const tc_desc *d) {
+  const char *name = kind_names[d->kind];
+  const char *dt = dt_dtype_name(d->dtype);
+  switch (d->kind) {
+  case TC_ALL_REDUCE:
+  case TC_REDUCE_SCATTER:
+    snprintf(buf, len, "%s(%s, %s, %zu elements)", name, dt_reduce_op_name(d->op), dt, d->count);
+    break;
+  case TC_BROADCAST:
+  case TC_SCATTER:
+  case TC_GATHER:
+    snprintf(buf, len, "%s(%s, %zu elements, %s %d)", name, dt, d->count, d->kind == TC_GATHER ? "dst" : "src",
+             d->root);
+    break;
+  case TC_BARRIER: snprintf(buf, len, "barrier()"); break;
+  default: snprintf(buf, len, "%s(%s, %zu elements)", name, dt, d->count); break;
+  }
+}
+
+/* Same call as a? (pairwise fields only; the size tables are checked below) */
+int tc_same_call(const tc_desc *a, const tc_desc *b) {
+  if (a->kind != b->kind) return 0;
+  if (a->kind == TC_BARRIER) return 1;
+  if (a->dtype != b->dtype) return 0;
+  switch (a->kind) {
+  case TC_ALL_REDUCE:
+  case TC_REDUCE_SCATTER: return a->op == b->op && a->count == b->count;
+  case TC_BROADCAST:
+  case TC_SCATTER:
+  case TC_GATHER: return a->root == b->root && a->count == b->count;
+  default: return 1;
+  }
+}
+
+int tc_mismatch_error(const char *group, int rank_a, const tc_desc *a, int rank_b, const tc_desc *b, const char *why) {
+  char da[160], db[160];
+  tc_describe(da, sizeof da, a);
+  tc_describe(db, sizeof db, b);
+  return dt_error("collective mismatch in group %s: rank %d called %s, rank %d called %s%s", group, rank_a, da, rank_b,
+                  db, why);
+}

@@ -1,0 +1,36 @@
+/* A description of one collective call (kind, dtype, op, root, count), shared by the
+ * backends' mismatch checks so that both name the calls the same way. */
+#ifndef DT_COMM_CALL_DESC_H
+#define DT_COMM_CALL_DESC_H
+
+#include <stddef.h>
+
+#include "base/dtype.h"
+#include "kernels/cpu/reduce_ops.h"
+
+typedef enum {
+  TC_ALL_REDUCE, TC_ALL_GATHER, TC_REDUCE_SCATTER, TC_ALL_TO_ALL, TC_BROADCAST,
+  TC_SCATTER, TC_GATHER, TC_BARRIER, TC_NKINDS
+} tc_kind;
+
+/* What one rank entered. */
+typedef struct tc_desc {
+  tc_kind kind;
+  dt_dtype dtype;
+  dt_reduce_op op;
+  int root;
+  size_t count;              /* elements sent by this rank (all_gather) or per block */
+  const void *send;
+  void *recv;
+  const size_t *counts;      /* all_gather: per-rank counts; all_to_all: sendcounts */
+  const size_t *counts2;     /* all_to_all: recvcounts */
+} tc_desc;
+
+/* "all_reduce(sum, float32, 4 elements)" */
+void tc_describe(char *buf, size_t len, const tc_desc *d);
+/* Same call (kind, dtype, and op/root/count where they must agree)? */
+int tc_same_call(const tc_desc *a, const tc_desc *b);
+/* Sets dt_error: "collective mismatch in group G: rank A called X, rank B called Y<why>". */
+int tc_mismatch_error(const char *group, int rank_a, const tc_desc *a, int rank_b, const tc_desc *b, const char *why);
+
+#endif

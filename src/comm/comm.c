@@ -1,0 +1,122 @@
+/* The front of the collectives interface: argument checks shared by every backend, the
+ * equal-size forms expressed through the _v forms, and rank-list helpers. */
+#include "comm/comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/error.h"
+
+static int check_rank(const dt_comm *c, int r, const char *who, const char *what) {
+  if (r < 0 || r >= c->size)
+    return dt_error("%s: %s %d out of range for a group of %d ranks", who, what, r, c->size);
+  return DT_OK;
+}
+
+static int check_dtype(dt_dtype dt, const char *who) {
+  if ((unsigned)dt >= DT_NDTYPES) return dt_error("%s: invalid dtype %d", who, (int)dt);
+  return DT_OK;
+}
+
+int dt_comm_all_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
+  if (check_dtype(dt, "all_reduce") || dt_reduce_op_check(op, dt, "all_reduce")) return DT_ERR;
+  return c->ops->all_reduce(c, send, recv, count, dt, op);
+}
+
+int dt_comm_all_gather_v(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt) {
+  if (check_dtype(dt, "all_gather")) return DT_ERR;
+  return c->ops->all_gather_v(c, send, recv, counts, dt);
+}
+
+int dt_comm_all_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt) {
+  size_t *counts = malloc(sizeof *counts * (size_t)c->size);
+  if (!counts) return dt_error("all_gather: out of memory");
+  for (int r = 0; r < c->size; r++) counts[r] = count;
+  int st = dt_comm_all_gather_v(c, send, recv, counts, dt);
+  free(counts);
+  return st;
+}
+
+int dt_comm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
+  if (check_dtype(dt, "reduce_scatter") || dt_reduce_op_check(op, dt, "reduce_scatter")) return DT_ERR;
+  return c->ops->reduce_scatter(c, send, recv, count, dt, op);
+}
+
+int dt_comm_all_to_all_v(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
+                         const size_t *recvcounts, dt_dtype dt) {
+  if (check_dtype(dt, "all_to_all")) return DT_ERR;
+  return c->ops->all_to_all_v(c, send, sendcounts, recv, recvcounts, dt);
+}
+
+int dt_comm_all_to_all(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt) {
+  size_t *counts = malloc(sizeof *counts * (size_t)c->size);
+  if (!counts) return dt_error("all_to_all: out of memory");
+  for (int r = 0; r < c->size; r++) counts[r] = count;
+  int st = dt_comm_all_to_all_v(c, send, counts, recv, counts, dt);
+  free(counts);
+  return st;
+}
+
+int dt_comm_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root) {
+  if (check_dtype(dt, "broadcast") || check_rank(c, root, "broadcast", "src")) return DT_ERR;
+  return c->ops->broadcast(c, buf, count, dt, root);
+}
+
+int dt_comm_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
+  if (check_dtype(dt, "scatter") || check_rank(c, root, "scatter", "src")) return DT_ERR;
+  return c->ops->scatter(c, send, recv, count, dt, root);
+}
+
+int dt_comm_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
+  if (check_dtype(dt, "gather") || check_rank(c, root, "gather", "dst")) return DT_ERR;
+  return c->ops->gather(c, send, recv, count, dt, root);
+}
+
+int dt_comm_send(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int dst) {
+  if (check_dtype(dt, "send") || check_rank(c, dst, "send", "dst")) return DT_ERR;
+  if (dst == c->rank) return dt_error("send: rank %d cannot send to itself", c->world_ranks[c->rank]);
+  return c->ops->send(c, buf, count, dt, dst);
+}
+
+int dt_comm_recv(dt_comm *c, void *buf, size_t count, dt_dtype dt, int src) {
+  if (check_dtype(dt, "recv") || check_rank(c, src, "recv", "src")) return DT_ERR;
+  if (src == c->rank) return dt_error("recv: rank %d cannot receive from itself", c->world_ranks[c->rank]);
+  return c->ops->recv(c, buf, count, dt, src);
+}
+
+int dt_comm_barrier(dt_comm *c) { return c->ops->barrier(c); }
+
+int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out) {
+  *out = NULL;
+  if (n < 1) return dt_error("new_group: a group needs at least one rank");
+  for (int i = 0; i < n; i++) {
+    if (dt_comm_group_rank(c, ranks[i]) < 0) return dt_error("new_group: rank %d is not in the parent group", ranks[i]);
+    if (i > 0 && ranks[i] <= ranks[i - 1]) return dt_error("new_group: ranks must be distinct and sorted");
+  }
+  return c->ops->new_group(c, ranks, n, out);
+}
+
+void dt_comm_destroy(dt_comm *c) {
+  if (c) c->ops->destroy(c);
+}
+
+double dt_comm_set_timeout(dt_comm *c, double seconds) {
+  double old = c->timeout;
+  c->timeout = seconds;
+  return old;
+}
+
+int dt_comm_group_rank(const dt_comm *c, int w) {
+  for (int r = 0; r < c->size; r++)
+    if (c->world_ranks[r] == w) return r;
+  return -1;
+}
+
+char *dt_comm_format_ranks(char *buf, size_t len, const int *ranks, int n) {
+  size_t used = 0;
+  used += (size_t)snprintf(buf, len, "{");
+  for (int i = 0; i < n && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, i ? ",%d" : "%d", ranks[i]);
+  if (used < len) snprintf(buf + used, len - used, "}");
+  return buf;
+}

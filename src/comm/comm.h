@@ -1,0 +1,105 @@
+/* The collectives interface: one handle type (a communicator over a group of ranks) with a
+ * vtable of operations, implemented by interchangeable backends (threads, mpi).
+ *
+ * Conventions: counts are in elements of `dtype`; buffers are contiguous host memory;
+ * `root`, `dst` and `src` are ranks *in this communicator* (0..size-1); world_ranks maps
+ * them to world ranks.  Every call is collective over the communicator (send/recv are
+ * point-to-point) and returns DT_OK or DT_ERR with dt_error() set.  A failed collective
+ * (mismatch, timeout, aborted world) leaves the communicator unusable. */
+#ifndef DT_COMM_COMM_H
+#define DT_COMM_COMM_H
+
+#include <stddef.h>
+
+#include "base/dtype.h"
+#include "kernels/cpu/reduce_ops.h"
+
+typedef struct dt_comm dt_comm;
+
+typedef struct dt_comm_ops {
+  int (*all_reduce)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op);
+  /* recv = concatenation of every rank's send; counts[r] = elements from rank r. */
+  int (*all_gather_v)(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt);
+  /* send holds size blocks of count; rank r gets block r reduced over ranks. */
+  int (*reduce_scatter)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op);
+  /* Block r of send (sendcounts[r]) goes to rank r; recv holds blocks by source. */
+  int (*all_to_all_v)(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
+                      const size_t *recvcounts, dt_dtype dt);
+  int (*broadcast)(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root);
+  /* root's send holds size blocks of count; rank r receives block r. */
+  int (*scatter)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
+  /* root's recv gets size blocks of count, by rank (recv ignored elsewhere). */
+  int (*gather)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
+  int (*send)(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int dst);
+  int (*recv)(dt_comm *c, void *buf, size_t count, dt_dtype dt, int src);
+  int (*barrier)(dt_comm *c);
+  /* A communicator over the world ranks `ranks` (sorted, distinct, members of c).  *out is
+   * NULL on ranks that are not members.  Backends where this is collective over c (MPI)
+   * need every rank of c to call it with the same list. */
+  int (*new_group)(dt_comm *c, const int *ranks, int n, dt_comm **out);
+  void (*destroy)(dt_comm *c);
+} dt_comm_ops;
+
+/* The fields every backend's communicator starts with. */
+struct dt_comm {
+  const dt_comm_ops *ops;
+  const char *backend; /* "threads", "mpi" */
+  int rank, size;
+  int *world_ranks; /* size entries, owned */
+  double timeout;   /* seconds before a stuck call fails (<= 0: never); this rank's own
+                       setting, so that one rank may wait without limit (the REPL) */
+};
+
+/* ---- calls (argument checks, then the backend) ---- */
+int dt_comm_all_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op);
+int dt_comm_all_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
+int dt_comm_all_gather_v(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt);
+int dt_comm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op);
+int dt_comm_all_to_all(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
+int dt_comm_all_to_all_v(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
+                         const size_t *recvcounts, dt_dtype dt);
+int dt_comm_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root);
+int dt_comm_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
+int dt_comm_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
+int dt_comm_send(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int dst);
+int dt_comm_recv(dt_comm *c, void *buf, size_t count, dt_dtype dt, int src);
+int dt_comm_barrier(dt_comm *c);
+int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out);
+void dt_comm_destroy(dt_comm *c);
+
+/* Sets c's timeout (<= 0: none) and returns the previous one. */
+double dt_comm_set_timeout(dt_comm *c, double seconds);
+/* Rank of world rank w in c, or -1. */
+int dt_comm_group_rank(const dt_comm *c, int w);
+/* "{0,2,3}" into buf; returns buf. */
+char *dt_comm_format_ranks(char *buf, size_t len, const int *ranks, int n);
+
+/* ---- the threads backend: N ranks as N threads of one process ---- */
+typedef struct dt_threads_world dt_threads_world;
+/* timeout_s <= 0: no timeout. */
+dt_threads_world *dt_threads_world_new(int size, double timeout_s);
+void dt_threads_world_free(dt_threads_world *w);
+/* The world communicator of one rank (each rank's thread calls it once). */
+dt_comm *dt_threads_world_comm(dt_threads_world *w, int rank);
+/* Tears the world down: every rank waiting now or later in a collective fails with
+ * "aborted: <reason>".  Safe from any thread; the first reason wins. */
+void dt_threads_world_abort(dt_threads_world *w, const char *reason);
+/* Records that a rank's program ended, so peers waiting for it fail instead of hanging. */
+void dt_threads_world_rank_exited(dt_threads_world *w, int rank);
+
+/* ---- the MPI backend (when built with MPI) ---- */
+/* Initialises MPI (once per process) and returns the world communicator. */
+dt_comm *dt_mpi_world_comm(int *argc, char ***argv);
+int dt_mpi_available(void);
+void dt_mpi_finalize(void);
+void dt_mpi_abort(int code);
+
+/* ---- benchmark references (bench/collectives.lua) ---- */
+/* Seconds per memcpy of `bytes` (single thread, warm buffers). */
+int dt_bench_memcpy(size_t bytes, int iters, double *seconds);
+/* Seconds per call of the MPI collective `coll` ("all_reduce", "all_gather",
+ * "reduce_scatter", "all_to_all") on MPI_COMM_WORLD with a float32 buffer of `bytes`
+ * (the full tensor, as bench/collectives.lua counts it), called directly from C. */
+int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds);
+
+#endif

@@ -1,0 +1,353 @@
+/* The MPI backend: each collective is the matching MPI call (no emulation over
+ * point-to-point).  Options read at init: DTLUA_DEBUG=collectives checks that every rank
+ * entered the same call (one small MPI_Allgather first); DTLUA_TIMEOUT, when set, runs the
+ * non-blocking form and polls it so that a stuck collective becomes an error (left unset,
+ * the blocking calls run at full speed and a failing rank ends the job with MPI_Abort). */
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "comm/call_desc.h"
+#include "comm/mpi_impl.h"
+#include "comm/spin_wait.h"
+
+typedef struct mpi_comm {
+  dt_comm base;
+  MPI_Comm comm;
+  int debug;      /* DTLUA_DEBUG=collectives */
+  char label[64];
+} mpi_comm;
+
+static const dt_comm_ops mpi_ops;
+
+static int mpi_fail(int rc, const char *name) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, s, &len);
+  return dt_error("%s: MPI error: %s", name, s);
+}
+
+static int check_rc(int rc, const char *name) { return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, name); }
+
+static int wait_req(mpi_comm *c, int rc, MPI_Request *req, const char *name) {
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
+  double t0 = dt_now();
+  for (unsigned i = 0;; i++) {
+    int done = 0;
+    rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
+    if (done) return DT_OK;
+    if (i % 64 == 63) {
+      sched_yield();
+      if (dt_now() - t0 > c->base.timeout)
+        return dt_error("%s: timed out after %g s in group %s (DTLUA_TIMEOUT; MPI does not tell which ranks are missing)",
+                        name, c->base.timeout, c->label);
+    }
+  }
+}
+
+/* Blocking form, or the non-blocking one polled against the timeout. */
+#define RUN(name, BLOCKING, NONBLOCKING)                  \
+  do {                                                    \
+    if (c->base.timeout > 0) {                                 \
+      MPI_Request req;                                    \
+      return wait_req(c, (NONBLOCKING), &req, name);      \
+    }                                                     \
+    return check_rc((BLOCKING), name);                    \
+  } while (0)
+
+static int too_big(size_t n, const char *name) {
+  if (n > INT_MAX) return dt_error("%s: %zu elements exceed MPI's int counts", name, n);
+  return DT_OK;
+}
+
+/* DTLUA_DEBUG=collectives: every rank's (kind, dtype, op, root, count), compared. */
+static int debug_check(mpi_comm *c, const tc_desc *d) {
+  if (!c->debug) return DT_OK;
+  int n = c->base.size;
+  int64_t mine[5] = {d->kind, d->dtype, d->op, d->root, (int64_t)d->count};
+  int64_t *all = malloc(sizeof(int64_t) * 5 * (size_t)n);
+  if (!all) return dt_error("collective check: out of memory");
+  int rc = MPI_Allgather(mine, 5, MPI_INT64_T, all, 5, MPI_INT64_T, c->comm);
+  if (rc != MPI_SUCCESS) return free(all), mpi_fail(rc, "collective check");
+  tc_desc d0 = {.kind = (tc_kind)all[0], .dtype = (dt_dtype)all[1], .op = (dt_reduce_op)all[2], .root = (int)all[3],
+                .count = (size_t)all[4]};
+  int st = DT_OK;
+  for (int r = 1; r < n && st == DT_OK; r++) {
+    int64_t *m = all + 5 * r;
+    tc_desc dr = {.kind = (tc_kind)m[0], .dtype = (dt_dtype)m[1], .op = (dt_reduce_op)m[2], .root = (int)m[3],
+                  .count = (size_t)m[4]};
+    if (!tc_same_call(&d0, &dr)) st = tc_mismatch_error(c->label, c->base.world_ranks[0], &d0, c->base.world_ranks[r], &dr, "");
+  }
+  free(all);
+  return st;
+}
+
+/* all_reduce and reduce_scatter: the same steps around two different MPI calls (avg is
+ * a sum divided afterwards). */
+static int m_reduction(dt_comm *b, tc_kind kind, const void *send, void *recv, size_t count, dt_dtype dt,
+                       dt_reduce_op op) {
+  mpi_comm *c = (mpi_comm *)b;
+  int all = kind == TC_ALL_REDUCE, nb = c->base.timeout > 0, k = (int)count;
+  const char *name = all ? "all_reduce" : "reduce_scatter";
+  tc_desc d = {.kind = kind, .dtype = dt, .op = op, .count = count};
+  if (too_big(all ? count : count * (size_t)b->size, name) || debug_check(c, &d)) return DT_ERR;
+  MPI_Datatype t = dt_mpi_datatype(dt);
+  MPI_Op o = dt_mpi_op(op, dt);
+  MPI_Request req;
+  int rc;
+  if (all) {
+    const void *s = send == recv ? MPI_IN_PLACE : send;
+    rc = nb ? MPI_Iallreduce(s, recv, k, t, o, c->comm, &req) : MPI_Allreduce(s, recv, k, t, o, c->comm);
+  } else {
+    rc = nb ? MPI_Ireduce_scatter_block(send, recv, k, t, o, c->comm, &req)
+            : MPI_Reduce_scatter_block(send, recv, k, t, o, c->comm);
+  }
+  int st = nb ? wait_req(c, rc, &req, name) : check_rc(rc, name);
+  if (st == DT_OK && op == DT_REDUCE_AVG) dt_reduce_ops_divide(dt, recv, count, b->size);
+  return st;
+}
+
+static int m_all_reduce(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
+  return m_reduction(b, TC_ALL_REDUCE, send, recv, count, dt, op);
+}
+
+static int m_reduce_scatter(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
+  return m_reduction(b, TC_REDUCE_SCATTER, send, recv, count, dt, op);
+}
+
+/* int counts and displacements for the v-forms; NULL + error when they do not fit. */
+static int *int_layout(const size_t *counts, int n, const char *name) {
+  int *v = malloc(sizeof(int) * 2 * (size_t)n);
+  if (!v) return dt_error("%s: out of memory", name), NULL;
+  size_t off = 0;
+  for (int r = 0; r < n; r++) {
+    if (counts[r] > INT_MAX || off > INT_MAX) return free(v), dt_error("%s: counts exceed MPI's int range", name), NULL;
+    v[r] = (int)counts[r];
+    v[n + r] = (int)off;
+    off += counts[r];
+  }
+  return v;
+}
+
+static int all_equal(const size_t *counts, int n) {
+  for (int r = 1; r < n; r++)
+    if (counts[r] != counts[0]) return 0;
+  return 1;
+}
+
+static int m_all_gather_v(dt_comm *b, const void *send, void *recv, const size_t *counts, dt_dtype dt) {
+  mpi_comm *c = (mpi_comm *)b;
+  int n = b->size;
+  tc_desc d = {.kind = TC_ALL_GATHER, .dtype = dt, .count = counts[b->rank]};
+  if (debug_check(c, &d)) return DT_ERR;
+  MPI_Datatype t = dt_mpi_datatype(dt);
+  if (all_equal(counts, n)) {
+    if (too_big(counts[0] * (size_t)n, "all_gather")) return DT_ERR;
+    int k = (int)counts[0];
+    RUN("all_gather", MPI_Allgather(send, k, t, recv, k, t, c->comm),
+        MPI_Iallgather(send, k, t, recv, k, t, c->comm, &req));
+  }
+  int *v = int_layout(counts, n, "all_gather");
+  if (!v) return DT_ERR;
+  int st;
+  int k = v[b->rank];
+  if (c->base.timeout > 0) {
+    MPI_Request req;
+    st = wait_req(c, MPI_Iallgatherv(send, k, t, recv, v, v + n, t, c->comm, &req), &req, "all_gather");
+  } else {
+    st = check_rc(MPI_Allgatherv(send, k, t, recv, v, v + n, t, c->comm), "all_gather");
+  }
+  free(v);
+  return st;
+}
+
+static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts, void *recv,
+                          const size_t *recvcounts, dt_dtype dt) {
+  mpi_comm *c = (mpi_comm *)b;
+  int n = b->size;
+  tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt};
+  if (debug_check(c, &d)) return DT_ERR;
+  MPI_Datatype t = dt_mpi_datatype(dt);
+  if (all_equal(sendcounts, n) && all_equal(recvcounts, n) && sendcounts[0] == recvcounts[0]) {
+    if (too_big(sendcounts[0] * (size_t)n, "all_to_all")) return DT_ERR;
+    int k = (int)sendcounts[0];
+    RUN("all_to_all", MPI_Alltoall(send, k, t, recv, k, t, c->comm), MPI_Ialltoall(send, k, t, recv, k, t, c->comm, &req));
+  }
+  int *sv = int_layout(sendcounts, n, "all_to_all"), *rv = sv ? int_layout(recvcounts, n, "all_to_all") : NULL;
+  if (!rv) return free(sv), DT_ERR;
+  int st;
+  if (c->base.timeout > 0) {
+    MPI_Request req;
+    st = wait_req(c, MPI_Ialltoallv(send, sv, sv + n, t, recv, rv, rv + n, t, c->comm, &req), &req, "all_to_all");
+  } else {
+    st = check_rc(MPI_Alltoallv(send, sv, sv + n, t, recv, rv, rv + n, t, c->comm), "all_to_all");
+  }
+  free(sv), free(rv);
+  return st;
+}
+
+static int m_broadcast(dt_comm *b, void *buf, size_t count, dt_dtype dt, int root) {
+  mpi_comm *c = (mpi_comm *)b;
+  tc_desc d = {.kind = TC_BROADCAST, .dtype = dt, .root = root, .count = count};
+  if (too_big(count, "broadcast") || debug_check(c, &d)) return DT_ERR;
+  MPI_Datatype t = dt_mpi_datatype(dt);
+  RUN("broadcast", MPI_Bcast(buf, (int)count, t, root, c->comm), MPI_Ibcast(buf, (int)count, t, root, c->comm, &req));
+}
+
+static int m_scatter(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
+  mpi_comm *c = (mpi_comm *)b;
+  tc_desc d = {.kind = TC_SCATTER, .dtype = dt, .root = root, .count = count};
+  if (too_big(count * (size_t)b->size, "scatter") || debug_check(c, &d)) return DT_ERR;
+  MPI_Datatype t = dt_mpi_datatype(dt);
+  int k = (int)count;
+  RUN("scatter", MPI_Scatter(send, k, t, recv, k, t, root, c->comm),
+      MPI_Iscatter(send, k, t, recv, k, t, root, c->comm, &req));
+}
+
+static int m_gather(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
+  mpi_comm *c = (mpi_comm *)b;
+  tc_desc d = {.kind = TC_GATHER, .dtype = dt, .root = root, .count = count};
+  if (too_big(count * (size_t)b->size, "gather") || debug_check(c, &d)) return DT_ERR;
+  MPI_Datatype t = dt_mpi_datatype(dt);
+  int k = (int)count;
+  RUN("gather", MPI_Gather(send, k, t, recv, k, t, root, c->comm),
+      MPI_Igather(send, k, t, recv, k, t, root, c->comm, &req));
+}
+
+static int m_send(dt_comm *b, const void *buf, size_t count, dt_dtype dt, int dst) {
+  mpi_comm *c = (mpi_comm *)b;
+  if (too_big(count, "send")) return DT_ERR;
+  MPI_Datatype t = dt_mpi_datatype(dt);
+  RUN("send", MPI_Send(buf, (int)count, t, dst, 0, c->comm), MPI_Isend(buf, (int)count, t, dst, 0, c->comm, &req));
+}
+
+static int m_recv(dt_comm *b, void *buf, size_t count, dt_dtype dt, int src) {
+  mpi_comm *c = (mpi_comm *)b;
+  if (too_big(count, "recv")) return DT_ERR;
+  MPI_Datatype t = dt_mpi_datatype(dt);
+  RUN("recv", MPI_Recv(buf, (int)count, t, src, 0, c->comm, MPI_STATUS_IGNORE),
+      MPI_Irecv(buf, (int)count, t, src, 0, c->comm, &req));
+}
+
+static int m_barrier(dt_comm *b) {
+  mpi_comm *c = (mpi_comm *)b;
+  tc_desc d = {.kind = TC_BARRIER};
+  if (debug_check(c, &d)) return DT_ERR;
+  RUN("barrier", MPI_Barrier(c->comm), MPI_Ibarrier(c->comm, &req));
+}
+
+static mpi_comm *comm_wrap(MPI_Comm comm, const int *world_ranks, int debug, double timeout) {
+  mpi_comm *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  MPI_Comm_rank(comm, &c->base.rank);
+  MPI_Comm_size(comm, &c->base.size);
+  c->base.ops = &mpi_ops;
+  c->base.backend = "mpi";
+  c->base.world_ranks = malloc(sizeof(int) * (size_t)c->base.size);
+  if (!c->base.world_ranks) return free(c), NULL;
+  for (int r = 0; r < c->base.size; r++) c->base.world_ranks[r] = world_ranks ? world_ranks[r] : r;
+  c->comm = comm;
+  c->debug = debug;
+  c->base.timeout = timeout; /* > 0: poll the non-blocking calls with this deadline */
+  dt_comm_format_ranks(c->label, sizeof c->label, c->base.world_ranks, c->base.size);
+  return c;
+}
+
+/* MPI_Comm_split of the parent: collective over it, so every rank of the parent calls
+ * this with the same list (the context caches the result). */
+static int m_new_group(dt_comm *b, const int *ranks, int n, dt_comm **out) {
+  mpi_comm *c = (mpi_comm *)b;
+  int me = b->world_ranks[b->rank], member = 0;
+  for (int i = 0; i < n; i++) member |= ranks[i] == me;
+  MPI_Comm nc;
+  int rc = MPI_Comm_split(c->comm, member ? 0 : MPI_UNDEFINED, me, &nc);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "new_group");
+  if (!member) return DT_OK;
+  MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+  mpi_comm *g = comm_wrap(nc, ranks, c->debug, c->base.timeout);
+  if (!g) return MPI_Comm_free(&nc), dt_error("new_group: out of memory");
+  *out = &g->base;
+  return DT_OK;
+}
+
+static void m_destroy(dt_comm *b) {
+  mpi_comm *c = (mpi_comm *)b;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Comm_free(&c->comm);
+  free(c->base.world_ranks);
+  free(c);
+}
+
+static const dt_comm_ops mpi_ops = {
+    .all_reduce = m_all_reduce,
+    .all_gather_v = m_all_gather_v,
+    .reduce_scatter = m_reduce_scatter,
+    .all_to_all_v = m_all_to_all_v,
+    .broadcast = m_broadcast,
+    .scatter = m_scatter,
+    .gather = m_gather,
+    .send = m_send,
+    .recv = m_recv,
+    .barrier = m_barrier,
+    .new_group = m_new_group,
+    .destroy = m_destroy,
+};
+
+int dt_mpi_available(void) { return 1; }
+
+dt_comm *dt_mpi_world_comm(int *argc, char ***argv) {
+  int init = 0;
+  MPI_Initialized(&init);
+  if (!init && MPI_Init(argc, argv) != MPI_SUCCESS) return dt_error("MPI_Init failed"), NULL;
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm comm; /* our own communicator: user MPI code cannot collide with ours */
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS) return dt_error("MPI_Comm_dup failed"), NULL;
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  const char *dbg = getenv("DTLUA_DEBUG"), *to = getenv("DTLUA_TIMEOUT");
+  double timeout = to && *to ? atof(to) : 0;
+  mpi_comm *c = comm_wrap(comm, NULL, dbg && strstr(dbg, "collectives") != NULL, timeout);
+  return c ? &c->base : (dt_error("MPI: out of memory"), NULL);
+}
+
+void dt_mpi_finalize(void) {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+}
+
+void dt_mpi_abort(int code) {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Abort(MPI_COMM_WORLD, code);
+  exit(code);
+}
+
+int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds) {
+  int n;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  int count = (int)(bytes / sizeof(float)), part = count / n;
+  float *a = calloc((size_t)count + 1, sizeof(float)), *b = calloc((size_t)count + 1, sizeof(float));
+  if (!a || !b) return free(a), free(b), dt_error("bench: out of memory");
+  int rc = MPI_SUCCESS;
+  for (int i = -1; i < iters && rc == MPI_SUCCESS; i++) { /* i = -1: warm-up */
+    if (i == 0) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      *seconds = dt_now();
+    }
+    if (strcmp(coll, "all_reduce") == 0) rc = MPI_Allreduce(MPI_IN_PLACE, a, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else if (strcmp(coll, "all_gather") == 0) rc = MPI_Allgather(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
+    else if (strcmp(coll, "reduce_scatter") == 0)
+      rc = MPI_Reduce_scatter_block(a, b, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else if (strcmp(coll, "all_to_all") == 0) rc = MPI_Alltoall(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
+    else rc = dt_error("bench: unknown collective '%s'", coll) ? MPI_ERR_OTHER : MPI_ERR_OTHER;
+  }
+  *seconds = (dt_now() - *seconds) / iters;
+  free(a), free(b);
+  return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, coll);
+}

@@ -1,0 +1,234 @@
+/* The threads backend: the world shared by N rank threads of one process, its groups
+ * (one shared state per rank list, found in a registry), and the entry/exit barriers with
+ * abort, timeout and exited-peer checks.  The collectives themselves: threads_ops.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "comm/threads_impl.h"
+
+static tc_group *group_new(dt_threads_world *w, const int *ranks, int n) {
+  tc_group *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  g->world = w;
+  g->size = n;
+  g->world_ranks = malloc(sizeof(int) * (size_t)n);
+  g->members = aligned_alloc(64, sizeof(tc_member) * (size_t)n);
+  g->boxes = aligned_alloc(64, sizeof(tc_mailbox) * (size_t)n * (size_t)n);
+  if (!g->world_ranks || !g->members || !g->boxes) {
+    free(g->world_ranks), free(g->members), free(g->boxes), free(g);
+    return NULL;
+  }
+  memcpy(g->world_ranks, ranks, sizeof(int) * (size_t)n);
+  memset(g->members, 0, sizeof(tc_member) * (size_t)n);
+  memset(g->boxes, 0, sizeof(tc_mailbox) * (size_t)n * (size_t)n);
+  dt_comm_format_ranks(g->label, sizeof g->label, ranks, n);
+  return g;
+}
+
+static void group_free(tc_group *g) {
+  free(g->world_ranks);
+  free(g->members);
+  free(g->boxes);
+  free(g);
+}
+
+/* The shared state of the group over `ranks`, created by the first member that asks. */
+static tc_group *group_lookup(dt_threads_world *w, const int *ranks, int n) {
+  pthread_mutex_lock(&w->mu);
+  tc_group *g;
+  for (g = w->groups; g; g = g->next)
+    if (g->size == n && memcmp(g->world_ranks, ranks, sizeof(int) * (size_t)n) == 0) break;
+  if (!g && (g = group_new(w, ranks, n))) {
+    g->next = w->groups;
+    w->groups = g;
+  }
+  pthread_mutex_unlock(&w->mu);
+  return g;
+}
+
+dt_threads_world *dt_threads_world_new(int size, double timeout_s) {
+  if (size < 1) return dt_error("threads world: size must be >= 1, got %d", size), NULL;
+  dt_threads_world *w = calloc(1, sizeof *w);
+  if (!w) return dt_error("threads world: out of memory"), NULL;
+  w->size = size;
+  w->timeout = timeout_s;
+  pthread_mutex_init(&w->mu, NULL);
+  w->exited = calloc((size_t)size, sizeof *w->exited);
+  int *all = malloc(sizeof(int) * (size_t)size);
+  if (!w->exited || !all) {
+    free(all), dt_threads_world_free(w);
+    return dt_error("threads world: out of memory"), NULL;
+  }
+  for (int i = 0; i < size; i++) all[i] = i;
+  tc_group *g = group_lookup(w, all, size);
+  free(all);
+  if (!g) return dt_threads_world_free(w), dt_error("threads world: out of memory"), NULL;
+  return w;
+}
+
+void dt_threads_world_free(dt_threads_world *w) {
+  if (!w) return;
+  for (tc_group *g = w->groups, *next; g; g = next) {
+    next = g->next;
+    group_free(g);
+  }
+  free(w->exited);
+  pthread_mutex_destroy(&w->mu);
+  free(w);
+}
+
+static void wake_everyone(dt_threads_world *w) {
+  pthread_mutex_lock(&w->mu);
+  for (tc_group *g = w->groups; g; g = g->next) {
+    dt_spin_wake_all(&g->gen);
+    for (int i = 0; i < g->size * g->size; i++) {
+      dt_spin_wake_all(&g->boxes[i].posted);
+      dt_spin_wake_all(&g->boxes[i].done);
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+}
+
+void dt_threads_world_abort(dt_threads_world *w, const char *reason) {
+  pthread_mutex_lock(&w->mu);
+  if (!atomic_load(&w->aborted)) snprintf(w->reason, sizeof w->reason, "%s", reason);
+  atomic_store(&w->aborted, 1);
+  pthread_mutex_unlock(&w->mu);
+  wake_everyone(w);
+}
+
+void dt_threads_world_rank_exited(dt_threads_world *w, int rank) {
+  if (rank >= 0 && rank < w->size) atomic_store(&w->exited[rank], 1);
+  wake_everyone(w);
+}
+
+static tc_comm *comm_new(tc_group *g, int rank) {
+  tc_comm *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->base.ops = &dt_threads_ops;
+  c->base.backend = "threads";
+  c->base.rank = rank;
+  c->base.size = g->size;
+  c->base.timeout = g->world->timeout;
+  c->base.world_ranks = malloc(sizeof(int) * (size_t)g->size);
+  c->send_seq = calloc((size_t)g->size, sizeof(unsigned));
+  c->recv_seq = calloc((size_t)g->size, sizeof(unsigned));
+  if (!c->base.world_ranks || !c->send_seq || !c->recv_seq) {
+    free(c->base.world_ranks), free(c->send_seq), free(c->recv_seq), free(c);
+    return NULL;
+  }
+  memcpy(c->base.world_ranks, g->world_ranks, sizeof(int) * (size_t)g->size);
+  c->g = g;
+  c->seq = atomic_load(&g->members[rank].entered);
+  return c;
+}
+
+dt_comm *dt_threads_world_comm(dt_threads_world *w, int rank) {
+  if (rank < 0 || rank >= w->size) return dt_error("threads world: rank %d out of range", rank), NULL;
+  tc_group *g = w->groups;
+  while (g->next) g = g->next; /* the world group was registered first */
+  tc_comm *c = comm_new(g, rank);
+  return c ? &c->base : (dt_error("threads world: out of memory"), NULL);
+}
+
+int tc_new_group_impl(dt_comm *base, const int *ranks, int n, dt_comm **out) {
+  tc_comm *c = (tc_comm *)base;
+  int me = c->g->world_ranks[base->rank], r = -1;
+  for (int i = 0; i < n; i++)
+    if (ranks[i] == me) r = i;
+  if (r < 0) return DT_OK; /* not a member: no communicator */
+  tc_group *g = group_lookup(c->g->world, ranks, n);
+  tc_comm *nc = g ? comm_new(g, r) : NULL;
+  if (!nc) return dt_error("new_group: out of memory");
+  *out = &nc->base;
+  return DT_OK;
+}
+
+void tc_destroy_impl(dt_comm *base) {
+  tc_comm *c = (tc_comm *)base;
+  free(c->base.world_ranks);
+  free(c->send_seq);
+  free(c->recv_seq);
+  free(c);
+}
+
+/* ---- waiting with failure checks ---- */
+typedef struct stop_ctx {
+  tc_comm *c;
+  const char *name;
+  int peer;
+  double start;
+} stop_ctx;
+
+static int stop_check(void *arg) {
+  stop_ctx *s = arg;
+  tc_group *g = s->c->g;
+  dt_threads_world *w = g->world;
+  if (atomic_load(&w->aborted)) {
+    pthread_mutex_lock(&w->mu);
+    dt_error("%s: aborted: %s", s->name, w->reason);
+    pthread_mutex_unlock(&w->mu);
+    return 1;
+  }
+  if (atomic_load(&g->broken)) return dt_error("%s: group %s is broken by an earlier failure", s->name, g->label), 2;
+  /* who are we waiting for? p2p: the peer; collectives: members that have not entered */
+  char missing[256];
+  int nmiss = 0, any_exited = 0, list[64] = {0};
+  for (int r = 0; r < g->size && nmiss < 64; r++) {
+    int waiting = s->peer >= 0 ? r == s->peer : atomic_load(&g->members[r].entered) < s->c->seq;
+    if (!waiting) continue;
+    list[nmiss++] = g->world_ranks[r];
+    if (atomic_load(&w->exited[g->world_ranks[r]])) any_exited = 1;
+  }
+  dt_comm_format_ranks(missing, sizeof missing, list, nmiss);
+  if (any_exited) {
+    atomic_store(&g->broken, 1);
+    return dt_error("%s: in group %s, rank(s) %s finished their program without joining it", s->name, g->label,
+                    missing), 3;
+  }
+  double now = dt_now();
+  if (s->start == 0) s->start = now;
+  double limit = s->c->base.timeout;
+  if (limit > 0 && now - s->start > limit) {
+    atomic_store(&g->broken, 1);
+    if (nmiss)
+      return dt_error("%s: timed out after %g s in group %s: rank(s) %s did not arrive (DTLUA_TIMEOUT)", s->name,
+                      limit, g->label, missing), 4;
+    return dt_error("%s: timed out after %g s in group %s (DTLUA_TIMEOUT)", s->name, limit, g->label), 4;
+  }
+  return 0;
+}
+
+int tc_wait(tc_comm *c, dt_spin_word *w, unsigned target, const char *name, int peer) {
+  stop_ctx s = {c, name, peer, 0};
+  return dt_spin_wait_eq(w, target, stop_check, &s) ? DT_ERR : DT_OK;
+}
+
+static int group_barrier(tc_comm *c, const char *name) {
+  tc_group *g = c->g;
+  unsigned gen = atomic_load(&g->gen.v);
+  if (atomic_fetch_add(&g->arrived, 1) + 1 == (unsigned)g->size) {
+    atomic_store(&g->arrived, 0);
+    dt_spin_increment(&g->gen);
+    return DT_OK;
+  }
+  return tc_wait(c, &g->gen, gen + 1, name, -1);
+}
+
+int tc_enter(tc_comm *c, const tc_desc *d, const char *name) {
+  tc_group *g = c->g;
+  if (atomic_load(&g->world->aborted) || atomic_load(&g->broken)) {
+    stop_ctx s = {c, name, -1, 0};
+    stop_check(&s);
+    return DT_ERR;
+  }
+  c->seq++;
+  g->members[c->base.rank].d[c->seq & 1] = *d;
+  atomic_store(&g->members[c->base.rank].entered, c->seq);
+  if (group_barrier(c, name) != DT_OK) return DT_ERR;
+  return tc_check_match(c);
+}
+
+int tc_leave(tc_comm *c, const char *name) { return group_barrier(c, name); }

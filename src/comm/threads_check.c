@@ -1,0 +1,39 @@
+/* Collective mismatch detection for the threads backend: every member compares every
+ * member's descriptor (they are all visible after the entry barrier), so all ranks reach
+ * the same verdict and raise the same message instead of hanging or corrupting data. */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "comm/threads_impl.h"
+
+static int mismatch(tc_comm *c, int a, int b, const char *why) {
+  const int *w = c->g->world_ranks;
+  return tc_mismatch_error(c->g->label, w[a], tc_peer(c, a), w[b], tc_peer(c, b), why);
+}
+
+int tc_check_match(tc_comm *c) {
+  int n = c->g->size;
+  const tc_desc *d0 = tc_peer(c, 0);
+  for (int r = 1; r < n; r++)
+    if (!tc_same_call(d0, tc_peer(c, r))) return mismatch(c, 0, r, "");
+  if (d0->kind == TC_ALL_GATHER) {
+    for (int r = 0; r < n; r++) {
+      const tc_desc *dr = tc_peer(c, r);
+      for (int q = 0; q < n; q++)
+        if (dr->counts[q] != d0->counts[q]) return mismatch(c, 0, r, " (different size tables)");
+      if (dr->count != d0->counts[r]) return mismatch(c, 0, r, " (rank's size differs from the size table)");
+    }
+  }
+  if (d0->kind == TC_ALL_TO_ALL) {
+    for (int p = 0; p < n; p++)
+      for (int q = 0; q < n; q++)
+        if (tc_peer(c, p)->counts[q] != tc_peer(c, q)->counts2[p]) {
+          char why[128];
+          snprintf(why, sizeof why, " (rank %d sends %zu elements to rank %d, which expects %zu)",
+                   c->g->world_ranks[p], tc_peer(c, p)->counts[q], c->g->world_ranks[q], tc_peer(c, q)->counts2[p]);
+          return mismatch(c, p, q, why);
+        }
+  }
+  return DT_OK;
+}

@@ -1,0 +1,184 @@
+/* The collectives of the threads backend.  After the entry barrier every rank reads its
+ * peers' buffers directly (one copy per byte, no staging); reductions are split so that
+ * rank r reduces slice r of every input and writes it to every output (a fused
+ * reduce-scatter + all-gather), spreading the arithmetic and the traffic over all ranks. */
+#include <string.h>
+
+#include "base/error.h"
+#include "comm/threads_impl.h"
+
+#define BLOCK_BYTES (64 * 1024) /* reduce block: inputs and output stay in L2 */
+#define MAX_STACK_RANKS 64
+
+static int too_many(tc_comm *c, const char *name) {
+  if (c->g->size > MAX_STACK_RANKS) return dt_error("%s: groups larger than %d ranks are not supported", name, MAX_STACK_RANKS);
+  return DT_OK;
+}
+
+/* Element range [lo, hi) of slice r of count, boundaries on 64-byte lines. */
+static void slice(size_t count, size_t esz, int r, int n, size_t *lo, size_t *hi) {
+  size_t per_line = esz < 64 ? 64 / esz : 1;
+  size_t lines = (count + per_line - 1) / per_line;
+  size_t a = lines * (size_t)r / (size_t)n, b = lines * (size_t)(r + 1) / (size_t)n;
+  *lo = a * per_line < count ? a * per_line : count;
+  *hi = b * per_line < count ? b * per_line : count;
+}
+
+static int tc_all_reduce(dt_comm *base, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
+  tc_comm *c = (tc_comm *)base;
+  if (too_many(c, "all_reduce")) return DT_ERR;
+  tc_desc d = {.kind = TC_ALL_REDUCE, .dtype = dt, .op = op, .count = count, .send = send, .recv = recv};
+  if (tc_enter(c, &d, "all_reduce")) return DT_ERR;
+  int n = c->g->size, me = base->rank;
+  size_t esz = dt_dtype_size(dt), lo, hi;
+  slice(count, esz, me, n, &lo, &hi);
+  size_t block = BLOCK_BYTES / esz;
+  const void *in[MAX_STACK_RANKS];
+  for (size_t off = lo; off < hi; off += block) {
+    size_t cnt = hi - off < block ? hi - off : block;
+    /* own input first: the output may alias it (in place) */
+    in[0] = (const char *)send + off * esz;
+    for (int k = 1, r = 0; r < n; r++)
+      if (r != me) in[k++] = (const char *)tc_peer(c, r)->send + off * esz;
+    void *out = (char *)recv + off * esz;
+    dt_reduce_ops_apply(op, dt, out, in, n, cnt);
+    for (int r = 0; r < n; r++)
+      if (r != me) memcpy((char *)tc_peer(c, r)->recv + off * esz, out, cnt * esz);
+  }
+  return tc_leave(c, "all_reduce");
+}
+
+static int tc_reduce_scatter(dt_comm *base, const void *send, void *recv, size_t count, dt_dtype dt,
+                             dt_reduce_op op) {
+  tc_comm *c = (tc_comm *)base;
+  if (too_many(c, "reduce_scatter")) return DT_ERR;
+  tc_desc d = {.kind = TC_REDUCE_SCATTER, .dtype = dt, .op = op, .count = count, .send = send, .recv = recv};
+  if (tc_enter(c, &d, "reduce_scatter")) return DT_ERR;
+  int n = c->g->size, me = base->rank;
+  size_t esz = dt_dtype_size(dt), block = BLOCK_BYTES / esz;
+  const void *in[MAX_STACK_RANKS];
+  for (size_t off = 0; off < count; off += block) {
+    size_t cnt = count - off < block ? count - off : block;
+    for (int r = 0; r < n; r++) in[r] = (const char *)tc_peer(c, r)->send + ((size_t)me * count + off) * esz;
+    dt_reduce_ops_apply(op, dt, (char *)recv + off * esz, in, n, cnt);
+  }
+  return tc_leave(c, "reduce_scatter");
+}
+
+static int tc_all_gather_v(dt_comm *base, const void *send, void *recv, const size_t *counts, dt_dtype dt) {
+  tc_comm *c = (tc_comm *)base;
+  tc_desc d = {.kind = TC_ALL_GATHER, .dtype = dt, .count = counts[base->rank], .send = send, .recv = recv,
+               .counts = counts};
+  if (tc_enter(c, &d, "all_gather")) return DT_ERR;
+  size_t esz = dt_dtype_size(dt), off = 0;
+  for (int r = 0; r < c->g->size; r++) {
+    if (counts[r]) memcpy((char *)recv + off * esz, tc_peer(c, r)->send, counts[r] * esz);
+    off += counts[r];
+  }
+  return tc_leave(c, "all_gather");
+}
+
+static int tc_all_to_all_v(dt_comm *base, const void *send, const size_t *sendcounts, void *recv,
+                           const size_t *recvcounts, dt_dtype dt) {
+  tc_comm *c = (tc_comm *)base;
+  int n = c->g->size, me = base->rank;
+  size_t total = 0;
+  for (int r = 0; r < n; r++) total += sendcounts[r];
+  tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt, .count = total, .send = send, .recv = recv,
+               .counts = sendcounts, .counts2 = recvcounts};
+  if (tc_enter(c, &d, "all_to_all")) return DT_ERR;
+  size_t esz = dt_dtype_size(dt), roff = 0;
+  for (int p = 0; p < n; p++) {
+    const tc_desc *dp = tc_peer(c, p);
+    size_t soff = 0; /* where p's block for me starts */
+    for (int q = 0; q < me; q++) soff += dp->counts[q];
+    if (recvcounts[p]) memcpy((char *)recv + roff * esz, (const char *)dp->send + soff * esz, recvcounts[p] * esz);
+    roff += recvcounts[p];
+  }
+  return tc_leave(c, "all_to_all");
+}
+
+static int tc_broadcast(dt_comm *base, void *buf, size_t count, dt_dtype dt, int root) {
+  tc_comm *c = (tc_comm *)base;
+  tc_desc d = {.kind = TC_BROADCAST, .dtype = dt, .root = root, .count = count, .send = buf, .recv = buf};
+  if (tc_enter(c, &d, "broadcast")) return DT_ERR;
+  if (base->rank != root && count) memcpy(buf, tc_peer(c, root)->send, count * dt_dtype_size(dt));
+  return tc_leave(c, "broadcast");
+}
+
+static int tc_scatter(dt_comm *base, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
+  tc_comm *c = (tc_comm *)base;
+  tc_desc d = {.kind = TC_SCATTER, .dtype = dt, .root = root, .count = count, .send = send, .recv = recv};
+  if (tc_enter(c, &d, "scatter")) return DT_ERR;
+  size_t bytes = count * dt_dtype_size(dt);
+  if (bytes) memcpy(recv, (const char *)tc_peer(c, root)->send + (size_t)base->rank * bytes, bytes);
+  return tc_leave(c, "scatter");
+}
+
+static int tc_gather(dt_comm *base, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
+  tc_comm *c = (tc_comm *)base;
+  tc_desc d = {.kind = TC_GATHER, .dtype = dt, .root = root, .count = count, .send = send, .recv = recv};
+  if (tc_enter(c, &d, "gather")) return DT_ERR;
+  size_t bytes = count * dt_dtype_size(dt);
+  if (base->rank == root && bytes)
+    for (int r = 0; r < c->g->size; r++) memcpy((char *)recv + (size_t)r * bytes, tc_peer(c, r)->send, bytes);
+  return tc_leave(c, "gather");
+}
+
+static int tc_barrier(dt_comm *base) {
+  tc_desc d = {.kind = TC_BARRIER};
+  return tc_enter((tc_comm *)base, &d, "barrier");
+}
+
+/* send/recv: a rendezvous in the (src, dst) mailbox; the receiver copies from the
+ * sender's buffer, then releases the sender. */
+static int tc_send(dt_comm *base, const void *buf, size_t count, dt_dtype dt, int dst) {
+  tc_comm *c = (tc_comm *)base;
+  tc_mailbox *box = &c->g->boxes[base->rank * c->g->size + dst];
+  unsigned s = ++c->send_seq[dst];
+  box->buf = buf;
+  box->count = count;
+  box->dtype = dt;
+  box->mismatch = 0;
+  dt_spin_store(&box->posted, s);
+  if (tc_wait(c, &box->done, s, "send", dst)) return atomic_store(&c->g->broken, 1), DT_ERR;
+  if (box->mismatch)
+    return dt_error("send/recv mismatch: rank %d sent %zu %s elements, rank %d expected %zu %s",
+                    c->g->world_ranks[base->rank], count, dt_dtype_name(dt), c->g->world_ranks[dst],
+                    box->expect_count, dt_dtype_name(box->expect_dtype));
+  return DT_OK;
+}
+
+static int tc_recv(dt_comm *base, void *buf, size_t count, dt_dtype dt, int src) {
+  tc_comm *c = (tc_comm *)base;
+  tc_mailbox *box = &c->g->boxes[src * c->g->size + base->rank];
+  unsigned r = ++c->recv_seq[src];
+  if (tc_wait(c, &box->posted, r, "recv", src)) return atomic_store(&c->g->broken, 1), DT_ERR;
+  int bad = box->count != count || box->dtype != dt;
+  if (bad) {
+    dt_error("send/recv mismatch: rank %d sent %zu %s elements, rank %d expected %zu %s", c->g->world_ranks[src],
+             box->count, dt_dtype_name(box->dtype), c->g->world_ranks[base->rank], count, dt_dtype_name(dt));
+    box->expect_count = count;
+    box->expect_dtype = dt;
+    box->mismatch = 1;
+  } else if (count) {
+    memcpy(buf, box->buf, count * dt_dtype_size(dt));
+  }
+  dt_spin_store(&box->done, r);
+  return bad ? DT_ERR : DT_OK;
+}
+
+const dt_comm_ops dt_threads_ops = {
+    .all_reduce = tc_all_reduce,
+    .all_gather_v = tc_all_gather_v,
+    .reduce_scatter = tc_reduce_scatter,
+    .all_to_all_v = tc_all_to_all_v,
+    .broadcast = tc_broadcast,
+    .scatter = tc_scatter,
+    .gather = tc_gather,
+    .send = tc_send,
+    .recv = tc_recv,
+    .barrier = tc_barrier,
+    .new_group = tc_new_group_impl,
+    .destroy = tc_destroy_impl,
+};

@@ -1,0 +1,145 @@
+/* The reduction arithmetic of the collectives, one typed loop per (dtype, op). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3") /* vectorise the typed loops: they are the reductions' whole cost */
+#endif
+#include "kernels/cpu/reduce_ops.h"
+
+#include <string.h>
+
+#include "base/error.h"
+
+static const char *const op_names[DT_NREDUCE_OPS] = {"sum", "avg", "max", "min", "product"};
+
+const char *dt_reduce_op_name(dt_reduce_op op) { return op < DT_NREDUCE_OPS ? op_names[op] : "?"; }
+
+int dt_reduce_op_from_name(const char *name, dt_reduce_op *out) {
+  for (int i = 0; i < DT_NREDUCE_OPS; i++)
+    if (strcmp(name, op_names[i]) == 0) return *out = (dt_reduce_op)i, DT_OK;
+  if (strcmp(name, "mean") == 0) return *out = DT_REDUCE_AVG, DT_OK;
+  if (strcmp(name, "prod") == 0) return *out = DT_REDUCE_PRODUCT, DT_OK;
+  return dt_error("unknown reduce op '%s' (expected sum, avg, max, min or product)", name);
+}
+
+int dt_reduce_op_check(dt_reduce_op op, dt_dtype dtype, const char *who) {
+  if (op >= DT_NREDUCE_OPS) return dt_error("%s: invalid reduce op %d", who, (int)op);
+  if (op == DT_REDUCE_AVG && !dt_dtype_is_float(dtype))
+    return dt_error("%s: avg needs a floating dtype, got %s", who, dt_dtype_name(dtype));
+  return DT_OK;
+}
+
+#define OP_SUM(a, b) ((a) + (b))
+#define OP_PROD(a, b) ((a) * (b))
+#define OP_MAX(a, b) ((a) > (b) || (a) != (a) ? (a) : (b)) /* NaN propagates, as in torch */
+#define OP_MIN(a, b) ((a) < (b) || (a) != (a) ? (a) : (b))
+
+/* out = in0 OP in1 OP ...: first pair writes out, later inputs fold into out. */
+#define FOLD(T, OP)                                                        \
+  do {                                                                     \
+    T *o = out;                                                            \
+    const T *a = in[0];                                                    \
+    if (nin == 1) {                                                        \
+      if ((const void *)o != (const void *)a) memmove(o, a, count * sizeof(T)); \
+      break;                                                               \
+    }                                                                      \
+    const T *b = in[1];                                                    \
+    for (size_t i = 0; i < count; i++) o[i] = OP(a[i], b[i]);              \
+    for (int k = 2; k < nin; k++) {                                        \
+      const T *c = in[k];                                                  \
+      for (size_t i = 0; i < count; i++) o[i] = OP(o[i], c[i]);            \
+    }                                                                      \
+  } while (0)
+
+#define TYPED(T)                                                                    \
+  static void fold_##T(dt_reduce_op op, void *out, const void *const *in, int nin, size_t count) { \
+    switch (op) {                                                                   \
+    case DT_REDUCE_SUM:                                                             \
+    case DT_REDUCE_AVG: FOLD(T, OP_SUM); break;                                     \
+    case DT_REDUCE_PRODUCT: FOLD(T, OP_PROD); break;                                \
+    case DT_REDUCE_MAX: FOLD(T, OP_MAX); break;                                     \
+    case DT_REDUCE_MIN: FOLD(T, OP_MIN); break;                                     \
+    default: break;                                                                 \
+    }                                                                               \
+  }
+TYPED(float)
+TYPED(double)
+TYPED(int64_t)
+TYPED(int32_t)
+TYPED(uint8_t)
+
+/* bool: sum/max are "or", product/min are "and"; results stay 0/1. */
+static void fold_bool(dt_reduce_op op, void *out, const void *const *in, int nin, size_t count) {
+  int any = op == DT_REDUCE_SUM || op == DT_REDUCE_MAX || op == DT_REDUCE_AVG;
+  uint8_t *o = out;
+  for (size_t i = 0; i < count; i++) {
+    uint8_t v = ((const uint8_t *)in[0])[i] != 0;
+    for (int k = 1; k < nin; k++) {
+      uint8_t c = ((const uint8_t *)in[k])[i] != 0;
+      v = any ? (v | c) : (v & c);
+    }
+    o[i] = v;
+  }
+}
+
+/* bf16/f16: convert a block of every input to f32, fold in f32, round once at the end. */
+#define HALF_BLOCK 512
+static void fold_half(dt_reduce_op op, dt_dtype dtype, void *out, const void *const *in, int nin, size_t count) {
+  float acc[HALF_BLOCK], cur[HALF_BLOCK];
+  int bf = dtype == DT_BFLOAT16;
+  for (size_t base = 0; base < count; base += HALF_BLOCK) {
+    size_t n = count - base < HALF_BLOCK ? count - base : HALF_BLOCK;
+    for (int k = 0; k < nin; k++) {
+      const uint16_t *src = (const uint16_t *)in[k] + base;
+      float *dst = k == 0 ? acc : cur;
+      for (size_t i = 0; i < n; i++) dst[i] = bf ? dt_bf16_to_f32(src[i]) : dt_f16_to_f32(src[i]);
+      if (k > 0) {
+        const void *pair[2] = {acc, cur};
+        fold_float(op, acc, pair, 2, n);
+      }
+    }
+    if (op == DT_REDUCE_AVG)
+      for (size_t i = 0; i < n; i++) acc[i] /= (float)nin;
+    uint16_t *o = (uint16_t *)out + base;
+    for (size_t i = 0; i < n; i++) o[i] = bf ? dt_f32_to_bf16(acc[i]) : dt_f32_to_f16(acc[i]);
+  }
+}
+
+void dt_reduce_ops_apply(dt_reduce_op op, dt_dtype dtype, void *out, const void *const *in, int nin,
+                         size_t count) {
+  if (nin <= 0 || count == 0) return;
+  switch (dtype) {
+  case DT_FLOAT32: fold_float(op, out, in, nin, count); break;
+  case DT_FLOAT64: fold_double(op, out, in, nin, count); break;
+  case DT_INT64: fold_int64_t(op, out, in, nin, count); break;
+  case DT_INT32: fold_int32_t(op, out, in, nin, count); break;
+  case DT_UINT8: fold_uint8_t(op, out, in, nin, count); break;
+  case DT_BOOL: fold_bool(op, out, in, nin, count); break;
+  case DT_BFLOAT16:
+  case DT_FLOAT16: fold_half(op, dtype, out, in, nin, count); return; /* avg done inside */
+  default: return;
+  }
+  if (op == DT_REDUCE_AVG && nin > 1) dt_reduce_ops_divide(dtype, out, count, nin);
+}
+
+void dt_reduce_ops_divide(dt_dtype dtype, void *buf, size_t count, int n) {
+  switch (dtype) {
+  case DT_FLOAT32:
+    for (size_t i = 0; i < count; i++) ((float *)buf)[i] /= (float)n;
+    break;
+  case DT_FLOAT64:
+    for (size_t i = 0; i < count; i++) ((double *)buf)[i] /= n;
+    break;
+  case DT_BFLOAT16:
+    for (size_t i = 0; i < count; i++) {
+      uint16_t *p = (uint16_t *)buf + i;
+      *p = dt_f32_to_bf16(dt_bf16_to_f32(*p) / (float)n);
+    }
+    break;
+  case DT_FLOAT16:
+    for (size_t i = 0; i < count; i++) {
+      uint16_t *p = (uint16_t *)buf + i;
+      *p = dt_f32_to_f16(dt_f16_to_f32(*p) / (float)n);
+    }
+    break;
+  default: break; /* integers: rejected by dt_reduce_op_check */
+  }
+}

@@ -1,0 +1,170 @@
+/* Unit tests of the comm layer: the reduction kernels, and the threads backend driven by
+ * plain pthreads (no Lua): results, mismatch detection, timeout and abort. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "comm/comm.h"
+#include "comm/spin_wait.h"
+#include "ctest.h"
+
+/* ---- kernels ---- */
+static void test_reduce_ops_bf16_accumulates_in_f32(void) {
+  uint16_t a[1] = {dt_f32_to_bf16(256)}, b[1] = {dt_f32_to_bf16(1)}, c[1] = {dt_f32_to_bf16(1)}, out[1];
+  const void *in[3] = {a, b, c};
+  dt_reduce_ops_apply(DT_REDUCE_SUM, DT_BFLOAT16, out, in, 3, 1);
+  CHECK(dt_bf16_to_f32(out[0]) == 258.0f); /* pairwise rounding would give 256 */
+}
+
+static void test_reduce_ops_max_min_bool_avg(void) {
+  float x[3] = {1, NAN, -2}, y[3] = {3, 0, -5}, o[3];
+  const void *in[2] = {x, y};
+  dt_reduce_ops_apply(DT_REDUCE_MAX, DT_FLOAT32, o, in, 2, 3);
+  CHECK(o[0] == 3 && isnan(o[1]) && o[2] == -2);
+  dt_reduce_ops_apply(DT_REDUCE_AVG, DT_FLOAT32, o, in, 2, 3);
+  CHECK(o[0] == 2 && o[2] == -3.5f);
+  uint8_t p[2] = {1, 0}, q[2] = {0, 0}, r[2];
+  const void *bin[2] = {p, q};
+  dt_reduce_ops_apply(DT_REDUCE_SUM, DT_BOOL, r, bin, 2, 2);
+  CHECK(r[0] == 1 && r[1] == 0);
+  dt_reduce_ops_apply(DT_REDUCE_PRODUCT, DT_BOOL, r, bin, 2, 2);
+  CHECK(r[0] == 0 && r[1] == 0);
+  dt_reduce_op op;
+  CHECK(dt_reduce_op_from_name("mean", &op) == DT_OK && op == DT_REDUCE_AVG);
+  CHECK(dt_reduce_op_from_name("median", &op) == DT_ERR);
+  CHECK(dt_reduce_op_check(DT_REDUCE_AVG, DT_INT32, "t") == DT_ERR);
+}
+
+/* ---- the threads backend ---- */
+#define N 3
+typedef struct job {
+  dt_threads_world *w;
+  int rank;
+  int (*fn)(dt_comm *c, int rank);
+  int result;
+} job;
+
+static void *run_job(void *arg) {
+  job *j = arg;
+  dt_comm *c = dt_threads_world_comm(j->w, j->rank);
+  j->result = c ? j->fn(c, j->rank) : 0;
+  dt_threads_world_rank_exited(j->w, j->rank);
+  dt_comm_destroy(c);
+  return NULL;
+}
+
+/* Runs fn on N ranks; returns how many returned 1. */
+static int spmd(int (*fn)(dt_comm *, int), double timeout) {
+  dt_threads_world *w = dt_threads_world_new(N, timeout);
+  job jobs[N];
+  pthread_t t[N];
+  for (int r = 0; r < N; r++) {
+    jobs[r] = (job){w, r, fn, 0};
+    pthread_create(&t[r], NULL, run_job, &jobs[r]);
+  }
+  int ok = 0;
+  for (int r = 0; r < N; r++) pthread_join(t[r], NULL), ok += jobs[r].result;
+  dt_threads_world_free(w);
+  return ok;
+}
+
+static int collectives(dt_comm *c, int rank) {
+  int ok = 1;
+  /* all_reduce, in place, an uneven size */
+  double v[1001];
+  for (int i = 0; i < 1001; i++) v[i] = rank + i;
+  ok &= dt_comm_all_reduce(c, v, v, 1001, DT_FLOAT64, DT_REDUCE_SUM) == DT_OK;
+  ok &= v[0] == 3 && v[1000] == 3 + 3000;
+  /* all_gather_v: rank r sends r+1 ints */
+  int32_t mine[3] = {rank, rank, rank}, all[6];
+  size_t counts[N] = {1, 2, 3};
+  ok &= dt_comm_all_gather_v(c, mine, all, counts, DT_INT32) == DT_OK;
+  ok &= all[0] == 0 && all[1] == 1 && all[2] == 1 && all[5] == 2;
+  /* reduce_scatter: block b of rank r holds r*10+b */
+  int64_t blocks[N], got;
+  for (int b = 0; b < N; b++) blocks[b] = rank * 10 + b;
+  ok &= dt_comm_reduce_scatter(c, blocks, &got, 1, DT_INT64, DT_REDUCE_SUM) == DT_OK;
+  ok &= got == 30 + 3 * rank;
+  /* all_to_all_v: rank r sends p+1 elements to p, all valued r */
+  uint8_t send[6], recv[9];
+  size_t sc[N] = {1, 2, 3}, rc[N] = {(size_t)rank + 1, (size_t)rank + 1, (size_t)rank + 1};
+  memset(send, rank, sizeof send);
+  ok &= dt_comm_all_to_all_v(c, send, sc, recv, rc, DT_UINT8) == DT_OK;
+  for (int p = 0; p < N; p++) ok &= recv[p * (rank + 1)] == p;
+  /* broadcast, scatter, gather */
+  float f[2] = {(float)rank, (float)rank};
+  ok &= dt_comm_broadcast(c, f, 2, DT_FLOAT32, 2) == DT_OK && f[0] == 2 && f[1] == 2;
+  float src[N] = {7, 8, 9}, part = 0;
+  ok &= dt_comm_scatter(c, src, &part, 1, DT_FLOAT32, 1) == DT_OK && part == 7 + rank;
+  float g[N] = {0};
+  ok &= dt_comm_gather(c, &part, g, 1, DT_FLOAT32, 0) == DT_OK;
+  if (rank == 0) ok &= g[0] == 7 && g[2] == 9;
+  /* send/recv around a ring */
+  int64_t token = rank, in = -1;
+  if (rank == 0) {
+    ok &= dt_comm_send(c, &token, 1, DT_INT64, 1) == DT_OK;
+    ok &= dt_comm_recv(c, &in, 1, DT_INT64, N - 1) == DT_OK && in == N - 1;
+  } else {
+    ok &= dt_comm_recv(c, &in, 1, DT_INT64, rank - 1) == DT_OK && in == rank - 1;
+    ok &= dt_comm_send(c, &token, 1, DT_INT64, (rank + 1) % N) == DT_OK;
+  }
+  /* a sub-group of ranks {0, 2} */
+  int ranks[2] = {0, 2};
+  dt_comm *sub = NULL;
+  ok &= dt_comm_new_group(c, ranks, 2, &sub) == DT_OK;
+  if (rank == 1) ok &= sub == NULL;
+  else {
+    int32_t x = rank;
+    ok &= sub && dt_comm_all_reduce(sub, &x, &x, 1, DT_INT32, DT_REDUCE_MAX) == DT_OK && x == 2;
+    dt_comm_destroy(sub);
+  }
+  ok &= dt_comm_barrier(c) == DT_OK;
+  return ok;
+}
+
+static void test_threads_collectives(void) { CHECK(spmd(collectives, 10) == N); }
+
+static int mismatch(dt_comm *c, int rank) {
+  float x[4] = {0};
+  int st = rank == 1 ? dt_comm_broadcast(c, x, 4, DT_FLOAT32, 0) : dt_comm_all_reduce(c, x, x, 4, DT_FLOAT32, DT_REDUCE_SUM);
+  int ok = st == DT_ERR && strstr(dt_error_message(), "collective mismatch in group {0,1,2}") &&
+           strstr(dt_error_message(), "rank 1 called broadcast(float32, 4 elements, src 0)");
+  return ok && dt_comm_barrier(c) == DT_OK; /* still usable */
+}
+
+static void test_threads_mismatch(void) { CHECK(spmd(mismatch, 10) == N); }
+
+static int late_rank(dt_comm *c, int rank) {
+  if (rank == 2) {
+    double t0 = dt_now();
+    while (dt_now() - t0 < 0.6) {
+    }
+    return 1;
+  }
+  int st = dt_comm_barrier(c);
+  return st == DT_ERR && (strstr(dt_error_message(), "barrier: timed out after 0.2 s in group {0,1,2}: rank(s) {2}") ||
+                          strstr(dt_error_message(), "broken"));
+}
+
+static void test_threads_timeout(void) { CHECK(spmd(late_rank, 0.2) == N); }
+
+static int early_exit(dt_comm *c, int rank) {
+  if (rank == 0) return 1;
+  int st = dt_comm_barrier(c);
+  return st == DT_ERR && (strstr(dt_error_message(), "finished their program without joining") ||
+                          strstr(dt_error_message(), "broken"));
+}
+
+static void test_threads_exited_peer(void) { CHECK(spmd(early_exit, 0) == N); }
+
+int main(void) {
+  TEST_CASE(test_reduce_ops_bf16_accumulates_in_f32);
+  TEST_CASE(test_reduce_ops_max_min_bool_avg);
+  TEST_CASE(test_threads_collectives);
+  TEST_CASE(test_threads_mismatch);
+  TEST_CASE(test_threads_timeout);
+  TEST_CASE(test_threads_exited_peer);
+  return CTEST_END();
+}
