@@ -1,11 +1,13 @@
 /* Tensor creation: dt.zeros/ones/empty/full and their *_like forms, dt.arange, dt.eye. */
 #include "base/error.h"
 #include "lua/l_tensor.h"
+#include "tensor/tensor.h"
 
 /* dt.<factory>(shape..., opts?) where shape is varargs or one table. */
 static int create_filled(lua_State *L, const char *op, dt_op_id id, double value) {
   dt_op_args a = {0};
   int used = dt_lua_check_shape(L, 1, &a.nints, a.ints, op);
+  if (dt_check_shape(op, a.nints, a.ints) != DT_OK) return dt_lua_raise(L); /* names zeros/ones/empty */
   int opts = 1 + used;
   a.dtype = dt_lua_opt_dtype_field(L, opts, DT_DEFAULT_FLOAT);
   a.has_dtype = 1;
@@ -23,6 +25,7 @@ static int l_full(lua_State *L) {
   dt_op_args a = {0};
   if (!lua_istable(L, 1)) return luaL_error(L, "full: shape must be a table, e.g. dt.full({2, 3}, 7)");
   dt_lua_check_shape(L, 1, &a.nints, a.ints, "full");
+  if (dt_check_shape("full", a.nints, a.ints) != DT_OK) return dt_lua_raise(L);
   if (!lua_isnumber(L, 2) && !lua_isboolean(L, 2))
     return luaL_error(L, "full: fill value must be a number, got %s", luaL_typename(L, 2));
   a.scalar[0] = lua_isboolean(L, 2) ? lua_toboolean(L, 2) : lua_tonumber(L, 2);
