@@ -24,4 +24,23 @@ describe("creation", function()
     assert.is_false(ok)
     assert.matches("unknown dtype 'float8'", err)
   end)
+
+  it("refuses values the dtype cannot hold and stray arguments; full keeps integers exact", function()
+    local function msg(f, ...) return select(2, pcall(f, ...)) end
+    assert.matches("full: value 300 cannot be converted to type uint8 without overflow",
+                   msg(dt.full, {2}, 300, {dtype = "uint8"}), 1, true)
+    assert.matches("full: value 256 cannot be converted to type uint8 without overflow",
+                   msg(dt.full_like, dt.zeros(2, {dtype = "uint8"}), 256), 1, true)
+    assert.matches("tensor: value -1 cannot be converted to type uint8 without overflow",
+                   msg(dt.tensor, {{0}, {-1}}, {dtype = "uint8"}), 1, true)
+    assert.matches("indexing assignment: value 2147483648 cannot be converted to type int32 without overflow",
+                   msg(function() dt.zeros(2, {dtype = "int32"})[1] = 2147483648 end), 1, true)
+    assert.matches('empty: expected an options table such as {dtype = "float64"}, got string',
+                   msg(dt.empty, 2, "float64"), 1, true)
+    assert.matches('ones_like: expected an options table such as {dtype = "float64"}, got string',
+                   msg(dt.ones_like, dt.ones(2), "float64"), 1, true)
+    assert.are.equal(-9007199254740993, dt.full({1}, -9007199254740993):item())
+    assert.are.equal(math.maxinteger, dt.full_like(dt.zeros(1, {dtype = "int64"}), math.maxinteger):item())
+    assert.are.same({255, 255}, dt.full({2}, 255, {dtype = "uint8"}):totable())
+  end)
 end)
