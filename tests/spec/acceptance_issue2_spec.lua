@@ -506,6 +506,8 @@ describe("issue 2: reductions", function()
     assert.are.equal(720, a:prod():item())
     assert.are.same({15, 48}, a:prod(2):totable())
     fails("argmax: cannot reduce over a zero-size dim", function() return dt.zeros(0):argmax() end)
+    fails("max: cannot reduce over a zero-size dim", function() return dt.zeros(0):max() end)
+    fails("min: cannot reduce over a zero-size dim", function() return dt.zeros(2, 0):min({keepdim = true}) end)
   end)
 
   it("var std norm", function()
