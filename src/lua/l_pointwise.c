@@ -122,7 +122,20 @@ UNARY(silu, DT_OP_SILU)
 UNARY(sin, DT_OP_SIN)
 UNARY(cos, DT_OP_COS)
 UNARY(clone, DT_OP_CLONE)
-UNARY(contiguous, DT_OP_CONTIGUOUS)
+
+/* contiguous() / to(dtype) give t itself when nothing changes: the same userdata, so
+ * t:contiguous() == t as torch's `t.contiguous() is t`. */
+static int self_or_result(lua_State *L, dt_op_id id, dt_op_args *a) {
+  dt_lua_call_op(L, id, a);
+  if (dt_lua_check_tensor(L, -1) == a->in[0]) lua_pushvalue(L, 1);
+  return 1;
+}
+static int l_contiguous(lua_State *L) {
+  dt_tensor *x;
+  dt_op_args a = {0};
+  one_input(L, &a, &x);
+  return self_or_result(L, DT_OP_CONTIGUOUS, &a);
+}
 
 /* gelu(x, approximate) with approximate "none" (exact erf, default) or "tanh", also as
  * {approximate = "tanh"}. */
@@ -201,7 +214,7 @@ static int cast(lua_State *L, dt_dtype d) {
   one_input(L, &a, &x);
   a.dtype = d;
   a.has_dtype = 1;
-  return dt_lua_call_op(L, DT_OP_TO, &a);
+  return self_or_result(L, DT_OP_TO, &a);
 }
 /* to(dtype) or to({dtype = ...}) */
 static int l_to(lua_State *L) {
