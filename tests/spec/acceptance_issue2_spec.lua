@@ -352,6 +352,9 @@ describe("issue 2: views sharing storage", function()
     assert.are.same({0.5, 1.5}, dt.tensor({0.5, 1.5}):to("float64"):totable())
     fails("copy_: shapes {2,2} and {2,3} cannot broadcast", function() return dt.zeros(2, 2):copy_(a) end)
     fails("unknown dtype 'x'", a.to, a, "x")
+    assert.are.equal(a, a:to("cpu")) -- the storage's device tag: "cpu" is the only one in this build
+    assert.are.equal("float64", a:to({device = "cpu", dtype = "float64"}).dtype)
+    fails("to: device 'cuda' is not available (tensors are on cpu in this build)", a.to, a, "cuda")
   end)
 end)
 
