@@ -3,10 +3,18 @@
 #include "lua/l_tensor.h"
 #include "tensor/tensor.h"
 
-/* The argument at idx must be an options table or absent: a stray value is an error, not ignored. */
+#include <string.h>
+
+/* The argument at idx must be an options table or absent: a stray value is an error, not
+ * ignored; so is a device other than "cpu", the only one of this build. */
 static void check_opts_arg(lua_State *L, int idx, const char *op) {
-  if (!lua_isnoneornil(L, idx) && !lua_istable(L, idx))
+  if (lua_isnoneornil(L, idx)) return;
+  if (!lua_istable(L, idx))
     luaL_error(L, "%s: expected an options table such as {dtype = \"float64\"}, got %s", op, luaL_typename(L, idx));
+  lua_getfield(L, idx, "device");
+  if (!lua_isnil(L, -1) && (!lua_isstring(L, -1) || strcmp(lua_tostring(L, -1), "cpu") != 0))
+    luaL_error(L, "%s: device '%s' is not available (tensors are on cpu in this build)", op, luaL_tolstring(L, -1, NULL));
+  lua_pop(L, 1);
 }
 
 /* dt.<factory>(shape..., opts?) where shape is varargs or one table. */
@@ -106,6 +114,7 @@ static int l_arange(lua_State *L) {
   }
   if (!lua_isnoneornil(L, n + 1) && !lua_istable(L, n + 1))
     return luaL_error(L, "arange: expected numbers then an options table, got %s", luaL_typename(L, n + 1));
+  check_opts_arg(L, n + 1, "arange");
   a.dtype = dt_lua_opt_dtype_field(L, n + 1, all_int ? DT_INT64 : DT_DEFAULT_FLOAT);
   a.has_dtype = 1;
   return dt_lua_call_op(L, DT_OP_ARANGE, &a);
@@ -118,6 +127,7 @@ static int l_eye(lua_State *L) {
   int opts = 2;
   if (lua_isinteger(L, 2)) a.ints[1] = lua_tointeger(L, 2), opts = 3;
   else a.ints[1] = a.ints[0];
+  check_opts_arg(L, opts, "eye");
   a.nints = 2;
   a.dtype = dt_lua_opt_dtype_field(L, opts, DT_DEFAULT_FLOAT);
   a.has_dtype = 1;
