@@ -553,6 +553,24 @@ describe("issue 2: linear algebra", function()
     local y = dt.tensor({{5, 6}, {7, 8}}, {dtype = "float64"})
     assert.are.same({{19, 22}, {43, 50}}, x:matmul(y):totable())
     assert.are.same({{26, 30}, {38, 44}}, x:t():matmul(y):totable()) -- strided operand
+    -- batched with broadcasting, against a float64 loop: [2,1,2,3] @ [3,3,2] -> [2,3,2,2]
+    local A = dt.arange(1, 13):view(2, 1, 2, 3):double()
+    local B = dt.arange(1, 19):view(3, 3, 2):double():mul(0.5)
+    local C = A:matmul(B)
+    assert.are.same({2, 3, 2, 2}, C:size())
+    local ta, tb, tc = A:totable(), B:totable(), C:totable()
+    for i = 1, 2 do
+      for j = 1, 3 do
+        for r = 1, 2 do
+          for c = 1, 2 do
+            local acc = 0
+            for k = 1, 3 do acc = acc + ta[i][1][r][k] * tb[j][k][c] end
+            assert.are.equal(acc, tc[i][j][r][c])
+          end
+        end
+      end
+    end
+    assert.are.same({29, 32}, dt.tensor({1, 2, 3}, {dtype = "float64"}):matmul(B):totable()[2]) -- [3] @ [3,3,2]
     fails("matmul: shapes {2,3} and {2,3} are not aligned (3 != 2)", function() return dt.ones(2, 3):matmul(dt.ones(2, 3)) end)
     fails("matmul: batch dims of shapes {2,3,4} and {3,4,5} cannot broadcast",
           function() return dt.ones(2, 3, 4):matmul(dt.ones(3, 4, 5)) end)
