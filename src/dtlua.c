@@ -321,7 +321,11 @@ static int take_launch_opts(int argc, char **argv, dtlua_launch_opts *o) {
 }
 
 int main(int argc, char **argv) {
-  if (argv[0] && argv[0][0]) progname = argv[0];
+  if (argv[0] && argv[0][0]) { /* the name as typed, less its folder (and libtool's lt- prefix) */
+    const char *slash = strrchr(argv[0], '/');
+    progname = slash ? slash + 1 : argv[0];
+    if (strncmp(progname, "lt-", 3) == 0) progname += 3;
+  }
   dtlua_launch_opts o = {0};
   argc = take_launch_opts(argc, argv, &o);
   if (argc < 0) return EXIT_FAILURE;

@@ -219,7 +219,10 @@ static void repl_mesh(lua_State *L, dt_comm *c) {
            "every rank's\n", c->size, c->backend);
   for (;;) {
     char *line = c->rank == 0 ? read_chunk(L) : NULL;
+    /* waiting for the user to type is not a stuck collective: no timeout here */
+    double timeout = dt_comm_set_timeout(c, 0);
     char *chunk = bcast_string(c, line, &failed);
+    dt_comm_set_timeout(c, timeout);
     free(line);
     if (!chunk) break;
     if (strncmp(chunk, ":ranks", 6) == 0) { /* the toggle: every rank sees it, rank 0 uses it */

@@ -100,6 +100,12 @@ void dt_comm_destroy(dt_comm *c) {
   if (c) c->ops->destroy(c);
 }
 
+double dt_comm_set_timeout(dt_comm *c, double seconds) {
+  double old = c->timeout;
+  c->timeout = seconds;
+  return old;
+}
+
 int dt_comm_group_rank(const dt_comm *c, int w) {
   for (int r = 0; r < c->size; r++)
     if (c->world_ranks[r] == w) return r;

@@ -46,6 +46,8 @@ struct dt_comm {
   const char *backend; /* "threads", "mpi" */
   int rank, size;
   int *world_ranks; /* size entries, owned */
+  double timeout;   /* seconds before a stuck call fails (<= 0: never); this rank's own
+                       setting, so that one rank may wait without limit (the REPL) */
 };
 
 /* ---- calls (argument checks, then the backend) ---- */
@@ -65,6 +67,8 @@ int dt_comm_barrier(dt_comm *c);
 int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out);
 void dt_comm_destroy(dt_comm *c);
 
+/* Sets c's timeout (<= 0: none) and returns the previous one. */
+double dt_comm_set_timeout(dt_comm *c, double seconds);
 /* Rank of world rank w in c, or -1. */
 int dt_comm_group_rank(const dt_comm *c, int w);
 /* "{0,2,3}" into buf; returns buf. */

@@ -18,7 +18,6 @@ typedef struct mpi_comm {
   dt_comm base;
   MPI_Comm comm;
   int debug;      /* DTLUA_DEBUG=collectives */
-  double timeout; /* > 0: poll non-blocking calls with this deadline */
   char label[64];
 } mpi_comm;
 
@@ -43,9 +42,9 @@ static int wait_req(mpi_comm *c, int rc, MPI_Request *req, const char *name) {
     if (done) return DT_OK;
     if (i % 64 == 63) {
       sched_yield();
-      if (dt_now() - t0 > c->timeout)
+      if (dt_now() - t0 > c->base.timeout)
         return dt_error("%s: timed out after %g s in group %s (DTLUA_TIMEOUT; MPI does not tell which ranks are missing)",
-                        name, c->timeout, c->label);
+                        name, c->base.timeout, c->label);
     }
   }
 }
@@ -53,7 +52,7 @@ static int wait_req(mpi_comm *c, int rc, MPI_Request *req, const char *name) {
 /* Blocking form, or the non-blocking one polled against the timeout. */
 #define RUN(name, BLOCKING, NONBLOCKING)                  \
   do {                                                    \
-    if (c->timeout > 0) {                                 \
+    if (c->base.timeout > 0) {                                 \
       MPI_Request req;                                    \
       return wait_req(c, (NONBLOCKING), &req, name);      \
     }                                                     \
@@ -92,7 +91,7 @@ static int debug_check(mpi_comm *c, const tc_desc *d) {
 static int m_reduction(dt_comm *b, tc_kind kind, const void *send, void *recv, size_t count, dt_dtype dt,
                        dt_reduce_op op) {
   mpi_comm *c = (mpi_comm *)b;
-  int all = kind == TC_ALL_REDUCE, nb = c->timeout > 0, k = (int)count;
+  int all = kind == TC_ALL_REDUCE, nb = c->base.timeout > 0, k = (int)count;
   const char *name = all ? "all_reduce" : "reduce_scatter";
   tc_desc d = {.kind = kind, .dtype = dt, .op = op, .count = count};
   if (too_big(all ? count : count * (size_t)b->size, name) || debug_check(c, &d)) return DT_ERR;
@@ -156,7 +155,7 @@ static int m_all_gather_v(dt_comm *b, const void *send, void *recv, const size_t
   if (!v) return DT_ERR;
   int st;
   int k = v[b->rank];
-  if (c->timeout > 0) {
+  if (c->base.timeout > 0) {
     MPI_Request req;
     st = wait_req(c, MPI_Iallgatherv(send, k, t, recv, v, v + n, t, c->comm, &req), &req, "all_gather");
   } else {
@@ -184,7 +183,7 @@ static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts
   int *sv = int_layout(sendcounts, n, "all_to_all"), *rv = sv ? int_layout(recvcounts, n, "all_to_all") : NULL;
   if (!rv) return free(sv), DT_ERR;
   int st;
-  if (c->timeout > 0) {
+  if (c->base.timeout > 0) {
     MPI_Request req;
     st = wait_req(c, MPI_Ialltoallv(send, sv, sv + n, t, recv, rv, rv + n, t, c->comm, &req), &req, "all_to_all");
   } else {
@@ -256,7 +255,7 @@ static mpi_comm *comm_wrap(MPI_Comm comm, const int *world_ranks, int debug, dou
   for (int r = 0; r < c->base.size; r++) c->base.world_ranks[r] = world_ranks ? world_ranks[r] : r;
   c->comm = comm;
   c->debug = debug;
-  c->timeout = timeout;
+  c->base.timeout = timeout; /* > 0: poll the non-blocking calls with this deadline */
   dt_comm_format_ranks(c->label, sizeof c->label, c->base.world_ranks, c->base.size);
   return c;
 }
@@ -272,7 +271,7 @@ static int m_new_group(dt_comm *b, const int *ranks, int n, dt_comm **out) {
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "new_group");
   if (!member) return DT_OK;
   MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
-  mpi_comm *g = comm_wrap(nc, ranks, c->debug, c->timeout);
+  mpi_comm *g = comm_wrap(nc, ranks, c->debug, c->base.timeout);
   if (!g) return MPI_Comm_free(&nc), dt_error("new_group: out of memory");
   *out = &g->base;
   return DT_OK;

@@ -111,6 +111,7 @@ static tc_comm *comm_new(tc_group *g, int rank) {
   c->base.backend = "threads";
   c->base.rank = rank;
   c->base.size = g->size;
+  c->base.timeout = g->world->timeout;
   c->base.world_ranks = malloc(sizeof(int) * (size_t)g->size);
   c->send_seq = calloc((size_t)g->size, sizeof(unsigned));
   c->recv_seq = calloc((size_t)g->size, sizeof(unsigned));
@@ -189,12 +190,13 @@ static int stop_check(void *arg) {
   }
   double now = dt_now();
   if (s->start == 0) s->start = now;
-  if (w->timeout > 0 && now - s->start > w->timeout) {
+  double limit = s->c->base.timeout;
+  if (limit > 0 && now - s->start > limit) {
     atomic_store(&g->broken, 1);
     if (nmiss)
       return dt_error("%s: timed out after %g s in group %s: rank(s) %s did not arrive (DTLUA_TIMEOUT)", s->name,
-                      w->timeout, g->label, missing), 4;
-    return dt_error("%s: timed out after %g s in group %s (DTLUA_TIMEOUT)", s->name, w->timeout, g->label), 4;
+                      limit, g->label, missing), 4;
+    return dt_error("%s: timed out after %g s in group %s (DTLUA_TIMEOUT)", s->name, limit, g->label), 4;
   }
   return 0;
 }

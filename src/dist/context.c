@@ -37,20 +37,20 @@ void dt_context_free(dt_context *ctx) {
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 int dt_context_group(dt_context *ctx, const int *ranks, int n, const dt_group_entry **out) {
-  if (n < 1 || n > ctx->world_size)
-    return dt_error("new_group: a group needs 1..%d ranks, got %d", ctx->world_size, n);
+  if (n < 1) return dt_error("new_group: a group needs at least one rank");
   int *sorted = malloc(sizeof(int) * (size_t)n);
   if (!sorted) return dt_error("new_group: out of memory");
   memcpy(sorted, ranks, sizeof(int) * (size_t)n);
   qsort(sorted, (size_t)n, sizeof(int), cmp_int);
   for (int i = 0; i < n; i++) {
-    if (sorted[i] < 0 || sorted[i] >= ctx->world_size) {
+    int r = sorted[i];
+    if (r < 0 || r >= ctx->world_size) {
       free(sorted);
-      return dt_error("new_group: rank %d out of range for a world of %d ranks", ranks[i], ctx->world_size);
+      return dt_error("new_group: rank %d out of range for a world of %d ranks", r, ctx->world_size);
     }
-    if (i && sorted[i] == sorted[i - 1]) {
+    if (i && r == sorted[i - 1]) {
       free(sorted);
-      return dt_error("new_group: rank %d listed twice", sorted[i]);
+      return dt_error("new_group: rank %d listed twice", r);
     }
   }
   for (int i = 0; i < ctx->ngroups; i++)

@@ -195,7 +195,7 @@ static void shape_opt(lua_State *L, int idx, const char *field, int ndim, int64_
 /* run_check: every rank checks every rank's dtype and local shape against the spec, so a
  * mismatch raises the same error everywhere; then Replicate dims are broadcast from
  * coordinate 0 of the dim. */
-static dt_tensor *run_check(lua_State *L, dt_context *ctx, const dt_dspec *s, dt_tensor *t) {
+static dt_tensor *run_check(dt_context *ctx, const dt_dspec *s, dt_tensor *t) {
   dt_mesh *m = s->mesh;
   const dt_group_entry *g = m->groups[all_mask(m)];
   int64_t mine[META_LEN] = {t->ndim, t->dtype};
@@ -276,7 +276,7 @@ static int l_from_local(lua_State *L) {
     dt_lua_push_dtensor(L, t, s);
     return 1;
   }
-  dt_tensor *x = run_check(L, dt_lua_context(L), s, t);
+  dt_tensor *x = run_check(dt_lua_context(L), s, t);
   if (!x) return dt_dspec_free(s), dt_lua_raise(L);
   dt_lua_push_dtensor(L, x, s);
   return 1;

@@ -238,8 +238,8 @@ int dt_lua_open(lua_State *L) {
   dt_lua_open_nn(L, &tg);
   dt_lua_open_io(L, &tg);
   dt_lua_open_print(L, &tg);
-  dt_lua_open_dist(L, &tg);
   dt_lua_open_random(L, &tg);
+  dt_lua_open_dist(L, &tg);
   dt_lua_open_mesh(L, &tg);
   dt_lua_open_dtensor(L, &tg); /* after print: wraps __tostring */
 

@@ -1,5 +1,6 @@
 #include "tensor/storage.h"
 #include "base/error.h"
+#include "tensor/block_cache.h"
 
 #include <stdlib.h>
 
@@ -11,21 +12,21 @@ dt_storage *dt_storage_new(size_t nbytes, dt_device_type device) {
     return NULL;
   }
   dt_storage *s = malloc(sizeof *s);
-  /* round up so aligned_alloc's size is a multiple of the alignment; never 0 bytes */
-  size_t padded = (nbytes + 63) & ~(size_t)63;
-  void *data = aligned_alloc(64, padded ? padded : 64);
+  size_t capacity = 0;
+  void *data = s ? dt_block_alloc(nbytes, &capacity) : NULL;
   if (!s || !data) {
     free(s);
-    free(data);
+    dt_block_free(data, capacity);
     dt_error("out of memory allocating %zu bytes", nbytes);
     return NULL;
   }
   s->data = data;
   s->nbytes = nbytes;
+  s->capacity = capacity;
   atomic_init(&s->refcount, 1);
   s->device = device;
   s->device_index = 0;
-  s->free_data = free;
+  s->free_data = dt_block_free;
   return s;
 }
 
@@ -33,6 +34,6 @@ void dt_storage_retain(dt_storage *s) { atomic_fetch_add_explicit(&s->refcount, 
 
 void dt_storage_release(dt_storage *s) {
   if (!s || atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
-  if (s->free_data) s->free_data(s->data);
+  if (s->free_data) s->free_data(s->data, s->capacity);
   free(s);
 }

@@ -10,11 +10,12 @@ typedef enum dt_device_type { DT_CPU = 0, DT_CUDA, DT_NDEVICES } dt_device_type;
 typedef struct dt_storage {
   void *data;
   size_t nbytes;
+  size_t capacity; /* bytes actually allocated (>= nbytes) */
   atomic_int refcount;
   dt_device_type device;
   int device_index;
-  /* Frees data; NULL means the storage does not own it (a borrowed buffer). */
-  void (*free_data)(void *data);
+  /* Frees data (capacity bytes); NULL means the storage does not own it (a borrowed buffer). */
+  void (*free_data)(void *data, size_t capacity);
 } dt_storage;
 
 /* New CPU storage of nbytes, 64-byte aligned, uninitialised; NULL + dt_error on failure. */

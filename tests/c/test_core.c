@@ -1,10 +1,12 @@
 /* C unit tests of the base and tensor layers, through the public C API. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "base/dtype.h"
 #include "base/error.h"
 #include "ops/ops.h"
+#include "tensor/block_cache.h"
 #include "tensor/tensor.h"
 #include "ctest.h"
 
@@ -78,11 +80,29 @@ static void test_op_table_front_door(void) {
   CHECK(dt_op_call(DT_OP_FULL, &a, out) == DT_ERR);
 }
 
+static void test_block_cache_reuses_large_blocks(void) {
+  size_t cap1, cap2, cap3;
+  void *a = dt_block_alloc((size_t)4 << 20, &cap1);
+  CHECK(a && ((uintptr_t)a & 63) == 0);
+  dt_block_free(a, cap1);
+  void *b = dt_block_alloc((size_t)4 << 20, &cap2); /* same size: the cached block */
+  CHECK(b == a && cap2 == cap1);
+  dt_block_free(b, cap2);
+  void *c = dt_block_alloc((size_t)1 << 20, &cap3); /* far smaller: never pins the big block */
+  CHECK(c != a && cap3 == ((size_t)1 << 20));
+  dt_block_free(c, cap3);
+  dt_block_cache_trim();
+  void *d = dt_block_alloc(100, &cap3); /* small: plain allocation, 64-byte multiple */
+  CHECK(d && cap3 == 128);
+  dt_block_free(d, cap3);
+}
+
 int main(void) {
   TEST_CASE(test_dtype_promotion);
   TEST_CASE(test_half_conversions);
   TEST_CASE(test_strided_copy_and_convert);
   TEST_CASE(test_broadcast_error_names_op);
   TEST_CASE(test_op_table_front_door);
+  TEST_CASE(test_block_cache_reuses_large_blocks);
   return CTEST_END();
 }

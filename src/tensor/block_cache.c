@@ -1,0 +1,77 @@
+#include "tensor/block_cache.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#define CACHE_MIN_BYTES ((size_t)1 << 20)   /* smaller blocks: malloc's own bins do well */
+#define CACHE_MAX_BYTES ((size_t)512 << 20) /* idle memory one thread may hold */
+#define CACHE_SLOTS 16
+
+typedef struct {
+  void *data;
+  size_t capacity;
+} cached_block;
+
+static _Thread_local cached_block cache[CACHE_SLOTS];
+static _Thread_local int cache_count;
+static _Thread_local size_t cache_bytes;
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void trim_at_thread_exit(void *unused) {
+  (void)unused;
+  dt_block_cache_trim();
+}
+static void trim_at_process_exit(void) { dt_block_cache_trim(); }
+static void register_exit_hooks(void) {
+  pthread_key_create(&exit_key, trim_at_thread_exit);
+  atexit(trim_at_process_exit);
+}
+
+void dt_block_cache_trim(void) {
+  for (int i = 0; i < cache_count; i++) free(cache[i].data);
+  cache_count = 0;
+  cache_bytes = 0;
+}
+
+void *dt_block_alloc(size_t nbytes, size_t *capacity) {
+  size_t padded = (nbytes + 63) & ~(size_t)63;
+  if (padded == 0) padded = 64;
+  if (padded >= CACHE_MIN_BYTES) {
+    /* best fit within 25% so a small tensor never pins a huge block */
+    int best = -1;
+    for (int i = 0; i < cache_count; i++)
+      if (cache[i].capacity >= padded && cache[i].capacity - padded <= padded / 4 &&
+          (best < 0 || cache[i].capacity < cache[best].capacity))
+        best = i;
+    if (best >= 0) {
+      void *data = cache[best].data;
+      *capacity = cache[best].capacity;
+      cache_bytes -= cache[best].capacity;
+      cache[best] = cache[--cache_count];
+      return data;
+    }
+  }
+  *capacity = padded;
+  return aligned_alloc(64, padded);
+}
+
+void dt_block_free(void *data, size_t capacity) {
+  if (!data) return;
+  if (capacity < CACHE_MIN_BYTES || capacity > CACHE_MAX_BYTES) {
+    free(data);
+    return;
+  }
+  pthread_once(&exit_once, register_exit_hooks);
+  pthread_setspecific(exit_key, &exit_key); /* non-NULL so the destructor runs */
+  /* make room: evict the oldest blocks until this one fits */
+  while (cache_count > 0 && (cache_count == CACHE_SLOTS || cache_bytes + capacity > CACHE_MAX_BYTES)) {
+    free(cache[0].data);
+    cache_bytes -= cache[0].capacity;
+    for (int i = 1; i < cache_count; i++) cache[i - 1] = cache[i];
+    cache_count--;
+  }
+  cache[cache_count++] = (cached_block){data, capacity};
+  cache_bytes += capacity;
+}
