@@ -103,6 +103,19 @@ for mi, entry in ipairs(H.meshes()) do
           if want then assert.are.equal(1, counts[want], what .. ": " .. want) end
         elseif not mesh:get_coordinate() then
           assert.are.equal(0, #counts.ops, what .. ": off-mesh ranks issue nothing")
+        else -- N-d meshes: invariants of the plan
+          local all_r, any_p, src_r = true, false, true
+          for m = 1, mesh.ndim do
+            all_r = all_r and nd[m]:is_replicate()
+            any_p = any_p or ns[m]:is_partial()
+            src_r = src_r and ns[m]:is_replicate()
+          end
+          if src_r then assert.are.equal(0, #counts.ops, what .. ": from Replicate nothing moves") end
+          if all_r and not any_p then
+            assert.are.equal(#counts.ops, counts.all_gather, what .. ": to Replicate only all_gathers")
+            assert.is_true(counts.all_gather <= mesh.ndim, what .. ": at most one all_gather per mesh dim")
+          end
+          for _, op in ipairs(counts.ops) do assert.is_true(op.group_size > 1, what .. ": no 1-rank collective") end
         end
       end
     end)
