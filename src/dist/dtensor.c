@@ -21,6 +21,12 @@ int dt_dspec_new(dt_mesh *mesh, const dt_placement *p, int ndim, const int64_t *
     s->p[i] = p[i];
     if (p[i].kind != DT_SHARD) continue;
     int d = p[i].dim < 0 ? p[i].dim + ndim : p[i].dim;
+    if (ndim == 0) {
+      char one[48];
+      free(s);
+      return dt_error("%s: %s on mesh dim %d: a 0-d tensor cannot be sharded", op,
+                      dt_placement_format(p[i], one, sizeof one), i + 1);
+    }
     if (d < 0 || d >= ndim) {
       char one[48];
       free(s);
