@@ -394,18 +394,23 @@ static int l_explain(lua_State *L) {
                   dt_placements_format(u->spec->p, u->spec->mesh->ndim, a, sizeof a),
                   dt_placements_format(to, u->spec->mesh->ndim, b, sizeof b), plan->n);
   luaL_addvalue(&buf);
+  dt_placement cur[DT_MESH_MAX_DIMS]; /* the state before each step: a merged step shows each dim's */
+  memcpy(cur, u->spec->p, sizeof cur);
   for (int i = 0; i < plan->n; i++) {
     const dt_redist_step *st = &plan->steps[i];
-    char f[48], t[48], line[256], dims[32] = "";
+    char f[192] = "", t[48], line[384], dims[32] = "";
     int ranks = 1;
     for (int d = 0; d < u->spec->mesh->ndim; d++)
       if ((st->mask >> d) & 1) {
+        char one[48];
         snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%d", dims[0] ? "+" : "", d + 1);
+        snprintf(f + strlen(f), sizeof f - strlen(f), "%s%s", f[0] ? " " : "", dt_placement_format(cur[d], one, sizeof one));
         ranks *= u->spec->mesh->shape[d];
+        cur[d] = st->to;
       }
     snprintf(line, sizeof line, "  %d. mesh dim%s %s (%d ranks): %s -> %s  %s  %.0f bytes/rank  %.3g us\n", i + 1,
-             strchr(dims, '+') ? "s" : "", dims, ranks, dt_placement_format(st->from, f, sizeof f),
-             dt_placement_format(st->to, t, sizeof t), dt_step_name(st->kind), st->bytes, st->cost * 1e6);
+             strchr(dims, '+') ? "s" : "", dims, ranks, f, dt_placement_format(st->to, t, sizeof t),
+             dt_step_name(st->kind), st->bytes, st->cost * 1e6);
     luaL_addstring(&buf, line);
   }
   char total[128];
