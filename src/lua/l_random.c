@@ -150,15 +150,19 @@ static int l_rand(lua_State *L) { return random_factory(L, DT_OP_RAND, "rand"); 
 static int l_randn(lua_State *L) { return random_factory(L, DT_OP_RANDN, "randn"); }
 
 /* dt.rand_like(t, opts?): t's shape, dtype from opts or t. */
-static int random_like(lua_State *L, dt_op_id id) {
+static int random_like(lua_State *L, dt_op_id id, const char *op) {
   dt_tensor *t = dt_lua_check_tensor(L, 1);
   dt_op_args a = {0};
   a.nints = t->ndim;
   for (int i = 0; i < t->ndim; i++) a.ints[i] = t->shape[i];
+  dt_dtype dtype = dt_lua_opt_dtype_field(L, 2, t->dtype);
+  if (!dt_dtype_is_float(dtype))
+    return luaL_error(L, "%s: dtype must be a floating dtype (float32, float64, bfloat16, float16), got %s", op,
+                      dt_dtype_name(dtype));
   return run_standard(L, id, &a, 2, t->dtype);
 }
-static int l_rand_like(lua_State *L) { return random_like(L, DT_OP_RAND); }
-static int l_randn_like(lua_State *L) { return random_like(L, DT_OP_RANDN); }
+static int l_rand_like(lua_State *L) { return random_like(L, DT_OP_RAND, "rand_like"); }
+static int l_randn_like(lua_State *L) { return random_like(L, DT_OP_RANDN, "randn_like"); }
 
 /* dt.randint(low, high, shape, opts?) or dt.randint(high, shape, opts?); high exclusive. */
 static int l_randint(lua_State *L) {
