@@ -46,6 +46,8 @@ int tc_mismatch_error(const char *group, int rank_a, const tc_desc *a, int rank_
   char da[160], db[160];
   tc_describe(da, sizeof da, a);
   tc_describe(db, sizeof db, b);
+  if (rank_a == rank_b) /* a rank at odds with itself (all_to_all_v: what it sends itself) */
+    return dt_error("collective mismatch in group %s: rank %d called %s%s", group, rank_a, da, why);
   return dt_error("collective mismatch in group %s: rank %d called %s, rank %d called %s%s", group, rank_a, da, rank_b,
                   db, why);
 }

@@ -404,19 +404,24 @@ static int l_all_to_all_v(lua_State *L) {
   size_t *counts = calloc((size_t)n * 2, sizeof(size_t));
   if (!splits || !counts) return free(splits), free(counts), luaL_error(L, "all_to_all_v: out of memory");
   int64_t sum = 0, rsum = 0;
-  for (int r = 0; r < n; r++) {
-    lua_geti(L, 2, r + 1);
-    splits[r] = lua_tointeger(L, -1);
+  for (int r = 0; r < 2 * n; r++) {
+    if (r >= n && lua_isnoneornil(L, 4)) break;
+    const char *which = r < n ? "send_splits" : "recv_splits";
+    lua_geti(L, r < n ? 2 : 4, r % n + 1);
+    int isint;
+    splits[r] = lua_tointegerx(L, -1, &isint);
+    if (!isint || splits[r] < 0) {
+      free(splits), free(counts);
+      return luaL_error(L, "all_to_all_v: %s[%d] must be a non-negative integer, got %s", which, r % n + 1,
+                        luaL_tolstring(L, -1, NULL));
+    }
     lua_pop(L, 1);
-    if (splits[r] < 0) return free(splits), free(counts), luaL_error(L, "all_to_all_v: negative split");
-    sum += splits[r];
+    if (r < n) sum += splits[r];
   }
   if (sum != rows)
     return free(splits), free(counts), luaL_error(L, "all_to_all_v: send_splits add up to %d, but dim 1 has size %d", (int)sum, (int)rows);
   int st = DT_OK;
   if (lua_isnoneornil(L, 4)) st = dt_comm_all_to_all(c, splits, splits + n, 1, DT_INT64);
-  else
-    for (int r = 0; r < n; r++) lua_geti(L, 4, r + 1), splits[n + r] = lua_tointeger(L, -1), lua_pop(L, 1);
   for (int r = 0; r < n; r++) counts[r] = (size_t)(splits[r] * inner), counts[n + r] = (size_t)(splits[n + r] * inner), rsum += splits[n + r];
   dt_tensor *in = st == DT_OK ? dt_tensor_contiguous(t) : NULL, *out = in ? new_with_rows(t, rsum) : NULL;
   if (out) st = dt_comm_all_to_all_v(c, dt_tensor_data(in), counts, dt_tensor_data(out), counts + n, t->dtype);
