@@ -165,12 +165,44 @@ static int m_all_gather_v(dt_comm *b, const void *send, void *recv, const size_t
   return st;
 }
 
+/* DTLUA_DEBUG=collectives, all_to_all_v: does every rank expect what its peers send it?
+ * (a wrong recv_splits would otherwise hang or truncate inside MPI).  Every rank gets
+ * every rank's verdict, so all raise the same message, the threads backend's. */
+static int debug_check_splits(mpi_comm *c, const size_t *sendcounts, const size_t *recvcounts, dt_dtype dt) {
+  if (!c->debug) return DT_OK;
+  int n = c->base.size;
+  int64_t *in = malloc(sizeof(int64_t) * 6 * (size_t)n); /* in[n], out[n], all[4n] */
+  if (!in) return dt_error("collective check: out of memory");
+  int64_t *out = in + n, mine[4] = {-1, 0, 0, 0}, *all = out + n; /* {bad sender, sent, expected, my total} */
+  for (int q = 0; q < n; q++) out[q] = (int64_t)sendcounts[q], mine[3] += out[q];
+  int rc = MPI_Alltoall(out, 1, MPI_INT64_T, in, 1, MPI_INT64_T, c->comm);
+  for (int p = 0; rc == MPI_SUCCESS && p < n && mine[0] < 0; p++)
+    if (in[p] != (int64_t)recvcounts[p]) mine[0] = p, mine[1] = in[p], mine[2] = (int64_t)recvcounts[p];
+  if (rc == MPI_SUCCESS) rc = MPI_Allgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, c->comm);
+  if (rc != MPI_SUCCESS) return free(in), mpi_fail(rc, "collective check");
+  int st = DT_OK;
+  for (int q = 0; q < n && st == DT_OK; q++) {
+    int64_t *m = all + 4 * q;
+    if (m[0] < 0) continue;
+    int p = (int)m[0];
+    const int *w = c->base.world_ranks;
+    tc_desc dp = {.kind = TC_ALL_TO_ALL, .dtype = dt, .count = (size_t)all[4 * p + 3]};
+    tc_desc dq = {.kind = TC_ALL_TO_ALL, .dtype = dt, .count = (size_t)m[3]};
+    char why[128];
+    snprintf(why, sizeof why, " (rank %d sends %lld elements to rank %d, which expects %lld)", w[p], (long long)m[1],
+             w[q], (long long)m[2]);
+    st = tc_mismatch_error(c->label, w[p], &dp, w[q], &dq, why);
+  }
+  free(in);
+  return st;
+}
+
 static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts, void *recv,
                           const size_t *recvcounts, dt_dtype dt) {
   mpi_comm *c = (mpi_comm *)b;
   int n = b->size;
   tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt};
-  if (debug_check(c, &d)) return DT_ERR;
+  if (debug_check(c, &d) || debug_check_splits(c, sendcounts, recvcounts, dt)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   if (all_equal(sendcounts, n) && all_equal(recvcounts, n) && sendcounts[0] == recvcounts[0]) {
     if (too_big(sendcounts[0] * (size_t)n, "all_to_all")) return DT_ERR;

@@ -228,7 +228,13 @@ int tc_enter(tc_comm *c, const tc_desc *d, const char *name) {
   g->members[c->base.rank].d[c->seq & 1] = *d;
   atomic_store(&g->members[c->base.rank].entered, c->seq);
   if (group_barrier(c, name) != DT_OK) return DT_ERR;
-  return tc_check_match(c);
+  if (tc_check_match(c) == DT_OK) return DT_OK;
+  /* every rank reaches the same verdict; none may return (and free the size tables its
+   * descriptor points to) while a peer is still reading them */
+  char msg[2048];
+  snprintf(msg, sizeof msg, "%s", dt_error_message());
+  if (group_barrier(c, name) == DT_OK) dt_error("%s", msg);
+  return DT_ERR;
 }
 
 int tc_leave(tc_comm *c, const char *name) { return group_barrier(c, name); }
