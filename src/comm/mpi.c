@@ -295,6 +295,24 @@ static int m_new_group(dt_comm *b, const int *ranks, int n, dt_comm **out) {
   mpi_comm *c = (mpi_comm *)b;
   int me = b->world_ranks[b->rank], member = 0;
   for (int i = 0; i < n; i++) member |= ranks[i] == me;
+  /* Ranks passing different lists would split the parent into a communicator that
+   * matches nobody's list (silently wrong results): compare a checksum of the lists. */
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)n;
+  for (int i = 0; i < n; i++) h = (h ^ (uint64_t)ranks[i]) * 1099511628211ull;
+  int64_t *all = malloc(sizeof(int64_t) * (size_t)b->size), mine = (int64_t)h;
+  if (!all) return dt_error("new_group: out of memory");
+  /* through the collective path: DTLUA_TIMEOUT applies (a rank that never calls
+   * new_group fails the others instead of leaving them in MPI_Comm_split) */
+  if (dt_comm_all_gather(b, &mine, all, 1, DT_INT64) != DT_OK) return free(all), dt_error_prefix("new_group");
+  for (int r = 1; r < b->size; r++)
+    if (all[r] != all[0]) {
+      char buf[128];
+      free(all);
+      return dt_error("new_group: rank %d and rank %d passed different rank lists (this rank: %s); every rank "
+                      "must call new_group with the same list", b->world_ranks[0], b->world_ranks[r],
+                      dt_comm_format_ranks(buf, sizeof buf, ranks, n));
+    }
+  free(all);
   MPI_Comm nc;
   int rc = MPI_Comm_split(c->comm, member ? 0 : MPI_UNDEFINED, me, &nc);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "new_group");

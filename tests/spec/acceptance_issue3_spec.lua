@@ -119,6 +119,23 @@ describe("issue 3: Running", function()
   end)
 end)
 
+describe("issue 3: Sub-groups: under MPI they map to communicators (MPI_Comm_split)", function()
+  it("ranks passing different lists to new_group raise on every rank instead of mixing groups", function()
+    if not mpirun then return end
+    local prog = "print('r' .. dt.rank(), pcall(dt.distributed.new_group, dt.rank() == 0 and {0, 1} or {1, 2}))"
+    local out, rc = mrun(3, "-e " .. sh_quote(prog))
+    assert.are.equal(0, rc, out)
+    for r = 0, 2 do
+      assert.matches("r" .. r .. "\tfalse\tnew_group: rank 0 and rank 1 passed different rank lists", out)
+    end
+    local g = "local g = dt.distributed.new_group({2, 0}) print('r' .. dt.rank(), g:rank(), " ..
+              "g:rank() >= 0 and dt.distributed.all_reduce(dt.ones(1), 'sum', g):item() or '-')"
+    out, rc = mrun(3, "-e " .. sh_quote(g))
+    assert.are.equal(0, rc, out)
+    assert.are.same({"r0\t0\t2.0", "r1\t-1\t-", "r2\t1\t2.0"}, lines_matching(out, "^r%d"))
+  end)
+end)
+
 describe("issue 3: Output", function()
   local prog = sh_quote("print('hello', dt.rank()) dt.print0('only once')")
 
