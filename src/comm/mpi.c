@@ -32,12 +32,16 @@ static int mpi_fail(int rc, const char *name) {
 
 static int check_rc(int rc, const char *name) { return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, name); }
 
-static int wait_req(mpi_comm *c, int rc, MPI_Request *req, const char *name) {
+/* Polls req until done (filling status, or MPI_STATUS_IGNORE) or the timeout; *mpi_rc
+ * (when given) gets the failing MPI code. */
+static int wait_req_status(mpi_comm *c, int rc, MPI_Request *req, const char *name, MPI_Status *status, int *mpi_rc) {
+  if (mpi_rc) *mpi_rc = rc;
   if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
   double t0 = dt_now();
   for (unsigned i = 0;; i++) {
     int done = 0;
-    rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    rc = MPI_Test(req, &done, status);
+    if (mpi_rc) *mpi_rc = rc;
     if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
     if (done) return DT_OK;
     if (i % 64 == 63) {
@@ -47,6 +51,10 @@ static int wait_req(mpi_comm *c, int rc, MPI_Request *req, const char *name) {
                         name, c->base.timeout, c->label);
     }
   }
+}
+
+static int wait_req(mpi_comm *c, int rc, MPI_Request *req, const char *name) {
+  return wait_req_status(c, rc, req, name, MPI_STATUS_IGNORE, NULL);
 }
 
 /* Blocking form, or the non-blocking one polled against the timeout. */
@@ -254,15 +262,37 @@ static int m_send(dt_comm *b, const void *buf, size_t count, dt_dtype dt, int ds
   mpi_comm *c = (mpi_comm *)b;
   if (too_big(count, "send")) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
-  RUN("send", MPI_Send(buf, (int)count, t, dst, 0, c->comm), MPI_Isend(buf, (int)count, t, dst, 0, c->comm, &req));
+  int tag = (int)dt; /* the dtype travels as the tag: recv checks it */
+  RUN("send", MPI_Send(buf, (int)count, t, dst, tag, c->comm), MPI_Isend(buf, (int)count, t, dst, tag, c->comm, &req));
 }
 
 static int m_recv(dt_comm *b, void *buf, size_t count, dt_dtype dt, int src) {
   mpi_comm *c = (mpi_comm *)b;
   if (too_big(count, "recv")) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
-  RUN("recv", MPI_Recv(buf, (int)count, t, src, 0, c->comm, MPI_STATUS_IGNORE),
-      MPI_Irecv(buf, (int)count, t, src, 0, c->comm, &req));
+  MPI_Status s;
+  MPI_Request req;
+  int rc, cls = 0, st;
+  if (c->base.timeout > 0) {
+    st = wait_req_status(c, MPI_Irecv(buf, (int)count, t, src, MPI_ANY_TAG, c->comm, &req), &req, "recv", &s, &rc);
+  } else {
+    rc = MPI_Recv(buf, (int)count, t, src, MPI_ANY_TAG, c->comm, &s);
+    st = check_rc(rc, "recv");
+  }
+  if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+  if (cls == MPI_ERR_TRUNCATE)
+    return dt_error("send/recv mismatch: rank %d sent more than the %zu %s elements rank %d expected",
+                    b->world_ranks[src], count, dt_dtype_name(dt), b->world_ranks[b->rank]);
+  if (st != DT_OK) return st;
+  /* a shorter message or another dtype would leave t partly or wrongly filled */
+  int bytes = 0;
+  MPI_Get_count(&s, MPI_BYTE, &bytes);
+  dt_dtype sent = s.MPI_TAG >= 0 && s.MPI_TAG < DT_NDTYPES ? (dt_dtype)s.MPI_TAG : dt;
+  if (sent != dt || (size_t)bytes != count * dt_dtype_size(dt))
+    return dt_error("send/recv mismatch: rank %d sent %zu %s elements, rank %d expected %zu %s", b->world_ranks[src],
+                    (size_t)bytes / dt_dtype_size(sent), dt_dtype_name(sent), b->world_ranks[b->rank], count,
+                    dt_dtype_name(dt));
+  return DT_OK;
 }
 
 static int m_barrier(dt_comm *b) {

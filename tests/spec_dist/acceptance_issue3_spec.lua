@@ -280,6 +280,31 @@ describe("issue 3: scatter, gather, send/recv, barrier", function()
   end)
 end)
 
+describe("issue 3: send/recv with different sizes or dtypes", function()
+  it("raise on the receiving side (and the sending side under threads) instead of a partial fill", function()
+    if n == 1 then return end
+    local function pair(send_t, recv_t)
+      if rank == 0 then
+        local ok, e = pcall(D.send, send_t, 1)
+        if dt.backend() == "threads" then return e end
+        assert.is_true(ok, e)
+      elseif rank == 1 then
+        return err_of(D.recv, recv_t, 0)
+      end
+    end
+    local e = pair(dt.ones(3), dt.zeros(4))
+    if rank <= 1 and (rank == 1 or dt.backend() == "threads") then
+      assert.is_truthy(tostring(e):find("send/recv mismatch: rank 0 sent 3 float32 elements, rank 1 expected 4 float32",
+        1, true), e)
+    end
+    e = pair(dt.ones(2, {dtype = "int32"}), dt.zeros(2))
+    if rank == 1 then
+      assert.is_truthy(e:find("send/recv mismatch: rank 0 sent 2 int32 elements, rank 1 expected 2 float32", 1, true), e)
+    end
+    D.barrier()
+  end)
+end)
+
 describe("issue 3: on any sub-group of ranks: dt.distributed.new_group({0, 2})", function()
   it("runs every collective inside the group only, with group-local results", function()
     local ranks = issue_group_ranks()
