@@ -243,6 +243,16 @@ static int finish(lua_State *L, int st, dt_tensor *in, dt_tensor *out) {
   return 1;
 }
 
+/* finish() for the collectives with an `out` argument at out_idx: returns that very
+ * tensor object when it was given (as all_gather_into_tensor does). */
+static int finish_out(lua_State *L, int st, dt_tensor *in, dt_tensor *out, int out_idx) {
+  if (st != DT_OK || lua_isnoneornil(L, out_idx)) return finish(L, st, in, out);
+  dt_tensor_release(in);
+  dt_tensor_release(out);
+  lua_pushvalue(L, out_idx);
+  return 1;
+}
+
 /* ---- collectives ---- */
 static int ar_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg) {
   return dt_comm_all_reduce(c, buf, buf, n, dt, *(const dt_reduce_op *)arg);
@@ -299,7 +309,7 @@ static int l_all_gather(lua_State *L) {
   dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 3, t, rows * c->size, "all_gather") : NULL;
   if (!out) return finish(L, DT_ERR, in, NULL);
   int st = dt_comm_all_gather(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows * inner), t->dtype);
-  return finish(L, st, in, out);
+  return finish_out(L, st, in, out, 3);
 }
 
 /* Every rank's {ndim, dtype, shape...} (int64), to size uneven results and to reject
@@ -369,7 +379,7 @@ static int l_reduce_scatter(lua_State *L) {
   if (!out) return finish(L, DT_ERR, in, NULL);
   int st = dt_comm_reduce_scatter(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
                                   t->dtype, op);
-  return finish(L, st, in, out);
+  return finish_out(L, st, in, out, 4);
 }
 
 /* all_to_all(t, group, out?): block r (of group-size equal blocks along dim 1) goes to
@@ -383,7 +393,7 @@ static int l_all_to_all(lua_State *L) {
   dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 3, t, rows, "all_to_all") : NULL;
   if (!out) return finish(L, DT_ERR, in, NULL);
   int st = dt_comm_all_to_all(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner), t->dtype);
-  return finish(L, st, in, out);
+  return finish_out(L, st, in, out, 3);
 }
 
 /* all_to_all_v(t, send_splits, group, recv_splits?): send_splits[r] rows of t (dim 1)

@@ -158,6 +158,20 @@ describe("issue 3: all_gather(t, group), all_gather_v (uneven sizes)", function(
     for r = 0, n - 1 do assert.are.same({r, r * 10}, g:totable()[r + 1]) end
   end)
 
+  it("all_gather, reduce_scatter, all_to_all fill and return the given out tensor itself", function()
+    local o = dt.zeros(2 * n)
+    assert.is_true(rawequal(o, D.all_gather(dt.ones(2), nil, o)))
+    assert.are.equal(2 * n, o:sum():item())
+    local s = dt.zeros(2)
+    assert.is_true(rawequal(s, D.reduce_scatter(dt.ones(2 * n), "sum", nil, s)))
+    assert.are.same({n, n}, flat(s))
+    local a = dt.zeros(n)
+    assert.is_true(rawequal(a, D.all_to_all(dt.full({n}, 3), nil, a)))
+    assert.are.equal(3 * n, a:sum():item())
+    assert.are.equal("all_gather: out must be a contiguous float32 CPU tensor of shape {" .. 2 * n .. "}, got int64 {3}",
+      err_of(D.all_gather, dt.ones(2), nil, dt.zeros(3, {dtype = "int64"})))
+  end)
+
   it("all_gather_v takes a different dim-1 size per rank and returns the sizes", function()
     local t = dt.full({rank, 3}, rank, {dtype = "float16"}) -- rank 0 sends no rows
     local g, sizes = D.all_gather_v(t)
