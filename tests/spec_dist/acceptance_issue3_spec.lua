@@ -166,7 +166,7 @@ describe("issue 3: all_gather(t, group), all_gather_v (uneven sizes)", function(
     assert.is_true(rawequal(s, D.reduce_scatter(dt.ones(2 * n), "sum", nil, s)))
     assert.are.same({n, n}, flat(s))
     local a = dt.zeros(n)
-    assert.is_true(rawequal(a, D.all_to_all(dt.full({n}, 3), nil, a)))
+    assert.is_true(rawequal(a, D.all_to_all(dt.full({n}, 3.0), nil, a)))
     assert.are.equal(3 * n, a:sum():item())
     assert.are.equal("all_gather: out must be a contiguous float32 CPU tensor of shape {" .. 2 * n .. "}, got int64 {3}",
       err_of(D.all_gather, dt.ones(2), nil, dt.zeros(3, {dtype = "int64"})))
