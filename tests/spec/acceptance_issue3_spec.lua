@@ -2,25 +2,9 @@
 -- launcher, output options, the REPL on a mesh, exit status and failure handling, under
 -- `dtlua -n N` and under mpirun.  Every run is wrapped in timeout(1): a hang fails, it
 -- never blocks.  The SPMD half is tests/spec_dist/acceptance_issue3_spec.lua.
-local DTLUA = os.getenv("DTLUA") or "./dtlua"
+local H = require("tests.spec.support.launch_helpers")
+local sh_quote, run = H.sh_quote, H.run
 local srcdir = os.getenv("srcdir") or "."
-
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
-local function capture(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)\n?$"))
-  return (out:gsub("rc=%d+\n?$", "")), rc
-end
-
--- dtlua with args (env prefix, stdin text): output (stdout+stderr), exit status
-local function run(args, env, stdin)
-  local cmd = string.format("%s timeout 60 %s %s", env or "", sh_quote(DTLUA), args)
-  if stdin then cmd = "printf %s " .. sh_quote(stdin) .. " | " .. cmd end
-  return capture(cmd)
-end
 
 local function script(text)
   local path = os.tmpname()
@@ -47,22 +31,8 @@ local function count(s, needle)
 end
 
 -- mpirun with the CI settings of the issue, or nil where there is none (or no MPI backend)
-local mpirun = (function()
-  if not dt.distributed.is_mpi_available() then return nil end
-  local out = capture("command -v mpirun && mpirun --version")
-  if not out:match("mpirun") then return nil end
-  if out:match("Open MPI") then
-    return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader " ..
-           "timeout 60 mpirun --oversubscribe"
-  end
-  return "timeout 60 mpirun"
-end)()
-
-local function mrun(np, args, env, stdin)
-  local cmd = string.format("%s %s -np %d %s %s", env or "", mpirun, np, sh_quote(DTLUA), args)
-  if stdin then cmd = "printf %s " .. sh_quote(stdin) .. " | " .. cmd end
-  return capture(cmd)
-end
+local mpirun = H.mpirun_prefix()
+local mrun = H.mrun
 
 local RANKS_PROG = "print(string.format('rank %d of %d local %d backend %s', dt.rank(), dt.world_size(), " ..
                    "dt.local_rank(), dt.backend())) dt.barrier()\n"

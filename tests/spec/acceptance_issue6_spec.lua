@@ -2,11 +2,7 @@
 -- issue names them.  The DTensor half (meshes, placements, the dispatcher's tracker
 -- region) is not covered here; the SPMD items (manual_seed {sync = true}, state equal on
 -- all ranks) are in tests/spec_dist/acceptance_issue6_spec.lua.
-local function raises(msg, f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok)
-  assert.matches(msg, tostring(e), 1, true)
-end
+local raises = require("tests.spec.support.io_nn_helpers").fails
 
 local function vals(t) return t:flatten():totable() end
 
