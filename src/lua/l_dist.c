@@ -218,6 +218,12 @@ static dt_tensor *out_or_new(lua_State *L, int out_idx, const dt_tensor *t, int6
   return o;
 }
 
+/* The contiguous input of a collective writing out: a copy when out shares t's storage,
+ * since peers still read this rank's input while it writes its output. */
+static dt_tensor *input_apart(dt_tensor *t, const dt_tensor *out) {
+  return out->storage == t->storage ? dt_tensor_clone(t) : dt_tensor_contiguous(t);
+}
+
 /* Runs an in-place collective on t through a contiguous buffer, copying back when t is
  * a strided view.  fn returns DT_OK/DT_ERR. */
 typedef int (*inplace_fn)(dt_comm *c, void *buf, size_t count, dt_dtype dt, const void *arg);
@@ -306,8 +312,8 @@ static int l_all_gather(lua_State *L) {
   dt_comm *c = check_group(L, 2, "all_gather");
   int64_t rows, inner;
   rows_of(t, &rows, &inner);
-  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 3, t, rows * c->size, "all_gather") : NULL;
-  if (!out) return finish(L, DT_ERR, in, NULL);
+  dt_tensor *out = out_or_new(L, 3, t, rows * c->size, "all_gather"), *in = out ? input_apart(t, out) : NULL;
+  if (!in) return finish(L, DT_ERR, NULL, out);
   int st = dt_comm_all_gather(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows * inner), t->dtype);
   return finish_out(L, st, in, out, 3);
 }
@@ -375,8 +381,8 @@ static int l_reduce_scatter(lua_State *L) {
   check_divisible(L, t, c->size, "reduce_scatter");
   int64_t rows, inner;
   rows_of(t, &rows, &inner);
-  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 4, t, rows / c->size, "reduce_scatter") : NULL;
-  if (!out) return finish(L, DT_ERR, in, NULL);
+  dt_tensor *out = out_or_new(L, 4, t, rows / c->size, "reduce_scatter"), *in = out ? input_apart(t, out) : NULL;
+  if (!in) return finish(L, DT_ERR, NULL, out);
   int st = dt_comm_reduce_scatter(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
                                   t->dtype, op);
   return finish_out(L, st, in, out, 4);
@@ -390,8 +396,8 @@ static int l_all_to_all(lua_State *L) {
   check_divisible(L, t, c->size, "all_to_all");
   int64_t rows, inner;
   rows_of(t, &rows, &inner);
-  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 3, t, rows, "all_to_all") : NULL;
-  if (!out) return finish(L, DT_ERR, in, NULL);
+  dt_tensor *out = out_or_new(L, 3, t, rows, "all_to_all"), *in = out ? input_apart(t, out) : NULL;
+  if (!in) return finish(L, DT_ERR, NULL, out);
   int st = dt_comm_all_to_all(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner), t->dtype);
   return finish_out(L, st, in, out, 3);
 }

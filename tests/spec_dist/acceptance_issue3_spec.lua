@@ -214,6 +214,16 @@ describe("issue 3: all_to_all(t, group), all_to_all_v (uneven sizes)", function(
     assert.are.same(want, flat(out))
   end)
 
+  it("all_to_all(t, group, t) works in place (out may share the input's storage)", function()
+    local vals = {}
+    for p = 0, n - 1 do vals[p + 1] = rank * 100 + p end
+    local t = dt.tensor(vals, {dtype = "int64"})
+    assert.is_true(rawequal(t, D.all_to_all(t, nil, t)))
+    local want = {}
+    for q = 0, n - 1 do want[q + 1] = q * 100 + rank end
+    assert.are.same(want, flat(t))
+  end)
+
   it("all_to_all_v sends send_splits[p] rows to rank p and returns the recv splits", function()
     local splits, total = {}, 0
     for p = 0, n - 1 do splits[p + 1] = (rank + p) % 3; total = total + splits[p + 1] end
