@@ -8,6 +8,8 @@
 static const char *const kind_names[TC_NKINDS] = {
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "scatter", "gather", "barrier"};
 
+const char *tc_kind_name(tc_kind k) { return k < TC_NKINDS ? kind_names[k] : "?"; }
+
 void tc_describe(char *buf, size_t len, const tc_desc *d) {
   const char *name = kind_names[d->kind];
   const char *dt = dt_dtype_name(d->dtype);

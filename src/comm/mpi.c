@@ -72,6 +72,16 @@ static int too_big(size_t n, const char *name) {
   return DT_OK;
 }
 
+/* MPI_Allgather of k int64 per rank for the checks below, under DTLUA_TIMEOUT like the
+ * collective it checks (name). */
+static int check_allgather(mpi_comm *c, const int64_t *mine, int k, int64_t *all, const char *name) {
+  if (c->base.timeout > 0) {
+    MPI_Request req;
+    return wait_req(c, MPI_Iallgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->comm, &req), &req, name);
+  }
+  return check_rc(MPI_Allgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->comm), name);
+}
+
 /* DTLUA_DEBUG=collectives: every rank's (kind, dtype, op, root, count), compared. */
 static int debug_check(mpi_comm *c, const tc_desc *d) {
   if (!c->debug) return DT_OK;
@@ -79,8 +89,7 @@ static int debug_check(mpi_comm *c, const tc_desc *d) {
   int64_t mine[5] = {d->kind, d->dtype, d->op, d->root, (int64_t)d->count};
   int64_t *all = malloc(sizeof(int64_t) * 5 * (size_t)n);
   if (!all) return dt_error("collective check: out of memory");
-  int rc = MPI_Allgather(mine, 5, MPI_INT64_T, all, 5, MPI_INT64_T, c->comm);
-  if (rc != MPI_SUCCESS) return free(all), mpi_fail(rc, "collective check");
+  if (check_allgather(c, mine, 5, all, tc_kind_name(d->kind)) != DT_OK) return free(all), DT_ERR;
   tc_desc d0 = {.kind = (tc_kind)all[0], .dtype = (dt_dtype)all[1], .op = (dt_reduce_op)all[2], .root = (int)all[3],
                 .count = (size_t)all[4]};
   int st = DT_OK;
@@ -183,12 +192,14 @@ static int debug_check_splits(mpi_comm *c, const size_t *sendcounts, const size_
   if (!in) return dt_error("collective check: out of memory");
   int64_t *out = in + n, mine[4] = {-1, 0, 0, 0}, *all = out + n; /* {bad sender, sent, expected, my total} */
   for (int q = 0; q < n; q++) out[q] = (int64_t)sendcounts[q], mine[3] += out[q];
-  int rc = MPI_Alltoall(out, 1, MPI_INT64_T, in, 1, MPI_INT64_T, c->comm);
-  for (int p = 0; rc == MPI_SUCCESS && p < n && mine[0] < 0; p++)
+  MPI_Request req;
+  int st = c->base.timeout > 0
+               ? wait_req(c, MPI_Ialltoall(out, 1, MPI_INT64_T, in, 1, MPI_INT64_T, c->comm, &req), &req, "all_to_all")
+               : check_rc(MPI_Alltoall(out, 1, MPI_INT64_T, in, 1, MPI_INT64_T, c->comm), "all_to_all");
+  for (int p = 0; st == DT_OK && p < n && mine[0] < 0; p++)
     if (in[p] != (int64_t)recvcounts[p]) mine[0] = p, mine[1] = in[p], mine[2] = (int64_t)recvcounts[p];
-  if (rc == MPI_SUCCESS) rc = MPI_Allgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, c->comm);
-  if (rc != MPI_SUCCESS) return free(in), mpi_fail(rc, "collective check");
-  int st = DT_OK;
+  if (st == DT_OK) st = check_allgather(c, mine, 4, all, "all_to_all");
+  if (st != DT_OK) return free(in), DT_ERR;
   for (int q = 0; q < n && st == DT_OK; q++) {
     int64_t *m = all + 4 * q;
     if (m[0] < 0) continue;

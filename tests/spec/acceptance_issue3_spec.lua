@@ -260,6 +260,10 @@ describe("issue 3: Failure handling: nothing hangs, nothing is silent", function
     local out, rc = mrun(4, "-e " .. sh_quote(stuck), "DTLUA_TIMEOUT=0.5")
     assert.are_not.equal(0, rc)
     assert.matches("all_gather: timed out after 0.5 s", out, 1, true)
+    -- also with the mismatch checks on (their own exchange is under the timeout too)
+    out, rc = mrun(4, "-e " .. sh_quote(stuck), "DTLUA_TIMEOUT=0.5 DTLUA_DEBUG=collectives")
+    assert.are_not.equal(0, rc)
+    assert.matches("all_gather: timed out after 0.5 s", out, 1, true)
   end)
 
   it("a bad DTLUA_TIMEOUT is reported, not silently used", function()
