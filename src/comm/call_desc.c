@@ -6,7 +6,7 @@
 #include "base/error.h"
 
 static const char *const kind_names[TC_NKINDS] = {
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "scatter", "gather", "barrier"};
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "scatter", "gather", "barrier", "finish"};
 
 const char *tc_kind_name(tc_kind k) { return k < TC_NKINDS ? kind_names[k] : "?"; }
 
@@ -25,6 +25,7 @@ void tc_describe(char *buf, size_t len, const tc_desc *d) {
              d->root);
     break;
   case TC_BARRIER: snprintf(buf, len, "barrier()"); break;
+  case TC_FINISH: snprintf(buf, len, "the end of its program"); break;
   default: snprintf(buf, len, "%s(%s, %zu elements)", name, dt, d->count); break;
   }
 }
@@ -32,7 +33,7 @@ void tc_describe(char *buf, size_t len, const tc_desc *d) {
 /* Same call as a? (pairwise fields only; the size tables are checked below) */
 int tc_same_call(const tc_desc *a, const tc_desc *b) {
   if (a->kind != b->kind) return 0;
-  if (a->kind == TC_BARRIER) return 1;
+  if (a->kind == TC_BARRIER || a->kind == TC_FINISH) return 1;
   if (a->dtype != b->dtype) return 0;
   switch (a->kind) {
   case TC_ALL_REDUCE:

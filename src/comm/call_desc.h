@@ -10,7 +10,7 @@
 
 typedef enum {
   TC_ALL_REDUCE, TC_ALL_GATHER, TC_REDUCE_SCATTER, TC_ALL_TO_ALL, TC_BROADCAST,
-  TC_SCATTER, TC_GATHER, TC_BARRIER, TC_NKINDS
+  TC_SCATTER, TC_GATHER, TC_BARRIER, TC_FINISH /* the end of a rank's program (MPI checks) */, TC_NKINDS
 } tc_kind;
 
 /* What one rank entered. */

@@ -90,6 +90,20 @@ static int debug_check(mpi_comm *c, const tc_desc *d) {
   int64_t *all = malloc(sizeof(int64_t) * 5 * (size_t)n);
   if (!all) return dt_error("collective check: out of memory");
   if (check_allgather(c, mine, 5, all, tc_kind_name(d->kind)) != DT_OK) return free(all), DT_ERR;
+  /* ranks at the end of their program (dt_mpi_finish) against ranks in a collective:
+   * the threads backend's message */
+  int *fin = malloc(sizeof(int) * (size_t)n), nfin = 0;
+  for (int r = 0; fin && r < n; r++)
+    if (all[5 * r] == TC_FINISH) fin[nfin++] = c->base.world_ranks[r];
+  if (fin && nfin > 0 && nfin < n) {
+    char buf[128];
+    dt_comm_format_ranks(buf, sizeof buf, fin, nfin);
+    free(fin), free(all);
+    if (d->kind == TC_FINISH) return dt_error("the program ended while other ranks of group %s wait in a collective", c->label);
+    return dt_error("%s: in group %s, rank(s) %s finished their program without joining it", tc_kind_name(d->kind),
+                    c->label, buf);
+  }
+  free(fin);
   tc_desc d0 = {.kind = (tc_kind)all[0], .dtype = (dt_dtype)all[1], .op = (dt_reduce_op)all[2], .root = (int)all[3],
                 .count = (size_t)all[4]};
   int st = DT_OK;
@@ -403,6 +417,14 @@ dt_comm *dt_mpi_world_comm(int *argc, char ***argv) {
   double timeout = to && *to ? atof(to) : 0;
   mpi_comm *c = comm_wrap(comm, NULL, dbg && strstr(dbg, "collectives") != NULL, timeout);
   return c ? &c->base : (dt_error("MPI: out of memory"), NULL);
+}
+
+/* Under DTLUA_DEBUG=collectives, the end of a rank's program is checked like a world
+ * collective: ranks still waiting in a world collective for this one fail at once
+ * instead of hanging.  Without the checks it costs nothing and does nothing. */
+int dt_mpi_finish(dt_comm *world) {
+  tc_desc d = {.kind = TC_FINISH};
+  return debug_check((mpi_comm *)world, &d);
 }
 
 void dt_mpi_finalize(void) {

@@ -244,6 +244,18 @@ describe("issue 3: Failure handling: nothing hangs, nothing is silent", function
     assert.matches("r1\t(command line):1: " .. mismatch_msg, out, 1, true)
   end)
 
+  it("a rank that ends while others wait for it fails them (threads; MPI with DTLUA_DEBUG=collectives)", function()
+    local prog = sh_quote("if dt.rank() >= 1 then dt.distributed.all_reduce(dt.ones(2)) end")
+    local msg = "all_reduce: in group {0,1,2}, rank(s) {0} finished their program without joining it"
+    local out, rc = run("-n 3 -e " .. prog)
+    assert.are_not.equal(0, rc)
+    assert.matches(msg, out, 1, true)
+    if not mpirun then return end
+    out, rc = mrun(3, "-e " .. prog, "DTLUA_DEBUG=collectives")
+    assert.are_not.equal(0, rc)
+    assert.matches(msg, out, 1, true)
+  end)
+
   local stuck = "if dt.rank() ~= 2 then dt.distributed.all_gather(dt.ones(4)) " ..
                 "else local t = os.clock() while os.clock() - t < 20 do end end"
 
