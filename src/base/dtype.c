@@ -147,3 +147,23 @@ void dt_store_i64(void *p, dt_dtype t, int64_t v) {
   default: dt_store_f64(p, t, (double)v); break;
   }
 }
+
+/* A number the dtype cannot hold is refused, as torch does (uint8 + 300), rather than
+ * wrapped.  Floats overflow to inf (IEEE); any number is a valid bool. */
+int dt_check_value_fits(const char *op, dt_dtype t, int is_int, int64_t vi, double v) {
+  double lo, end; /* valid: lo <= x < end */
+  switch (t) {
+  case DT_INT64:
+    if (is_int) return DT_OK;
+    lo = -9223372036854775808.0, end = 9223372036854775808.0;
+    break;
+  case DT_INT32: lo = INT32_MIN, end = (double)INT32_MAX + 1; break;
+  case DT_UINT8: lo = 0, end = 256; break;
+  default: return DT_OK;
+  }
+  double x = is_int ? (double)vi : trunc(v);
+  if (x == x && x >= lo && x < end) return DT_OK;
+  if (is_int) return dt_error("%s: value %lld cannot be converted to type %s without overflow", op, (long long)vi,
+                              dt_dtype_name(t));
+  return dt_error("%s: value %g cannot be converted to type %s without overflow", op, v, dt_dtype_name(t));
+}

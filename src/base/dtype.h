@@ -57,4 +57,8 @@ void dt_store_f64(void *p, dt_dtype t, double v);
 int64_t dt_load_i64(const void *p, dt_dtype t);
 void dt_store_i64(void *p, dt_dtype t, int64_t v);
 
+/* DT_OK when the number (vi when is_int, else v) fits t's range, else DT_ERR with
+ * "<op>: value 300 cannot be converted to type uint8 without overflow". */
+int dt_check_value_fits(const char *op, dt_dtype t, int is_int, int64_t vi, double v);
+
 #endif

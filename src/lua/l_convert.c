@@ -32,6 +32,9 @@ static void nested_fill(lua_State *L, int idx, nested_info *info, int depth, dt_
     switch (lua_type(L, idx)) {
     case LUA_TBOOLEAN: dt_store_i64(p, t->dtype, lua_toboolean(L, idx)); return;
     case LUA_TNUMBER:
+      if (dt_check_value_fits("tensor", t->dtype, lua_isinteger(L, idx), lua_tointeger(L, idx), lua_tonumber(L, idx)) !=
+          DT_OK)
+        dt_lua_raise(L);
       if (lua_isinteger(L, idx)) dt_store_i64(p, t->dtype, lua_tointeger(L, idx));
       else dt_store_f64(p, t->dtype, lua_tonumber(L, idx));
       return;

@@ -122,7 +122,20 @@ UNARY(silu, DT_OP_SILU)
 UNARY(sin, DT_OP_SIN)
 UNARY(cos, DT_OP_COS)
 UNARY(clone, DT_OP_CLONE)
-UNARY(contiguous, DT_OP_CONTIGUOUS)
+
+/* contiguous() / to(dtype) give t itself when nothing changes: the same userdata, so
+ * t:contiguous() == t as torch's `t.contiguous() is t`. */
+static int self_or_result(lua_State *L, dt_op_id id, dt_op_args *a) {
+  dt_lua_call_op(L, id, a);
+  if (dt_lua_check_tensor(L, -1) == a->in[0]) lua_pushvalue(L, 1);
+  return 1;
+}
+static int l_contiguous(lua_State *L) {
+  dt_tensor *x;
+  dt_op_args a = {0};
+  one_input(L, &a, &x);
+  return self_or_result(L, DT_OP_CONTIGUOUS, &a);
+}
 
 /* gelu(x, approximate) with approximate "none" (exact erf, default) or "tanh", also as
  * {approximate = "tanh"}. */
@@ -201,16 +214,33 @@ static int cast(lua_State *L, dt_dtype d) {
   one_input(L, &a, &x);
   a.dtype = d;
   a.has_dtype = 1;
-  return dt_lua_call_op(L, DT_OP_TO, &a);
+  return self_or_result(L, DT_OP_TO, &a);
 }
-/* to(dtype) or to({dtype = ...}) */
+/* to(dtype), to(device) or to({dtype = ..., device = ...}).  The only device of this build
+ * is the tensor's own ("cpu"): moving to it is a no-op, any other device is an error. */
 static int l_to(lua_State *L) {
-  dt_lua_check_tensor(L, 1);
-  if (lua_istable(L, 2)) {
+  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  const char *dev = NULL;
+  lua_settop(L, 2);
+  if (lua_istable(L, 2)) { /* -> 2: dtype, 3: device */
+    lua_getfield(L, 2, "device");
     lua_getfield(L, 2, "dtype");
     lua_replace(L, 2);
+    dev = lua_tostring(L, 3);
+  } else if (lua_type(L, 2) == LUA_TSTRING &&
+             (strcmp(lua_tostring(L, 2), "cpu") == 0 || strncmp(lua_tostring(L, 2), "cuda", 4) == 0)) {
+    lua_pushnil(L);
+    lua_insert(L, 2);
+    dev = lua_tostring(L, 3);
   }
-  if (lua_isnoneornil(L, 2)) return luaL_error(L, "to: expected a dtype such as \"float64\"");
+  if (dev && strcmp(dev, dt_device_name(dt_tensor_device(x))) != 0)
+    return luaL_error(L, "to: device '%s' is not available (tensors are on %s in this build)", dev,
+                      dt_device_name(dt_tensor_device(x)));
+  if (lua_isnoneornil(L, 2)) {
+    if (!dev) return luaL_error(L, "to: expected a dtype such as \"float64\" or a device such as \"cpu\"");
+    lua_settop(L, 1);
+    return 1;
+  }
   return cast(L, dt_lua_opt_dtype(L, 2, DT_DEFAULT_FLOAT));
 }
 #define CAST(name, D) \

@@ -104,7 +104,11 @@ static int with_indices(lua_State *L, dt_op_id id, const char *op, int nres) {
 
 /* max/min: without a dim the global value (0-d); with one, (values, indices). */
 static int max_min(lua_State *L, dt_op_id with_index, dt_op_id global, const char *op) {
-  if (lua_isnoneornil(L, 2) || is_opts_table(L, 2)) return reduce_simple(L, global, op);
+  if (lua_isnoneornil(L, 2) || is_opts_table(L, 2)) {
+    if (dt_tensor_numel(dt_lua_check_tensor(L, 1)) == 0) /* named max/min, not the amax/amin row */
+      return luaL_error(L, "%s: cannot reduce over a zero-size dim", op);
+    return reduce_simple(L, global, op);
+  }
   return with_indices(L, with_index, op, 2);
 }
 static int l_max(lua_State *L) { return max_min(L, DT_OP_MAX, DT_OP_AMAX, "max"); }

@@ -342,6 +342,9 @@ static dt_tensor *scalar_tensor(lua_State *L, int idx) {
 int dt_lua_tensor_newindex(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) return luaL_error(L, "cannot set field '%s' of a tensor", lua_tostring(L, 2));
   lua_settop(L, 3);
+  int is_num = lua_type(L, 3) == LUA_TNUMBER, is_int = lua_isinteger(L, 3);
+  lua_Integer vi = lua_tointeger(L, 3);
+  lua_Number v = lua_tonumber(L, 3);
   dt_tensor *src = dt_lua_test_tensor(L, 3);
   if (src) {
     if (src->storage == dt_lua_check_tensor(L, 1)->storage) src = dt_tensor_clone(src); /* may overlap */
@@ -353,7 +356,10 @@ int dt_lua_tensor_newindex(lua_State *L) {
   lua_insert(L, 3);
   lua_settop(L, 3);
   push_indexed(L);
-  if (dt_tensor_copy_(dt_lua_check_tensor(L, -1), src, "indexing assignment") != DT_OK) return dt_lua_raise(L);
+  dt_tensor *dst = dt_lua_check_tensor(L, -1);
+  /* a number the target cannot hold is refused (uint8 300), as torch */
+  if (is_num && dt_check_value_fits("indexing assignment", dst->dtype, is_int, vi, v) != DT_OK) return dt_lua_raise(L);
+  if (dt_tensor_copy_(dst, src, "indexing assignment") != DT_OK) return dt_lua_raise(L);
   return 0;
 }
 

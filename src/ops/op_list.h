@@ -11,7 +11,7 @@
 
 /* ---- factories ---- */
 DT_OP(EMPTY, empty, factory, 1, DT_OPF_FACTORY, "empty(ints shape, dtype) -> Tensor")
-DT_OP(FULL, full, factory, 1, DT_OPF_FACTORY, "full(ints shape, scalar value, dtype) -> Tensor")
+DT_OP(FULL, full, factory, 1, DT_OPF_FACTORY, "full(ints shape, scalar value, dtype; DT_ARG_SCALAR_INT: exact value in ints[DT_MAX_DIMS]) -> Tensor")
 DT_OP(ARANGE, arange, arange, 1, DT_OPF_FACTORY, "arange(scalar start, stop, step, dtype; flags DT_ARG_SCALAR_INT: exact ints[0..2] instead) -> Tensor")
 DT_OP(EYE, eye, eye, 1, DT_OPF_FACTORY, "eye(int n, int m, dtype) -> Tensor")
 

@@ -6,8 +6,11 @@
 #include <string.h>
 
 int dt_shape_factory(const dt_op_args *a, dt_meta *out) {
-  if (dt_check_shape("factory", a->nints, a->ints) != DT_OK) return DT_ERR;
+  if (dt_check_shape(a->name, a->nints, a->ints) != DT_OK) return DT_ERR;
   out->dtype = a->has_dtype ? a->dtype : DT_DEFAULT_FLOAT;
+  if (a->nscalar && dt_check_value_fits(a->name, out->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[DT_MAX_DIMS],
+                                        a->scalar[0]) != DT_OK)
+    return DT_ERR;
   out->ndim = a->nints;
   memcpy(out->shape, a->ints, sizeof(int64_t) * a->nints);
   return DT_OK;

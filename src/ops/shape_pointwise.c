@@ -22,26 +22,6 @@ static int need_inputs(const dt_op_args *a, int n) {
 
 static int is(const dt_op_args *a, const char *name) { return strcmp(a->name, name) == 0; }
 
-/* A number the result dtype cannot hold is refused, as torch does (uint8 + 300), rather
- * than wrapped.  Floats overflow to inf (IEEE); any number is a valid bool. */
-static int check_fits(const dt_op_args *a, dt_dtype t, int is_int, int64_t vi, double v) {
-  double lo, end; /* valid: lo <= x < end */
-  switch (t) {
-  case DT_INT64:
-    if (is_int) return DT_OK;
-    lo = -9223372036854775808.0, end = 9223372036854775808.0;
-    break;
-  case DT_INT32: lo = INT32_MIN, end = (double)INT32_MAX + 1; break;
-  case DT_UINT8: lo = 0, end = 256; break;
-  default: return DT_OK;
-  }
-  double x = is_int ? (double)vi : trunc(v);
-  if (x == x && x >= lo && x < end) return DT_OK;
-  if (is_int) return dt_error("%s: value %lld cannot be converted to type %s without overflow", a->name, (long long)vi,
-                              dt_dtype_name(t));
-  return dt_error("%s: value %g cannot be converted to type %s without overflow", a->name, v, dt_dtype_name(t));
-}
-
 int dt_shape_same(const dt_op_args *a, dt_meta *out) {
   if (need_inputs(a, 1) != DT_OK) return DT_ERR;
   meta_of(out, a->in[0]->dtype, a->in[0]);
@@ -66,7 +46,7 @@ int dt_shape_unary(const dt_op_args *a, dt_meta *out) {
     int is_int = a->flags & DT_ARG_SCALAR_INT;
     for (int k = 0; k < 2; k++)
       if ((a->flags & (k ? DT_ARG_HAS_MAX : DT_ARG_HAS_MIN)) &&
-          check_fits(a, t, is_int, a->ints[k], a->scalar[k]) != DT_OK)
+          dt_check_value_fits(a->name, t, is_int, a->ints[k], a->scalar[k]) != DT_OK)
         return DT_ERR;
   }
   if (t == DT_BOOL) {
@@ -108,7 +88,7 @@ static int binary_check(const dt_op_args *a, dt_dtype rt, int compare, dt_meta *
   if (scalar && !(a->flags & DT_ARG_SCALAR_LEFT) && !dt_dtype_is_float(rt) && a->ints[0] < 0 && is(a, "pow"))
     return dt_error("pow: Integers to negative integer powers are not allowed");
   if (scalar && (a->flags & DT_ARG_SCALAR_INT) && !compare &&
-      check_fits(a, rt, 1, a->ints[0], a->scalar[0]) != DT_OK)
+      dt_check_value_fits(a->name, rt, 1, a->ints[0], a->scalar[0]) != DT_OK)
     return DT_ERR;
   return DT_OK;
 }
@@ -142,7 +122,7 @@ int dt_shape_inplace(const dt_op_args *a, dt_meta *out) {
                       "clone() it first", a->name);
   meta_of(out, self->dtype, self);
   if (is(a, "zero_")) return DT_OK;
-  if (is(a, "fill_")) return check_fits(a, self->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[0], a->scalar[0]);
+  if (is(a, "fill_")) return dt_check_value_fits(a->name, self->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[0], a->scalar[0]);
   if (is(a, "copy_")) {
     if (need_inputs(a, 2) != DT_OK) return DT_ERR;
     const dt_tensor *src = a->in[1];
@@ -184,7 +164,7 @@ int dt_shape_where(const dt_op_args *a, dt_meta *out) {
   out->dtype = pw_where_type(a);
   for (int k = 0; k < 2; k++)
     if (!a->in[k + 1] &&
-        check_fits(a, out->dtype, a->flags & (k ? DT_ARG_WHERE_B_INT : DT_ARG_WHERE_A_INT), a->ints[k], a->scalar[k]) != DT_OK)
+        dt_check_value_fits(a->name, out->dtype, a->flags & (k ? DT_ARG_WHERE_B_INT : DT_ARG_WHERE_A_INT), a->ints[k], a->scalar[k]) != DT_OK)
       return DT_ERR;
   return DT_OK;
 }

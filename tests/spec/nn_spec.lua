@@ -452,6 +452,10 @@ describe("F.scaled_dot_product_attention", function()
     fails(op .. "attn_mask must be bool or float32 like q, got int64", F.scaled_dot_product_attention, Q, K, V,
           {attn_mask = dt.zeros(3, 4, {dtype = "int64"})})
     fails(op .. "unknown option 'causal'", F.scaled_dot_product_attention, Q, K, V, {causal = true})
+    -- torch's positional (attn_mask, dropout_p, is_causal) is refused, not silently ignored
+    fails(op .. "pass attn_mask, is_causal and scale in an options table", F.scaled_dot_product_attention, Q, K, V, nil, 0, true)
+    fails(op .. "pass attn_mask, is_causal and scale in an options table", F.scaled_dot_product_attention, Q, K, V,
+          dt.zeros(3, 4):eq(0))
   end)
 end)
 

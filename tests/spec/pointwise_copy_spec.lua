@@ -15,6 +15,7 @@ describe("pointwise copies and casts", function()
     local c = a:contiguous()
     assert.is_true(c:shares_storage(a))
     assert.is_true(c:is_contiguous())
+    assert.are.equal(a, c) -- the same userdata, as torch's `t.contiguous() is t`
   end)
 
   it("to converts dtypes (self when it already matches) and has shorthands", function()
@@ -43,6 +44,21 @@ describe("pointwise copies and casts", function()
     assert.matches("unknown dtype 'float8'", err, 1, true)
     ok, err = pcall(a.to, a)
     assert.matches("to: expected a dtype", err, 1, true)
+    assert.are.equal(a, a:to("float32"))
+  end)
+
+  it("to names a device: its own is a no-op, another is an error", function()
+    local a = dt.ones(2)
+    assert.are.equal(a, a:to("cpu"))
+    assert.are.equal(a, a:to({device = "cpu"}))
+    local d = a:to({device = "cpu", dtype = "float64"})
+    assert.are.equal("float64", d.dtype)
+    assert.are.equal("cpu", d.device)
+    for _, arg in ipairs {"cuda", "cuda:1", {device = "cuda"}} do
+      local ok, err = pcall(a.to, a, arg)
+      assert.is_false(ok)
+      assert.matches("to: device 'cuda[:1]*' is not available %(tensors are on cpu in this build%)", err)
+    end
   end)
 end)
 

@@ -68,7 +68,11 @@ end
 -- opts: attn_mask (bool: true = attend, or float: added to the scores), is_causal, scale
 -- (default 1/sqrt(E)).
 local sdpa_opts = {attn_mask = true, is_causal = true, scale = true}
-function F.scaled_dot_product_attention(q, k, v, opts)
+function F.scaled_dot_product_attention(q, k, v, opts, ...)
+  if select("#", ...) > 0 or core.is_tensor(opts) then -- torch's positional (attn_mask, dropout_p, is_causal)
+    error("scaled_dot_product_attention: pass attn_mask, is_causal and scale in an options table, "
+          .. "e.g. F.scaled_dot_product_attention(q, k, v, {is_causal = true})", 2)
+  end
   opts = check_opts("scaled_dot_product_attention", opts, sdpa_opts)
   return core._sdpa(q, k, v, opts.attn_mask, opts.is_causal and true or false, opts.scale)
 end

@@ -5,7 +5,10 @@
 #include <math.h>
 #include <string.h>
 
-int dt_cpu_empty(const dt_op_args *a, dt_tensor **out) { return DT_OK; }
+int dt_cpu_empty(const dt_op_args *a, dt_tensor **out) { /* the storage is already allocated */
+  (void)a, (void)out;
+  return DT_OK;
+}
 
 int dt_cpu_full(const dt_op_args *a, dt_tensor **out) {
   dt_tensor *t = out[0];
@@ -13,7 +16,8 @@ int dt_cpu_full(const dt_op_args *a, dt_tensor **out) {
   size_t es = dt_dtype_size(t->dtype);
   char *p = dt_tensor_data(t);
   if (n == 0) return DT_OK;
-  dt_store_f64(p, t->dtype, a->scalar[0]);
+  if (a->flags & DT_ARG_SCALAR_INT) dt_store_i64(p, t->dtype, a->ints[DT_MAX_DIMS]);
+  else dt_store_f64(p, t->dtype, a->scalar[0]);
   /* double the filled prefix each round: log2(n) memcpy calls */
   for (int64_t done = 1; done < n; done *= 2)
     memcpy(p + done * es, p, (size_t)((done < n - done ? done : n - done) * (int64_t)es));
@@ -44,6 +48,7 @@ int dt_cpu_arange(const dt_op_args *a, dt_tensor **out) {
 }
 
 int dt_cpu_eye(const dt_op_args *a, dt_tensor **out) {
+  (void)a;
   dt_tensor *t = out[0];
   int64_t rows = t->shape[0], cols = t->shape[1];
   size_t es = dt_dtype_size(t->dtype);

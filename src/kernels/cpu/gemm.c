@@ -29,8 +29,10 @@
 DEFINE_FALLBACK(dt_gemm_f32_fallback, float)
 DEFINE_FALLBACK(dt_gemm_f64_fallback, double)
 
+#ifdef DT_HAVE_CBLAS
 /* BLAS rejects leading dimensions below 1 even when a dimension is empty. */
 static int64_t ld(int64_t v) { return v > 0 ? v : 1; }
+#endif
 
 void dt_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                  const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
