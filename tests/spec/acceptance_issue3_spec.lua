@@ -37,26 +37,25 @@ local mrun = H.mrun
 local RANKS_PROG = "print(string.format('rank %d of %d local %d backend %s', dt.rank(), dt.world_size(), " ..
                    "dt.local_rank(), dt.backend())) dt.barrier()\n"
 
+-- runs RANKS_PROG as a script file with launch(path) and checks 4 ranks of the backend
+local function four_ranks(launch, backend)
+  local path = script(RANKS_PROG)
+  local out, rc = launch(path)
+  os.remove(path)
+  assert.are.equal(0, rc, out)
+  local want = {}
+  for r = 0, 3 do want[r + 1] = string.format("rank %d of 4 local %d backend %s", r, r, backend) end
+  assert.are.same(want, lines_matching(out, "^rank"))
+end
+
 describe("issue 3: Running", function()
   it("`dtlua -n 4 script.lua` runs 4 ranks inside one process (threads backend)", function()
-    local path = script(RANKS_PROG .. "print('pid', require('dtensor') and 0)\n")
-    local out, rc = run("-n 4 " .. path)
-    os.remove(path)
-    assert.are.equal(0, rc, out)
-    assert.are.same({"rank 0 of 4 local 0 backend threads", "rank 1 of 4 local 1 backend threads",
-                     "rank 2 of 4 local 2 backend threads", "rank 3 of 4 local 3 backend threads"},
-      lines_matching(out, "^rank"))
+    four_ranks(function(path) return run("-n 4 " .. path) end, "threads")
   end)
 
   it("`mpirun -np 4 dtlua script.lua` runs 4 processes over MPI, detected without options", function()
     if not mpirun then return end
-    local path = script(RANKS_PROG)
-    local out, rc = mrun(4, path)
-    os.remove(path)
-    assert.are.equal(0, rc, out)
-    assert.are.same({"rank 0 of 4 local 0 backend mpi", "rank 1 of 4 local 1 backend mpi",
-                     "rank 2 of 4 local 2 backend mpi", "rank 3 of 4 local 3 backend mpi"},
-      lines_matching(out, "^rank"))
+    four_ranks(function(path) return mrun(4, path) end, "mpi")
   end)
 
   it("`--backend threads|mpi` and `DTLUA_BACKEND` force one", function()
