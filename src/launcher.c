@@ -261,6 +261,10 @@ static int launch_mpi(launcher *la, int argc, char **argv) {
   }
   setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach mpirun whole and in time */
   run_rank(&rec);
+  if (rec.ok && dt_mpi_finish(c) != DT_OK) {
+    fprintf(stderr, "dtlua: rank %d: %s\n", c->rank, dt_error_message());
+    rec.ok = 0;
+  }
   dt_context_free(rec.ctx);
   free_argv(argc, rec.argv);
   if (!rec.ok && la->n > 1) dt_mpi_abort(1); /* e.g. a failure reported before the context existed */

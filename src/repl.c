@@ -226,7 +226,11 @@ static void repl_mesh(lua_State *L, dt_comm *c) {
     free(line);
     if (!chunk) break;
     if (strncmp(chunk, ":ranks", 6) == 0) { /* the toggle: every rank sees it, rank 0 uses it */
-      all_ranks = strstr(chunk, "all") != NULL;
+      char arg[8] = "";
+      sscanf(chunk + 6, "%7s", arg);
+      if (strcmp(arg, "all") == 0 || strcmp(arg, "0") == 0) all_ranks = arg[0] == 'a';
+      else if (c->rank == 0) printf(":ranks takes 0 (rank 0's results only) or all (every rank's), got '%s'\n", arg);
+      if (c->rank == 0) fflush(stdout);
       free(chunk);
       continue;
     }

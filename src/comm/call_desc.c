@@ -6,7 +6,9 @@
 #include "base/error.h"
 
 static const char *const kind_names[TC_NKINDS] = {
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "scatter", "gather", "barrier"};
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "scatter", "gather", "barrier", "finish"};
+
+const char *tc_kind_name(tc_kind k) { return k < TC_NKINDS ? kind_names[k] : "?"; }
 
 void tc_describe(char *buf, size_t len, const tc_desc *d) {
   const char *name = kind_names[d->kind];
@@ -23,6 +25,7 @@ void tc_describe(char *buf, size_t len, const tc_desc *d) {
              d->root);
     break;
   case TC_BARRIER: snprintf(buf, len, "barrier()"); break;
+  case TC_FINISH: snprintf(buf, len, "the end of its program"); break;
   default: snprintf(buf, len, "%s(%s, %zu elements)", name, dt, d->count); break;
   }
 }
@@ -30,7 +33,7 @@ void tc_describe(char *buf, size_t len, const tc_desc *d) {
 /* Same call as a? (pairwise fields only; the size tables are checked below) */
 int tc_same_call(const tc_desc *a, const tc_desc *b) {
   if (a->kind != b->kind) return 0;
-  if (a->kind == TC_BARRIER) return 1;
+  if (a->kind == TC_BARRIER || a->kind == TC_FINISH) return 1;
   if (a->dtype != b->dtype) return 0;
   switch (a->kind) {
   case TC_ALL_REDUCE:
@@ -46,6 +49,8 @@ int tc_mismatch_error(const char *group, int rank_a, const tc_desc *a, int rank_
   char da[160], db[160];
   tc_describe(da, sizeof da, a);
   tc_describe(db, sizeof db, b);
+  if (rank_a == rank_b) /* a rank at odds with itself (all_to_all_v: what it sends itself) */
+    return dt_error("collective mismatch in group %s: rank %d called %s%s", group, rank_a, da, why);
   return dt_error("collective mismatch in group %s: rank %d called %s, rank %d called %s%s", group, rank_a, da, rank_b,
                   db, why);
 }

@@ -10,7 +10,7 @@
 
 typedef enum {
   TC_ALL_REDUCE, TC_ALL_GATHER, TC_REDUCE_SCATTER, TC_ALL_TO_ALL, TC_BROADCAST,
-  TC_SCATTER, TC_GATHER, TC_BARRIER, TC_NKINDS
+  TC_SCATTER, TC_GATHER, TC_BARRIER, TC_FINISH /* the end of a rank's program (MPI checks) */, TC_NKINDS
 } tc_kind;
 
 /* What one rank entered. */
@@ -26,6 +26,8 @@ typedef struct tc_desc {
   const size_t *counts2;     /* all_to_all: recvcounts */
 } tc_desc;
 
+/* "all_reduce" */
+const char *tc_kind_name(tc_kind k);
 /* "all_reduce(sum, float32, 4 elements)" */
 void tc_describe(char *buf, size_t len, const tc_desc *d);
 /* Same call (kind, dtype, and op/root/count where they must agree)? */

@@ -91,6 +91,8 @@ void dt_threads_world_rank_exited(dt_threads_world *w, int rank);
 /* Initialises MPI (once per process) and returns the world communicator. */
 dt_comm *dt_mpi_world_comm(int *argc, char ***argv);
 int dt_mpi_available(void);
+/* The end of this rank's program (DTLUA_DEBUG=collectives: fails peers waiting for it). */
+int dt_mpi_finish(dt_comm *world);
 void dt_mpi_finalize(void);
 void dt_mpi_abort(int code);
 

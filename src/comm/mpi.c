@@ -32,12 +32,16 @@ static int mpi_fail(int rc, const char *name) {
 
 static int check_rc(int rc, const char *name) { return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, name); }
 
-static int wait_req(mpi_comm *c, int rc, MPI_Request *req, const char *name) {
+/* Polls req until done (filling status, or MPI_STATUS_IGNORE) or the timeout; *mpi_rc
+ * (when given) gets the failing MPI code. */
+static int wait_req_status(mpi_comm *c, int rc, MPI_Request *req, const char *name, MPI_Status *status, int *mpi_rc) {
+  if (mpi_rc) *mpi_rc = rc;
   if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
   double t0 = dt_now();
   for (unsigned i = 0;; i++) {
     int done = 0;
-    rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    rc = MPI_Test(req, &done, status);
+    if (mpi_rc) *mpi_rc = rc;
     if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
     if (done) return DT_OK;
     if (i % 64 == 63) {
@@ -47,6 +51,10 @@ static int wait_req(mpi_comm *c, int rc, MPI_Request *req, const char *name) {
                         name, c->base.timeout, c->label);
     }
   }
+}
+
+static int wait_req(mpi_comm *c, int rc, MPI_Request *req, const char *name) {
+  return wait_req_status(c, rc, req, name, MPI_STATUS_IGNORE, NULL);
 }
 
 /* Blocking form, or the non-blocking one polled against the timeout. */
@@ -64,6 +72,16 @@ static int too_big(size_t n, const char *name) {
   return DT_OK;
 }
 
+/* MPI_Allgather of k int64 per rank for the checks below, under DTLUA_TIMEOUT like the
+ * collective it checks (name). */
+static int check_allgather(mpi_comm *c, const int64_t *mine, int k, int64_t *all, const char *name) {
+  if (c->base.timeout > 0) {
+    MPI_Request req;
+    return wait_req(c, MPI_Iallgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->comm, &req), &req, name);
+  }
+  return check_rc(MPI_Allgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->comm), name);
+}
+
 /* DTLUA_DEBUG=collectives: every rank's (kind, dtype, op, root, count), compared. */
 static int debug_check(mpi_comm *c, const tc_desc *d) {
   if (!c->debug) return DT_OK;
@@ -71,8 +89,21 @@ static int debug_check(mpi_comm *c, const tc_desc *d) {
   int64_t mine[5] = {d->kind, d->dtype, d->op, d->root, (int64_t)d->count};
   int64_t *all = malloc(sizeof(int64_t) * 5 * (size_t)n);
   if (!all) return dt_error("collective check: out of memory");
-  int rc = MPI_Allgather(mine, 5, MPI_INT64_T, all, 5, MPI_INT64_T, c->comm);
-  if (rc != MPI_SUCCESS) return free(all), mpi_fail(rc, "collective check");
+  if (check_allgather(c, mine, 5, all, tc_kind_name(d->kind)) != DT_OK) return free(all), DT_ERR;
+  /* ranks at the end of their program (dt_mpi_finish) against ranks in a collective:
+   * the threads backend's message */
+  int *fin = malloc(sizeof(int) * (size_t)n), nfin = 0;
+  for (int r = 0; fin && r < n; r++)
+    if (all[5 * r] == TC_FINISH) fin[nfin++] = c->base.world_ranks[r];
+  if (fin && nfin > 0 && nfin < n) {
+    char buf[128];
+    dt_comm_format_ranks(buf, sizeof buf, fin, nfin);
+    free(fin), free(all);
+    if (d->kind == TC_FINISH) return dt_error("the program ended while other ranks of group %s wait in a collective", c->label);
+    return dt_error("%s: in group %s, rank(s) %s finished their program without joining it", tc_kind_name(d->kind),
+                    c->label, buf);
+  }
+  free(fin);
   tc_desc d0 = {.kind = (tc_kind)all[0], .dtype = (dt_dtype)all[1], .op = (dt_reduce_op)all[2], .root = (int)all[3],
                 .count = (size_t)all[4]};
   int st = DT_OK;
@@ -165,12 +196,46 @@ static int m_all_gather_v(dt_comm *b, const void *send, void *recv, const size_t
   return st;
 }
 
+/* DTLUA_DEBUG=collectives, all_to_all_v: does every rank expect what its peers send it?
+ * (a wrong recv_splits would otherwise hang or truncate inside MPI).  Every rank gets
+ * every rank's verdict, so all raise the same message, the threads backend's. */
+static int debug_check_splits(mpi_comm *c, const size_t *sendcounts, const size_t *recvcounts, dt_dtype dt) {
+  if (!c->debug) return DT_OK;
+  int n = c->base.size;
+  int64_t *in = malloc(sizeof(int64_t) * 6 * (size_t)n); /* in[n], out[n], all[4n] */
+  if (!in) return dt_error("collective check: out of memory");
+  int64_t *out = in + n, mine[4] = {-1, 0, 0, 0}, *all = out + n; /* {bad sender, sent, expected, my total} */
+  for (int q = 0; q < n; q++) out[q] = (int64_t)sendcounts[q], mine[3] += out[q];
+  MPI_Request req;
+  int st = c->base.timeout > 0
+               ? wait_req(c, MPI_Ialltoall(out, 1, MPI_INT64_T, in, 1, MPI_INT64_T, c->comm, &req), &req, "all_to_all")
+               : check_rc(MPI_Alltoall(out, 1, MPI_INT64_T, in, 1, MPI_INT64_T, c->comm), "all_to_all");
+  for (int p = 0; st == DT_OK && p < n && mine[0] < 0; p++)
+    if (in[p] != (int64_t)recvcounts[p]) mine[0] = p, mine[1] = in[p], mine[2] = (int64_t)recvcounts[p];
+  if (st == DT_OK) st = check_allgather(c, mine, 4, all, "all_to_all");
+  if (st != DT_OK) return free(in), DT_ERR;
+  for (int q = 0; q < n && st == DT_OK; q++) {
+    int64_t *m = all + 4 * q;
+    if (m[0] < 0) continue;
+    int p = (int)m[0];
+    const int *w = c->base.world_ranks;
+    tc_desc dp = {.kind = TC_ALL_TO_ALL, .dtype = dt, .count = (size_t)all[4 * p + 3]};
+    tc_desc dq = {.kind = TC_ALL_TO_ALL, .dtype = dt, .count = (size_t)m[3]};
+    char why[128];
+    snprintf(why, sizeof why, " (rank %d sends %lld elements to rank %d, which expects %lld)", w[p], (long long)m[1],
+             w[q], (long long)m[2]);
+    st = tc_mismatch_error(c->label, w[p], &dp, w[q], &dq, why);
+  }
+  free(in);
+  return st;
+}
+
 static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts, void *recv,
                           const size_t *recvcounts, dt_dtype dt) {
   mpi_comm *c = (mpi_comm *)b;
   int n = b->size;
   tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt};
-  if (debug_check(c, &d)) return DT_ERR;
+  if (debug_check(c, &d) || debug_check_splits(c, sendcounts, recvcounts, dt)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   /* The MPI_Alltoall fast path only for the equal-count form (dt_comm_all_to_all passes one
    * array for both), which every rank calls alike: a rank whose v-counts merely happen to be
@@ -225,15 +290,37 @@ static int m_send(dt_comm *b, const void *buf, size_t count, dt_dtype dt, int ds
   mpi_comm *c = (mpi_comm *)b;
   if (too_big(count, "send")) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
-  RUN("send", MPI_Send(buf, (int)count, t, dst, 0, c->comm), MPI_Isend(buf, (int)count, t, dst, 0, c->comm, &req));
+  int tag = (int)dt; /* the dtype travels as the tag: recv checks it */
+  RUN("send", MPI_Send(buf, (int)count, t, dst, tag, c->comm), MPI_Isend(buf, (int)count, t, dst, tag, c->comm, &req));
 }
 
 static int m_recv(dt_comm *b, void *buf, size_t count, dt_dtype dt, int src) {
   mpi_comm *c = (mpi_comm *)b;
   if (too_big(count, "recv")) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
-  RUN("recv", MPI_Recv(buf, (int)count, t, src, 0, c->comm, MPI_STATUS_IGNORE),
-      MPI_Irecv(buf, (int)count, t, src, 0, c->comm, &req));
+  MPI_Status s;
+  MPI_Request req;
+  int rc, cls = 0, st;
+  if (c->base.timeout > 0) {
+    st = wait_req_status(c, MPI_Irecv(buf, (int)count, t, src, MPI_ANY_TAG, c->comm, &req), &req, "recv", &s, &rc);
+  } else {
+    rc = MPI_Recv(buf, (int)count, t, src, MPI_ANY_TAG, c->comm, &s);
+    st = check_rc(rc, "recv");
+  }
+  if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+  if (cls == MPI_ERR_TRUNCATE)
+    return dt_error("send/recv mismatch: rank %d sent more than the %zu %s elements rank %d expected",
+                    b->world_ranks[src], count, dt_dtype_name(dt), b->world_ranks[b->rank]);
+  if (st != DT_OK) return st;
+  /* a shorter message or another dtype would leave t partly or wrongly filled */
+  int bytes = 0;
+  MPI_Get_count(&s, MPI_BYTE, &bytes);
+  dt_dtype sent = s.MPI_TAG >= 0 && s.MPI_TAG < DT_NDTYPES ? (dt_dtype)s.MPI_TAG : dt;
+  if (sent != dt || (size_t)bytes != count * dt_dtype_size(dt))
+    return dt_error("send/recv mismatch: rank %d sent %zu %s elements, rank %d expected %zu %s", b->world_ranks[src],
+                    (size_t)bytes / dt_dtype_size(sent), dt_dtype_name(sent), b->world_ranks[b->rank], count,
+                    dt_dtype_name(dt));
+  return DT_OK;
 }
 
 static int m_barrier(dt_comm *b) {
@@ -266,6 +353,24 @@ static int m_new_group(dt_comm *b, const int *ranks, int n, dt_comm **out) {
   mpi_comm *c = (mpi_comm *)b;
   int me = b->world_ranks[b->rank], member = 0;
   for (int i = 0; i < n; i++) member |= ranks[i] == me;
+  /* Ranks passing different lists would split the parent into a communicator that
+   * matches nobody's list (silently wrong results): compare a checksum of the lists. */
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)n;
+  for (int i = 0; i < n; i++) h = (h ^ (uint64_t)ranks[i]) * 1099511628211ull;
+  int64_t *all = malloc(sizeof(int64_t) * (size_t)b->size), mine = (int64_t)h;
+  if (!all) return dt_error("new_group: out of memory");
+  /* through the collective path: DTLUA_TIMEOUT applies (a rank that never calls
+   * new_group fails the others instead of leaving them in MPI_Comm_split) */
+  if (dt_comm_all_gather(b, &mine, all, 1, DT_INT64) != DT_OK) return free(all), dt_error_prefix("new_group");
+  for (int r = 1; r < b->size; r++)
+    if (all[r] != all[0]) {
+      char buf[128];
+      free(all);
+      return dt_error("new_group: rank %d and rank %d passed different rank lists (this rank: %s); every rank "
+                      "must call new_group with the same list", b->world_ranks[0], b->world_ranks[r],
+                      dt_comm_format_ranks(buf, sizeof buf, ranks, n));
+    }
+  free(all);
   MPI_Comm nc;
   int rc = MPI_Comm_split(c->comm, member ? 0 : MPI_UNDEFINED, me, &nc);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "new_group");
@@ -315,6 +420,14 @@ dt_comm *dt_mpi_world_comm(int *argc, char ***argv) {
   double timeout = to && *to ? atof(to) : 0;
   mpi_comm *c = comm_wrap(comm, NULL, dbg && strstr(dbg, "collectives") != NULL, timeout);
   return c ? &c->base : (dt_error("MPI: out of memory"), NULL);
+}
+
+/* Under DTLUA_DEBUG=collectives, the end of a rank's program is checked like a world
+ * collective: ranks still waiting in a world collective for this one fail at once
+ * instead of hanging.  Without the checks it costs nothing and does nothing. */
+int dt_mpi_finish(dt_comm *world) {
+  tc_desc d = {.kind = TC_FINISH};
+  return debug_check((mpi_comm *)world, &d);
 }
 
 void dt_mpi_finalize(void) {

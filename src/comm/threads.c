@@ -162,6 +162,13 @@ typedef struct stop_ctx {
   double start;
 } stop_ctx;
 
+void tc_break_group(tc_group *g) {
+  pthread_mutex_lock(&g->world->mu);
+  if (!atomic_load(&g->broken)) snprintf(g->why, sizeof g->why, "%s", dt_error_message());
+  atomic_store(&g->broken, 1);
+  pthread_mutex_unlock(&g->world->mu);
+}
+
 static int stop_check(void *arg) {
   stop_ctx *s = arg;
   tc_group *g = s->c->g;
@@ -172,7 +179,12 @@ static int stop_check(void *arg) {
     pthread_mutex_unlock(&w->mu);
     return 1;
   }
-  if (atomic_load(&g->broken)) return dt_error("%s: group %s is broken by an earlier failure", s->name, g->label), 2;
+  if (atomic_load(&g->broken)) {
+    pthread_mutex_lock(&w->mu);
+    dt_error("%s: group %s is broken by an earlier failure: %s", s->name, g->label, g->why);
+    pthread_mutex_unlock(&w->mu);
+    return 2;
+  }
   /* who are we waiting for? p2p: the peer; collectives: members that have not entered */
   char missing[256];
   int nmiss = 0, any_exited = 0, list[64] = {0};
@@ -184,19 +196,21 @@ static int stop_check(void *arg) {
   }
   dt_comm_format_ranks(missing, sizeof missing, list, nmiss);
   if (any_exited) {
-    atomic_store(&g->broken, 1);
-    return dt_error("%s: in group %s, rank(s) %s finished their program without joining it", s->name, g->label,
-                    missing), 3;
+    dt_error("%s: in group %s, rank(s) %s finished their program without joining it", s->name, g->label, missing);
+    tc_break_group(g);
+    return 3;
   }
   double now = dt_now();
   if (s->start == 0) s->start = now;
   double limit = s->c->base.timeout;
   if (limit > 0 && now - s->start > limit) {
-    atomic_store(&g->broken, 1);
     if (nmiss)
-      return dt_error("%s: timed out after %g s in group %s: rank(s) %s did not arrive (DTLUA_TIMEOUT)", s->name,
-                      limit, g->label, missing), 4;
-    return dt_error("%s: timed out after %g s in group %s (DTLUA_TIMEOUT)", s->name, limit, g->label), 4;
+      dt_error("%s: timed out after %g s in group %s: rank(s) %s did not arrive (DTLUA_TIMEOUT)", s->name, limit,
+               g->label, missing);
+    else
+      dt_error("%s: timed out after %g s in group %s (DTLUA_TIMEOUT)", s->name, limit, g->label);
+    tc_break_group(g);
+    return 4;
   }
   return 0;
 }
@@ -228,7 +242,13 @@ int tc_enter(tc_comm *c, const tc_desc *d, const char *name) {
   g->members[c->base.rank].d[c->seq & 1] = *d;
   atomic_store(&g->members[c->base.rank].entered, c->seq);
   if (group_barrier(c, name) != DT_OK) return DT_ERR;
-  return tc_check_match(c);
+  if (tc_check_match(c) == DT_OK) return DT_OK;
+  /* every rank reaches the same verdict; none may return (and free the size tables its
+   * descriptor points to) while a peer is still reading them */
+  char msg[2048];
+  snprintf(msg, sizeof msg, "%s", dt_error_message());
+  if (group_barrier(c, name) == DT_OK) dt_error("%s", msg);
+  return DT_ERR;
 }
 
 int tc_leave(tc_comm *c, const char *name) { return group_barrier(c, name); }

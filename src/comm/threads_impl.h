@@ -36,6 +36,7 @@ typedef struct tc_group {
   tc_member *members;
   tc_mailbox *boxes;
   atomic_int broken; /* after a timeout or a peer's exit the barrier state is gone */
+  char why[384];     /* the failure that broke it (world->mu) */
   struct tc_group *next;
 } tc_group;
 
@@ -55,6 +56,10 @@ typedef struct tc_comm {
   unsigned seq;
   unsigned *send_seq, *recv_seq; /* per peer, p2p message counters */
 } tc_comm;
+
+/* Marks g broken by the failure now in dt_error_message() (the first one is kept, so
+ * peers failing later name the cause). */
+void tc_break_group(tc_group *g);
 
 /* Enters a collective: publishes d, waits for every member, checks that they all entered
  * the same call.  On DT_OK, *all points at the members' slots for this call. */

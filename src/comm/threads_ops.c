@@ -141,7 +141,7 @@ static int tc_send(dt_comm *base, const void *buf, size_t count, dt_dtype dt, in
   box->dtype = dt;
   box->mismatch = 0;
   dt_spin_store(&box->posted, s);
-  if (tc_wait(c, &box->done, s, "send", dst)) return atomic_store(&c->g->broken, 1), DT_ERR;
+  if (tc_wait(c, &box->done, s, "send", dst)) return tc_break_group(c->g), DT_ERR;
   if (box->mismatch)
     return dt_error("send/recv mismatch: rank %d sent %zu %s elements, rank %d expected %zu %s",
                     c->g->world_ranks[base->rank], count, dt_dtype_name(dt), c->g->world_ranks[dst],
@@ -153,7 +153,7 @@ static int tc_recv(dt_comm *base, void *buf, size_t count, dt_dtype dt, int src)
   tc_comm *c = (tc_comm *)base;
   tc_mailbox *box = &c->g->boxes[src * c->g->size + base->rank];
   unsigned r = ++c->recv_seq[src];
-  if (tc_wait(c, &box->posted, r, "recv", src)) return atomic_store(&c->g->broken, 1), DT_ERR;
+  if (tc_wait(c, &box->posted, r, "recv", src)) return tc_break_group(c->g), DT_ERR;
   int bad = box->count != count || box->dtype != dt;
   if (bad) {
     dt_error("send/recv mismatch: rank %d sent %zu %s elements, rank %d expected %zu %s", c->g->world_ranks[src],

@@ -2,6 +2,8 @@
 #include "base/error.h"
 #include "lua/l_tensor.h"
 
+#include <string.h>
+
 int dt_lua_to_dim(lua_State *L, lua_Integer d, int ndim, int extra, const char *op) {
   lua_Integer n = ndim + extra;
   if (n == 0) n = 1; /* a 0-d tensor accepts dim 1 / -1 (as PyTorch accepts 0 / -1) */
@@ -47,19 +49,52 @@ int dt_lua_check_shape(lua_State *L, int idx, int *ndim, int64_t *shape, const c
   return n;
 }
 
+/* Raises "<op>: <msg>" when op is given, else Lua's "bad argument #idx to '<function>' (<msg>)". */
+static int arg_error(lua_State *L, int idx, const char *op, const char *msg) {
+  if (op) return luaL_error(L, "%s: %s", op, msg);
+  return luaL_argerror(L, idx, msg);
+}
+
+void dt_lua_check_opts(lua_State *L, int idx, const char *op) {
+  if (lua_isnoneornil(L, idx)) return;
+  if (!lua_istable(L, idx) || dt_lua_test_tensor(L, idx)) {
+    lua_pushfstring(L, "expected an options table such as {dtype = \"float64\"}, got %s", luaL_typename(L, idx));
+    arg_error(L, idx, op, lua_tostring(L, -1));
+  }
+  lua_getfield(L, idx, "device");
+  if (!lua_isnil(L, -1) && (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "cpu") != 0)) {
+    lua_pushfstring(L, "device '%s' is not available (tensors are on cpu in this build)", luaL_tolstring(L, -1, NULL));
+    arg_error(L, idx, op, lua_tostring(L, -1));
+  }
+  lua_pop(L, 1);
+}
+
 dt_dtype dt_lua_opt_dtype(lua_State *L, int idx, dt_dtype def) {
   if (lua_isnoneornil(L, idx)) return def;
-  const char *name = lua_tostring(L, idx);
-  if (!name) luaL_error(L, "dtype must be a string such as \"float32\", got %s", luaL_typename(L, idx));
+  const char *name = lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : NULL;
+  if (!name) {
+    lua_pushfstring(L, "dtype must be a string such as \"float32\", got %s", luaL_typename(L, idx));
+    luaL_argerror(L, idx, lua_tostring(L, -1));
+  }
   dt_dtype d;
-  if (dt_dtype_from_name(name, &d) != DT_OK) dt_lua_raise(L);
+  if (dt_dtype_from_name(name, &d) != DT_OK) luaL_argerror(L, idx, dt_error_message());
   return d;
 }
 
 dt_dtype dt_lua_opt_dtype_field(lua_State *L, int idx, dt_dtype def) {
-  if (!lua_istable(L, idx)) return def;
+  dt_lua_check_opts(L, idx, NULL);
+  if (lua_isnoneornil(L, idx)) return def;
   lua_getfield(L, idx, "dtype");
-  dt_dtype d = dt_lua_opt_dtype(L, -1, def);
+  dt_dtype d = def;
+  if (!lua_isnil(L, -1)) {
+    dt_dtype parsed;
+    if (lua_type(L, -1) != LUA_TSTRING || dt_dtype_from_name(lua_tostring(L, -1), &parsed) != DT_OK) {
+      lua_pushfstring(L, "option dtype: %s",
+                      lua_type(L, -1) == LUA_TSTRING ? dt_error_message() : "must be a string such as \"float32\"");
+      luaL_argerror(L, idx, lua_tostring(L, -1));
+    }
+    d = parsed;
+  }
   lua_pop(L, 1);
   return d;
 }

@@ -7,23 +7,13 @@
 
 /* The argument at idx must be an options table or absent: a stray value is an error, not
  * ignored; so is a device other than "cpu", the only one of this build. */
-static void check_opts_arg(lua_State *L, int idx, const char *op) {
-  if (lua_isnoneornil(L, idx)) return;
-  if (!lua_istable(L, idx))
-    luaL_error(L, "%s: expected an options table such as {dtype = \"float64\"}, got %s", op, luaL_typename(L, idx));
-  lua_getfield(L, idx, "device");
-  if (!lua_isnil(L, -1) && (!lua_isstring(L, -1) || strcmp(lua_tostring(L, -1), "cpu") != 0))
-    luaL_error(L, "%s: device '%s' is not available (tensors are on cpu in this build)", op, luaL_tolstring(L, -1, NULL));
-  lua_pop(L, 1);
-}
-
 /* dt.<factory>(shape..., opts?) where shape is varargs or one table. */
 static int create_filled(lua_State *L, const char *op, dt_op_id id, double value) {
   dt_op_args a = {0};
   int used = dt_lua_check_shape(L, 1, &a.nints, a.ints, op);
   if (dt_check_shape(op, a.nints, a.ints) != DT_OK) return dt_lua_raise(L); /* names zeros/ones/empty */
   int opts = 1 + used;
-  check_opts_arg(L, opts, op);
+  dt_lua_check_opts(L, opts, op);
   a.dtype = dt_lua_opt_dtype_field(L, opts, DT_DEFAULT_FLOAT);
   a.has_dtype = 1;
   a.scalar[0] = value;
@@ -51,7 +41,7 @@ static int l_full(lua_State *L) {
   if (!lua_isnumber(L, 2) && !lua_isboolean(L, 2))
     return luaL_error(L, "full: fill value must be a number, got %s", luaL_typename(L, 2));
   set_fill_value(L, 2, &a);
-  check_opts_arg(L, 3, "full");
+  dt_lua_check_opts(L, 3, "full");
   /* like torch.full: an integer fill gives int64, a boolean gives bool, otherwise float32 */
   dt_dtype def = lua_isboolean(L, 2) ? DT_BOOL : lua_isinteger(L, 2) ? DT_INT64 : DT_DEFAULT_FLOAT;
   a.dtype = dt_lua_opt_dtype_field(L, 3, def);
@@ -65,7 +55,7 @@ static int like(lua_State *L, dt_op_id id, const char *op) {
   dt_op_args a = {0};
   a.nints = t->ndim;
   for (int i = 0; i < t->ndim; i++) a.ints[i] = t->shape[i];
-  check_opts_arg(L, 2, op);
+  dt_lua_check_opts(L, 2, op);
   a.dtype = dt_lua_opt_dtype_field(L, 2, t->dtype);
   a.has_dtype = 1;
   set_fill_value(L, 3, &a);
@@ -114,7 +104,7 @@ static int l_arange(lua_State *L) {
   }
   if (!lua_isnoneornil(L, n + 1) && !lua_istable(L, n + 1))
     return luaL_error(L, "arange: expected numbers then an options table, got %s", luaL_typename(L, n + 1));
-  check_opts_arg(L, n + 1, "arange");
+  dt_lua_check_opts(L, n + 1, "arange");
   a.dtype = dt_lua_opt_dtype_field(L, n + 1, all_int ? DT_INT64 : DT_DEFAULT_FLOAT);
   a.has_dtype = 1;
   return dt_lua_call_op(L, DT_OP_ARANGE, &a);
@@ -127,7 +117,7 @@ static int l_eye(lua_State *L) {
   int opts = 2;
   if (lua_isinteger(L, 2)) a.ints[1] = lua_tointeger(L, 2), opts = 3;
   else a.ints[1] = a.ints[0];
-  check_opts_arg(L, opts, "eye");
+  dt_lua_check_opts(L, opts, "eye");
   a.nints = 2;
   a.dtype = dt_lua_opt_dtype_field(L, opts, DT_DEFAULT_FLOAT);
   a.has_dtype = 1;

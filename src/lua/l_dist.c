@@ -233,6 +233,12 @@ static dt_tensor *out_or_new(lua_State *L, int out_idx, const dt_tensor *t, int6
   return o;
 }
 
+/* The contiguous input of a collective writing out: a copy when out shares t's storage,
+ * since peers still read this rank's input while it writes its output. */
+static dt_tensor *input_apart(dt_tensor *t, const dt_tensor *out) {
+  return out->storage == t->storage ? dt_tensor_clone(t) : dt_tensor_contiguous(t);
+}
+
 /* Runs an in-place collective on t through a contiguous buffer, copying back when t is
  * a strided view.  fn returns DT_OK/DT_ERR. */
 typedef int (*inplace_fn)(dt_comm *c, void *buf, size_t count, dt_dtype dt, const void *arg);
@@ -255,6 +261,16 @@ static int finish(lua_State *L, int st, dt_tensor *in, dt_tensor *out) {
     return dt_lua_raise(L);
   }
   dt_lua_push_tensor(L, out);
+  return 1;
+}
+
+/* finish() for the collectives with an `out` argument at out_idx: returns that very
+ * tensor object when it was given (as all_gather_into_tensor does). */
+static int finish_out(lua_State *L, int st, dt_tensor *in, dt_tensor *out, int out_idx) {
+  if (st != DT_OK || lua_isnoneornil(L, out_idx)) return finish(L, st, in, out);
+  dt_tensor_release(in);
+  dt_tensor_release(out);
+  lua_pushvalue(L, out_idx);
   return 1;
 }
 
@@ -315,11 +331,11 @@ static int l_all_gather(lua_State *L) {
   dt_comm *c = check_group(L, 2, "all_gather");
   int64_t rows, inner;
   rows_of(t, &rows, &inner);
-  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 3, t, rows * c->size, "all_gather") : NULL;
-  if (!out) return finish(L, DT_ERR, in, NULL);
+  dt_tensor *out = out_or_new(L, 3, t, rows * c->size, "all_gather"), *in = out ? input_apart(t, out) : NULL;
+  if (!in) return finish(L, DT_ERR, NULL, out);
   record(L, "all_gather", t, c);
   int st = dt_comm_all_gather(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows * inner), t->dtype);
-  return finish(L, st, in, out);
+  return finish_out(L, st, in, out, 3);
 }
 
 /* Every rank's {ndim, dtype, shape...} (int64), to size uneven results and to reject
@@ -386,12 +402,12 @@ static int l_reduce_scatter(lua_State *L) {
   check_divisible(L, t, c->size, "reduce_scatter");
   int64_t rows, inner;
   rows_of(t, &rows, &inner);
-  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 4, t, rows / c->size, "reduce_scatter") : NULL;
-  if (!out) return finish(L, DT_ERR, in, NULL);
+  dt_tensor *out = out_or_new(L, 4, t, rows / c->size, "reduce_scatter"), *in = out ? input_apart(t, out) : NULL;
+  if (!in) return finish(L, DT_ERR, NULL, out);
   record(L, "reduce_scatter", t, c);
   int st = dt_comm_reduce_scatter(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
                                   t->dtype, op);
-  return finish(L, st, in, out);
+  return finish_out(L, st, in, out, 4);
 }
 
 /* all_to_all(t, group, out?): block r (of group-size equal blocks along dim 1) goes to
@@ -402,11 +418,11 @@ static int l_all_to_all(lua_State *L) {
   check_divisible(L, t, c->size, "all_to_all");
   int64_t rows, inner;
   rows_of(t, &rows, &inner);
-  dt_tensor *in = dt_tensor_contiguous(t), *out = in ? out_or_new(L, 3, t, rows, "all_to_all") : NULL;
-  if (!out) return finish(L, DT_ERR, in, NULL);
+  dt_tensor *out = out_or_new(L, 3, t, rows, "all_to_all"), *in = out ? input_apart(t, out) : NULL;
+  if (!in) return finish(L, DT_ERR, NULL, out);
   record(L, "all_to_all", t, c);
   int st = dt_comm_all_to_all(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner), t->dtype);
-  return finish(L, st, in, out);
+  return finish_out(L, st, in, out, 3);
 }
 
 /* all_to_all_v(t, send_splits, group, recv_splits?): send_splits[r] rows of t (dim 1)
@@ -427,19 +443,24 @@ static int l_all_to_all_v(lua_State *L) {
   size_t *counts = calloc((size_t)n * 2, sizeof(size_t));
   if (!splits || !counts) return free(splits), free(counts), luaL_error(L, "all_to_all_v: out of memory");
   int64_t sum = 0, rsum = 0;
-  for (int r = 0; r < n; r++) {
-    lua_geti(L, 2, r + 1);
-    splits[r] = lua_tointeger(L, -1);
+  for (int r = 0; r < 2 * n; r++) {
+    if (r >= n && lua_isnoneornil(L, 4)) break;
+    const char *which = r < n ? "send_splits" : "recv_splits";
+    lua_geti(L, r < n ? 2 : 4, r % n + 1);
+    int isint;
+    splits[r] = lua_tointegerx(L, -1, &isint);
+    if (!isint || splits[r] < 0) {
+      free(splits), free(counts);
+      return luaL_error(L, "all_to_all_v: %s[%d] must be a non-negative integer, got %s", which, r % n + 1,
+                        luaL_tolstring(L, -1, NULL));
+    }
     lua_pop(L, 1);
-    if (splits[r] < 0) return free(splits), free(counts), luaL_error(L, "all_to_all_v: negative split");
-    sum += splits[r];
+    if (r < n) sum += splits[r];
   }
   if (sum != rows)
     return free(splits), free(counts), luaL_error(L, "all_to_all_v: send_splits add up to %d, but dim 1 has size %d", (int)sum, (int)rows);
   int st = DT_OK;
   if (lua_isnoneornil(L, 4)) st = dt_comm_all_to_all(c, splits, splits + n, 1, DT_INT64);
-  else
-    for (int r = 0; r < n; r++) lua_geti(L, 4, r + 1), splits[n + r] = lua_tointeger(L, -1), lua_pop(L, 1);
   for (int r = 0; r < n; r++) counts[r] = (size_t)(splits[r] * inner), counts[n + r] = (size_t)(splits[n + r] * inner), rsum += splits[n + r];
   dt_tensor *in = st == DT_OK ? dt_tensor_contiguous(t) : NULL, *out = in ? new_with_rows(t, rsum) : NULL;
   record(L, "all_to_all", t, c);

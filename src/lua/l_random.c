@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "kernels/random.h"
+#include "lua/l_dist.h"
 #include "lua/l_tensor.h"
 
 #define RNG_FORK_MT "dtensor.RngFork"
@@ -50,11 +51,23 @@ static lua_Integer check_int(lua_State *L, int idx, const char *op, const char *
 }
 
 /* ---- generator state -------------------------------------------------------------- */
-/* dt.manual_seed(s, {sync = true}): sync (broadcast from rank 0) waits for collectives;
- * until then the option is accepted and the caller seeds every rank alike. */
+/* dt.manual_seed(s, {sync = true}): with sync, every rank of the world takes rank 0's
+ * seed (a broadcast: call it on every rank); without, each rank keeps its own s. */
 static int l_manual_seed(lua_State *L) {
   lua_Integer s = check_int(L, 1, "manual_seed", "seed");
-  if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+  int sync = 0;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int t = lua_getfield(L, 2, "sync");
+    if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+      return luaL_error(L, "manual_seed: option sync must be a boolean, got %s", luaL_typename(L, -1));
+    sync = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  if (sync && dt_comm_broadcast(dt_lua_context(L)->world, &s, 1, DT_INT64, 0) != DT_OK) {
+    dt_error_prefix("manual_seed");
+    return dt_lua_raise(L);
+  }
   dt_rng_state *st = dt_lua_rng_state(L);
   st->seed = (uint64_t)s;
   st->offset = 0;
@@ -137,15 +150,19 @@ static int l_rand(lua_State *L) { return random_factory(L, DT_OP_RAND, "rand"); 
 static int l_randn(lua_State *L) { return random_factory(L, DT_OP_RANDN, "randn"); }
 
 /* dt.rand_like(t, opts?): t's shape, dtype from opts or t. */
-static int random_like(lua_State *L, dt_op_id id) {
+static int random_like(lua_State *L, dt_op_id id, const char *op) {
   dt_tensor *t = dt_lua_check_tensor(L, 1);
   dt_op_args a = {0};
   a.nints = t->ndim;
   for (int i = 0; i < t->ndim; i++) a.ints[i] = t->shape[i];
+  dt_dtype dtype = dt_lua_opt_dtype_field(L, 2, t->dtype);
+  if (!dt_dtype_is_float(dtype))
+    return luaL_error(L, "%s: dtype must be a floating dtype (float32, float64, bfloat16, float16), got %s", op,
+                      dt_dtype_name(dtype));
   return run_standard(L, id, &a, 2, t->dtype);
 }
-static int l_rand_like(lua_State *L) { return random_like(L, DT_OP_RAND); }
-static int l_randn_like(lua_State *L) { return random_like(L, DT_OP_RANDN); }
+static int l_rand_like(lua_State *L) { return random_like(L, DT_OP_RAND, "rand_like"); }
+static int l_randn_like(lua_State *L) { return random_like(L, DT_OP_RANDN, "randn_like"); }
 
 /* dt.randint(low, high, shape, opts?) or dt.randint(high, shape, opts?); high exclusive. */
 static int l_randint(lua_State *L) {

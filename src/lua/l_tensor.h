@@ -47,7 +47,10 @@ int dt_lua_to_dim(lua_State *L, lua_Integer d, int ndim, int extra, const char *
 int dt_lua_check_shape(lua_State *L, int idx, int *ndim, int64_t *shape, const char *op);
 /* The dtype named by a string or constant at idx (nil -> def). */
 dt_dtype dt_lua_opt_dtype(lua_State *L, int idx, dt_dtype def);
-/* opts.dtype from the table at idx (nil table / nil field -> def). */
+/* Validates an options argument: nil, or a table whose `device` (if any) is "cpu".  op names the
+ * caller in errors ("<op>: ..."); NULL gives Lua's "bad argument #idx to '<function>'" form. */
+void dt_lua_check_opts(lua_State *L, int idx, const char *op);
+/* opts.dtype from the table at idx (nil table / nil field -> def); validates the table. */
 dt_dtype dt_lua_opt_dtype_field(lua_State *L, int idx, dt_dtype def);
 /* Boolean field of an opts table (absent -> def). */
 int dt_lua_opt_bool_field(lua_State *L, int idx, const char *field, int def);

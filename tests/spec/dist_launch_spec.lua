@@ -1,20 +1,7 @@
 -- The launcher and its failure handling, run as subprocesses of the built dtlua (env DTLUA,
 -- set by make check).  Every run is wrapped in timeout(1): a hang fails, it never blocks.
-local DTLUA = os.getenv("DTLUA") or "./dtlua"
-
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
--- Runs dtlua with args (and env prefix), returns its output (stdout+stderr), exit status, seconds.
-local function run(args, env, stdin)
-  local cmd = string.format("%s timeout 60 %s %s 2>&1", env or "", sh_quote(DTLUA), args)
-  if stdin then cmd = "printf %s " .. sh_quote(stdin) .. " | " .. cmd end
-  local t0 = os.time()
-  local p = io.popen(cmd .. "; echo \"rc=$?\"")
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)\n?$"))
-  return out:gsub("rc=%d+\n?$", ""), rc, os.time() - t0
-end
+local H = require("tests.spec.support.launch_helpers")
+local DTLUA, sh_quote, run, mpirun_prefix = H.DTLUA, H.sh_quote, H.run, H.mpirun_prefix
 
 local function count(s, pat)
   local n = 0
@@ -128,30 +115,8 @@ describe("the REPL on a mesh", function()
   end)
 end)
 
--- mpirun: only where it exists and dtlua was built with MPI
-local function mpirun_prefix()
-  if not dt.distributed.is_mpi_available() then return nil end
-  local p = io.popen("command -v mpirun && mpirun --version 2>&1")
-  local out = p:read("a")
-  p:close()
-  if not out:match("mpirun") then return nil end
-  if out:match("Open MPI") then
-    return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader " ..
-           "timeout 60 mpirun --oversubscribe"
-  end
-  return "timeout 60 mpirun"
-end
-
 describe("under mpirun", function()
-  local function mrun(np, args, env, stdin)
-    local pre = mpirun_prefix()
-    local cmd = string.format("%s %s -np %d %s %s 2>&1", env or "", pre, np, sh_quote(DTLUA), args)
-    if stdin then cmd = "printf %s " .. sh_quote(stdin) .. " | " .. cmd end
-    local p = io.popen(cmd .. "; echo \"rc=$?\"")
-    local out = p:read("a")
-    p:close()
-    return out, tonumber(out:match("rc=(%d+)\n?$"))
-  end
+  local mrun = H.mrun
 
   it("detects mpirun and uses the MPI backend", function()
     if not mpirun_prefix() then return end

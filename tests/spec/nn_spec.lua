@@ -466,22 +466,18 @@ describe("F.dropout", function()
     assert.are.equal(x, F.dropout(x, 0, true))
     fails("dropout: p must be a number in [0, 1], got 2", F.dropout, x, 2, true)
   end)
-  if dt.rand == nil and dt._dropout == nil then
-    it("needs dt.rand for p > 0 in training mode", function()
-      fails("dropout: p > 0 in training mode needs random numbers (dt.rand), not available in this build", F.dropout,
-            dt.ones(3), 0.5, true)
-    end)
-  else
-    it("keeps about 1-p of the elements, scaled by 1/(1-p)", function()
-      local y = F.dropout(dt.ones(1000), 0.25, true):totable()
-      local kept = 0
-      for _, v in ipairs(y) do
-        assert.is_true(v == 0 or math.abs(v - 1 / 0.75) < 1e-6)
-        if v ~= 0 then kept = kept + 1 end
-      end
-      assert.is_true(kept > 650 and kept < 850)
-    end)
-  end
+  it("keeps about 1-p of the elements, scaled by 1/(1-p), with dt._dropout's mask", function()
+    dt.manual_seed(3)
+    local y = F.dropout(dt.ones(1000), 0.25, true)
+    local kept = 0
+    for _, v in ipairs(y:totable()) do
+      assert.is_true(v == 0 or math.abs(v - 1 / 0.75) < 1e-6)
+      if v ~= 0 then kept = kept + 1 end
+    end
+    assert.is_true(kept > 650 and kept < 850)
+    dt.manual_seed(3)
+    assert.are.same(dt._dropout(dt.ones(1000), 0.25):totable(), y:totable())
+  end)
 end)
 
 -- F.linear and the activation aliases compose tensor methods other engineers provide.

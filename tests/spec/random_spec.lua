@@ -129,7 +129,7 @@ describe("random: Philox stream", function()
     assert.are.equal("float32", b.dtype)
     dt.manual_seed(5)
     assert.are.same(values(dt.randn({2, 3})), values(b))
-    raises("rand: dtype must be a floating dtype (float32, float64, bfloat16, float16), got int64", dt.rand_like,
+    raises("rand_like: dtype must be a floating dtype (float32, float64, bfloat16, float16), got int64", dt.rand_like,
       dt.full({2}, 1))
   end)
 

@@ -51,9 +51,9 @@ function F.cross_entropy(logits, target, opts)
   return core._cross_entropy(logits, target, ignore, opts.reduction or "mean")
 end
 
--- Inverted dropout: zeroes elements with probability p and scales the rest by 1/(1-p).
--- Identity when not training or p == 0.  Uses the RNG's dt._dropout (which also returns
--- the keep mask, for a backward) when the build has it, else dt.rand, else an error.
+-- Inverted dropout: zeroes elements with probability p and scales the rest by 1/(1-p),
+-- with the generator's mask (dt._dropout, doc/random.md).  Identity when not training or
+-- p == 0.  (No autograd yet: the mask dt._dropout also returns is dropped here.)
 function F.dropout(x, p, training)
   p = p or 0.5
   if training == nil then training = true end
@@ -61,13 +61,7 @@ function F.dropout(x, p, training)
     error("dropout: p must be a number in [0, 1], got " .. tostring(p), 2)
   end
   if not training or p == 0 then return x end
-  if core._dropout ~= nil then return (core._dropout(x, p)) end
-  if p == 1 then return x * 0 end
-  if core.rand == nil then
-    error("dropout: p > 0 in training mode needs random numbers (dt.rand), not available in this build", 2)
-  end
-  local keep = core.rand(x:size()) >= p
-  return x * keep:to(x.dtype) * (1 / (1 - p))
+  return (core._dropout(x, p))
 end
 
 -- q [..., L, E], k [..., S, E], v [..., S, Ev]; batch dims broadcast.

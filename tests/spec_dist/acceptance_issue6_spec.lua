@@ -1,0 +1,50 @@
+-- Acceptance of issue 6 (random numbers), the SPMD items of its plain-tensor half: every
+-- rank runs this file (dtlua -n 1..4, mpirun -np 2/4).  The DTensor half (meshes,
+-- placements, the tracker) is not covered here.
+local D = dt.distributed
+local rank, n = dt.rank(), dt.world_size()
+
+-- every rank's copy of a float64 1-d tensor, as a list of tables
+local function everyone(t)
+  local g = D.all_gather(t:to("float64"):reshape(1, t:numel()))
+  return g:totable()
+end
+
+describe("issue 6: dt.manual_seed(s, {sync = true}) broadcasts from rank 0", function()
+  it("gives every rank rank 0's seed and offset 0, so draws agree", function()
+    dt.manual_seed(1000 + rank, {sync = true})
+    assert.are.same({seed = 1000, offset = 0}, dt.get_rng_state())
+    local all = everyone(dt.rand(5))
+    for r = 2, n do assert.are.same(all[1], all[r]) end
+    dt.manual_seed(1000)
+    assert.are.same(all[1], dt.rand(5):to("float64"):totable())
+  end)
+
+  it("without sync each rank keeps its own seed; a non-boolean sync is an error", function()
+    dt.manual_seed(1000 + rank)
+    assert.are.equal(1000 + rank, dt.initial_seed())
+    dt.manual_seed(5, {})
+    assert.are.equal(5, dt.initial_seed())
+    local ok, e = pcall(dt.manual_seed, 5, {sync = "yes"})
+    assert.is_false(ok)
+    assert.matches("manual_seed: option sync must be a boolean, got string", e, 1, true)
+  end)
+end)
+
+describe("issue 6: the state after the op is equal on all ranks", function()
+  it("the same seed gives the same plain-tensor draws and the same (seed, offset) everywhere", function()
+    dt.manual_seed(7)
+    local a = dt.randn(4, 6)
+    local ints = dt.randint(0, 100, {7})
+    local st = dt.get_rng_state()
+    local all = everyone(a:flatten())
+    for r = 2, n do assert.are.same(all[1], all[r]) end
+    local alli = everyone(ints)
+    for r = 2, n do assert.are.same(alli[1], alli[r]) end
+    local states = D.all_gather(dt.tensor({st.seed, st.offset}, {dtype = "int64"})):totable()
+    for r = 0, n - 1 do
+      assert.are.same({7, st.offset}, {states[2 * r + 1], states[2 * r + 2]})
+    end
+    assert.are.equal(24 + 8, st.offset) -- 24 words rounded to 24, then 7 rounded up to 8
+  end)
+end)
