@@ -2,6 +2,9 @@
 -- rand/randn with device_mesh/placements allocate only the local shard) and
 -- dt.visualize_sharding.  Installs itself into the dt module.
 return function(dt)
+  local plain = {} -- the C factories for plain tensors
+  for _, name in ipairs {"zeros", "ones", "empty", "full", "rand", "randn"} do plain[name] = dt[name] end
+
   -- opts for a DTensor factory: a table with device_mesh or placements
   local function dist_opts(o)
     return type(o) == "table" and not dt.is_tensor(o) and (o.device_mesh ~= nil or o.placements ~= nil) and o or nil
@@ -32,38 +35,47 @@ return function(dt)
     return mesh
   end
 
-  local function wrap(name, make_local)
-    local plain = dt[name]
-    dt[name] = function(...)
-      local shape, opts = split(...)
-      if not shape then return plain(...) end
-      local mesh = mesh_of(opts, name)
-      local placements = placements_of(opts, mesh)
-      local lshape = dt._dtensor_local_shape(shape, mesh, placements, name)
-      local loc = make_local(plain, lshape, opts, ...)
-      return dt.from_local(loc, mesh, placements, {shape = shape})
+  local function on_mesh(name, shape, opts, ...) -- a factory with device_mesh/placements
+    local mesh = mesh_of(opts, name)
+    local placements = placements_of(opts, mesh)
+    if name == "rand" or name == "randn" then
+      return dt._dtensor_rand(name == "randn", shape, mesh, placements, opts.dtype)
     end
+    local lshape = dt._dtensor_local_shape(shape, mesh, placements, name)
+    local value = ...
+    local loc = name == "full" and plain.full(lshape, value, {dtype = opts.dtype}) or plain[name](lshape, {dtype = opts.dtype})
+    return dt.from_local(loc, mesh, placements, {shape = shape})
   end
 
-  for _, name in ipairs {"zeros", "ones", "empty"} do
-    wrap(name, function(plain, lshape, opts) return plain(lshape, {dtype = opts.dtype}) end)
+  -- Plain calls go through `plain.<name>(...)` so that Lua names the function in argument errors.
+  function dt.zeros(...)
+    local shape, opts = split(...)
+    if not shape then return plain.zeros(...) end
+    return on_mesh("zeros", shape, opts)
   end
-  local plain_full = dt.full
-  dt.full = function(shape, value, opts)
-    if not dist_opts(opts) then return plain_full(shape, value, opts) end
-    local mesh = mesh_of(opts, "full")
-    local placements = placements_of(opts, mesh)
-    local lshape = dt._dtensor_local_shape(shape, mesh, placements, "full")
-    return dt.from_local(plain_full(lshape, value, {dtype = opts.dtype}), mesh, placements, {shape = shape})
+  function dt.ones(...)
+    local shape, opts = split(...)
+    if not shape then return plain.ones(...) end
+    return on_mesh("ones", shape, opts)
   end
-  for name, normal in pairs {rand = false, randn = true} do
-    local plain = dt[name]
-    dt[name] = function(...)
-      local shape, opts = split(...)
-      if not shape then return plain(...) end
-      local mesh = mesh_of(opts, name)
-      return dt._dtensor_rand(normal, shape, mesh, placements_of(opts, mesh), opts.dtype)
-    end
+  function dt.empty(...)
+    local shape, opts = split(...)
+    if not shape then return plain.empty(...) end
+    return on_mesh("empty", shape, opts)
+  end
+  function dt.rand(...)
+    local shape, opts = split(...)
+    if not shape then return plain.rand(...) end
+    return on_mesh("rand", shape, opts)
+  end
+  function dt.randn(...)
+    local shape, opts = split(...)
+    if not shape then return plain.randn(...) end
+    return on_mesh("randn", shape, opts)
+  end
+  function dt.full(shape, value, opts)
+    if not dist_opts(opts) then return plain.full(shape, value, opts) end
+    return on_mesh("full", shape, opts, value)
   end
 
   -- dt.visualize_sharding(x): an ASCII table of which ranks hold which index ranges of a 1-d
