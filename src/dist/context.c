@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "dist/comm_debug.h"
+#include "dist/dispatch.h"
 #include "dist/redistribute.h"
 
 dt_context *dt_context_new(dt_comm *world, int local_rank) {
@@ -30,6 +31,7 @@ void dt_context_free(dt_context *ctx) {
   free(ctx->groups);
   dt_comm_debug_free(ctx->comm_debug);
   dt_plan_cache_free(ctx->plans);
+  dt_dispatch_state_free(ctx->dispatch);
   dt_comm_destroy(ctx->world);
   free(ctx);
 }

@@ -20,6 +20,7 @@ typedef struct dt_context {
   int ngroups, capgroups;
   struct dt_comm_debug *comm_debug; /* dist/comm_debug.h, created on first use */
   struct dt_plan_cache *plans;      /* dist/redistribute.h, created on first use */
+  struct dt_dispatch_state *dispatch; /* dist/dispatch.h: decision cache, stats; on first use */
 } dt_context;
 
 /* Takes ownership of world.  NULL + dt_error on out of memory. */

@@ -453,4 +453,5 @@ void dt_lua_open_dtensor(lua_State *L, const dt_lua_targets *tg) {
   lua_setfield(L, tg->meta, "__tostring");
   dt_lua_open_dtensor_factory(L, tg);
   dt_lua_open_comm_debug(L, tg);
+  dt_lua_open_dispatch(L, tg);
 }

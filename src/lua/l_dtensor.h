@@ -12,5 +12,7 @@ dt_dspec *dt_lua_new_spec(lua_State *L, dt_mesh *m, const dt_placement *p, int n
                           dt_dtype dtype, const char *op);
 void dt_lua_open_dtensor_factory(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_comm_debug(lua_State *L, const dt_lua_targets *tg);
+/* l_dispatch.c: registers the bindings the dispatcher serves (after all the others). */
+void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg);
 
 #endif

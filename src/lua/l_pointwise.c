@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/pointwise.h"
+#include "dist/dtensor.h"
 #include "lua/l_tensor.h"
 
 /* A Lua number as the scalar operand: flags, scalar[k], ints[k] (exact integers). */
@@ -23,7 +24,7 @@ static int set_number(lua_State *L, int idx, dt_op_args *a, int k) {
 static dt_tensor *live_tensor(lua_State *L, int idx) {
   dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
   if (u && !u->t) luaL_argerror(L, idx, "tensor has been released (closed)");
-  if (u && u->spec) dt_lua_check_tensor(L, idx); /* raises: ops do not take DTensors yet */
+  if (u && u->spec) dt_lua_check_tensor(L, idx); /* raises unless the dispatcher serves this binding */
   return u ? u->t : NULL;
 }
 
@@ -257,7 +258,9 @@ CAST(bool, DT_BOOL)
 /* ---- in place: each returns the tensor itself (the same userdata), so calls chain ---- */
 static int inplace_result(lua_State *L, dt_op_id id, dt_op_args *a) {
   dt_tensor *out[DT_OP_MAX_OUT] = {0};
-  if (dt_op_call(id, a, out) != DT_OK) return dt_lua_raise(L);
+  struct dt_dspec *spec[DT_OP_MAX_OUT] = {0};
+  if (dt_lua_dispatch_try(L, id, a, out, spec)) dt_dspec_free(spec[0]); /* self keeps its spec */
+  else if (dt_op_call(id, a, out) != DT_OK) return dt_lua_raise(L);
   dt_tensor_release(out[0]); /* out[0] is self, already owned by the userdata at 1 */
   lua_settop(L, 1);
   return 1;

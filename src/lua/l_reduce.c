@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "dist/dtensor.h"
 #include "lua/l_tensor.h"
 
 /* A table with string keys and no array part is an options table, not a list of dims. */
@@ -105,7 +106,8 @@ static int with_indices(lua_State *L, dt_op_id id, const char *op, int nres) {
 /* max/min: without a dim the global value (0-d); with one, (values, indices). */
 static int max_min(lua_State *L, dt_op_id with_index, dt_op_id global, const char *op) {
   if (lua_isnoneornil(L, 2) || is_opts_table(L, 2)) {
-    if (dt_tensor_numel(dt_lua_check_tensor(L, 1)) == 0) /* named max/min, not the amax/amin row */
+    dt_lua_tensor *u = dt_lua_check_any(L, 1); /* the global size for a DTensor */
+    if ((u->spec ? dt_shape_numel(u->spec->ndim, u->spec->shape) : dt_tensor_numel(u->t)) == 0)
       return luaL_error(L, "%s: cannot reduce over a zero-size dim", op);
     return reduce_simple(L, global, op);
   }

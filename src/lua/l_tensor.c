@@ -6,12 +6,13 @@
 #include <string.h>
 
 static void no_dtensor(lua_State *L, int idx) {
-  luaL_argerror(L, idx, "a DTensor: this op does not take DTensors yet; use x:to_local() or x:full_tensor()");
+  if (dt_lua_dispatch_allowed(L)) return;
+  luaL_argerror(L, idx, "a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()");
 }
 
 dt_tensor *dt_lua_test_tensor(lua_State *L, int idx) {
   dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
-  if (u && u->spec) no_dtensor(L, idx);
+  if (u && u->spec) luaL_argerror(L, idx, "a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()");
   return u ? u->t : NULL;
 }
 
@@ -29,7 +30,14 @@ dt_lua_tensor *dt_lua_check_any(lua_State *L, int idx) {
 
 dt_tensor *dt_lua_check_tensor(lua_State *L, int idx) {
   dt_lua_tensor *u = dt_lua_check_any(L, idx);
-  if (u->spec) no_dtensor(L, idx);
+  if (u->spec) {
+    no_dtensor(L, idx);
+    if (u->spec->mesh->me < 0) { /* bindings check dims against ndim: give them the global one */
+      int64_t zero[DT_MAX_DIMS] = {0};
+      if (!u->offmesh && !(u->offmesh = dt_tensor_empty(u->spec->dtype, u->spec->ndim, zero, DT_CPU))) dt_lua_raise(L);
+      return u->offmesh;
+    }
+  }
   return u->t;
 }
 
@@ -63,6 +71,7 @@ void dt_lua_push_tensor(lua_State *L, dt_tensor *t) {
   dt_lua_tensor *u = lua_newuserdatauv(L, sizeof *u, 0);
   u->t = t;
   u->spec = NULL;
+  u->offmesh = NULL;
   luaL_setmetatable(L, DT_TENSOR_MT);
   account_storage(L, t);
 }
@@ -87,13 +96,20 @@ static int tensor_release(lua_State *L) {
   }
   dt_dspec_free(u->spec);
   u->spec = NULL;
+  if (u->offmesh) dt_tensor_release(u->offmesh);
+  u->offmesh = NULL;
   return 0;
 }
 
 int dt_lua_call_op(lua_State *L, dt_op_id id, dt_op_args *a) {
   dt_tensor *out[DT_OP_MAX_OUT] = {0};
-  if (dt_op_call(id, a, out) != DT_OK) return dt_lua_raise(L);
+  dt_dspec *spec[DT_OP_MAX_OUT] = {0};
   int n = dt_op_get(id)->nout;
+  if (dt_lua_dispatch_try(L, id, a, out, spec)) {
+    for (int i = 0; i < n; i++) dt_lua_push_dtensor(L, out[i], spec[i]);
+    return n;
+  }
+  if (dt_op_call(id, a, out) != DT_OK) return dt_lua_raise(L);
   for (int i = 0; i < n; i++) dt_lua_push_tensor(L, out[i]);
   return n;
 }

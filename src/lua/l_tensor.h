@@ -17,11 +17,15 @@ struct dt_dspec;
 typedef struct dt_lua_tensor {
   dt_tensor *t;          /* owned reference; NULL after release */
   struct dt_dspec *spec; /* owned; NULL for a plain tensor */
+  dt_tensor *offmesh;    /* owned, lazily: on a rank outside the mesh, an empty tensor with the
+                          * global ndim that bindings served by the dispatcher see (l_dispatch.c) */
 } dt_lua_tensor;
 
 /* ---- userdata ---- */
-/* Plain tensors only: both raise "bad argument #i to 'f' (a DTensor: this op does not take
- * DTensors yet; ...)" for a DTensor, so that no op computes on a local shard by mistake. */
+/* Plain tensors only: both raise "bad argument #i to 'f' (a DTensor: this op has no sharding
+ * rule for DTensor arguments yet; ...)" for a DTensor, so that no op computes on a local shard
+ * by mistake -- except check_tensor in the bindings the dispatcher serves (l_dispatch.c), which
+ * returns the local shard (an empty tensor of the global ndim off-mesh) for dt_lua_call_op. */
 dt_tensor *dt_lua_check_tensor(lua_State *L, int idx);   /* raises "expected a tensor" */
 dt_tensor *dt_lua_test_tensor(lua_State *L, int idx);    /* NULL if not a (live) tensor */
 /* DTensor-aware code: the userdata (plain or distributed, live), or NULL / a type error. */
@@ -57,7 +61,13 @@ int dt_lua_opt_bool_field(lua_State *L, int idx, const char *field, int def);
 /* Number field of an opts table (absent -> def). */
 double dt_lua_opt_number_field(lua_State *L, int idx, const char *field, double def);
 
-/* Runs an op through the front door and pushes its nout results. */
+/* l_dispatch.c: may the running binding let a DTensor's local shard through (to the
+ * dispatcher at dt_lua_call_op)?  Marks the state so that the next op call looks. */
+int dt_lua_dispatch_allowed(lua_State *L);
+/* When an input of the op is a DTensor's local shard: runs the op through the sharding
+ * dispatcher (errors raised), fills out/spec and returns 1; 0 for a plain call. */
+int dt_lua_dispatch_try(lua_State *L, dt_op_id id, const dt_op_args *a, dt_tensor **out, struct dt_dspec **spec);
+/* Runs an op through the front door (the dispatcher for DTensors) and pushes its nout results. */
 int dt_lua_call_op(lua_State *L, dt_op_id id, dt_op_args *a);
 
 /* ---- registration ---- */

@@ -214,9 +214,10 @@ describe("DTensor errors", function()
     if n > 1 then
       fails("moving between meshes is not supported yet", function() return d:redistribute(other, {"R"}) end)
     end
-    fails("a DTensor: this op does not take DTensors yet; use x:to_local() or x:full_tensor()", function() return d + d end)
-    fails("a DTensor: this op does not take DTensors yet", function() return d:sum() end)
-    fails("a DTensor: this op does not take DTensors yet", dt.matmul, d, d)
+    fails("a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()",
+          function() return d:view(6) end)
+    fails("to 'cat' (a DTensor: this op has no sharding rule", function() return dt.cat({d, d}) end)
+    fails("mm: expected 2-d tensors, got 2-d and 1-d", function() return dt.mm(d, d:sum(1)) end)
     fails("expected a DTensor, got a plain tensor", function() return x:full_tensor() end)
     fails("src_rank " .. n .. " is not a rank of", dt.distribute_tensor, x, mesh, {"R"}, {src_rank = n})
     fails("src_rank 0 passed no tensor", dt.distribute_tensor, rank ~= 0 and x or nil, mesh, {"S1"})

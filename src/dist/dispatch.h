@@ -1,0 +1,39 @@
+/* The sharding dispatcher: runs an op of the operator table on DTensor operands.
+ * Schema key (op, input specs, static args) -> cached decision; on a miss the op family's
+ * rule (dist/rules) lists strategies, each priced by the redistribute planner's cost of
+ * moving the actual inputs there; the cheapest wins (ties: fewer inputs moved, then the
+ * rule's order, so every rank agrees).  Then inputs are redistributed, the local kernel runs
+ * on the local shards through the ops front door, and the outputs get the strategy's spec.
+ * DTLUA_LOG=dispatch prints one line per decision on stderr. */
+#ifndef DT_DIST_DISPATCH_H
+#define DT_DIST_DISPATCH_H
+
+#include "dist/dtensor.h"
+#include "ops/ops.h"
+
+#define DT_DISPATCH_MAX_IN 4
+
+typedef struct dt_dispatch_stats {
+  long long hits, misses;
+} dt_dispatch_stats;
+
+/* dt_dispatch's inputs beside the op args: specs[i] for a->in[i] (NULL: a plain tensor, or
+ * an absent optional operand when a->in[i] is NULL). */
+typedef struct dt_dispatch_call {
+  const dt_dspec *specs[DT_DISPATCH_MAX_IN];
+  int implicit_replication; /* plain tensors of any size are taken as replicated */
+} dt_dispatch_call;
+
+/* Runs op id on distributed operands.  On success out[i] are this rank's local outputs and
+ * out_spec[i] their specs (new, owned by the caller); off-mesh ranks get empty locals.
+ * In-place ops: out[0] is a->in[0] retained and its placements are kept (or an error). */
+int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dispatch_call *c, dt_tensor **out,
+                dt_dspec **out_spec);
+dt_dispatch_stats dt_dispatch_get_stats(dt_context *ctx);
+/* Forgets every decision (benchmarks of the miss path; tests). */
+void dt_dispatch_cache_clear(dt_context *ctx);
+
+typedef struct dt_dispatch_state dt_dispatch_state;
+void dt_dispatch_state_free(dt_dispatch_state *s);
+
+#endif

@@ -1,0 +1,226 @@
+-- The sharding dispatcher (issue 5), SPMD on every mesh of this world: for random shapes
+-- (even and uneven) and placements, full_tensor() of an op on DTensors equals the op on the
+-- global tensors; the collectives issued (dt.comm_debug); the decision cache
+-- (dt.dispatch_stats); mixing plain tensors; in-place ops; ranks outside the mesh; errors.
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
+local rank, n = dt.rank(), dt.world_size()
+
+local function fails(pattern, f, ...)
+  local ok, err = pcall(f, ...)
+  assert.is_false(ok, "expected an error matching: " .. pattern)
+  assert.matches(pattern, tostring(err), 1, true)
+end
+
+-- d a DTensor: its global metadata everywhere, its values on the ranks of its mesh.
+local function close(d, want, what)
+  assert.are.same(want:size(), d:size(), what)
+  assert.are.equal(want.dtype, d.dtype, what)
+  if not d.device_mesh:get_coordinate() then return end
+  local got = d:full_tensor()
+  if got:numel() == 0 then return end
+  local g, w = got:to("float64"), want:to("float64")
+  g, w = dt.where(g:ne(g), 0, g), dt.where(w:ne(w), 0, w) -- nan where both are (var of 1 element)
+  local err = (g - w):abs():max():item()
+  assert(err <= 1e-9 * (1 + w:abs():max():item()), (what or "") .. ": max error " .. err)
+end
+
+-- A random placement list for a tensor of ndim dims on mesh (partial: Partial(sum) allowed).
+local function placements(rng, mesh, ndim, partial)
+  local p = {}
+  for m = 1, mesh.ndim do
+    local k = rng.int(1, partial and 4 or 3)
+    if ndim == 0 or k == 1 then p[m] = dt.Replicate()
+    elseif k == 4 then p[m] = dt.Partial("sum")
+    else p[m] = dt.Shard(rng.int(1, ndim)) end
+  end
+  return p
+end
+
+local function shape_of(rng, ndim, lo, hi)
+  local s = {}
+  for d = 1, ndim do s[d] = rng.int(lo or 1, hi or 7) end
+  return s
+end
+
+local function randn(rng, shape)
+  local numel = 1
+  for _, v in ipairs(shape) do numel = numel * v end
+  return (dt.arange(numel):to("float64") * 0.37):sin():reshape(shape) + rng.int(0, 3)
+end
+
+local function dist(x, mesh, p) return dt.distribute_tensor(x, mesh, p, {src_rank = false}) end
+
+for _, entry in ipairs(H.meshes()) do
+  local name, mesh = entry[1], entry[2]
+  describe("dispatch on mesh " .. name, function()
+    it("pointwise unary/binary (broadcasting)/where/casts equal the global op", function()
+      local rng = H.prng(11)
+      for case = 1, 25 do
+        local ndim = rng.int(1, 3)
+        local sa = shape_of(rng, ndim)
+        local sb = {}
+        for d = 1, ndim do sb[d] = rng.int(1, 3) == 1 and 1 or sa[d] end
+        if rng.int(1, 3) == 1 then table.remove(sb, 1) end
+        local A, B = randn(rng, sa), randn(rng, sb)
+        local a, b = dist(A, mesh, placements(rng, mesh, #sa, true)), dist(B, mesh, placements(rng, mesh, #sb, true))
+        local what = name .. " case " .. case .. " " .. H.placement_string(a.placements) .. " x " ..
+                         H.placement_string(b.placements)
+        close((a + b), A + B, what .. " add")
+        close((a - b), A - B, what .. " sub")
+        close((a * b), A * B, what .. " mul")
+        close((a * 3), A * 3, what .. " mul scalar")
+        close((2 - a), 2 - A, what .. " rsub scalar")
+        close((a / 4), A / 4, what .. " div scalar")
+        close((-a), -A, what .. " neg")
+        close(a:exp(), A:exp(), what .. " exp")
+        close(a:relu(), A:relu(), what .. " relu")
+        close(a:gt(b), A:gt(B), what .. " gt")
+        close(dt.where(a:gt(2), a, b), dt.where(A:gt(2), A, B), what .. " where")
+        close(a:clone(), A:clone(), what .. " clone")
+        close(a:float(), A:float(), what .. " float")
+        close(a:contiguous(), A, what .. " contiguous")
+      end
+    end)
+
+    it("Partial(sum) passes through linear ops and is reduced before the others", function()
+      if mesh.ndim > 1 then return end
+      local X = randn(H.prng(3), {3, 5})
+      local p = dist(X, mesh, {dt.Partial("sum")})
+      assert.are.equal("Partial(sum)", tostring((p + p).placements[1]))
+      assert.are.equal("Partial(sum)", tostring((p * 2).placements[1]))
+      assert.are.equal("Partial(sum)", tostring((-p).placements[1]))
+      assert.are.equal("Replicate()", tostring((p + 1).placements[1]))
+      assert.are.equal("Replicate()", tostring(p:exp().placements[1]))
+      close((p + 1), X + 1)
+      close(p:exp(), X:exp())
+      close((p * 2 + p), X * 3)
+    end)
+
+    it("matmul family (mm, bmm, addmm, N-d matmul) equals the global op", function()
+      local rng = H.prng(5)
+      for case = 1, 15 do
+        local m, k, nn = rng.int(1, 7), rng.int(1, 7), rng.int(1, 7)
+        local A, B = randn(rng, {m, k}), randn(rng, {k, nn})
+        local a, b = dist(A, mesh, placements(rng, mesh, 2, true)), dist(B, mesh, placements(rng, mesh, 2, true))
+        local what = name .. " mm case " .. case .. " " .. H.placement_string(a.placements) .. " x " ..
+                         H.placement_string(b.placements)
+        close(a:mm(b), A:mm(B), what)
+        close(a:matmul(b), A:matmul(B), what)
+        local C = randn(rng, {nn})
+        local c = dist(C, mesh, placements(rng, mesh, 1, false))
+        close(dt.addmm(c, a, b, {beta = 0.5, alpha = 2}), dt.addmm(C, A, B, {beta = 0.5, alpha = 2}), what .. " addmm")
+        local bt = rng.int(1, 5)
+        local P, Q = randn(rng, {bt, m, k}), randn(rng, {bt, k, nn})
+        local p, q = dist(P, mesh, placements(rng, mesh, 3, false)), dist(Q, mesh, placements(rng, mesh, 3, false))
+        close(p:bmm(q), P:bmm(Q), what .. " bmm")
+        close(p:matmul(b), P:matmul(B), what .. " matmul 3-d x 2-d")
+        local v = dist(C, mesh, placements(rng, mesh, 1, false))
+        close(b:matmul(v), B:matmul(C), what .. " matmul 2-d x 1-d")
+      end
+    end)
+
+    it("reductions equal the global op", function()
+      local rng = H.prng(9)
+      for case = 1, 20 do
+        local ndim = rng.int(1, 3)
+        local X = randn(rng, shape_of(rng, ndim))
+        local x = dist(X, mesh, placements(rng, mesh, ndim, true))
+        local d, keep = rng.int(1, ndim), rng.int(1, 2) == 1
+        local what = name .. " reduce case " .. case .. " " .. H.placement_string(x.placements) .. " dim " .. d
+        for _, op in ipairs({"sum", "mean", "amax", "amin", "prod", "var", "std"}) do
+          close(x[op](x, d, keep), X[op](X, d, keep), what .. " " .. op)
+        end
+        close(x:sum(), X:sum(), what .. " sum all")
+        close(x:norm(2, d), X:norm(2, d), what .. " norm")
+        close(x:argmax(d), X:argmax(d), what .. " argmax")
+        local v, i = x:max(d, keep)
+        local V, I = X:max(d, keep)
+        close(v, V, what .. " max values")
+        close(i, I, what .. " max indices")
+        close(x:softmax(d), X:softmax(d), what .. " softmax")
+      end
+    end)
+
+    it("in-place ops keep the placements", function()
+      local X = randn(H.prng(2), {5, 3})
+      local x = dist(X:clone(), mesh, placements(H.prng(4), mesh, 2, false)) -- 1 rank: no copy
+      local before = H.placement_string(x.placements)
+      x:add_(x):mul_(2)
+      assert.are.equal(before, H.placement_string(x.placements))
+      close(x, X * 4)
+      x:zero_()
+      close(x, X * 0)
+      x:fill_(3)
+      close(x, X * 0 + 3)
+    end)
+  end)
+end
+
+describe("dispatch", function()
+  local mesh = dt.init_device_mesh("cpu", {n})
+  local X = dt.arange(4 * n + 2):to("float32"):reshape(2 * n + 1, 2)
+
+  it("S(1) x R matmul issues no collective, S(k) x S(k) leaves Partial(sum)", function()
+    local W = dt.arange(6):to("float32"):reshape(2, 3)
+    local x, w = dt.distribute_tensor(X, mesh, {"S1"}), dt.distribute_tensor(W, mesh, {"R"})
+    local y
+    local c = dt.comm_debug(function() y = x:matmul(w) end)
+    assert.are.equal(0, #c.ops)
+    assert.are.equal("Shard(1)", tostring(y.placements[1]))
+    local xt, wt = dt.distribute_tensor(W:t(), mesh, {"S2"}), dt.distribute_tensor(W, mesh, {"S1"})
+    c = dt.comm_debug(function() y = xt:matmul(wt) end)
+    assert.are.equal(0, #c.ops)
+    if n > 1 then assert.are.equal("Partial(sum)", tostring(y.placements[1])) end
+    assert(dt.allclose(y:full_tensor(), W:t():matmul(W)))
+  end)
+
+  it("caches decisions: the second identical call is a hit", function()
+    local x = dt.distribute_tensor(X, mesh, {"S1"})
+    local s0 = dt.dispatch_stats()
+    local _ = x + x
+    local s1 = dt.dispatch_stats()
+    _ = x + x
+    local s2 = dt.dispatch_stats()
+    assert.are.equal(s1.misses, s2.misses)
+    assert.are.equal(s1.hits + 1, s2.hits)
+    assert(s1.hits + s1.misses == s0.hits + s0.misses + 1)
+  end)
+
+  it("plain tensors: one element is replicated, others need implicit_replication", function()
+    local x = dt.distribute_tensor(X, mesh, {"S1"})
+    close((x + dt.tensor(2.0)), X + 2)
+    fails("convert it with dt.from_local or dt.distribute_tensor", function() return x + X end)
+    local y = dt.implicit_replication(function() return x + X end)
+    close(y, X + X)
+    do
+      local _ <close> = dt.implicit_replication()
+      close((x * X), X * X)
+    end
+    fails("convert it with", function() return x * X end)
+  end)
+
+  it("errors: ops without a rule, different meshes, in-place changing placements", function()
+    local x = dt.distribute_tensor(X, mesh, {"S1"})
+    fails("a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()",
+          function() return x:view(-1) end)
+    local m2 = dt.init_device_mesh("cpu", {1, n})
+    local z = dt.distribute_tensor(X, m2, {"R", "R"})
+    fails("add: DTensor operands on different meshes", function() return x + z end)
+    if n > 1 then
+      local p = dt.distribute_tensor(X, mesh, {"P"})
+      fails("fill_: an in-place op keeps its input's placements", function() p:fill_(1) end)
+    end
+  end)
+
+  if n >= 3 then
+    it("ranks outside the mesh get empty locals with the global metadata", function()
+      local ranks = {}
+      for r = 1, n - 1 do ranks[#ranks + 1] = r end
+      local sub = dt.DeviceMesh("cpu", ranks)
+      local x = dt.distribute_tensor(X, sub, {"S1"}, {src_rank = false})
+      local y = (x + 1):sum(1)
+      assert.are.same({2}, y:size())
+      if rank == 0 then assert.are.equal(0, y:to_local():numel()) end
+    end)
+  end
+end)
