@@ -2,7 +2,7 @@
 -- on a 1-d mesh of every rank) with a cache hit and with a cache miss (the cache cleared
 -- before each call), next to the same op on a plain 1-element tensor, in the same run.
 --   dtlua -n 4 bench/dispatch.lua [iterations]
--- Times are per call on rank 0, best of 5 loops.
+-- Times are per call on rank 0, best of 5 loops (all ranks start each loop together).
 local now = dt.distributed._now
 local N = tonumber(arg and arg[1]) or 20000
 local mesh = dt.init_device_mesh("cpu", {dt.world_size()})
@@ -12,6 +12,7 @@ local a = dt.distribute_tensor(p, mesh, {dt.Replicate()}, {src_rank = false})
 local function best(f)
   local b = math.huge
   for _ = 1, 5 do
+    dt.barrier() -- every rank in the same phase: the ranks share the cores
     local t0 = now()
     f()
     b = math.min(b, (now() - t0) / N)
