@@ -14,6 +14,7 @@ dt.nn.functional = require "dtensor.nn.functional"
 dt.F = dt.nn.functional
 
 require "dtensor.dtensor"(dt) -- DTensor factories on a mesh, visualize_sharding
+require "dtensor.dispatch"(dt) -- register_sharding/register_op, explain, item/equal on DTensors, plugins
 
 dt._VERSION = "dtlua 0.1.0"
 return dt

@@ -38,6 +38,7 @@ struct dt_dispatch_state {
   dt_dispatch_stats stats;
   int warned_1d;
   int log; /* DTLUA_LOG names "dispatch" */
+  char *explain; /* the last dt.explain text */
 };
 
 static dt_dispatch_state *state(dt_context *ctx) {
@@ -52,7 +53,12 @@ void dt_dispatch_state_free(dt_dispatch_state *s) {
   if (!s) return;
   for (int i = 0; i < s->cap; i++) free(s->slots[i]);
   free(s->slots);
+  free(s->explain);
   free(s);
+}
+
+const char *dt_dispatch_explain_text(dt_context *ctx) {
+  return ctx->dispatch && ctx->dispatch->explain ? ctx->dispatch->explain : "";
 }
 
 void dt_dispatch_cache_clear(dt_context *ctx) {
@@ -137,7 +143,18 @@ static void fmt_strategy(char *buf, size_t len, const dt_strategy *st, int nin, 
 }
 
 /* A miss: the shape rule on global metadata, the family rule, the cheapest strategy. */
-static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp, entry *e) {
+/* Appends one line to the explain text (out of memory: the line is dropped). */
+static void explain_line(dt_dispatch_state *st, const char *line) {
+  size_t old = st->explain ? strlen(st->explain) : 0, n = strlen(line);
+  char *t = realloc(st->explain, old + n + 2);
+  if (!t) return;
+  memcpy(t + old, line, n);
+  t[old + n] = '\n', t[old + n + 1] = 0;
+  st->explain = t;
+}
+
+static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp,
+                  const dt_dispatch_call *c, entry *e) {
   const dt_op_def *op = dt_op_get(id);
   dt_tensor g[DT_DISPATCH_MAX_IN];
   dt_tensor *gin[DT_DISPATCH_MAX_IN] = {0};
@@ -158,14 +175,29 @@ static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_ds
   dt_strategy *s = malloc(sizeof *s * DT_RULE_MAX_STRATEGIES);
   if (!s) return dt_error("%s: out of memory", op->name);
   int n = 0;
-  if (dt_rule_for(id)(&r, s, &n) != DT_OK) return free(s), DT_ERR;
+  int st = c->plugin ? c->plugin(c->plugin_ud, &r, s, &n) : dt_rule_for(id)(&r, s, &n);
+  if (st != DT_OK) return free(s), DT_ERR;
   int best = -1, best_moved = 0;
   double best_cost = 0;
+  char line[1024];
   for (int i = 0; i < n; i++) {
     int moved;
-    double c = price(ctx, &ga, sp, &s[i], &moved);
-    if (c < 0) continue;
-    if (best < 0 || c < best_cost || (c == best_cost && moved < best_moved)) best = i, best_cost = c, best_moved = moved;
+    double cost = price(ctx, &ga, sp, &s[i], &moved);
+    if (c->explain) {
+      fmt_strategy(line, sizeof line - 64, &s[i], a->nin, sp, op->nout, e->k.mesh_ndim);
+      size_t at = strlen(line);
+      if (cost < 0) snprintf(line + at, sizeof line - at, "  (not reachable)");
+      else snprintf(line + at, sizeof line - at, "  cost %.3g s, %d input(s) moved", cost, moved);
+      explain_line(ctx->dispatch, line);
+    }
+    if (cost < 0) continue;
+    if (best < 0 || cost < best_cost || (cost == best_cost && moved < best_moved)) best = i, best_cost = cost, best_moved = moved;
+  }
+  if (c->explain && best >= 0) {
+    fmt_strategy(line, sizeof line - 16, &s[best], a->nin, sp, op->nout, e->k.mesh_ndim);
+    char chosen[1100];
+    snprintf(chosen, sizeof chosen, "chosen: %s", line);
+    explain_line(ctx->dispatch, chosen);
   }
   if (best < 0) {
     free(s);
@@ -246,7 +278,7 @@ static void log_decision(dt_context *ctx, const char *name, const dt_op_args *a,
 int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dispatch_call *c, dt_tensor **out,
                 dt_dspec **out_spec) {
   const dt_op_def *op = dt_op_get(id);
-  if (!dt_rule_for(id))
+  if (!c->plugin && !dt_rule_for(id))
     return dt_error("%s: no sharding rule for DTensor arguments yet; use to_local()/full_tensor()", op->name);
   if (a->nin > DT_DISPATCH_MAX_IN) return dt_error("%s: too many DTensor operands", op->name);
   dt_dispatch_state *s = state(ctx);
@@ -268,6 +300,20 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_disp
 
   key k;
   make_key(id, a, sp, c, mesh, &k);
+  if (c->explain) {
+    entry ex = {.k = k};
+    free(s->explain);
+    s->explain = NULL;
+    char in[512] = "", p[128];
+    size_t at = 0;
+    for (int i = 0; i < a->nin && at < sizeof in; i++)
+      if (sp[i]) at += (size_t)snprintf(in + at, sizeof in - at, "%s%s", at ? ", " : "", dt_placements_format(sp[i]->p, mesh->ndim, p, sizeof p));
+    char head[700];
+    snprintf(head, sizeof head, "%s(%s): strategies (input placements -> output placements):", op->name, in);
+    explain_line(s, head);
+    if (decide(ctx, id, a, sp, c, &ex) != DT_OK) return DT_ERR;
+    return dt_error("explained");
+  }
   uint64_t h = hash(&k);
   entry *e = lookup(s, &k, h);
   int hit = e != NULL;
@@ -277,7 +323,7 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_disp
     e = malloc(sizeof *e);
     if (!e) return dt_error("%s: out of memory", op->name);
     e->k = k;
-    if (decide(ctx, id, a, sp, e) != DT_OK || insert(s, e) != DT_OK) return free(e), DT_ERR;
+    if (decide(ctx, id, a, sp, c, e) != DT_OK || insert(s, e) != DT_OK) return free(e), DT_ERR;
   }
   if (s->log) log_decision(ctx, op->name, a, sp, e, hit, op->nout);
 
@@ -324,7 +370,7 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_disp
     int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
     dt_dspec_my_local(out_spec[o], &nd, shape, off);
     if (nd != out[o]->ndim || memcmp(shape, out[o]->shape, sizeof(int64_t) * (size_t)nd) != 0) {
-      dt_error("%s: internal error: the local result's shape does not match its sharding", op->name);
+      dt_error("%s: the local result's shape does not match the chosen output placements (a wrong sharding rule?)", op->name);
       goto fail;
     }
   }

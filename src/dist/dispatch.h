@@ -19,9 +19,19 @@ typedef struct dt_dispatch_stats {
 
 /* dt_dispatch's inputs beside the op args: specs[i] for a->in[i] (NULL: a plain tensor, or
  * an absent optional operand when a->in[i] is NULL). */
+struct dt_rule_args;
+struct dt_strategy;
+
 typedef struct dt_dispatch_call {
   const dt_dspec *specs[DT_DISPATCH_MAX_IN];
   int implicit_replication; /* plain tensors of any size are taken as replicated */
+  /* A rule registered from Lua (l_dispatch.c) replacing the built-in one, or NULL.  Its
+   * registration clears the decision cache. */
+  int (*plugin)(void *ud, const struct dt_rule_args *r, struct dt_strategy *s, int *n);
+  void *plugin_ud;
+  /* Explain only: decide without the cache, describe every strategy with its cost and the
+   * choice (dt_dispatch_explain_text), run nothing, and return DT_ERR with "explained". */
+  int explain;
 } dt_dispatch_call;
 
 /* Runs op id on distributed operands.  On success out[i] are this rank's local outputs and
@@ -30,6 +40,8 @@ typedef struct dt_dispatch_call {
 int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dispatch_call *c, dt_tensor **out,
                 dt_dspec **out_spec);
 dt_dispatch_stats dt_dispatch_get_stats(dt_context *ctx);
+/* The text of the last explain call (valid until the next one). */
+const char *dt_dispatch_explain_text(dt_context *ctx);
 /* Forgets every decision (benchmarks of the miss path; tests). */
 void dt_dispatch_cache_clear(dt_context *ctx);
 

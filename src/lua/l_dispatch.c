@@ -9,11 +9,16 @@
 
 #include "base/error.h"
 #include "dist/dispatch.h"
+#include "dist/redistribute.h"
+#include "dist/rules/rules.h"
 #include "lua/l_dist.h"
 #include "lua/l_dtensor.h"
+#include "lua/l_mesh.h"
 
 #define ALLOWED_KEY "dtlua.dispatch_bindings"
 #define IMPLICIT_KEY "dtlua.implicit_replication"
+#define PLUGINS_KEY "dtlua.sharding_plugins" /* op name -> Lua rule */
+#define EXPLAIN_KEY "dtlua.explain"         /* true while dt.explain runs a binding */
 
 /* The per-lua_State flag "a DTensor was let through since the last op call" lives in the
  * state's extra space (per coroutine, nothing global). */
@@ -28,6 +33,175 @@ int dt_lua_dispatch_allowed(lua_State *L) {
   lua_pop(L, 2);
   if (ok) *armed(L) = 1;
   return ok;
+}
+
+/* ---- sharding rules written in Lua ---- */
+typedef struct plugin_call {
+  lua_State *L;
+  int fn; /* stack index of the Lua rule in the binding's frame */
+  const dt_rule_args *r;
+  dt_strategy *s;
+  int *n;
+} plugin_call;
+
+static void push_placements(lua_State *L, const dt_placement *p, int n) {
+  lua_createtable(L, n, 0);
+  for (int m = 0; m < n; m++) {
+    dt_lua_push_placement(L, p[m]);
+    lua_rawseti(L, -2, m + 1);
+  }
+}
+
+static void push_shape(lua_State *L, int ndim, const int64_t *shape) {
+  lua_createtable(L, ndim, 0);
+  for (int d = 0; d < ndim; d++) {
+    lua_pushinteger(L, shape[d]);
+    lua_rawseti(L, -2, d + 1);
+  }
+}
+
+/* The schema a Lua rule sees: op, mesh_ndim, inputs {shape, dtype, placements} (tensor
+ * operands only, in order), outputs {shape, dtype}, dims (1-based), keepdim, scalars. */
+static void push_schema(lua_State *L, const dt_rule_args *r) {
+  const dt_op_args *a = r->a;
+  lua_createtable(L, 0, 8);
+  lua_pushstring(L, dt_op_get(r->op)->name);
+  lua_setfield(L, -2, "op");
+  lua_pushinteger(L, r->mesh_ndim);
+  lua_setfield(L, -2, "mesh_ndim");
+  lua_newtable(L);
+  for (int i = 0, k = 0; i < a->nin; i++) {
+    if (!r->spec[i]) continue;
+    lua_createtable(L, 0, 3);
+    push_shape(L, r->spec[i]->ndim, r->spec[i]->shape);
+    lua_setfield(L, -2, "shape");
+    lua_pushstring(L, dt_dtype_name(r->spec[i]->dtype));
+    lua_setfield(L, -2, "dtype");
+    push_placements(L, r->spec[i]->p, r->mesh_ndim);
+    lua_setfield(L, -2, "placements");
+    lua_rawseti(L, -2, ++k);
+  }
+  lua_setfield(L, -2, "inputs");
+  lua_newtable(L);
+  for (int o = 0; o < r->nout; o++) {
+    lua_createtable(L, 0, 2);
+    push_shape(L, r->out[o].ndim, r->out[o].shape);
+    lua_setfield(L, -2, "shape");
+    lua_pushstring(L, dt_dtype_name(r->out[o].dtype));
+    lua_setfield(L, -2, "dtype");
+    lua_rawseti(L, -2, o + 1);
+  }
+  lua_setfield(L, -2, "outputs");
+  lua_newtable(L);
+  for (int i = 0; i < a->nints; i++) {
+    lua_pushinteger(L, a->ints[i] + 1);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "dims");
+  lua_pushboolean(L, a->keepdim);
+  lua_setfield(L, -2, "keepdim");
+  lua_newtable(L);
+  for (int i = 0; i < a->nscalar; i++) {
+    lua_pushnumber(L, a->scalar[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "scalars");
+}
+
+/* Placements at idx for a tensor of spec-like metadata, normalised; errors name where. */
+static void strategy_placements(lua_State *L, int idx, const dt_rule_args *r, int ndim, const int64_t *shape,
+                                dt_dtype dtype, dt_placement *out, const char *where) {
+  const char *op = dt_op_get(r->op)->name;
+  if (!lua_istable(L, idx) || (int)luaL_len(L, idx) != r->mesh_ndim)
+    luaL_error(L, "%s: the sharding rule from Lua returned %s: expected a list of %d placements (one per mesh dim)",
+               op, where, r->mesh_ndim);
+  char what[160];
+  snprintf(what, sizeof what, "%s: the sharding rule from Lua returned %s", op, where);
+  dt_lua_check_placements(L, idx, r->mesh_ndim, out, what);
+  dt_dspec *sp;
+  dt_mesh *mesh = NULL;
+  for (int i = 0; i < r->a->nin && !mesh; i++)
+    if (r->spec[i]) mesh = r->spec[i]->mesh;
+  if (dt_dspec_new(mesh, out, ndim, shape, dtype, what, &sp) != DT_OK) dt_lua_raise(L);
+  memcpy(out, sp->p, sizeof(dt_placement) * (size_t)r->mesh_ndim);
+  dt_dspec_free(sp);
+}
+
+/* Runs under lua_pcall: calls the rule, checks and converts what it returns. */
+static int plugin_body(lua_State *L) {
+  plugin_call *pc = lua_touserdata(L, 1);
+  const dt_rule_args *r = pc->r;
+  const char *op = dt_op_get(r->op)->name;
+  lua_getglobal(L, "debug");
+  lua_getfield(L, -1, "traceback");
+  int msgh = lua_gettop(L);
+  lua_pushvalue(L, 2); /* the rule */
+  push_schema(L, r);
+  if (lua_pcall(L, 1, 1, msgh) != LUA_OK)
+    return luaL_error(L, "%s: the sharding rule registered from Lua raised an error: %s", op, lua_tostring(L, -1));
+  int res = lua_gettop(L);
+  if (!lua_istable(L, res))
+    return luaL_error(L, "%s: the sharding rule from Lua must return a list of strategies, got %s", op, luaL_typename(L, res));
+  int ntensor = 0;
+  for (int i = 0; i < r->a->nin; i++) ntensor += r->spec[i] != NULL;
+  int ns = (int)luaL_len(L, res);
+  for (int k = 1; k <= ns; k++) {
+    dt_strategy st = {0};
+    char where[96];
+    lua_geti(L, res, k);
+    int sidx = lua_gettop(L);
+    if (!lua_istable(L, sidx)) return luaL_error(L, "%s: the sharding rule from Lua returned strategy %d: expected a table {inputs = ..., output = ...}", op, k);
+    lua_getfield(L, sidx, "inputs");
+    int in = lua_gettop(L);
+    if (!lua_istable(L, in) || (int)luaL_len(L, in) != ntensor)
+      return luaL_error(L, "%s: the sharding rule from Lua returned strategy %d with %d input placement lists for %d tensor operands",
+                        op, k, lua_istable(L, in) ? (int)luaL_len(L, in) : 0, ntensor);
+    for (int i = 0, j = 0; i < r->a->nin; i++) {
+      if (!r->spec[i]) continue;
+      lua_geti(L, in, ++j);
+      snprintf(where, sizeof where, "strategy %d, input %d", k, j);
+      strategy_placements(L, lua_gettop(L), r, r->spec[i]->ndim, r->spec[i]->shape, r->spec[i]->dtype, st.in[i], where);
+      lua_pop(L, 1);
+    }
+    lua_getfield(L, sidx, "output");
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_getfield(L, sidx, "outputs");
+    } else if (r->nout > 1) {
+      return luaL_error(L, "%s: the sharding rule from Lua returned strategy %d with one output list for %d outputs (use outputs = {...})", op, k, r->nout);
+    } else { /* wrap: outputs = {output} */
+      lua_createtable(L, 1, 0);
+      lua_insert(L, -2);
+      lua_rawseti(L, -2, 1);
+    }
+    int outs = lua_gettop(L);
+    if (!lua_istable(L, outs) || (int)luaL_len(L, outs) != r->nout)
+      return luaL_error(L, "%s: the sharding rule from Lua returned strategy %d without output placements for its %d output(s)", op, k, r->nout);
+    for (int o = 0; o < r->nout; o++) {
+      lua_geti(L, outs, o + 1);
+      snprintf(where, sizeof where, "strategy %d, output %d", k, o + 1);
+      strategy_placements(L, lua_gettop(L), r, r->out[o].ndim, r->out[o].shape, r->out[o].dtype, st.out[o], where);
+      lua_pop(L, 1);
+    }
+    dt_rule_push(pc->s, pc->n, &st);
+    lua_settop(L, res);
+  }
+  return 0;
+}
+
+static int plugin_rule(void *ud, const dt_rule_args *r, dt_strategy *s, int *n) {
+  plugin_call *pc = ud;
+  pc->r = r, pc->s = s, pc->n = n;
+  lua_State *L = pc->L;
+  lua_pushcfunction(L, plugin_body);
+  lua_pushlightuserdata(L, pc);
+  lua_pushvalue(L, pc->fn);
+  if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+    dt_error("%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return DT_ERR;
+  }
+  return DT_OK;
 }
 
 int dt_lua_dispatch_try(lua_State *L, dt_op_id id, const dt_op_args *a, dt_tensor **out, dt_dspec **spec) {
@@ -56,7 +230,15 @@ int dt_lua_dispatch_try(lua_State *L, dt_op_id id, const dt_op_args *a, dt_tenso
     return dt_error("%s: too many operands for DTensor dispatch", dt_op_get(id)->name), dt_lua_raise(L);
   lua_getfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
   c.implicit_replication = (int)lua_tointeger(L, -1) > 0;
-  lua_pop(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, EXPLAIN_KEY);
+  c.explain = lua_toboolean(L, -1);
+  lua_pop(L, 2);
+  plugin_call pc = {.L = L};
+  if (lua_getfield(L, LUA_REGISTRYINDEX, PLUGINS_KEY) == LUA_TTABLE &&
+      lua_getfield(L, -1, dt_op_get(id)->name) == LUA_TFUNCTION) {
+    pc.fn = lua_gettop(L); /* stays on the stack until the binding returns */
+    c.plugin = plugin_rule, c.plugin_ud = &pc;
+  }
   if (dt_dispatch(dt_lua_context(L), id, a, &c, out, spec) != DT_OK) dt_lua_raise(L);
   return 1;
 }
@@ -74,6 +256,61 @@ static int l_dispatch_stats(lua_State *L) {
 static int l_dispatch_cache_clear(lua_State *L) {
   dt_dispatch_cache_clear(dt_lua_context(L));
   return 0;
+}
+
+/* dt.register_sharding(op_name, fn(schema) -> strategies): replaces the built-in rule of a
+ * dispatched op (nil removes the Lua rule).  Decisions taken before are forgotten. */
+static int l_register_sharding(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+  dt_op_id id;
+  if (dt_op_find(name, &id) != DT_OK) return luaL_error(L, "register_sharding: unknown op '%s'", name);
+  if (!dt_rule_for(id))
+    return luaL_error(L, "register_sharding: '%s' is not dispatched for DTensors yet (its binding reads local shapes)", name);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, PLUGINS_KEY) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, PLUGINS_KEY);
+  }
+  lua_pushvalue(L, 2);
+  lua_setfield(L, -2, name);
+  dt_dispatch_cache_clear(dt_lua_context(L));
+  return 0;
+}
+
+/* dt._explain(fn, ...): runs the binding fn(...) in explain mode; returns the text. */
+static int l_explain_call(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_pushboolean(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, EXPLAIN_KEY);
+  int st = lua_pcall(L, lua_gettop(L) - 1, 0, 0);
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, EXPLAIN_KEY);
+  if (st != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    if (!msg || !strstr(msg, "explained")) return lua_error(L);
+    lua_pushstring(L, dt_dispatch_explain_text(dt_lua_context(L)));
+    return 1;
+  }
+  return luaL_error(L, "explain: the call took no DTensor through the dispatcher (no DTensor argument?)");
+}
+
+/* dt._redistribute_cost(x, placements): the planner's cost (seconds) of moving DTensor x
+ * there, or nil when no plan reaches them (used by Lua ops). */
+static int l_redistribute_cost(lua_State *L) {
+  dt_lua_tensor *x = dt_lua_check_dtensor(L, 1, "redistribute_cost");
+  dt_placement p[DT_MESH_MAX_DIMS];
+  dt_lua_check_placements(L, 2, x->spec->mesh->ndim, p, "redistribute_cost");
+  dt_dspec *sp;
+  if (dt_dspec_new(x->spec->mesh, p, x->spec->ndim, x->spec->shape, x->spec->dtype, "redistribute_cost", &sp) != DT_OK)
+    return dt_lua_raise(L);
+  const dt_redist_plan *plan;
+  int st = dt_redistribute_plan(dt_lua_context(L), x->spec, sp->p, 0, &plan);
+  dt_dspec_free(sp);
+  if (st != DT_OK) return lua_pushnil(L), 1;
+  lua_pushnumber(L, plan->cost);
+  return 1;
 }
 
 static void implicit_add(lua_State *L, int d) {
@@ -145,5 +382,11 @@ void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
   lua_setfield(L, -2, "dispatch_cache_clear");
   lua_pushcfunction(L, l_implicit_replication);
   lua_setfield(L, -2, "implicit_replication");
+  lua_pushcfunction(L, l_register_sharding);
+  lua_setfield(L, -2, "_register_sharding");
+  lua_pushcfunction(L, l_explain_call);
+  lua_setfield(L, -2, "_explain");
+  lua_pushcfunction(L, l_redistribute_cost);
+  lua_setfield(L, -2, "_redistribute_cost");
   lua_pop(L, 1);
 }

@@ -224,3 +224,82 @@ describe("dispatch", function()
     end)
   end
 end)
+
+describe("dispatch: scalar answers, explain, Lua rules and ops", function()
+  local mesh = dt.init_device_mesh("cpu", {n})
+  local A = dt.arange(12):to("float32"):reshape(4, 3)
+  local B = dt.arange(6):to("float32"):reshape(3, 2)
+
+  it("x:item() of a reduction and x:equal(y) agree on every rank of the world", function()
+    local meshes = {mesh}
+    if n >= 3 then
+      local ranks = {}
+      for r = 1, n - 1 do ranks[#ranks + 1] = r end
+      meshes[2] = dt.DeviceMesh("cpu", ranks) -- rank 0 outside
+    end
+    for _, m in ipairs(meshes) do
+      local a = dt.distribute_tensor(A, m, {"S1"}, {src_rank = false})
+      assert.are.equal(66.0, a:sum():item())
+      assert.are.equal(12, a:argmax():item()) -- 1-based
+      assert.is_true(a:equal(a * 1))
+      assert.is_false(dt.equal(a, a + (rank == 1 and 1 or 0) * 0 + 1))
+      assert.is_false(a:equal(a:sum(1)))
+    end
+    fails("item: a DTensor of 12 elements", function() return dt.distribute_tensor(A, mesh, {"R"}):item() end)
+  end)
+
+  it("dt.explain lists the strategies, their costs and the choice", function()
+    local a, b = dt.distribute_tensor(A, mesh, {"S1"}), dt.distribute_tensor(B, mesh, {"R"})
+    local text = dt.explain("matmul", a, b)
+    assert.matches("matmul((Shard(1)), (Replicate())): strategies", text, 1, true)
+    assert.matches("(Replicate()), (Replicate()) -> (Replicate())  cost", text, 1, true)
+    assert.matches("chosen: (Shard(1)), (Replicate()) -> (Shard(1))", text, 1, true)
+  end)
+
+  it("a Lua rule overrides a built-in one and changes the collectives; errors name the op", function()
+    local a, b = dt.distribute_tensor(A, mesh, {"S1"}), dt.distribute_tensor(B, mesh, {"R"})
+    local c = dt.comm_debug(function() a:matmul(b) end)
+    assert.are.equal(0, #c.ops)
+    dt.register_sharding("matmul", function(schema)
+      assert.are.equal("matmul", schema.op)
+      assert.are.same({4, 3}, schema.inputs[1].shape)
+      return {{inputs = {{"R"}, {dt.Replicate()}}, output = {"R"}}}
+    end)
+    local y
+    c = dt.comm_debug(function() y = a:matmul(b) end)
+    assert.are.equal(n > 1 and 1 or 0, c.all_gather or 0)
+    assert.are.equal("Replicate()", tostring(y.placements[1]))
+    assert(dt.equal(y:full_tensor(), A:matmul(B)))
+    dt.register_sharding("matmul", function() return {{inputs = {{"S3"}, {"R"}}, output = {"R"}}} end)
+    fails("matmul: the sharding rule from Lua returned strategy 1, input 1: Shard(3) on mesh dim 1 is out of range",
+          function() return a:matmul(b) end)
+    dt.register_sharding("matmul", function() return {{inputs = {{"R"}}, output = {"R"}}} end)
+    fails("matmul: the sharding rule from Lua returned strategy 1 with 1 input placement lists for 2 tensor operands",
+          function() return a:matmul(b) end)
+    dt.register_sharding("matmul", function() error("my rule broke") end)
+    local ok, err = pcall(function() return a:matmul(b) end)
+    assert.is_false(ok)
+    assert.matches("matmul: the sharding rule registered from Lua raised an error: .*my rule broke.*stack traceback", err)
+    dt.register_sharding("matmul", nil)
+    c = dt.comm_debug(function() a:matmul(b) end)
+    assert.are.equal(0, #c.ops)
+    fails("register_sharding: unknown op 'nope'", dt.register_sharding, "nope", function() end)
+  end)
+
+  it("a Lua op with its own rule, as dt.ops.<name>", function()
+    local scale = dt.register_op {
+      name = "scale2_spec",
+      forward = function(x, k) return x * k end,
+      sharding = function(schema) return {{inputs = {schema.inputs[1].placements}, output = schema.inputs[1].placements}} end,
+    }
+    assert.are.equal(scale, dt.ops.scale2_spec)
+    local a = dt.distribute_tensor(A, mesh, {"S1"})
+    local y = scale(a, 3)
+    assert.are.equal("Shard(1)", tostring(y.placements[1]))
+    assert(dt.equal(y:full_tensor(), A * 3))
+    assert(dt.equal(scale(A, 2), A * 2)) -- plain tensors: forward directly
+    assert.matches("scale2_spec: strategies", dt.explain("scale2_spec", a, 3), 1, true)
+    local bad = dt.register_op {name = "bad_spec", forward = function(x) return x end, sharding = function() error("oops") end}
+    fails("bad_spec: the sharding rule registered from Lua raised an error", bad, a)
+  end)
+end)

@@ -1,0 +1,238 @@
+-- The Lua side of the sharding dispatcher (src/dist/dispatch.c, doc/dispatch.md):
+-- dt.register_sharding, dt.register_op / dt.ops, dt.explain, plugins from DTLUA_PLUGINS,
+-- and x:item() / x:equal(y) for DTensors (answers every rank of the world agrees on).
+-- Installs itself into the dt module.
+return function(dt)
+  local T = dt.Tensor
+  dt.ops = dt.ops or {}
+  local lua_ops = {} -- name -> {forward =, sharding =}
+
+  local function traceback_call(what, f, ...)
+    local res = table.pack(xpcall(f, debug.traceback, ...))
+    if not res[1] then error(what .. ": " .. tostring(res[2]), 0) end
+    return table.unpack(res, 2, res.n)
+  end
+
+  function dt.register_sharding(name, fn)
+    if type(name) ~= "string" then error("register_sharding: op name must be a string, got " .. type(name), 2) end
+    if fn ~= nil and type(fn) ~= "function" then
+      error("register_sharding: rule must be a function(schema) -> strategies, got " .. type(fn), 2)
+    end
+    if lua_ops[name] then lua_ops[name].sharding = fn return end
+    dt._register_sharding(name, fn)
+  end
+
+  -- ---- ops written in Lua ----
+  local function placement_list(p, mesh_ndim, ndim, where)
+    if type(p) ~= "table" or #p ~= mesh_ndim then
+      error(where .. ": expected a list of " .. mesh_ndim .. " placements (one per mesh dim)", 0)
+    end
+    local out = {}
+    for m = 1, mesh_ndim do
+      local q = p[m]
+      if type(q) == "string" then
+        if q == "R" then q = dt.Replicate()
+        elseif q:match("^P") then q = q == "P" and dt.Partial("sum") or dt.Partial(q:match("^P%((%a+)%)$") or "?")
+        elseif q:match("^S%-?%d+$") then q = dt.Shard(tonumber(q:sub(2)))
+        else error(where .. ": bad placement '" .. q .. "'", 0) end
+      end
+      if q:is_shard() then
+        local d = q.dim < 0 and q.dim + ndim + 1 or q.dim
+        if d < 1 or d > ndim then
+          error(where .. ": Shard(" .. q.dim .. ") is out of range for a " .. ndim .. "-d tensor", 0)
+        end
+        q = dt.Shard(d)
+      end
+      out[m] = q
+    end
+    return out
+  end
+
+  local function strings(placements)
+    local s = {}
+    for m, p in ipairs(placements) do s[m] = tostring(p) end
+    return s
+  end
+
+  -- strategies of a Lua op for these DTensor args: list of {inputs, output, cost} (cost nil:
+  -- unreachable)
+  local function lua_strategies(name, op, tensors, mesh)
+    local schema = {op = name, mesh_ndim = mesh.ndim, inputs = {}}
+    for i, x in ipairs(tensors) do
+      schema.inputs[i] = {shape = x:size(), dtype = x.dtype, placements = x.placements}
+    end
+    if not op.sharding then error(name .. ": no sharding rule for DTensor arguments; give register_op a sharding function", 0) end
+    local list = traceback_call(name .. ": the sharding rule registered from Lua raised an error", op.sharding, schema)
+    if type(list) ~= "table" then error(name .. ": the sharding rule from Lua must return a list of strategies", 0) end
+    local out = {}
+    for k, st in ipairs(list) do
+      local where = name .. ": the sharding rule from Lua returned strategy " .. k
+      if type(st) ~= "table" or type(st.inputs) ~= "table" or #st.inputs ~= #tensors then
+        error(where .. ": expected {inputs = <" .. #tensors .. " placement lists>, output = <placements>}", 0)
+      end
+      local s = {inputs = {}, cost = 0}
+      for i, x in ipairs(tensors) do
+        s.inputs[i] = placement_list(st.inputs[i], mesh.ndim, #x:size(), where .. ", input " .. i)
+        local c = dt._redistribute_cost(x, s.inputs[i])
+        if c == nil then s.cost = nil elseif s.cost then s.cost = s.cost + c end
+      end
+      if st.output == nil then error(where .. ": no output placements", 0) end
+      s.output, s.shape = st.output, st.shape
+      out[k] = s
+    end
+    return out
+  end
+
+  local function choose(strats)
+    local best
+    for _, s in ipairs(strats) do
+      if s.cost and (not best or s.cost < best.cost) then best = s end
+    end
+    return best
+  end
+
+  function dt.register_op(spec)
+    if type(spec) ~= "table" then error("register_op: expected {name = , forward = , sharding = }", 2) end
+    local name = spec.name
+    if type(name) ~= "string" or name == "" then error("register_op: name must be a non-empty string", 2) end
+    if type(spec.forward) ~= "function" then error("register_op: " .. name .. ": forward must be a function", 2) end
+    if spec.sharding ~= nil and type(spec.sharding) ~= "function" then
+      error("register_op: " .. name .. ": sharding must be a function(schema) -> strategies", 2)
+    end
+    local op = {forward = spec.forward, sharding = spec.sharding}
+    lua_ops[name] = op
+    local function call(...)
+      local args = table.pack(...)
+      local tensors, pos, mesh = {}, {}, nil
+      for i = 1, args.n do
+        if dt.is_dtensor(args[i]) then
+          tensors[#tensors + 1], pos[#tensors + 1] = args[i], i
+          mesh = mesh or args[i].device_mesh
+        end
+      end
+      if not mesh then return op.forward(...) end
+      for i = 1, args.n do
+        if dt.is_tensor(args[i]) and not dt.is_dtensor(args[i]) then
+          error(name .. ": argument " .. i .. " is a plain tensor mixed with DTensors; convert it with dt.from_local or dt.distribute_tensor", 2)
+        end
+      end
+      local best = choose(lua_strategies(name, op, tensors, mesh))
+      if not best then error(name .. ": no sharding strategy of the rule fits these DTensor arguments", 2) end
+      local locals, moved = {table.unpack(args, 1, args.n)}, {}
+      for k, x in ipairs(tensors) do
+        moved[k] = x:redistribute(best.inputs[k])
+        locals[pos[k]] = moved[k]:to_local()
+      end
+      local y = op.forward(table.unpack(locals, 1, args.n))
+      if not dt.is_tensor(y) then error(name .. ": forward must return a tensor", 2) end
+      local out = placement_list(best.output, mesh.ndim, #y:size(), name .. ": the strategy's output")
+      -- the global shape: the strategy's `shape`, else that of an input placed and sized
+      -- like the output (a shape-preserving op), else even shards (from_local's rule)
+      local shape = best.shape
+      for k = 1, #tensors do
+        if shape then break end
+        local same = #moved[k]:size() == #y:size() and #out == #best.inputs[k]
+        for m = 1, #out do same = same and out[m] == best.inputs[k][m] end
+        local ls, ys = moved[k]:to_local():size(), y:size()
+        for d = 1, #ys do same = same and (ls[d] == ys[d] or mesh:get_coordinate() == nil) end
+        if same then shape = moved[k]:size() end
+      end
+      return dt.from_local(y, mesh, out, shape and {shape = shape} or nil)
+    end
+    dt.ops[name] = call
+    return call
+  end
+
+  -- dt.explain(op_name, args...): the strategies, their costs and the choice, as text.
+  function dt.explain(name, ...)
+    if lua_ops[name] then
+      local tensors, mesh = {}, nil
+      for i = 1, select("#", ...) do
+        local a = select(i, ...)
+        if dt.is_dtensor(a) then tensors[#tensors + 1], mesh = a, mesh or a.device_mesh end
+      end
+      if not mesh then error("explain: no DTensor argument", 2) end
+      local strats = lua_strategies(name, lua_ops[name], tensors, mesh)
+      local lines = {name .. ": strategies (input placements -> output placements):"}
+      for _, s in ipairs(strats) do
+        local ins = {}
+        for i, p in ipairs(s.inputs) do ins[i] = "(" .. table.concat(strings(p), ", ") .. ")" end
+        lines[#lines + 1] = table.concat(ins, ", ") .. " -> (" .. table.concat(strings(placement_list(s.output, mesh.ndim, 8, name)), ", ") .. ")  " ..
+                                (s.cost and string.format("cost %.3g s", s.cost) or "(not reachable)")
+      end
+      local best = choose(strats)
+      if best then lines[#lines + 1] = "chosen: the cheapest, first listed on a tie" end
+      return table.concat(lines, "\n") .. "\n"
+    end
+    local f = dt[name] or T[name]
+    if type(f) ~= "function" then error("explain: unknown op '" .. tostring(name) .. "'", 2) end
+    return dt._explain(f, ...)
+  end
+
+  -- ---- scalar answers: the same on every rank of the world ----
+  local item, equal = T.item, dt.equal
+  local function world_value(mesh, v, dtype)
+    if mesh:size() == dt.world_size() then return v end
+    -- ranks outside the mesh get it from the mesh's first rank
+    local root = mesh:layout()
+    while type(root) == "table" do root = root[1] end
+    local t = dt.tensor({v == nil and 0 or v}, {dtype = dtype})
+    dt.distributed.broadcast(t, root)
+    return item(t[1])
+  end
+
+  T.item = function(x)
+    if not dt.is_dtensor(x) then return item(x) end
+    if x:numel() ~= 1 then error("item: a DTensor of " .. x:numel() .. " elements (item needs exactly one)", 2) end
+    local v = x.device_mesh:get_coordinate() and item(x:full_tensor()) or nil
+    local dtype = (x.dtype == "bool" or x.dtype:match("int")) and "int64" or "float64"
+    if x.dtype == "bool" and v ~= nil then v = v and 1 or 0 end
+    v = world_value(x.device_mesh, v, dtype)
+    if x.dtype == "bool" then return v ~= 0 end
+    return v
+  end
+
+  local function dequal(x, y)
+    if not (dt.is_dtensor(x) or dt.is_dtensor(y)) then return equal(x, y) end
+    if not (dt.is_dtensor(x) and dt.is_dtensor(y)) then
+      error("equal: a DTensor and a plain tensor; convert the plain one with dt.distribute_tensor or compare full_tensor()s", 3)
+    end
+    local sx, sy = x:size(), y:size()
+    local same = x.dtype == y.dtype and #sx == #sy
+    for d = 1, #sx do same = same and sx[d] == sy[d] end
+    if not same then return false end -- from metadata: every rank agrees
+    local target = {}
+    for m, p in ipairs(x.placements) do target[m] = p:is_partial() and dt.Replicate() or p end
+    local mine = 1
+    if x.device_mesh:get_coordinate() then
+      mine = equal(x:redistribute(target):to_local(), y:redistribute(target):to_local()) and 1 or 0
+    else
+      x:redistribute(target) -- nothing moves off-mesh; kept for the SPMD order
+      y:redistribute(target)
+    end
+    local t = dt.tensor({mine}, {dtype = "int64"})
+    dt.distributed.all_reduce(t, "min") -- all ranks of the world AND their answers
+    return item(t[1]) == 1
+  end
+  T.equal = dequal
+  dt.equal = dequal
+
+  -- ---- plugins: every *.lua of the directories in DTLUA_PLUGINS (':'-separated) ----
+  local dirs = os.getenv("DTLUA_PLUGINS")
+  if dirs and dirs ~= "" then
+    for dir in dirs:gmatch("[^:]+") do
+      local p = io.popen('ls -1 "' .. dir .. '" 2>/dev/null')
+      local files = {}
+      if p then
+        for f in p:lines() do if f:match("%.lua$") then files[#files + 1] = f end end
+        p:close()
+      end
+      table.sort(files)
+      for _, f in ipairs(files) do
+        local chunk, err = loadfile(dir .. "/" .. f)
+        if not chunk then error("DTLUA_PLUGINS: " .. err, 0) end
+        traceback_call("DTLUA_PLUGINS: " .. dir .. "/" .. f, chunk, dt)
+      end
+    end
+  end
+end
