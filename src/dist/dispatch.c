@@ -360,7 +360,8 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_disp
   if (st == DT_OK) {
     dt_op_args la = *a;
     la.in = loc;
-    st = dt_op_call(id, &la, out);
+    if (dt_rule_for(id) == dt_rule_view) st = dt_rule_view_local_args(id, sp[0], out_spec[0], &la);
+    if (st == DT_OK) st = dt_op_call(id, &la, out);
   }
   for (int i = 0; i < a->nin; i++)
     if (loc[i]) dt_tensor_release(loc[i]);

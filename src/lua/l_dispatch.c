@@ -360,7 +360,8 @@ static const char *const allowed[] = {
     "zero_", "fill_", "copy_", "__add", "__sub", "__mul", "__div", "__mod", "__pow", "__unm",
     "matmul", "mm", "bmm", "addmm",
     "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "norm", "softmax",
-    "log_softmax", NULL,
+    "log_softmax", "view", "reshape", "expand", "transpose", "t", "permute", "unsqueeze", "squeeze", "flatten",
+    NULL,
 };
 
 void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {

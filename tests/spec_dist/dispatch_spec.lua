@@ -141,6 +141,38 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("views (dim map: sharded dims stay sharded only when their shards stay contiguous)", function()
+      local rng = H.prng(17)
+      for case = 1, 25 do
+        local shape = {rng.int(1, 3) * rng.pick({1, 2, 4}), rng.int(1, 5), rng.pick({1, 2, 3, 4})}
+        local X = randn(rng, shape)
+        local x = dist(X, mesh, placements(rng, mesh, 3, true))
+        local what = name .. " view case " .. case .. " " .. table.concat(shape, "x") .. " " .. H.placement_string(x.placements)
+        close(x:view(-1), X:view(-1), what .. " view(-1)")
+        close(x:reshape(shape[1], shape[2] * shape[3]), X:reshape(shape[1], shape[2] * shape[3]), what .. " reshape merge")
+        close(x:flatten(1, 2), X:flatten(1, 2), what .. " flatten(1, 2)")
+        close(x:transpose(1, 3), X:transpose(1, 3), what .. " transpose")
+        close(x:permute(3, 1, 2), X:permute(3, 1, 2), what .. " permute")
+        close(x:unsqueeze(2), X:unsqueeze(2), what .. " unsqueeze")
+        close(x:squeeze(), X:squeeze(), what .. " squeeze")
+        close(x:unsqueeze(1):expand(3, -1, -1, -1), X:unsqueeze(1):expand(3, -1, -1, -1), what .. " expand")
+        local flat = x:view(-1)
+        close(flat:view(shape[1], shape[2], shape[3]), X, what .. " split back")
+        close(x:flatten(2, 3):t(), X:flatten(2, 3):t(), what .. " t")
+      end
+    end)
+
+    it("F.linear (matmul with a transposed weight, bias) equals the global op", function()
+      local rng = H.prng(21)
+      for case = 1, 8 do
+        local X, W, b = randn(rng, {rng.int(1, 6), 4}), randn(rng, {rng.int(1, 6), 4}), nil
+        b = randn(rng, {W:size(1)})
+        local x, w = dist(X, mesh, placements(rng, mesh, 2, false)), dist(W, mesh, placements(rng, mesh, 2, false))
+        local bb = dist(b, mesh, placements(rng, mesh, 1, false))
+        close(dt.F.linear(x, w, bb), dt.F.linear(X, W, b), name .. " linear case " .. case)
+      end
+    end)
+
     it("in-place ops keep the placements", function()
       local X = randn(H.prng(2), {5, 3})
       local x = dist(X:clone(), mesh, placements(H.prng(4), mesh, 2, false)) -- 1 rank: no copy
@@ -174,6 +206,24 @@ describe("dispatch", function()
     assert(dt.allclose(y:full_tensor(), W:t():matmul(W)))
   end)
 
+  it("a view keeps even shards sharded without communication and gathers uneven ones first", function()
+    local E = dt.arange(4 * n * 3):to("float32"):reshape(4 * n, 3)
+    local e = dt.distribute_tensor(E, mesh, {"S1"})
+    local y
+    local c = dt.comm_debug(function() y = e:view(-1) end)
+    assert.are.equal(0, #c.ops)
+    assert.are.equal("Shard(1)", tostring(y.placements[1]))
+    assert(dt.equal(y:full_tensor(), E:view(-1)))
+    local U = dt.arange((4 * n + 1) * 3):to("float32"):reshape(4 * n + 1, 3)
+    local u = dt.distribute_tensor(U, mesh, {"S1"})
+    c = dt.comm_debug(function() y = u:view(-1) end)
+    if n > 1 then
+      assert.are.equal(1, c.all_gather)
+      assert.are.equal("Replicate()", tostring(y.placements[1]))
+    end
+    assert(dt.equal(y:full_tensor(), U:view(-1)))
+  end)
+
   it("caches decisions: the second identical call is a hit", function()
     local x = dt.distribute_tensor(X, mesh, {"S1"})
     local s0 = dt.dispatch_stats()
@@ -202,7 +252,7 @@ describe("dispatch", function()
   it("errors: ops without a rule, different meshes, in-place changing placements", function()
     local x = dt.distribute_tensor(X, mesh, {"S1"})
     fails("a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()",
-          function() return x:view(-1) end)
+          function() return x:narrow(1, 1, 1) end)
     local m2 = dt.init_device_mesh("cpu", {1, n})
     local z = dt.distribute_tensor(X, m2, {"R", "R"})
     fails("add: DTensor operands on different meshes", function() return x + z end)

@@ -34,6 +34,9 @@ dt_rule_fn dt_rule_for(dt_op_id op) {
   case DT_OP_MIN: case DT_OP_ARGMAX: case DT_OP_ARGMIN: case DT_OP_VAR: case DT_OP_STD: case DT_OP_NORM:
   case DT_OP_SOFTMAX: case DT_OP_LOG_SOFTMAX:
     return dt_rule_reduce;
+  case DT_OP_VIEW: case DT_OP_RESHAPE: case DT_OP_FLATTEN: case DT_OP_TRANSPOSE: case DT_OP_PERMUTE:
+  case DT_OP_UNSQUEEZE: case DT_OP_SQUEEZE: case DT_OP_EXPAND:
+    return dt_rule_view;
   default:
     return NULL;
   }
