@@ -182,7 +182,7 @@ return function(dt)
   end
 
   T.item = function(x)
-    if not dt.is_dtensor(x) then return item(x) end
+    if not dt.is_dtensor(x) then return (item(x)) end -- not a tail call: errors name item
     if x:numel() ~= 1 then error("item: a DTensor of " .. x:numel() .. " elements (item needs exactly one)", 2) end
     local v = x.device_mesh:get_coordinate() and item(x:full_tensor()) or nil
     local dtype = (x.dtype == "bool" or x.dtype:match("int")) and "int64" or "float64"
@@ -193,7 +193,7 @@ return function(dt)
   end
 
   local function dequal(x, y)
-    if not (dt.is_dtensor(x) or dt.is_dtensor(y)) then return equal(x, y) end
+    if not (dt.is_dtensor(x) or dt.is_dtensor(y)) then return (equal(x, y)) end
     if not (dt.is_dtensor(x) and dt.is_dtensor(y)) then
       error("equal: a DTensor and a plain tensor; convert the plain one with dt.distribute_tensor or compare full_tensor()s", 3)
     end
@@ -216,6 +216,47 @@ return function(dt)
   end
   T.equal = dequal
   dt.equal = dequal
+
+  -- ---- *_like factories keep a DTensor's mesh and placements (Partial becomes Replicate:
+  -- a fresh value is not a sum of pending parts) ----
+  local function like_opts(x, opts)
+    local o = {}
+    if type(opts) == "table" then for key, v in pairs(opts) do o[key] = v end end
+    o.device_mesh = x.device_mesh
+    o.placements = {}
+    for m, p in ipairs(x.placements) do o.placements[m] = p:is_partial() and dt.Replicate() or p end
+    o.dtype = o.dtype or x.dtype
+    return o
+  end
+  -- plain calls go through plain.<name>(...), not a tail call, so argument errors name it
+  local plain = {}
+  for _, name in ipairs {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"} do
+    plain[name] = dt[name]
+  end
+  function dt.zeros_like(x, opts)
+    if dt.is_dtensor(x) then return dt.zeros(x:size(), like_opts(x, opts)) end
+    return (plain.zeros_like(x, opts))
+  end
+  function dt.ones_like(x, opts)
+    if dt.is_dtensor(x) then return dt.ones(x:size(), like_opts(x, opts)) end
+    return (plain.ones_like(x, opts))
+  end
+  function dt.empty_like(x, opts)
+    if dt.is_dtensor(x) then return dt.empty(x:size(), like_opts(x, opts)) end
+    return (plain.empty_like(x, opts))
+  end
+  function dt.rand_like(x, opts)
+    if dt.is_dtensor(x) then return dt.rand(x:size(), like_opts(x, opts)) end
+    return (plain.rand_like(x, opts))
+  end
+  function dt.randn_like(x, opts)
+    if dt.is_dtensor(x) then return dt.randn(x:size(), like_opts(x, opts)) end
+    return (plain.randn_like(x, opts))
+  end
+  function dt.full_like(x, value, opts)
+    if dt.is_dtensor(x) then return dt.full(x:size(), value, like_opts(x, opts)) end
+    return (plain.full_like(x, value, opts))
+  end
 
   -- ---- plugins: every *.lua of the directories in DTLUA_PLUGINS (':'-separated) ----
   local dirs = os.getenv("DTLUA_PLUGINS")

@@ -80,9 +80,8 @@ static void check_normalized_shape(lua_State *L, int idx, dt_op_args *a, const c
 
 static dt_tensor *opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
   if (lua_isnoneornil(L, idx)) return NULL;
-  dt_tensor *t = dt_lua_test_tensor(L, idx);
-  if (!t) luaL_error(L, "%s: %s must be a tensor or nil, got %s", op, what, luaL_typename(L, idx));
-  return t;
+  if (!dt_lua_test_any(L, idx)) luaL_error(L, "%s: %s must be a tensor or nil, got %s", op, what, luaL_typename(L, idx));
+  return dt_lua_check_tensor(L, idx); /* a DTensor's local shard where the dispatcher serves the op */
 }
 
 /* dt._layer_norm(x, normalized_shape, weight?, bias?, eps) */

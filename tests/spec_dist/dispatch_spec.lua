@@ -173,6 +173,28 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("layer_norm, rms_norm (normalised dims replicated) and sdpa (batch/heads sharded)", function()
+      local rng = H.prng(23)
+      for case = 1, 8 do
+        local shape = {rng.int(1, 5), rng.int(1, 4), rng.int(2, 5)}
+        local X = randn(rng, shape)
+        local W, Bb = randn(rng, {shape[3]}), randn(rng, {shape[3]})
+        local x = dist(X, mesh, placements(rng, mesh, 3, true))
+        local w, b = dist(W, mesh, placements(rng, mesh, 1, false)), dist(Bb, mesh, placements(rng, mesh, 1, false))
+        local what = name .. " nn case " .. case .. " " .. H.placement_string(x.placements)
+        close(dt.F.layer_norm(x, shape[3], w, b), dt.F.layer_norm(X, shape[3], W, Bb), what .. " layer_norm")
+        close(dt.F.layer_norm(x, {shape[2], shape[3]}), dt.F.layer_norm(X, {shape[2], shape[3]}), what .. " layer_norm 2 dims")
+        close(dt.F.rms_norm(x, shape[3], w), dt.F.rms_norm(X, shape[3], W), what .. " rms_norm")
+        local B, Hh, L, E = rng.int(1, 4), rng.int(1, 4), rng.int(1, 4), rng.int(1, 3)
+        local Q, K, V = randn(rng, {B, Hh, L, E}), randn(rng, {B, Hh, L, E}), randn(rng, {B, Hh, L, E})
+        local q = dist(Q, mesh, placements(rng, mesh, 2, false)) -- batch or heads sharded (or R)
+        local k, v = dist(K, mesh, q.placements), dist(V, mesh, placements(rng, mesh, 4, false))
+        local causal = rng.int(1, 2) == 1
+        close(dt.F.scaled_dot_product_attention(q, k, v, {is_causal = causal}),
+              dt.F.scaled_dot_product_attention(Q, K, V, {is_causal = causal}), what .. " sdpa")
+      end
+    end)
+
     it("in-place ops keep the placements", function()
       local X = randn(H.prng(2), {5, 3})
       local x = dist(X:clone(), mesh, placements(H.prng(4), mesh, 2, false)) -- 1 rank: no copy
@@ -222,6 +244,20 @@ describe("dispatch", function()
       assert.are.equal("Replicate()", tostring(y.placements[1]))
     end
     assert(dt.equal(y:full_tensor(), U:view(-1)))
+  end)
+
+  it("*_like factories keep the mesh and placements (Partial -> Replicate)", function()
+    local x = dt.distribute_tensor(X, mesh, {"S1"})
+    for _, f in ipairs {"zeros_like", "ones_like", "empty_like", "rand_like", "randn_like"} do
+      local y = dt[f](x)
+      assert.are.equal("Shard(1)", tostring(y.placements[1]), f)
+      assert.are.same(x:size(), y:size(), f)
+    end
+    local z = dt.full_like(dt.distribute_tensor(X, mesh, {"P"}), 7, {dtype = "float64"})
+    assert.are.equal("Replicate()", tostring(z.placements[1]))
+    assert.are.equal("float64", z.dtype)
+    assert(dt.equal(z:full_tensor(), dt.full(X:size(), 7, {dtype = "float64"})))
+    assert(dt.equal(dt.ones_like(x):full_tensor(), dt.ones_like(X)))
   end)
 
   it("caches decisions: the second identical call is a hit", function()
