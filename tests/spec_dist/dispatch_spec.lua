@@ -195,6 +195,40 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("embedding: row-wise (vocab) sharded weight -> Partial(sum), column-wise -> Shard(last)", function()
+      local rng = H.prng(29)
+      for case = 1, 8 do
+        local V, D = rng.int(1, 9), rng.int(1, 5)
+        local Wt = randn(rng, {V, D})
+        local Ids = (dt.arange(6):remainder(V) + 1):reshape(2, 3)
+        local w = dist(Wt, mesh, placements(rng, mesh, 2, false))
+        local ids = dist(Ids, mesh, placements(rng, mesh, 2, false))
+        local y = dt.F.embedding(ids, w)
+        close(y, dt.F.embedding(Ids, Wt), name .. " embedding case " .. case .. " " .. H.placement_string(w.placements))
+        for m = 1, mesh.ndim do
+          local p = w.placements[m]
+          if p:is_shard() and p.dim == 1 then assert.are.equal("Partial(sum)", tostring(y.placements[m])) end
+          if p:is_shard() and p.dim == 2 then assert.are.equal("Shard(3)", tostring(y.placements[m])) end
+        end
+      end
+    end)
+
+    it("cross_entropy: class-sharded logits (loss parallel) and batch-sharded ones", function()
+      local rng = H.prng(31)
+      for case = 1, 8 do
+        local N, C = rng.int(1, 5), rng.int(1, 7)
+        local Lg = randn(rng, {N, C})
+        local T = (dt.arange(N):remainder(C) + 1)
+        if N > 1 then T[1] = -100 end -- an ignored target
+        local lg = dist(Lg, mesh, placements(rng, mesh, 2, false))
+        local t = dist(T, mesh, placements(rng, mesh, 1, false))
+        local what = name .. " ce case " .. case .. " " .. H.placement_string(lg.placements)
+        for _, red in ipairs {"none", "sum", "mean"} do
+          close(dt.F.cross_entropy(lg, t, {reduction = red}), dt.F.cross_entropy(Lg, T, {reduction = red}), what .. " " .. red)
+        end
+      end
+    end)
+
     it("in-place ops keep the placements", function()
       local X = randn(H.prng(2), {5, 3})
       local x = dist(X:clone(), mesh, placements(H.prng(4), mesh, 2, false)) -- 1 rank: no copy
@@ -258,6 +292,17 @@ describe("dispatch", function()
     assert.are.equal("float64", z.dtype)
     assert(dt.equal(z:full_tensor(), dt.full(X:size(), 7, {dtype = "float64"})))
     assert(dt.equal(dt.ones_like(x):full_tensor(), dt.ones_like(X)))
+  end)
+
+  it("loss parallel: cross_entropy over class-sharded logits gathers no logits", function()
+    local Lg = dt.arange(6 * n * 3):to("float64"):reshape(3, 6 * n):sin()
+    local T = dt.tensor({1, 2, 6 * n}, {dtype = "int64"})
+    local lg, t = dt.distribute_tensor(Lg, mesh, {"S2"}), dt.distribute_tensor(T, mesh, {"R"})
+    local loss
+    local c = dt.comm_debug(function() loss = dt.F.cross_entropy(lg, t, {reduction = "none"}) end)
+    assert.are.equal(0, c.all_gather or 0)
+    if n > 1 then assert.are.equal(3, c.all_reduce) end
+    assert(dt.allclose(loss:full_tensor(), dt.F.cross_entropy(Lg, T, {reduction = "none"})))
   end)
 
   it("caches decisions: the second identical call is a hit", function()
