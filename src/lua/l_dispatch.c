@@ -376,18 +376,16 @@ void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
       } else lua_pop(L, 1);
     }
   lua_setfield(L, LUA_REGISTRYINDEX, ALLOWED_KEY);
+  static const luaL_Reg funcs[] = {
+      {"dispatch_stats", l_dispatch_stats},
+      {"dispatch_cache_clear", l_dispatch_cache_clear},
+      {"implicit_replication", l_implicit_replication},
+      {"_register_sharding", l_register_sharding}, /* dt.register_sharding (lua/dtensor/dispatch.lua) */
+      {"_explain", l_explain_call},                /* dt.explain */
+      {"_redistribute_cost", l_redistribute_cost}, /* Lua ops' strategy prices */
+      {NULL, NULL},
+  };
   lua_pushvalue(L, tg->module);
-  lua_pushcfunction(L, l_dispatch_stats);
-  lua_setfield(L, -2, "dispatch_stats");
-  lua_pushcfunction(L, l_dispatch_cache_clear);
-  lua_setfield(L, -2, "dispatch_cache_clear");
-  lua_pushcfunction(L, l_implicit_replication);
-  lua_setfield(L, -2, "implicit_replication");
-  lua_pushcfunction(L, l_register_sharding);
-  lua_setfield(L, -2, "_register_sharding");
-  lua_pushcfunction(L, l_explain_call);
-  lua_setfield(L, -2, "_explain");
-  lua_pushcfunction(L, l_redistribute_cost);
-  lua_setfield(L, -2, "_redistribute_cost");
+  luaL_setfuncs(L, funcs, 0);
   lua_pop(L, 1);
 }
