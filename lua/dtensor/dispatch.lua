@@ -423,6 +423,67 @@ return function(dt)
     return loss:sum() / t2:ne(ignore):sum()
   end
 
+  -- ---- cat/stack of DTensors: the joined dim is replicated first (and Partial reduced), the
+  -- other dims keep the first input's sharding, which every input is brought to. ----
+  local function join(name, plain_join, list, dim, is_stack)
+    local mesh, first
+    for i, x in ipairs(list) do
+      if not dt.is_dtensor(x) then
+        error(name .. ": element " .. i .. " of the list is a plain tensor mixed with DTensors; convert it with " ..
+              "dt.from_local or dt.distribute_tensor", 3)
+      end
+      if not mesh then mesh, first = x.device_mesh, x
+      elseif x.device_mesh ~= mesh then
+        error(name .. ": DTensor operands on different meshes: " .. tostring(mesh) .. " and " .. tostring(x.device_mesh), 3)
+      end
+    end
+    local shape = first:size()
+    local ndim = #shape
+    local d = dim or 1
+    if math.type(d) ~= "integer" then error(name .. ": dim must be an integer", 3) end
+    local hi = is_stack and ndim + 1 or ndim
+    if d < 0 then d = d + hi + 1 end
+    if d < 1 or d > hi then error(name .. ": dim " .. tostring(dim) .. " out of range for " .. ndim .. "-d tensors", 3) end
+    local target, out = {}, {}
+    for m, p in ipairs(first.placements) do
+      local keep = p:is_shard() and (is_stack or p.dim ~= d)
+      target[m] = keep and p or dt.Replicate()
+      out[m] = keep and dt.Shard((is_stack and p.dim >= d) and p.dim + 1 or p.dim) or dt.Replicate()
+    end
+    local locals, total = {}, 0
+    for i, x in ipairs(list) do
+      local s = x:size()
+      if #s ~= ndim and not is_stack then
+        error(name .. ": every DTensor needs " .. ndim .. " dims, element " .. i .. " has " .. #s, 3)
+      end
+      locals[i] = x:redistribute(target):to_local()
+      total = total + (s[d] or 0)
+    end
+    local y
+    if mesh:get_coordinate() then y = plain_join(locals, d)
+    else -- off-mesh: only the promoted dtype matters
+      for i, x in ipairs(list) do locals[i] = dt.empty(0, {dtype = x.dtype}) end
+      y = plain_join(locals, 1)
+    end
+    if is_stack then table.insert(shape, d, #list) else shape[d] = total end
+    return dt.from_local(y, mesh, out, {shape = shape})
+  end
+  local plain_cat, plain_stack = dt.cat, dt.stack
+  local function has_dtensor(list)
+    if type(list) ~= "table" or dt.is_tensor(list) then return false end
+    for _, x in ipairs(list) do if dt.is_dtensor(x) then return true end end
+    return false
+  end
+  function dt.cat(list, dim)
+    if has_dtensor(list) then return join("cat", plain_cat, list, dim, false) end
+    return (plain_cat(list, dim))
+  end
+  function dt.stack(list, dim)
+    if has_dtensor(list) then return join("stack", plain_stack, list, dim, true) end
+    return (plain_stack(list, dim))
+  end
+  dt.concat = dt.cat
+
   -- ---- plugins: every *.lua of the directories in DTLUA_PLUGINS (':'-separated) ----
   local dirs = os.getenv("DTLUA_PLUGINS")
   if dirs and dirs ~= "" then

@@ -229,6 +229,20 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("cat and stack (the joined dim replicated, others keep the first input's sharding)", function()
+      local rng = H.prng(37)
+      for case = 1, 8 do
+        local shape = {rng.int(1, 5), rng.int(1, 4)}
+        local X, Y = randn(rng, shape), randn(rng, shape)
+        local x, y = dist(X, mesh, placements(rng, mesh, 2, true)), dist(Y, mesh, placements(rng, mesh, 2, true))
+        local what = name .. " join case " .. case .. " " .. H.placement_string(x.placements)
+        for _, d in ipairs {1, 2, -1} do
+          close(dt.cat({x, y}, d), dt.cat({X, Y}, d), what .. " cat " .. d)
+          close(dt.stack({x, y}, d), dt.stack({X, Y}, d), what .. " stack " .. d)
+        end
+      end
+    end)
+
     it("in-place ops keep the placements", function()
       local X = randn(H.prng(2), {5, 3})
       local x = dist(X:clone(), mesh, placements(H.prng(4), mesh, 2, false)) -- 1 rank: no copy

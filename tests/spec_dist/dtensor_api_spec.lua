@@ -216,7 +216,7 @@ describe("DTensor errors", function()
     end
     fails("a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()",
           function() return d:narrow(1, 1, 1) end)
-    fails("to 'cat' (a DTensor: this op has no sharding rule", function() return dt.cat({d, d}) end)
+    fails("cat: element 2 of the list is a plain tensor mixed with DTensors", function() return dt.cat({d, x}) end)
     fails("mm: expected 2-d tensors, got 2-d and 1-d", function() return dt.mm(d, d:sum(1)) end)
     fails("expected a DTensor, got a plain tensor", function() return x:full_tensor() end)
     fails("src_rank " .. n .. " is not a rank of", dt.distribute_tensor, x, mesh, {"R"}, {src_rank = n})
