@@ -205,8 +205,8 @@ static int plugin_rule(void *ud, const dt_rule_args *r, dt_strategy *s, int *n) 
 }
 
 int dt_lua_dispatch_try(lua_State *L, dt_op_id id, const dt_op_args *a, dt_tensor **out, dt_dspec **spec) {
+  /* the flag stays up while DTensors are found: a binding may call several ops (chunk) */
   if (!*armed(L)) return 0;
-  *armed(L) = 0;
   dt_dispatch_call c = {0};
   int found = 0, top = lua_gettop(L);
   for (int i = 0; i < a->nin && i < DT_DISPATCH_MAX_IN; i++) {
@@ -225,7 +225,7 @@ int dt_lua_dispatch_try(lua_State *L, dt_op_id id, const dt_op_args *a, dt_tenso
              dt_lua_raise(L);
     found |= dist;
   }
-  if (!found) return 0;
+  if (!found) return *armed(L) = 0, 0;
   if (a->nin > DT_DISPATCH_MAX_IN)
     return dt_error("%s: too many operands for DTensor dispatch", dt_op_get(id)->name), dt_lua_raise(L);
   lua_getfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
@@ -236,10 +236,11 @@ int dt_lua_dispatch_try(lua_State *L, dt_op_id id, const dt_op_args *a, dt_tenso
   plugin_call pc = {.L = L};
   if (lua_getfield(L, LUA_REGISTRYINDEX, PLUGINS_KEY) == LUA_TTABLE &&
       lua_getfield(L, -1, dt_op_get(id)->name) == LUA_TFUNCTION) {
-    pc.fn = lua_gettop(L); /* stays on the stack until the binding returns */
+    pc.fn = lua_gettop(L); /* on the stack while the dispatcher may call it */
     c.plugin = plugin_rule, c.plugin_ud = &pc;
   }
   if (dt_dispatch(dt_lua_context(L), id, a, &c, out, spec) != DT_OK) dt_lua_raise(L);
+  lua_settop(L, top); /* bindings count on the op's results alone being pushed */
   return 1;
 }
 
@@ -361,7 +362,7 @@ static const char *const allowed[] = {
     "matmul", "mm", "bmm", "addmm",
     "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "norm", "softmax",
     "log_softmax", "view", "reshape", "expand", "transpose", "t", "permute", "unsqueeze", "squeeze", "flatten",
-    "_layer_norm", "_rms_norm", "_sdpa", NULL,
+    "narrow", "select", "chunk", "split", "_layer_norm", "_rms_norm", "_sdpa", NULL,
 };
 
 void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {

@@ -3,10 +3,18 @@
  * Lua dims and indices are 1-based, negative from the end; ranges in slices are
  * inclusive ({1, 2} is the first two), as in Torch7 and Lua's for loops. */
 #include "base/error.h"
+#include "dist/dtensor.h"
 #include "lua/l_compare.h"
 #include "lua/l_tensor.h"
 
 #include <stdlib.h>
+
+/* Size of dim d of the tensor at idx as the user sees it: the global one for a DTensor (whose
+ * local shard t stands for it on its way to the dispatcher). */
+static int64_t user_size(lua_State *L, int idx, const dt_tensor *t, int d) {
+  dt_lua_tensor *u = dt_lua_test_any(L, idx);
+  return u && u->spec ? u->spec->shape[d] : t->shape[d];
+}
 
 /* Runs a one-input view op on t and pushes the result. */
 static int call_view(lua_State *L, dt_op_id id, dt_tensor *t, dt_op_args *a) {
@@ -84,7 +92,7 @@ static int l_select(lua_State *L) {
   if (t->ndim == 0) return luaL_error(L, "select: a 0-d tensor has no dim to select from");
   dt_op_args a = {0};
   a.ints[0] = dt_lua_check_dim(L, 2, t->ndim, 0, "select");
-  a.ints[1] = check_index(L, 3, t->shape[a.ints[0]], (int)a.ints[0] + 1, "select");
+  a.ints[1] = check_index(L, 3, user_size(L, 1, t, (int)a.ints[0]), (int)a.ints[0] + 1, "select");
   a.nints = 2;
   return call_view(L, DT_OP_SELECT, t, &a);
 }
@@ -97,7 +105,7 @@ static int l_narrow(lua_State *L) {
   a.ints[0] = dt_lua_check_dim(L, 2, t->ndim, 0, "narrow");
   lua_Integer start = luaL_checkinteger(L, 3);
   if (start == 0) return luaL_error(L, "narrow: start 0 is invalid (starts are 1-based, negative from the end)");
-  int64_t size = t->shape[a.ints[0]];
+  int64_t size = user_size(L, 1, t, (int)a.ints[0]);
   a.ints[1] = start > 0 ? start - 1 : start + size;
   if (a.ints[1] < 0 || a.ints[1] > size)
     return luaL_error(L, "narrow: start %I out of range for dim %d of size %I", (lua_Integer)start, (int)a.ints[0] + 1,
@@ -158,7 +166,7 @@ static int push_pieces(lua_State *L, dt_tensor *t, int d, int n, const int64_t *
 
 /* Pieces of `size` (the last one shorter), at least one piece, as torch.split. */
 static int split_even(lua_State *L, dt_tensor *t, int d, int64_t size) {
-  int64_t len = t->shape[d];
+  int64_t len = user_size(L, 1, t, d);
   int64_t n = size > 0 ? (len + size - 1) / size : 1;
   if (n < 1) n = 1;
   int64_t *sizes = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0); /* freed by the GC on error */
@@ -173,7 +181,7 @@ static int l_chunk(lua_State *L) {
   if (n < 1) return luaL_error(L, "chunk: number of chunks must be at least 1, got %I", (lua_Integer)n);
   if (t->ndim == 0) return luaL_error(L, "chunk: a 0-d tensor cannot be chunked");
   int d = lua_isnoneornil(L, 3) ? 0 : dt_lua_check_dim(L, 3, t->ndim, 0, "chunk");
-  int64_t len = t->shape[d];
+  int64_t len = user_size(L, 1, t, d);
   if (len == 0) { /* n empty pieces, as torch */
     int64_t *sizes = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0);
     for (lua_Integer i = 0; i < n; i++) sizes[i] = 0;
@@ -189,7 +197,7 @@ static int l_split(lua_State *L) {
   int d = lua_isnoneornil(L, 3) ? 0 : dt_lua_check_dim(L, 3, t->ndim, 0, "split");
   if (!lua_istable(L, 2)) {
     lua_Integer size = luaL_checkinteger(L, 2);
-    if (size < 0 || (size == 0 && t->shape[d] > 0))
+    if (size < 0 || (size == 0 && user_size(L, 1, t, d) > 0))
       return luaL_error(L, "split: split size must be positive, got %I", (lua_Integer)size);
     return split_even(L, t, d, size);
   }
@@ -203,9 +211,9 @@ static int l_split(lua_State *L) {
     if (!ok || sizes[i] < 0) return luaL_error(L, "split: sizes must be non-negative integers (entry %d)", i + 1);
     sum += sizes[i];
   }
-  if (sum != t->shape[d])
+  if (sum != user_size(L, 1, t, d))
     return luaL_error(L, "split: sizes add up to %I but dim %d has size %I", (lua_Integer)sum, d + 1,
-                      (lua_Integer)t->shape[d]);
+                      (lua_Integer)user_size(L, 1, t, d));
   return push_pieces(L, t, d, n, sizes);
 }
 

@@ -159,6 +159,14 @@ for _, entry in ipairs(H.meshes()) do
         local flat = x:view(-1)
         close(flat:view(shape[1], shape[2], shape[3]), X, what .. " split back")
         close(x:flatten(2, 3):t(), X:flatten(2, 3):t(), what .. " t")
+        local d = rng.int(1, 3)
+        close(x:narrow(d, 1, 1), X:narrow(d, 1, 1), what .. " narrow " .. d)
+        close(x:select(d, -1), X:select(d, -1), what .. " select " .. d)
+        local xs, Xs = x:chunk(2, d), X:chunk(2, d)
+        assert.are.equal(#Xs, #xs, what .. " chunk count")
+        for i = 1, #Xs do close(xs[i], Xs[i], what .. " chunk " .. i) end
+        local ys, Ys = x:split(1, d), X:split(1, d)
+        for i = 1, #Ys do close(ys[i], Ys[i], what .. " split " .. i) end
       end
     end)
 
@@ -347,7 +355,7 @@ describe("dispatch", function()
   it("errors: ops without a rule, different meshes, in-place changing placements", function()
     local x = dt.distribute_tensor(X, mesh, {"S1"})
     fails("a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()",
-          function() return x:narrow(1, 1, 1) end)
+          function() return x:view_as(x) end)
     local m2 = dt.init_device_mesh("cpu", {1, n})
     local z = dt.distribute_tensor(X, m2, {"R", "R"})
     fails("add: DTensor operands on different meshes", function() return x + z end)

@@ -35,7 +35,7 @@ dt_rule_fn dt_rule_for(dt_op_id op) {
   case DT_OP_SOFTMAX: case DT_OP_LOG_SOFTMAX:
     return dt_rule_reduce;
   case DT_OP_VIEW: case DT_OP_RESHAPE: case DT_OP_FLATTEN: case DT_OP_TRANSPOSE: case DT_OP_PERMUTE:
-  case DT_OP_UNSQUEEZE: case DT_OP_SQUEEZE: case DT_OP_EXPAND:
+  case DT_OP_UNSQUEEZE: case DT_OP_SQUEEZE: case DT_OP_EXPAND: case DT_OP_NARROW: case DT_OP_SELECT: case DT_OP_SLICE:
     return dt_rule_view;
   case DT_OP_LAYER_NORM: case DT_OP_RMS_NORM: case DT_OP_SDPA:
     return dt_rule_nn;

@@ -3,7 +3,8 @@
  * view/reshape/flatten group the input dims with the output dims whose sizes multiply alike,
  * and a sharded dim stays sharded only when it is the group's first (non-1) dim and both it
  * and the group's first output dim divide evenly by its shard count -- then every rank's
- * shard is the same contiguous block before and after.  Otherwise (uneven shards, a dim in
+ * shard is the same contiguous block before and after; narrow/select replicate the dim they
+ * cut (its start/index are global).  Otherwise (uneven shards, a dim in
  * the middle of a group) it is replicated first: never a silently wrong view. */
 #include "dist/rules/rules.h"
 
@@ -41,6 +42,10 @@ static int map_dim(const dt_rule_args *r, int d) {
     return -1;
   case DT_OP_UNSQUEEZE:
     return d + (d >= a->ints[0]);
+  case DT_OP_NARROW: case DT_OP_SLICE: /* the narrowed dim is replicated first */
+    return d == a->ints[0] ? -1 : d;
+  case DT_OP_SELECT:
+    return d == a->ints[0] ? -1 : d - (d > a->ints[0]);
   case DT_OP_SQUEEZE: {
     if (x->shape[d] == 1) return -1;
     int od = d;
