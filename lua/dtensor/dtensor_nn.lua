@@ -1,0 +1,169 @@
+-- F.embedding and F.cross_entropy on DTensors (doc/dispatch.md): composed from dispatched ops
+-- and redistributions.  Installs itself into dt.nn.functional.
+return function(dt)
+  -- ---- embedding with a DTensor weight: per mesh dim, a row-wise (vocab) sharded weight
+  -- gives a masked local lookup and a Partial(sum) output, a column-wise one a Shard on the
+  -- output's last dim; a replicated weight lets the ids' sharding through.  The ids must be
+  -- replicated where the weight is sharded.  Ids outside the vocab give zero rows here (each
+  -- rank sees only its own rows), not an error. ----
+  local F = dt.nn.functional
+  local plain_embedding = F.embedding
+  function F.embedding(ids, weight)
+    if not (dt.is_dtensor(ids) or dt.is_dtensor(weight)) then return (plain_embedding(ids, weight)) end
+    if not (dt.is_dtensor(ids) and dt.is_dtensor(weight)) then
+      error("embedding: ids and weight must both be DTensors (or neither); convert the plain one with " ..
+            "dt.from_local or dt.distribute_tensor", 2)
+    end
+    local mesh = weight.device_mesh
+    if ids.device_mesh ~= mesh then
+      error("embedding: DTensor operands on different meshes: " .. tostring(ids.device_mesh) .. " and " .. tostring(mesh), 2)
+    end
+    local wsize = weight:size()
+    if #wsize ~= 2 then error("embedding: weight must be 2-d [vocab, dim], got " .. #wsize .. "-d", 2) end
+    local wt, it, out, rowwise = {}, {}, {}, false
+    local nd = #ids:size()
+    for m = 1, mesh.ndim do
+      local wp, ip = weight.placements[m], ids.placements[m]
+      if wp:is_shard() then
+        wt[m], it[m] = wp, dt.Replicate()
+        if wp.dim == 1 then out[m], rowwise = dt.Partial("sum"), true else out[m] = dt.Shard(nd + 1) end
+      else
+        wt[m] = dt.Replicate()
+        it[m] = ip:is_shard() and ip or dt.Replicate()
+        out[m] = it[m]
+      end
+    end
+    local shape = ids:size()
+    shape[#shape + 1] = wsize[2]
+    local w2, i2 = weight:redistribute(wt), ids:redistribute(it)
+    if not mesh:get_coordinate() then return dt.from_local(dt.empty(0, {dtype = weight.dtype}), mesh, out, {shape = shape}) end
+    local wl, il = w2:to_local(), i2:to_local()
+    local y
+    if rowwise then
+      local start, len = 0, wl:size(1)
+      for _, b in ipairs(dt._dtensor_shards(w2)) do
+        if b.rank == dt.rank() then start = b.offset[1] end
+      end
+      local shifted = il - start
+      local outside = (shifted:lt(1):long() + shifted:gt(len):long()):gt(0)
+      if len == 0 then
+        local ls = il:size()
+        ls[#ls + 1] = wl:size(2)
+        y = dt.zeros(ls, {dtype = wl.dtype})
+      else
+        y = dt.where(outside:unsqueeze(-1), 0, plain_embedding(dt.where(outside, 1, shifted), wl))
+      end
+    else
+      y = plain_embedding(il, wl)
+    end
+    return dt.from_local(y, mesh, out, {shape = shape})
+  end
+
+  -- ---- cross_entropy on DTensor logits: batch/spatial shardings pass through (the target
+  -- follows); a class-sharded dim (loss parallel) is never gathered: the max, the sum of
+  -- exponentials and the target's logit are reduced across the class shards (Partial(max),
+  -- Partial(sum)), each rank reading only its own classes. ----
+  local plain_ce = F.cross_entropy
+  local function rebuild(x, mesh, placements, shape)
+    return dt.from_local(x, mesh, placements, {shape = shape})
+  end
+  function F.cross_entropy(logits, target, opts)
+    if not (dt.is_dtensor(logits) or dt.is_dtensor(target)) then return (plain_ce(logits, target, opts)) end
+    if not (dt.is_dtensor(logits) and dt.is_dtensor(target)) then
+      error("cross_entropy: logits and target must both be DTensors (or neither); convert the plain one with " ..
+            "dt.from_local or dt.distribute_tensor", 2)
+    end
+    local mesh = logits.device_mesh
+    if target.device_mesh ~= mesh then
+      error("cross_entropy: DTensor operands on different meshes: " .. tostring(mesh) .. " and " .. tostring(target.device_mesh), 2)
+    end
+    opts = opts or {}
+    local ignore = opts.ignore_index
+    if ignore == nil then ignore = -100 end
+    local reduction = opts.reduction or "mean"
+    local shape = logits:size()
+    local cdim = #shape == 1 and 1 or 2
+    local lp, tp, batch, class = {}, {}, {}, false
+    for m = 1, mesh.ndim do
+      local p = logits.placements[m]
+      if p:is_shard() and p.dim == cdim then
+        lp[m], tp[m], batch[m], class = p, dt.Replicate(), dt.Replicate(), true
+      elseif p:is_shard() then
+        lp[m], tp[m], batch[m] = p, dt.Shard(p.dim < cdim and p.dim or p.dim - 1), dt.Shard(p.dim < cdim and p.dim or p.dim - 1)
+      else
+        lp[m], tp[m], batch[m] = dt.Replicate(), dt.Replicate(), dt.Replicate()
+      end
+    end
+    if not class then -- plain per-element losses on the shards, then the reduction as DTensor ops
+      local l2, t2 = logits:redistribute(lp), target:redistribute(tp)
+      local tshape = target:size()
+      local per
+      if mesh:get_coordinate() then
+        per = plain_ce(l2:to_local(), t2:to_local(), {ignore_index = ignore, reduction = "none"})
+      else
+        per = dt.empty(0, {dtype = logits.dtype})
+      end
+      local loss = rebuild(per, mesh, batch, tshape)
+      if reduction == "none" then return loss end
+      if reduction == "sum" then return loss:sum() end
+      return loss:sum() / t2:ne(ignore):sum()
+    end
+    local l2, t2 = logits:redistribute(lp), target:redistribute(tp)
+    local kshape = {}
+    for d = 1, #shape do kshape[d] = d == cdim and 1 or shape[d] end
+    local maxp, sump = {}, {}
+    for m = 1, mesh.ndim do
+      local classdim = lp[m]:is_shard() and lp[m].dim == cdim
+      maxp[m] = classdim and dt.Partial("max") or batch[m]
+      sump[m] = classdim and dt.Partial("sum") or batch[m]
+      if batch[m]:is_shard() and batch[m].dim >= cdim then -- kshape keeps the class dim
+        maxp[m] = classdim and maxp[m] or dt.Shard(batch[m].dim + 1)
+        sump[m] = classdim and sump[m] or dt.Shard(batch[m].dim + 1)
+      end
+    end
+    local kplace = {}
+    for m = 1, mesh.ndim do kplace[m] = (maxp[m]:is_partial()) and dt.Replicate() or maxp[m] end
+    local on = mesh:get_coordinate() ~= nil
+    local lx, tx = l2:to_local(), t2:to_local()
+    local start, len = 0, on and lx:size(cdim) or 0
+    if on then
+      for _, b in ipairs(dt._dtensor_shards(l2)) do
+        if b.rank == dt.rank() then start = b.offset[cdim] end
+      end
+    end
+    local function local_keep(fill) -- a local [.., 1, ..] tensor of fill (empty class shard)
+      local ls = on and lx:size() or {0}
+      if on then ls[cdim] = 1 end
+      return dt.full(ls, fill, {dtype = logits.dtype})
+    end
+    local mx = (on and len > 0) and lx:amax(cdim, true) or local_keep(-math.huge)
+    local gmax = rebuild(mx, mesh, maxp, kshape):redistribute(kplace):to_local()
+    local se = (on and len > 0) and (lx - gmax):exp():sum(cdim, true) or local_keep(0)
+    local gse = rebuild(se, mesh, sump, kshape):redistribute(kplace):to_local()
+    local picked
+    if on and len > 0 then
+      local tk = (#shape == 1) and tx:reshape(1) or tx:unsqueeze(cdim)
+      local classes = dt.arange(start + 1, start + len + 1):to(tx.dtype)
+      if #shape > 1 then
+        local cs = {}
+        for d = 1, #shape do cs[d] = d == cdim and len or 1 end
+        classes = classes:reshape(cs)
+      end
+      picked = (lx * classes:eq(tk):to(lx.dtype)):sum(cdim, true)
+    else
+      picked = local_keep(0)
+    end
+    local gp = rebuild(picked, mesh, sump, kshape):redistribute(kplace):to_local()
+    local per = dt.empty(0, {dtype = logits.dtype}) -- off-mesh
+    if on then
+      per = gse:log() + gmax - gp
+      per = (#shape == 1) and per:reshape({}) or per:squeeze(cdim)
+      per = dt.where(tx:eq(ignore), 0, per)
+    end
+    local loss = rebuild(per, mesh, batch, target:size())
+    if reduction == "none" then return loss end
+    if reduction == "sum" then return loss:sum() end
+    return loss:sum() / t2:ne(ignore):sum()
+  end
+
+end

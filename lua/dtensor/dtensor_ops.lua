@@ -1,0 +1,156 @@
+-- DTensor forms of functions that are not single rows of the operator table (doc/dispatch.md):
+-- x:item() / x:equal(y) (answers every rank of the world agrees on), the *_like factories,
+-- dt.cat / dt.stack.  Installs itself into the dt module.
+return function(dt)
+  local T = dt.Tensor
+  -- ---- scalar answers: the same on every rank of the world ----
+  local item, equal = T.item, dt.equal
+  local function world_value(mesh, v, dtype)
+    if mesh:size() == dt.world_size() then return v end
+    -- ranks outside the mesh get it from the mesh's first rank
+    local root = mesh:layout()
+    while type(root) == "table" do root = root[1] end
+    local t = dt.tensor({v == nil and 0 or v}, {dtype = dtype})
+    dt.distributed.broadcast(t, root)
+    return item(t[1])
+  end
+
+  T.item = function(x)
+    if not dt.is_dtensor(x) then return (item(x)) end -- not a tail call: errors name item
+    if x:numel() ~= 1 then error("item: a DTensor of " .. x:numel() .. " elements (item needs exactly one)", 2) end
+    local v = x.device_mesh:get_coordinate() and item(x:full_tensor()) or nil
+    local dtype = (x.dtype == "bool" or x.dtype:match("int")) and "int64" or "float64"
+    if x.dtype == "bool" and v ~= nil then v = v and 1 or 0 end
+    v = world_value(x.device_mesh, v, dtype)
+    if x.dtype == "bool" then return v ~= 0 end
+    return v
+  end
+
+  local function dequal(x, y)
+    if not (dt.is_dtensor(x) or dt.is_dtensor(y)) then return (equal(x, y)) end
+    if not (dt.is_dtensor(x) and dt.is_dtensor(y)) then
+      error("equal: a DTensor and a plain tensor; convert the plain one with dt.distribute_tensor or compare full_tensor()s", 3)
+    end
+    local sx, sy = x:size(), y:size()
+    local same = x.dtype == y.dtype and #sx == #sy
+    for d = 1, #sx do same = same and sx[d] == sy[d] end
+    if not same then return false end -- from metadata: every rank agrees
+    local target = {}
+    for m, p in ipairs(x.placements) do target[m] = p:is_partial() and dt.Replicate() or p end
+    local mine = 1
+    if x.device_mesh:get_coordinate() then
+      mine = equal(x:redistribute(target):to_local(), y:redistribute(target):to_local()) and 1 or 0
+    else
+      x:redistribute(target) -- nothing moves off-mesh; kept for the SPMD order
+      y:redistribute(target)
+    end
+    local t = dt.tensor({mine}, {dtype = "int64"})
+    dt.distributed.all_reduce(t, "min") -- all ranks of the world AND their answers
+    return item(t[1]) == 1
+  end
+  T.equal = dequal
+  dt.equal = dequal
+
+  -- ---- *_like factories keep a DTensor's mesh and placements (Partial becomes Replicate:
+  -- a fresh value is not a sum of pending parts) ----
+  local function like_opts(x, opts)
+    local o = {}
+    if type(opts) == "table" then for key, v in pairs(opts) do o[key] = v end end
+    o.device_mesh = x.device_mesh
+    o.placements = {}
+    for m, p in ipairs(x.placements) do o.placements[m] = p:is_partial() and dt.Replicate() or p end
+    o.dtype = o.dtype or x.dtype
+    return o
+  end
+  -- plain calls go through plain.<name>(...), not a tail call, so argument errors name it
+  local plain = {}
+  for _, name in ipairs {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"} do
+    plain[name] = dt[name]
+  end
+  function dt.zeros_like(x, opts)
+    if dt.is_dtensor(x) then return dt.zeros(x:size(), like_opts(x, opts)) end
+    return (plain.zeros_like(x, opts))
+  end
+  function dt.ones_like(x, opts)
+    if dt.is_dtensor(x) then return dt.ones(x:size(), like_opts(x, opts)) end
+    return (plain.ones_like(x, opts))
+  end
+  function dt.empty_like(x, opts)
+    if dt.is_dtensor(x) then return dt.empty(x:size(), like_opts(x, opts)) end
+    return (plain.empty_like(x, opts))
+  end
+  function dt.rand_like(x, opts)
+    if dt.is_dtensor(x) then return dt.rand(x:size(), like_opts(x, opts)) end
+    return (plain.rand_like(x, opts))
+  end
+  function dt.randn_like(x, opts)
+    if dt.is_dtensor(x) then return dt.randn(x:size(), like_opts(x, opts)) end
+    return (plain.randn_like(x, opts))
+  end
+  function dt.full_like(x, value, opts)
+    if dt.is_dtensor(x) then return dt.full(x:size(), value, like_opts(x, opts)) end
+    return (plain.full_like(x, value, opts))
+  end
+
+  -- ---- cat/stack of DTensors: the joined dim is replicated first (and Partial reduced), the
+  -- other dims keep the first input's sharding, which every input is brought to. ----
+  local function join(name, plain_join, list, dim, is_stack)
+    local mesh, first
+    for i, x in ipairs(list) do
+      if not dt.is_dtensor(x) then
+        error(name .. ": element " .. i .. " of the list is a plain tensor mixed with DTensors; convert it with " ..
+              "dt.from_local or dt.distribute_tensor", 3)
+      end
+      if not mesh then mesh, first = x.device_mesh, x
+      elseif x.device_mesh ~= mesh then
+        error(name .. ": DTensor operands on different meshes: " .. tostring(mesh) .. " and " .. tostring(x.device_mesh), 3)
+      end
+    end
+    local shape = first:size()
+    local ndim = #shape
+    local d = dim or 1
+    if math.type(d) ~= "integer" then error(name .. ": dim must be an integer", 3) end
+    local hi = is_stack and ndim + 1 or ndim
+    if d < 0 then d = d + hi + 1 end
+    if d < 1 or d > hi then error(name .. ": dim " .. tostring(dim) .. " out of range for " .. ndim .. "-d tensors", 3) end
+    local target, out = {}, {}
+    for m, p in ipairs(first.placements) do
+      local keep = p:is_shard() and (is_stack or p.dim ~= d)
+      target[m] = keep and p or dt.Replicate()
+      out[m] = keep and dt.Shard((is_stack and p.dim >= d) and p.dim + 1 or p.dim) or dt.Replicate()
+    end
+    local locals, total = {}, 0
+    for i, x in ipairs(list) do
+      local s = x:size()
+      if #s ~= ndim and not is_stack then
+        error(name .. ": every DTensor needs " .. ndim .. " dims, element " .. i .. " has " .. #s, 3)
+      end
+      locals[i] = x:redistribute(target):to_local()
+      total = total + (s[d] or 0)
+    end
+    local y
+    if mesh:get_coordinate() then y = plain_join(locals, d)
+    else -- off-mesh: only the promoted dtype matters
+      for i, x in ipairs(list) do locals[i] = dt.empty(0, {dtype = x.dtype}) end
+      y = plain_join(locals, 1)
+    end
+    if is_stack then table.insert(shape, d, #list) else shape[d] = total end
+    return dt.from_local(y, mesh, out, {shape = shape})
+  end
+  local plain_cat, plain_stack = dt.cat, dt.stack
+  local function has_dtensor(list)
+    if type(list) ~= "table" or dt.is_tensor(list) then return false end
+    for _, x in ipairs(list) do if dt.is_dtensor(x) then return true end end
+    return false
+  end
+  function dt.cat(list, dim)
+    if has_dtensor(list) then return join("cat", plain_cat, list, dim, false) end
+    return (plain_cat(list, dim))
+  end
+  function dt.stack(list, dim)
+    if has_dtensor(list) then return join("stack", plain_stack, list, dim, true) end
+    return (plain_stack(list, dim))
+  end
+  dt.concat = dt.cat
+
+end
