@@ -82,6 +82,23 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("random dtypes: pointwise and view results equal the global op", function()
+      local rng = H.prng(41)
+      for case = 1, 12 do
+        local dtype = rng.pick(H.DTYPES)
+        local shape = shape_of(rng, 2)
+        local X = H.global(shape, dtype)
+        local x = dist(X, mesh, placements(rng, mesh, 2, false))
+        local what = name .. " dtype case " .. case .. " " .. dtype .. " " .. H.placement_string(x.placements)
+        close(x + x, X + X, what .. " add")
+        close(x * 3, X * 3, what .. " mul")
+        local s = X[1]:clone():sum():to(dtype) -- a 0-d plain tensor: replicated
+        close(x:eq(s), X:eq(s), what .. " eq 0-d")
+        close(x:t(), X:t(), what .. " t")
+        close(x:clone(), X, what .. " clone")
+      end
+    end)
+
     it("Partial(sum) passes through linear ops and is reduced before the others", function()
       if mesh.ndim > 1 then return end
       local X = randn(H.prng(3), {3, 5})
