@@ -362,7 +362,7 @@ static const char *const allowed[] = {
     "matmul", "mm", "bmm", "addmm",
     "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "norm", "softmax",
     "log_softmax", "view", "reshape", "expand", "transpose", "t", "permute", "unsqueeze", "squeeze", "flatten",
-    "narrow", "select", "chunk", "split", "_layer_norm", "_rms_norm", "_sdpa", NULL,
+    "narrow", "select", "chunk", "split", "view_as", "expand_as", "_layer_norm", "_rms_norm", "_sdpa", NULL,
 };
 
 void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {

@@ -37,7 +37,8 @@ static int as_view(lua_State *L, dt_op_id id) {
   dt_tensor *t = dt_lua_check_tensor(L, 1), *o = dt_lua_check_tensor(L, 2);
   dt_op_args a = {0};
   a.nints = o->ndim;
-  for (int i = 0; i < o->ndim; i++) a.ints[i] = o->shape[i];
+  for (int i = 0; i < o->ndim; i++) a.ints[i] = user_size(L, 2, o, i); /* a DTensor's global shape */
+  lua_settop(L, 1); /* other is no operand: the dispatcher must not take it for one */
   return call_view(L, id, t, &a);
 }
 
