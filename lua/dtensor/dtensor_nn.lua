@@ -7,17 +7,24 @@ return function(dt)
   -- replicated where the weight is sharded.  Ids outside the vocab give zero rows here (each
   -- rank sees only its own rows), not an error. ----
   local F = dt.nn.functional
+
+  -- The mesh of two operands that must both be DTensors on one mesh (errors at the caller's caller).
+  local function common_mesh(name, a, b, what)
+    if not (dt.is_dtensor(a) and dt.is_dtensor(b)) then
+      error(name .. ": " .. what .. " must both be DTensors (or neither); convert the plain one with " ..
+            "dt.from_local or dt.distribute_tensor", 3)
+    end
+    if a.device_mesh ~= b.device_mesh then
+      error(name .. ": DTensor operands on different meshes: " .. tostring(a.device_mesh) .. " and " ..
+            tostring(b.device_mesh), 3)
+    end
+    return a.device_mesh
+  end
+
   local plain_embedding = F.embedding
   function F.embedding(ids, weight)
     if not (dt.is_dtensor(ids) or dt.is_dtensor(weight)) then return (plain_embedding(ids, weight)) end
-    if not (dt.is_dtensor(ids) and dt.is_dtensor(weight)) then
-      error("embedding: ids and weight must both be DTensors (or neither); convert the plain one with " ..
-            "dt.from_local or dt.distribute_tensor", 2)
-    end
-    local mesh = weight.device_mesh
-    if ids.device_mesh ~= mesh then
-      error("embedding: DTensor operands on different meshes: " .. tostring(ids.device_mesh) .. " and " .. tostring(mesh), 2)
-    end
+    local mesh = common_mesh("embedding", ids, weight, "ids and weight")
     local wsize = weight:size()
     if #wsize ~= 2 then error("embedding: weight must be 2-d [vocab, dim], got " .. #wsize .. "-d", 2) end
     local wt, it, out, rowwise = {}, {}, {}, false
@@ -69,14 +76,7 @@ return function(dt)
   end
   function F.cross_entropy(logits, target, opts)
     if not (dt.is_dtensor(logits) or dt.is_dtensor(target)) then return (plain_ce(logits, target, opts)) end
-    if not (dt.is_dtensor(logits) and dt.is_dtensor(target)) then
-      error("cross_entropy: logits and target must both be DTensors (or neither); convert the plain one with " ..
-            "dt.from_local or dt.distribute_tensor", 2)
-    end
-    local mesh = logits.device_mesh
-    if target.device_mesh ~= mesh then
-      error("cross_entropy: DTensor operands on different meshes: " .. tostring(mesh) .. " and " .. tostring(target.device_mesh), 2)
-    end
+    local mesh = common_mesh("cross_entropy", logits, target, "logits and target")
     opts = opts or {}
     local ignore = opts.ignore_index
     if ignore == nil then ignore = -100 end
