@@ -1,0 +1,20 @@
+-- The examples the README points at run and reach their own checks.
+local launch = dofile("tests/spec/support/launch_helpers.lua")
+
+describe("examples", function()
+  it("tensors.lua runs and ends with the documented broadcast error", function()
+    local out, rc = launch.run("examples/tensors.lua")
+    assert.are.equal(0, rc, out)
+    assert.matches("a:matmul(a:t()) =", out, 1, true)
+    assert.matches("add: shapes {2,3} and {4} cannot broadcast", out, 1, true)
+  end)
+
+  for _, n in ipairs {1, 3, 4} do
+    it("tensor_parallel_mlp.lua matches one device on " .. n .. " ranks with one all_reduce", function()
+      local out, rc = launch.run("-n " .. n .. " examples/tensor_parallel_mlp.lua")
+      assert.are.equal(0, rc, out)
+      assert.matches("matches the single-device result:\ttrue", out, 1, true)
+      assert.matches("collectives: all_reduce=" .. (n > 1 and 1 or 0) .. " all_gather=0", out, 1, true)
+    end)
+  end
+end)
