@@ -54,15 +54,18 @@ dt_tensor *dt_tensor_full(dt_dtype dtype, int ndim, const int64_t *shape, double
   dt_tensor *t = dt_tensor_empty(dtype, ndim, shape, device);
   if (!t) return NULL;
   int64_t n = dt_tensor_numel(t);
-  size_t es = dt_dtype_size(dtype);
-  char *p = t->storage->data;
   if (n > 0) {
-    dt_store_f64(p, dtype, value);
-    /* double the filled prefix each round: log2(n) memcpy calls */
-    for (int64_t done = 1; done < n; done *= 2)
-      memcpy(p + done * es, p, (size_t)((done < n - done ? done : n - done) * (int64_t)es));
+    dt_store_f64(t->storage->data, dtype, value);
+    dt_fill_repeat(t->storage->data, dt_dtype_size(dtype), n);
   }
   return t;
+}
+
+void dt_fill_repeat(void *p, size_t elsize, int64_t n) {
+  char *c = p;
+  /* double the filled prefix each round: log2(n) memcpy calls */
+  for (int64_t done = 1; done < n; done *= 2)
+    memcpy(c + done * (int64_t)elsize, c, (size_t)((done < n - done ? done : n - done) * (int64_t)elsize));
 }
 
 dt_tensor *dt_tensor_empty_like(const dt_tensor *t) {

@@ -26,6 +26,8 @@ typedef struct dt_tensor {
 dt_tensor *dt_tensor_empty(dt_dtype dtype, int ndim, const int64_t *shape, dt_device_type device);
 dt_tensor *dt_tensor_zeros(dt_dtype dtype, int ndim, const int64_t *shape, dt_device_type device);
 dt_tensor *dt_tensor_full(dt_dtype dtype, int ndim, const int64_t *shape, double value, dt_device_type device);
+/* Copies the element at p (elsize bytes) over elements 1..n-1 that follow it. */
+void dt_fill_repeat(void *p, size_t elsize, int64_t n);
 /* Same dtype/shape as t, contiguous, uninitialised. */
 dt_tensor *dt_tensor_empty_like(const dt_tensor *t);
 /* A new tensor object sharing base's storage.  No bounds check: callers validate. */

@@ -18,9 +18,7 @@ int dt_cpu_full(const dt_op_args *a, dt_tensor **out) {
   if (n == 0) return DT_OK;
   if (a->flags & DT_ARG_SCALAR_INT) dt_store_i64(p, t->dtype, a->ints[DT_MAX_DIMS]);
   else dt_store_f64(p, t->dtype, a->scalar[0]);
-  /* double the filled prefix each round: log2(n) memcpy calls */
-  for (int64_t done = 1; done < n; done *= 2)
-    memcpy(p + done * es, p, (size_t)((done < n - done ? done : n - done) * (int64_t)es));
+  dt_fill_repeat(p, es, n);
   return DT_OK;
 }
 
