@@ -6,13 +6,18 @@ local reps = tonumber(arg and arg[2]) or 3
 local n = 1 << log2n
 local bytes = 4 * n
 
+-- the C baselines (bench/baseline.c, built by make, not installed), beside this script
+local here = (arg and arg[0] or ""):match("^(.*)/") or "bench"
+package.cpath = here .. "/.libs/?.so;bench/.libs/?.so;" .. package.cpath
+local baseline = require "baseline"
+
 local function best(fn)
   local b = math.huge
   for _ = 1, reps do
     collectgarbage()
-    local t0 = dt._now()
+    local t0 = baseline.now()
     fn()
-    b = math.min(b, dt._now() - t0)
+    b = math.min(b, baseline.now() - t0)
   end
   return b
 end
@@ -22,7 +27,7 @@ local function row(name, secs)
 end
 
 print(string.format("n = 2^%d = %d float32 (%.0f MiB), best of %d", log2n, n, bytes / 2 ^ 20, reps))
-local set_s, cpy_s = dt._memory_seconds(bytes, reps)
+local set_s, cpy_s = baseline.memory_seconds(bytes, reps)
 row("memset", set_s)
 row("memcpy (bytes written)", cpy_s)
 local t = dt.empty(n)

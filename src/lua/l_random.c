@@ -5,7 +5,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/error.h"
 #include "kernels/random.h"
@@ -252,48 +251,6 @@ static int l_dropout_backward(lua_State *L) {
   return dt_lua_call_op(L, DT_OP_DROPOUT_BACKWARD, &a);
 }
 
-/* ---- benchmark helpers for bench/rng.lua ------------------------------------------------ */
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* dt._now(): monotonic seconds. */
-static int l_now(lua_State *L) { return lua_pushnumber(L, now_s()), 1; }
-
-/* dt._memory_seconds(nbytes, reps) -> best seconds of memset(nbytes), of memcpy(nbytes):
- * the bandwidth yardsticks the RNG benchmark reports next to rand. */
-static int l_memory_seconds(lua_State *L) {
-  lua_Integer n = luaL_checkinteger(L, 1), reps = luaL_optinteger(L, 2, 3);
-  if (n <= 0 || reps <= 0) return luaL_error(L, "_memory_seconds: nbytes and reps must be positive");
-  char *a = malloc((size_t)n), *b = malloc((size_t)n);
-  if (!a || !b) {
-    free(a), free(b);
-    return luaL_error(L, "_memory_seconds: out of memory for %I bytes", n);
-  }
-  /* through volatile pointers: the compiler may not fold or drop the timed calls */
-  void *(*volatile set)(void *, int, size_t) = memset;
-  void *(*volatile cpy)(void *, const void *, size_t) = memcpy;
-  set(a, 1, (size_t)n), set(b, 2, (size_t)n); /* fault the pages in first */
-  double best_set = 1e300, best_cpy = 1e300;
-  for (lua_Integer r = 0; r < reps; r++) {
-    double t0 = now_s();
-    set(a, (int)r + 3, (size_t)n);
-    double t1 = now_s();
-    cpy(b, a, (size_t)n);
-    double t2 = now_s();
-    if (t1 - t0 < best_set) best_set = t1 - t0;
-    if (t2 - t1 < best_cpy) best_cpy = t2 - t1;
-  }
-  volatile char sink = b[n - 1]; /* keep the copy observable */
-  (void)sink;
-  free(a), free(b);
-  lua_pushnumber(L, best_set);
-  lua_pushnumber(L, best_cpy);
-  return 2;
-}
-
 static const luaL_Reg module_funcs[] = {
     {"manual_seed", l_manual_seed},
     {"initial_seed", l_initial_seed},
@@ -312,8 +269,6 @@ static const luaL_Reg module_funcs[] = {
     {"normal_", l_normal_},
     {"_dropout", l_dropout},
     {"_dropout_backward", l_dropout_backward},
-    {"_now", l_now},
-    {"_memory_seconds", l_memory_seconds},
     {NULL, NULL},
 };
 
