@@ -1,9 +1,10 @@
 -- DTensor helpers best written in Lua: the factories on a mesh (dt.zeros/ones/empty/full/
--- rand/randn with device_mesh/placements allocate only the local shard) and
+-- rand/randn/randint/randperm with device_mesh/placements allocate only the local shard;
+-- the random ones draw through the RNG tracker region, doc/random.md) and
 -- dt.visualize_sharding.  Installs itself into the dt module.
 return function(dt)
   local plain = {} -- the C factories for plain tensors
-  for _, name in ipairs {"zeros", "ones", "empty", "full", "rand", "randn"} do plain[name] = dt[name] end
+  for _, name in ipairs {"zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm"} do plain[name] = dt[name] end
 
   -- opts for a DTensor factory: a table with device_mesh or placements
   local function dist_opts(o)
@@ -39,7 +40,7 @@ return function(dt)
     local mesh = mesh_of(opts, name)
     local placements = placements_of(opts, mesh)
     if name == "rand" or name == "randn" then
-      return dt._dtensor_rand(name == "randn", shape, mesh, placements, opts.dtype)
+      return dt._dtensor_random(name, shape, mesh, placements, opts.dtype)
     end
     local lshape = dt._dtensor_local_shape(shape, mesh, placements, name)
     local value = ...
@@ -72,6 +73,23 @@ return function(dt)
     local shape, opts = split(...)
     if not shape then return plain.randn(...) end
     return on_mesh("randn", shape, opts)
+  end
+  -- dt.randint(low, high, shape, opts) or dt.randint(high, shape, opts)
+  function dt.randint(...)
+    local n = select("#", ...)
+    local opts = dist_opts((select(n, ...)))
+    if not opts or n < 3 then return plain.randint(...) end
+    local low, high, shape = ...
+    if n == 3 then low, high, shape = 0, low, high end
+    if type(shape) ~= "table" then error("randint: shape must be a table, e.g. dt.randint(0, 10, {2, 3}, opts)", 2) end
+    local mesh = mesh_of(opts, "randint")
+    return dt._dtensor_random("randint", shape, mesh, placements_of(opts, mesh), opts.dtype, low, high)
+  end
+  -- dt.randperm(n, {device_mesh = m}): replicated (placements other than Replicate: an error)
+  function dt.randperm(n, opts)
+    if not dist_opts(opts) then return plain.randperm(n, opts) end
+    local mesh = mesh_of(opts, "randperm")
+    return dt._dtensor_random("randperm", n, mesh, placements_of(opts, mesh), opts.dtype)
   end
   function dt.full(shape, value, opts)
     if not dist_opts(opts) then return plain.full(shape, value, opts) end

@@ -18,6 +18,8 @@ dt_context *dt_context_new(dt_comm *world, int local_rank) {
   ctx->world_size = world->size;
   ctx->local_rank = local_rank;
   ctx->backend = world->backend;
+  ctx->rng.seed = DT_RNG_DEFAULT_SEED;
+  ctx->rng.offset = 0;
   return ctx;
 }
 

@@ -1,10 +1,11 @@
 /* The per-rank runtime context: everything one rank owns (its rank, its world
- * communicator, its cache of sub-groups; later the mesh stack, RNG, caches).  Nothing
+ * communicator, its cache of sub-groups, its generator state, its caches).  Nothing
  * mutable is global, so N ranks can live as N threads of one process. */
 #ifndef DT_DIST_CONTEXT_H
 #define DT_DIST_CONTEXT_H
 
 #include "comm/comm.h"
+#include "kernels/random.h"
 
 typedef struct dt_group_entry {
   int n;
@@ -21,6 +22,7 @@ typedef struct dt_context {
   struct dt_comm_debug *comm_debug; /* dist/comm_debug.h, created on first use */
   struct dt_plan_cache *plans;      /* dist/redistribute.h, created on first use */
   struct dt_dispatch_state *dispatch; /* dist/dispatch.h: decision cache, stats; on first use */
+  dt_rng_state rng; /* the generator (seed, offset) of every random op (dist/rng.h, doc/random.md) */
 } dt_context;
 
 /* Takes ownership of world.  NULL + dt_error on out of memory. */

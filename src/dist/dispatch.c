@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "dist/redistribute.h"
+#include "dist/rng.h"
 #include "dist/rules/rules.h"
 
 /* Everything a decision depends on; zeroed before filling so that memcmp/hash see no
@@ -285,7 +286,7 @@ static void log_decision(dt_context *ctx, const char *name, const dt_op_args *a,
 int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dispatch_call *c, dt_tensor **out,
                 dt_dspec **out_spec) {
   const dt_op_def *op = dt_op_get(id);
-  if (!c->plugin && !dt_rule_for(id))
+  if (!c->plugin && !dt_rule_for(id) && !(op->flags & DT_OPF_RANDOM))
     return dt_error("%s: no sharding rule for DTensor arguments yet; use to_local()/full_tensor()", op->name);
   if (a->nin > DT_DISPATCH_MAX_IN) return dt_error("%s: too many DTensor operands", op->name);
   dt_dispatch_state *s = state(ctx);
@@ -304,6 +305,15 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_disp
   dt_dspec tmp[DT_DISPATCH_MAX_IN];
   const dt_dspec *sp[DT_DISPATCH_MAX_IN] = {0};
   if (plain_specs(ctx, op->name, a, c, mesh, tmp, sp) != DT_OK) return DT_ERR;
+  if (op->flags & DT_OPF_RANDOM) { /* fixed placements, no priced choice: dist/rng.c */
+    if (!c->explain) return dt_rng_dispatch(ctx, id, a, sp, out, out_spec);
+    char line[700];
+    free(s->explain);
+    s->explain = NULL;
+    dt_rng_explain(id, a, sp[0], line, sizeof line);
+    explain_line(s, line);
+    return dt_error("explained");
+  }
 
   key k;
   make_key(id, a, sp, c, mesh, &k);

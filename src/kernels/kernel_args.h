@@ -29,6 +29,10 @@ typedef struct dt_op_args {
   int flags;
   dt_dtype dtype; /* requested dtype (factories, casts), valid when has_dtype */
   int has_dtype;
+  /* Random ops on a shard (dist/rng.c): the block of the global tensor that the local
+   * tensors are, so each element draws at its global index (kernels/random.h).  NULL: the
+   * whole tensor. */
+  const struct dt_rng_region *region;
 } dt_op_args;
 
 /* Output metadata, produced by an op's shape rule. */

@@ -10,6 +10,16 @@
 
 #include "kernels/kernel_args.h"
 
+/* torch's default CPU seed (torch.initial_seed() in a fresh process): reproducible runs
+ * without manual_seed, and the same first draws as a fresh dtlua on every rank. */
+#define DT_RNG_DEFAULT_SEED UINT64_C(67280421310721)
+
+/* A generator position: a rank's state (in its dt_context), and where a random op starts. */
+typedef struct dt_rng_state {
+  uint64_t seed;
+  uint64_t offset; /* in 32-bit Philox words; a multiple of 4 after every op */
+} dt_rng_state;
+
 /* Where the random ops' rows keep the generator position in dt_op_args.ints (after the
  * shape, which uses at most DT_MAX_DIMS slots). */
 #define DT_RNG_SLOT_LOW 12    /* randint: low (inclusive) */
@@ -59,6 +69,10 @@ int dt_rng_fill_range(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t
 int dt_rng_fill_region(const dt_rng_fill *f, const dt_rng_region *r);
 /* The region covering a whole tensor of this shape. */
 void dt_rng_region_whole(dt_rng_region *r, int ndim, const int64_t *shape);
+
+/* The block of the global tensor a random op's args fill: a->region, or (NULL) the whole
+ * tensor t; DT_ERR when the region's block shape is not t's. */
+int dt_rng_region_of(const dt_op_args *a, const dt_tensor *t, dt_rng_region *r);
 
 /* Generator position of a random op's args. */
 static inline uint64_t dt_rng_args_seed(const dt_op_args *a) { return (uint64_t)a->ints[DT_RNG_SLOT_SEED]; }

@@ -360,6 +360,7 @@ static const char *const allowed[] = {
     "contiguous", "to", "float", "double", "half", "bfloat16", "long", "int", "bool", "where", "add_", "mul_",
     "zero_", "fill_", "copy_", "__add", "__sub", "__mul", "__div", "__mod", "__pow", "__unm",
     "matmul", "mm", "bmm", "addmm",
+    "uniform_", "normal_", "bernoulli", "multinomial", "_dropout", "_dropout_backward", /* dist/rng.c */
     "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "norm", "softmax",
     "log_softmax", "view", "reshape", "expand", "transpose", "t", "permute", "unsqueeze", "squeeze", "flatten",
     "narrow", "select", "chunk", "split", "view_as", "expand_as", "_layer_norm", "_rms_norm", "_sdpa", NULL,

@@ -1,11 +1,10 @@
 /* Lua bindings behind the DTensor factories and visualize_sharding (lua/dtensor/dtensor.lua):
- * local shard shapes, random shards, every rank's block. */
+ * local shard shapes, random factories, every rank's block. */
 #include "base/error.h"
-#include "dist/dtensor_random.h"
+#include "dist/rng.h"
 #include "lua/l_dist.h"
 #include "lua/l_dtensor.h"
 #include "lua/l_mesh.h"
-#include "lua/l_random.h"
 
 /* dt._dtensor_local_shape(shape, mesh, placements, op): this rank's local shape ({0}
  * off-mesh): Lua factories allocate only the shard. */
@@ -61,30 +60,51 @@ static int l_shards(lua_State *L) {
   return 1;
 }
 
-/* dt._dtensor_rand(normal, shape, mesh, placements, dtype) */
-static int l_dtensor_rand(lua_State *L) {
-  int normal = lua_toboolean(L, 1);
-  int64_t lshape[DT_MAX_DIMS], off[DT_MAX_DIMS];
-  dt_dtype dtype = dt_lua_opt_dtype(L, 5, DT_FLOAT32);
-  dt_dspec *s = factory_spec(L, 2, dtype, normal ? "randn" : "rand");
-  int lnd;
-  dt_dspec_my_local(s, &lnd, lshape, off);
-  dt_tensor *local = dt_tensor_empty(dtype, lnd, lshape, DT_CPU);
-  dt_rng_state *rng = dt_lua_rng_state(L);
-  uint64_t words;
-  if (!local || dt_dtensor_rand_fill(s, local, normal, rng->seed, rng->offset, &words) != DT_OK) {
-    dt_tensor_release(local), dt_dspec_free(s);
-    return dt_lua_raise(L);
+static lua_Integer check_integer(lua_State *L, int idx, const char *op, const char *what) {
+  int ok;
+  lua_Integer v = lua_tointegerx(L, idx, &ok);
+  if (!ok) luaL_error(L, "%s: %s must be an integer, got %s", op, what, luaL_typename(L, idx));
+  return v;
+}
+
+/* dt._dtensor_random(op, shape, mesh, placements, dtype, low, high): a random factory on a
+ * mesh (rand, randn, randint with low/high, randperm with shape = n) through the RNG
+ * tracker region (dist/rng.c): each rank fills its block of the single-device draw. */
+static int l_dtensor_random(lua_State *L) {
+  const char *op = luaL_checkstring(L, 1);
+  dt_op_id id;
+  if (dt_op_find(op, &id) != DT_OK || !(dt_op_get(id)->flags & DT_OPF_RANDOM) || !(dt_op_get(id)->flags & DT_OPF_FACTORY))
+    return luaL_error(L, "_dtensor_random: '%s' is not a random factory", op);
+  dt_op_args a = {0};
+  if (id == DT_OP_RANDPERM) {
+    a.ints[0] = check_integer(L, 2, op, "n");
+    a.ints[1] = 1; /* values 1..n: 1-based in Lua */
+    a.nints = 2;
+  } else {
+    dt_lua_check_shape(L, 2, &a.nints, a.ints, op);
   }
-  dt_lua_rng_advance(L, words);
-  dt_lua_push_dtensor(L, local, s);
+  dt_mesh *m = dt_lua_opt_mesh(L, 3, op);
+  dt_placement p[DT_MESH_MAX_DIMS];
+  dt_lua_check_placements(L, 4, m->ndim, p, op);
+  int is_float = id == DT_OP_RAND || id == DT_OP_RANDN;
+  a.dtype = dt_lua_opt_dtype(L, 5, is_float ? DT_DEFAULT_FLOAT : DT_INT64);
+  a.has_dtype = 1;
+  if (is_float) a.scalar[0] = 0, a.scalar[1] = 1, a.nscalar = 2;
+  if (id == DT_OP_RANDINT) {
+    a.ints[DT_RNG_SLOT_LOW] = check_integer(L, 6, op, "low");
+    a.ints[DT_RNG_SLOT_HIGH] = check_integer(L, 7, op, "high");
+  }
+  dt_tensor *local;
+  dt_dspec *spec;
+  if (dt_rng_factory(dt_lua_context(L), id, &a, m, p, &local, &spec) != DT_OK) return dt_lua_raise(L);
+  dt_lua_push_dtensor(L, local, spec);
   return 1;
 }
 
 void dt_lua_open_dtensor_factory(lua_State *L, const dt_lua_targets *tg) {
   static const luaL_Reg funcs[] = {
       {"_dtensor_local_shape", l_local_shape},
-      {"_dtensor_rand", l_dtensor_rand},
+      {"_dtensor_random", l_dtensor_random},
       {"_dtensor_shards", l_shards},
       {NULL, NULL},
   };

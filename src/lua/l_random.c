@@ -7,38 +7,29 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "dist/rng.h"
 #include "kernels/random.h"
 #include "lua/l_dist.h"
 #include "lua/l_tensor.h"
 
 #define RNG_FORK_MT "dtensor.RngFork"
 
-static const char state_key = 0; /* its address keys the state in the registry */
+dt_rng_state *dt_lua_rng_state(lua_State *L) { return &dt_lua_context(L)->rng; }
 
-dt_rng_state *dt_lua_rng_state(lua_State *L) {
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &state_key) == LUA_TUSERDATA) {
-    dt_rng_state *s = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-    return s;
-  }
-  lua_pop(L, 1);
-  dt_rng_state *s = lua_newuserdatauv(L, sizeof *s, 0);
-  s->seed = DT_RNG_DEFAULT_SEED;
-  s->offset = 0;
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);
-  return s;
-}
-
-void dt_lua_rng_advance(lua_State *L, uint64_t words) { dt_lua_rng_state(L)->offset += words; }
-
-/* Runs a random op at the current position; advances only if it succeeded (a failing op
- * raises inside dt_lua_call_op and never reaches the advance). */
-static int call_random(lua_State *L, dt_op_id id, dt_op_args *a, uint64_t words) {
+/* Runs a random op at the current position.  A plain op advances the offset here, once it
+ * succeeded (a failing op raises inside dt_lua_call_op and never gets here); with DTensor
+ * operands the tracker region (dist/rng.c) has advanced it, on every rank. */
+static int call_random(lua_State *L, dt_op_id id, dt_op_args *a) {
   dt_rng_state *s = dt_lua_rng_state(L);
   a->ints[DT_RNG_SLOT_SEED] = (int64_t)s->seed;
   a->ints[DT_RNG_SLOT_OFFSET] = (int64_t)s->offset;
   int n = dt_lua_call_op(L, id, a);
-  dt_lua_rng_advance(L, words);
+  const dt_lua_tensor *u = dt_lua_test_any(L, -n);
+  if (!u->spec) {
+    dt_meta m = {.dtype = u->t->dtype, .ndim = u->t->ndim};
+    memcpy(m.shape, u->t->shape, sizeof(int64_t) * (size_t)u->t->ndim);
+    s->offset += dt_rng_op_words(id, a, &m);
+  }
   return n;
 }
 
@@ -136,7 +127,7 @@ static int run_standard(lua_State *L, dt_op_id id, dt_op_args *a, int opts, dt_d
   a->dtype = dt_lua_opt_dtype_field(L, opts, def);
   a->has_dtype = 1;
   a->scalar[0] = 0, a->scalar[1] = 1, a->nscalar = 2;
-  return call_random(L, id, a, dt_rng_words(a->dtype == DT_FLOAT64, dt_shape_numel(a->nints, a->ints)));
+  return call_random(L, id, a);
 }
 
 /* dt.rand(shape..., opts?) where shape is varargs or one table. */
@@ -175,8 +166,7 @@ static int l_randint(lua_State *L) {
   a.dtype = dt_lua_opt_dtype_field(L, sh + 1, DT_INT64);
   a.has_dtype = 1;
   a.ints[DT_RNG_SLOT_LOW] = lo, a.ints[DT_RNG_SLOT_HIGH] = hi;
-  int wide = (uint64_t)hi - (uint64_t)lo > 0xffffffffull;
-  return call_random(L, DT_OP_RANDINT, &a, dt_rng_words(wide, dt_shape_numel(a.nints, a.ints)));
+  return call_random(L, DT_OP_RANDINT, &a);
 }
 
 /* dt.randperm(n, opts?): 1..n permuted (values, like every index held in a tensor, are
@@ -188,7 +178,7 @@ static int l_randperm(lua_State *L) {
   a.nints = 2;
   a.dtype = dt_lua_opt_dtype_field(L, 2, DT_INT64);
   a.has_dtype = 1;
-  return call_random(L, DT_OP_RANDPERM, &a, dt_rng_randperm_words(a.ints[0] > 0 ? a.ints[0] : 0));
+  return call_random(L, DT_OP_RANDPERM, &a);
 }
 
 /* ---- in-place fills and sampling on tensors --------------------------------------------- */
@@ -197,7 +187,7 @@ static int fill_inplace(lua_State *L, dt_op_id id, double dx, double dy) {
   dt_op_args a = {0};
   a.in = &t, a.nin = 1;
   a.scalar[0] = luaL_optnumber(L, 2, dx), a.scalar[1] = luaL_optnumber(L, 3, dy), a.nscalar = 2;
-  return call_random(L, id, &a, dt_rng_words(t->dtype == DT_FLOAT64, dt_tensor_numel(t)));
+  return call_random(L, id, &a);
 }
 static int l_uniform_(lua_State *L) { return fill_inplace(L, DT_OP_UNIFORM_, 0, 1); }
 static int l_normal_(lua_State *L) { return fill_inplace(L, DT_OP_NORMAL_, 0, 1); }
@@ -209,7 +199,7 @@ static int l_bernoulli(lua_State *L) {
   dt_op_args a = {0};
   a.in = &t, a.nin = 1;
   if (!lua_isnoneornil(L, 2)) a.scalar[0] = luaL_checknumber(L, 2), a.nscalar = 1, a.flags = DT_ARG_SCALAR;
-  return call_random(L, DT_OP_BERNOULLI, &a, dt_rng_words(t->dtype == DT_FLOAT64, dt_tensor_numel(t)));
+  return call_random(L, DT_OP_BERNOULLI, &a);
 }
 
 /* Indices held in tensors are 1-based in Lua: shift the C core's 0-based result. */
@@ -226,9 +216,7 @@ static int l_multinomial(lua_State *L) {
   a.ints[0] = check_int(L, 2, "multinomial", "num_samples");
   a.ints[1] = lua_toboolean(L, 3);
   a.nints = 2;
-  int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cats = t->ndim > 0 ? t->shape[t->ndim - 1] : 0;
-  uint64_t words = dt_rng_multinomial_words(rows, cats, a.ints[0] > 0 ? a.ints[0] : 0, (int)a.ints[1]);
-  call_random(L, DT_OP_MULTINOMIAL, &a, words);
+  call_random(L, DT_OP_MULTINOMIAL, &a);
   to_lua_indices(dt_lua_check_tensor(L, -1));
   return 1;
 }
@@ -239,7 +227,7 @@ static int l_dropout(lua_State *L) {
   dt_op_args a = {0};
   a.in = &t, a.nin = 1;
   a.scalar[0] = luaL_checknumber(L, 2), a.nscalar = 1;
-  return call_random(L, DT_OP_DROPOUT, &a, dt_rng_words(t->dtype == DT_FLOAT64, dt_tensor_numel(t)));
+  return call_random(L, DT_OP_DROPOUT, &a);
 }
 
 /* dt._dropout_backward(grad, keep, p) -> grad * keep / (1 - p); draws nothing. */

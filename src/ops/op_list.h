@@ -6,6 +6,7 @@
  * flags       DT_OPF_VIEW: the kernel returns a view it creates itself
  *             DT_OPF_INPLACE: writes into in[0], returned as the result
  *             DT_OPF_FACTORY: no tensor inputs
+ *             DT_OPF_RANDOM: draws from the generator (DTensors: the tracker region, dist/rng.c)
  * schema      documentation of the arguments (ints/scalars in dt_op_args order)
  * Adding an op: a row here, its kernel, its shape rule (often a shared one), its binding, its test. */
 
@@ -104,14 +105,14 @@ DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, "cross_entropy(Tensor l
 DT_OP(SDPA, scaled_dot_product_attention, sdpa, 1, 0, "sdpa(Tensor q[..,L,E], k[..,S,E], v[..,S,Ev], Tensor? mask (bool: true attends, or float: added); flags&1 causal, scalar scale if nscalar else 1/sqrt(E)) -> Tensor")
 
 /* ---- random (generator position in ints[DT_RNG_SLOT_SEED], ints[DT_RNG_SLOT_OFFSET], see
- * src/kernels/random.h; the binding advances the offset; doc/random.md) ---- */
-DT_OP(RAND, rand, random_float, 1, DT_OPF_FACTORY, "rand(ints shape, scalar from=0, to=1, dtype float) -> Tensor")
-DT_OP(RANDN, randn, random_float, 1, DT_OPF_FACTORY, "randn(ints shape, scalar mean=0, std=1, dtype float) -> Tensor")
-DT_OP(RANDINT, randint, randint, 1, DT_OPF_FACTORY, "randint(ints shape, ints[12] low, ints[13] high (exclusive), dtype=int64) -> Tensor")
-DT_OP(UNIFORM_, uniform_, random_inplace, 1, DT_OPF_INPLACE, "uniform_(Tensor self, scalar from, to) -> self")
-DT_OP(NORMAL_, normal_, random_inplace, 1, DT_OPF_INPLACE, "normal_(Tensor self, scalar mean, std) -> self")
-DT_OP(BERNOULLI, bernoulli, bernoulli, 1, 0, "bernoulli(Tensor probs | Tensor like + DT_ARG_SCALAR scalar p) -> Tensor (probs' dtype)")
-DT_OP(DROPOUT, dropout, dropout, 2, 0, "dropout(Tensor x, scalar p) -> (x * keep / (1 - p), Tensor(bool) keep)")
+ * src/kernels/random.h; the caller advances the offset: the binding, or dist/rng.c for DTensors; doc/random.md) ---- */
+DT_OP(RAND, rand, random_float, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, "rand(ints shape, scalar from=0, to=1, dtype float) -> Tensor")
+DT_OP(RANDN, randn, random_float, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, "randn(ints shape, scalar mean=0, std=1, dtype float) -> Tensor")
+DT_OP(RANDINT, randint, randint, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, "randint(ints shape, ints[12] low, ints[13] high (exclusive), dtype=int64) -> Tensor")
+DT_OP(UNIFORM_, uniform_, random_inplace, 1, DT_OPF_INPLACE | DT_OPF_RANDOM, "uniform_(Tensor self, scalar from, to) -> self")
+DT_OP(NORMAL_, normal_, random_inplace, 1, DT_OPF_INPLACE | DT_OPF_RANDOM, "normal_(Tensor self, scalar mean, std) -> self")
+DT_OP(BERNOULLI, bernoulli, bernoulli, 1, DT_OPF_RANDOM, "bernoulli(Tensor probs | Tensor like + DT_ARG_SCALAR scalar p) -> Tensor (probs' dtype)")
+DT_OP(DROPOUT, dropout, dropout, 2, DT_OPF_RANDOM, "dropout(Tensor x, scalar p) -> (x * keep / (1 - p), Tensor(bool) keep)")
 DT_OP(DROPOUT_BACKWARD, dropout_backward, dropout_backward, 1, 0, "dropout_backward(Tensor grad, Tensor(bool) keep, scalar p) -> grad * keep / (1 - p)")
-DT_OP(RANDPERM, randperm, randperm, 1, DT_OPF_FACTORY, "randperm(int n, int first value, dtype=int64) -> Tensor[n] (first .. first+n-1 permuted)")
-DT_OP(MULTINOMIAL, multinomial, multinomial, 1, 0, "multinomial(Tensor weights [c] | [r,c], int samples, int replacement) -> int64 (0-based)")
+DT_OP(RANDPERM, randperm, randperm, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, "randperm(int n, int first value, dtype=int64) -> Tensor[n] (first .. first+n-1 permuted)")
+DT_OP(MULTINOMIAL, multinomial, multinomial, 1, DT_OPF_RANDOM, "multinomial(Tensor weights [c] | [r,c], int samples, int replacement) -> int64 (0-based)")

@@ -7,6 +7,7 @@
 #define DT_OPF_VIEW 1
 #define DT_OPF_INPLACE 2
 #define DT_OPF_FACTORY 4
+#define DT_OPF_RANDOM 8 /* draws from the generator: on DTensors, the RNG tracker region (dist/rng.c) */
 
 typedef enum dt_op_id {
 #define DT_OP(E, name, rule, nout, flags, schema) DT_OP_##E,

@@ -26,7 +26,7 @@ dt_rule_fn dt_rule_for(dt_op_id op) {
   case DT_OP_COS: case DT_OP_CLAMP:
   case DT_OP_ADD: case DT_OP_SUB: case DT_OP_MUL: case DT_OP_DIV: case DT_OP_POW: case DT_OP_REMAINDER:
   case DT_OP_EQ: case DT_OP_NE: case DT_OP_LT: case DT_OP_LE: case DT_OP_GT: case DT_OP_GE:
-  case DT_OP_WHERE:
+  case DT_OP_WHERE: case DT_OP_DROPOUT_BACKWARD:
     return dt_rule_pointwise;
   case DT_OP_MATMUL: case DT_OP_MM: case DT_OP_BMM: case DT_OP_ADDMM:
     return dt_rule_matmul;

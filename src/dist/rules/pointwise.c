@@ -23,6 +23,8 @@ static int partial_ok(const dt_rule_args *r, int m) {
   case DT_OP_MUL: case DT_OP_MUL_:
     if (a->nin == 1) return is_sum(sp[0]->p[m]);
     return sp[1] && ((is_sum(sp[0]->p[m]) && is_rep(sp[1]->p[m])) || (is_rep(sp[0]->p[m]) && is_sum(sp[1]->p[m])));
+  case DT_OP_DROPOUT_BACKWARD: /* grad * keep / (1 - p): linear in grad */
+    return is_sum(sp[0]->p[m]) && sp[1] && is_rep(sp[1]->p[m]);
   case DT_OP_DIV:
     if (a->nin == 1) return is_sum(sp[0]->p[m]) && !(a->flags & DT_ARG_SCALAR_LEFT);
     return sp[1] && is_sum(sp[0]->p[m]) && is_rep(sp[1]->p[m]);

@@ -188,6 +188,14 @@ void dt_rng_region_whole(dt_rng_region *r, int ndim, const int64_t *shape) {
   for (int d = 0; d < ndim; d++) r->gshape[d] = r->shape[d] = shape[d], r->start[d] = 0;
 }
 
+int dt_rng_region_of(const dt_op_args *a, const dt_tensor *t, dt_rng_region *r) {
+  if (!a->region) return dt_rng_region_whole(r, t->ndim, t->shape), DT_OK;
+  *r = *a->region;
+  if (r->ndim != t->ndim || memcmp(r->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)
+    return dt_error("%s: the random region does not match the local tensor's shape", a->name);
+  return DT_OK;
+}
+
 /* Walks the region as runs of consecutive global indices: the trailing dims the block
  * covers whole, times the first partial dim from the end. */
 int dt_rng_fill_region(const dt_rng_fill *f, const dt_rng_region *r) {

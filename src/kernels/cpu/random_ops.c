@@ -1,6 +1,6 @@
-/* Random ops on plain tensors: the whole-tensor region of the fill engine (random.c).
- * The generator position arrives in ints[DT_RNG_SLOT_SEED/OFFSET]; advancing it is the
- * caller's job (the binding), by dt_rng_fill_words. */
+/* Random ops: the fill engine (random.c) over the args' region, the whole tensor for plain
+ * tensors or a shard's block of the global tensor (dist/rng.c).  The generator position
+ * arrives in ints[DT_RNG_SLOT_SEED/OFFSET]; advancing it is the caller's job. */
 #include "base/error.h"
 #include "kernels/random.h"
 #include "ops/ops.h"
@@ -12,9 +12,9 @@ static dt_rng_fill fill_of(const dt_op_args *a, dt_rng_kind kind, dt_dtype dtype
 }
 
 /* Fills t (any layout) in its logical row-major order. */
-static int fill_tensor(dt_rng_fill *f, dt_tensor *t) {
+static int fill_tensor(const dt_op_args *a, dt_rng_fill *f, dt_tensor *t) {
   dt_rng_region r;
-  dt_rng_region_whole(&r, t->ndim, t->shape);
+  if (dt_rng_region_of(a, t, &r) != DT_OK) return DT_ERR;
   dt_rng_fill_init(f);
   if (dt_tensor_is_contiguous(t)) {
     f->dst = dt_tensor_data(t);
@@ -34,7 +34,7 @@ static int fill_out(const dt_op_args *a, dt_rng_kind kind, double x, double y, d
   f.a = x, f.b = y;
   f.low = a->ints[DT_RNG_SLOT_LOW];
   f.range = (uint64_t)a->ints[DT_RNG_SLOT_HIGH] - (uint64_t)a->ints[DT_RNG_SLOT_LOW];
-  return fill_tensor(&f, t);
+  return fill_tensor(a, &f, t);
 }
 
 int dt_cpu_rand(const dt_op_args *a, dt_tensor **out) {
@@ -66,7 +66,7 @@ static int check_probs(const char *op, const dt_tensor *p) {
 int dt_cpu_bernoulli(const dt_op_args *a, dt_tensor **out) {
   dt_rng_fill f = fill_of(a, DT_RNG_BERNOULLI, out[0]->dtype, dt_tensor_data(out[0]));
   dt_rng_region r;
-  dt_rng_region_whole(&r, out[0]->ndim, out[0]->shape);
+  if (dt_rng_region_of(a, out[0], &r) != DT_OK) return DT_ERR;
   if (a->flags & DT_ARG_SCALAR) {
     f.a = a->scalar[0];
     dt_rng_fill_init(&f);
@@ -115,8 +115,7 @@ int dt_cpu_dropout(const dt_op_args *a, dt_tensor **out) {
   f.a = a->scalar[0];
   f.wide = a->in[0]->dtype == DT_FLOAT64; /* u with the precision of x */
   dt_rng_region r;
-  dt_rng_region_whole(&r, out[1]->ndim, out[1]->shape);
-  if (dt_rng_fill_region(&f, &r) != DT_OK) return DT_ERR;
+  if (dt_rng_region_of(a, out[1], &r) != DT_OK || dt_rng_fill_region(&f, &r) != DT_OK) return DT_ERR;
   return apply_mask(out[0], a->in[0], out[1], a->scalar[0]);
 }
 
