@@ -1,0 +1,419 @@
+-- Random ops on DTensors (issue 6, the RNG tracker region): for every op, dtype, random
+-- shapes (sizes 0..7, uneven) and random placements on the meshes of this world (1-d, 2-d,
+-- permuted, nested Shard, meshes without some ranks), the full tensor is bitwise the
+-- single-device draw made at the same (seed, offset) with plain tensors, and the generator
+-- state after the op is the plain op's, equal on every rank of the world (off-mesh ranks
+-- included).  Cases come from a PRNG seeded alike on every rank.
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
+local D = dt.distributed
+local F = dt.nn.functional
+local n = dt.world_size()
+
+local FLOATS = {"float32", "float64", "bfloat16", "float16"}
+local INTS = {"int64", "int32", "uint8"}
+
+local function meshes()
+  local list = H.meshes()
+  if n == 2 then list[#list + 1] = {"1-d of rank 1 only", dt.DeviceMesh("cpu", {1})} end
+  return list
+end
+
+local function random_shape(rng)
+  local shape = {}
+  for d = 1, rng.int(1, 3) do shape[d] = rng.int(0, 7) end
+  return shape
+end
+
+-- One placement per mesh dim: Replicate or Shard of a random dim (negative dims too, and the
+-- same dim on several mesh dims: nested sharding); Partial(op) when allowed.
+local function random_placements(rng, mesh, ndim, partial_ops)
+  local p = {}
+  for m = 1, mesh.ndim do
+    local k = rng.int(1, partial_ops and 4 or 3)
+    if k == 1 then p[m] = dt.Replicate()
+    elseif k == 4 then p[m] = dt.Partial(rng.pick(partial_ops))
+    else
+      local d = rng.int(1, ndim)
+      if rng.int(1, 4) == 1 then d = d - ndim - 1 end
+      p[m] = dt.Shard(d)
+    end
+  end
+  return p
+end
+
+local function normalised(p, ndim) -- what the result's placements read back as
+  local out = {}
+  for m, q in ipairs(p) do out[m] = q:is_shard() and q.dim < 0 and dt.Shard(q.dim + ndim + 1) or q end
+  return out
+end
+
+local function replicate_partial(p)
+  local out = {}
+  for m, q in ipairs(p) do out[m] = q:is_partial() and dt.Replicate() or q end
+  return out
+end
+
+local function same_state(a, b) return a.seed == b.seed and a.offset == b.offset end
+
+-- Every rank of the world holds the same (seed, offset).
+local function state_agrees()
+  local st = dt.get_rng_state()
+  local all = D.all_gather(dt.tensor({st.seed, st.offset}, {dtype = "int64"})):totable()
+  for r = 1, n - 1 do
+    if all[2 * r + 1] ~= all[1] or all[2 * r + 2] ~= all[2] then return false end
+  end
+  return true
+end
+
+-- A fresh position: a random seed and a random offset (a multiple of 4), alike on all ranks.
+local function fresh_state(rng)
+  dt.set_rng_state({seed = rng.int(0, 1000000) * 7919, offset = 4 * rng.int(0, 5000)})
+end
+
+-- Runs plain(), then restores the state: the single-device draw and the state after it.
+local function reference(plain)
+  return dt.fork_rng(function()
+    local r = table.pack(plain())
+    return r, dt.get_rng_state()
+  end)
+end
+
+-- Checks a DTensor result against the plain one (full tensor bitwise on mesh ranks), its
+-- placements, and the state after the op against the plain op's, on every rank.  The
+-- collectives run before any assertion, so a failure on one rank cannot desynchronise them.
+local function check(what, d, ref, ref_state, placements)
+  assert.is_true(dt.is_dtensor(d), what)
+  local on_mesh = d.device_mesh:get_coordinate() ~= nil
+  local same_values = on_mesh and H.same(d:full_tensor(), ref)
+  local agrees = state_agrees()
+  if placements then
+    assert.are.equal(H.placement_string(placements), H.placement_string(d.placements), what .. ": placements")
+  end
+  assert.are.same(ref:size(), d:size(), what .. ": global shape")
+  if on_mesh then
+    assert.is_true(same_values, what .. ": full_tensor differs from the single-device draw")
+  else
+    assert.are.equal(0, d:to_local():numel(), what .. ": off-mesh local")
+  end
+  assert.is_true(same_state(dt.get_rng_state(), ref_state), what .. ": state after the op differs from the plain op's")
+  assert.is_true(agrees, what .. ": ranks' states differ after the op")
+end
+
+local function describe_case(name, mesh, shape, dtype, p)
+  return string.format("%s on %s, shape {%s}, %s, %s", name, mesh, table.concat(shape, ","), dtype, H.placement_string(p))
+end
+
+-- Every rank holds the global tensor: each chunks its own (no communication; any mesh).
+local function distribute(g, mesh, p) return dt.distribute_tensor(g, mesh, p, {src_rank = false}) end
+
+-- A DTensor input of the global tensor g with placements p (Partial as distribute_tensor
+-- makes it: sum on coordinate 0, the value everywhere for avg/max/min), and the global value
+-- a mesh rank reads back.
+local function input(g, mesh, p)
+  local x = distribute(g, mesh, p)
+  local full = mesh:get_coordinate() and x:full_tensor() or g
+  return x, full
+end
+
+local function probabilities(shape, dtype)
+  return H.global(shape, "float64"):div(199):to(dtype) -- in [0, 1], exact in every float dtype's rounding
+end
+
+describe("random DTensor factories", function()
+  it("rand, randn, randint on every mesh and placement equal the single-device draw", function()
+    local rng = H.prng(61)
+    for _, mm in ipairs(meshes()) do
+      local mname, mesh = mm[1], mm[2]
+      for _, dtype in ipairs(FLOATS) do
+        for _, op in ipairs {"rand", "randn"} do
+          local shape = random_shape(rng)
+          local p = random_placements(rng, mesh, #shape)
+          fresh_state(rng)
+          local ref, st = reference(function() return dt[op](shape, {dtype = dtype}) end)
+          local d = dt[op](shape, {device_mesh = mesh, placements = p, dtype = dtype})
+          check(describe_case(op, mname, shape, dtype, p), d, ref[1], st, normalised(p, #shape))
+        end
+      end
+      for _, dtype in ipairs(INTS) do
+        local shape = random_shape(rng)
+        local p = random_placements(rng, mesh, #shape)
+        local lo = dtype == "uint8" and 0 or rng.int(-50, 5)
+        local hi = lo + rng.int(1, dtype == "uint8" and 200 or 100000)
+        fresh_state(rng)
+        local ref, st = reference(function() return dt.randint(lo, hi, shape, {dtype = dtype}) end)
+        local d = dt.randint(lo, hi, shape, {device_mesh = mesh, placements = p, dtype = dtype})
+        check(describe_case("randint", mname, shape, dtype, p), d, ref[1], st, normalised(p, #shape))
+      end
+    end
+  end)
+
+  it("randint: the 2-argument form, 64-bit ranges, float dtypes as for plain tensors", function()
+    local rng = H.prng(62)
+    for _, mm in ipairs(meshes()) do
+      local mesh = mm[2]
+      local shape = {rng.int(1, 7), rng.int(0, 7)}
+      local p = random_placements(rng, mesh, 2)
+      fresh_state(rng)
+      local ref, st = reference(function() return dt.randint(9, shape) end)
+      check("randint(high) on " .. mm[1], dt.randint(9, shape, {device_mesh = mesh, placements = p}), ref[1], st)
+      ref, st = reference(function() return dt.randint(-(1 << 40), 1 << 40, shape) end) -- 2 words per element
+      check("randint 64-bit on " .. mm[1], dt.randint(-(1 << 40), 1 << 40, shape, {device_mesh = mesh, placements = p}),
+            ref[1], st)
+      ref, st = reference(function() return dt.randint(0, 100, shape, {dtype = "bfloat16"}) end)
+      check("randint bfloat16 on " .. mm[1],
+            dt.randint(0, 100, shape, {device_mesh = mesh, placements = p, dtype = "bfloat16"}), ref[1], st)
+    end
+  end)
+
+  it("rand_like and randn_like keep a DTensor's placements (Partial becomes Replicate)", function()
+    local rng = H.prng(63)
+    for _, mm in ipairs(meshes()) do
+      local mname, mesh = mm[1], mm[2]
+      for _, dtype in ipairs(FLOATS) do
+        for _, op in ipairs {"rand_like", "randn_like"} do
+          local shape = random_shape(rng)
+          local p = random_placements(rng, mesh, #shape, {"sum", "max"})
+          local x = distribute(dt.zeros(shape, {dtype = dtype}), mesh, p)
+          fresh_state(rng)
+          local ref, st = reference(function() return dt[op](dt.zeros(shape, {dtype = dtype})) end)
+          check(describe_case(op, mname, shape, dtype, p), dt[op](x), ref[1], st, replicate_partial(normalised(p, #shape)))
+        end
+      end
+    end
+  end)
+
+  it("randperm on a mesh is replicated and equals the plain permutation", function()
+    local rng = H.prng(64)
+    for _, mm in ipairs(meshes()) do
+      local k = rng.int(0, 40)
+      fresh_state(rng)
+      local ref, st = reference(function() return dt.randperm(k) end)
+      local rep = {}
+      for m = 1, mm[2].ndim do rep[m] = dt.Replicate() end
+      check("randperm(" .. k .. ") on " .. mm[1], dt.randperm(k, {device_mesh = mm[2]}), ref[1], st, rep)
+      ref, st = reference(function() return dt.randperm(k, {dtype = "int32"}) end)
+      check("randperm int32 on " .. mm[1], dt.randperm(k, {device_mesh = mm[2], placements = rep, dtype = "int32"}),
+            ref[1], st, rep)
+    end
+  end)
+end)
+
+describe("random ops on DTensor inputs", function()
+  it("uniform_ and normal_ fill in place, keep the placements (Partial too), full_tensor is the draw", function()
+    local rng = H.prng(71)
+    for _, mm in ipairs(meshes()) do
+      local mname, mesh = mm[1], mm[2]
+      for _, dtype in ipairs(FLOATS) do
+        for _, op in ipairs {"uniform_", "normal_"} do
+          local shape = random_shape(rng)
+          local p = random_placements(rng, mesh, #shape, {"sum", "max", "min"})
+          local a, b = rng.int(-3, 0), rng.int(1, 4)
+          local x = distribute(dt.full(shape, 5, {dtype = dtype}), mesh, p)
+          fresh_state(rng)
+          local ref, st = reference(function()
+            local t = dt.full(shape, 5, {dtype = dtype})
+            return t[op](t, a, b)
+          end)
+          local what = describe_case(op, mname, shape, dtype, p)
+          local y = op == "uniform_" and x:uniform_(a, b) or dt.normal_(x, a, b)
+          check(what, y, ref[1], st, normalised(p, #shape))
+          if mesh:get_coordinate() then -- in place: x itself holds the draw
+            assert.is_true(H.same(x:full_tensor(), ref[1]), what .. ": x itself")
+          end
+        end
+      end
+    end
+  end)
+
+  it("uniform_ on Partial(sum): the draw on coordinate 0 of the Partial dims, zeros elsewhere", function()
+    if n < 2 then return end
+    local mesh = dt.init_device_mesh("cpu", {n})
+    local x = distribute(dt.zeros(5, 3), mesh, {dt.Partial("sum")})
+    fresh_state(H.prng(72))
+    local ref = reference(function() return dt.zeros(5, 3):uniform_() end)[1]
+    x:uniform_()
+    local coord = mesh:get_coordinate()[1]
+    assert.is_true(H.same(x:to_local(), coord == 0 and ref or dt.zeros(5, 3)))
+    assert.are.equal("Partial(sum)", tostring(x.placements[1]))
+  end)
+
+  it("uniform_ on Partial(avg) writes the draw on every rank (the average is the draw)", function()
+    local rng = H.prng(73)
+    for _, mm in ipairs(meshes()) do
+      local mesh = mm[2]
+      local p = {}
+      for m = 1, mesh.ndim do p[m] = m == 1 and dt.Partial("avg") or dt.Replicate() end
+      local x = distribute(dt.zeros(4, 3, {dtype = "float64"}), mesh, p)
+      fresh_state(rng)
+      local ref, st = reference(function() return dt.zeros(4, 3, {dtype = "float64"}):uniform_() end)
+      x:uniform_()
+      assert.is_true(same_state(dt.get_rng_state(), st) and state_agrees(), mm[1])
+      if mesh:get_coordinate() then
+        assert.is_true(H.same(x:to_local(), ref[1]), mm[1] .. ": local")
+        assert.is_true(dt.allclose(x:full_tensor(), ref[1], 1e-12, 0), mm[1] .. ": full") -- avg of equal values
+      end
+    end
+  end)
+
+  it("bernoulli of DTensor probabilities follows their placements (Partial redistributed first)", function()
+    local rng = H.prng(74)
+    for _, mm in ipairs(meshes()) do
+      local mname, mesh = mm[1], mm[2]
+      for _, dtype in ipairs(FLOATS) do
+        local shape = random_shape(rng)
+        local p = random_placements(rng, mesh, #shape, {"sum", "max", "min"})
+        local probs, full = input(probabilities(shape, dtype), mesh, p)
+        fresh_state(rng)
+        local ref, st = reference(function() return dt.bernoulli(full) end)
+        local what = describe_case("bernoulli", mname, shape, dtype, p)
+        local d = rng.int(1, 2) == 1 and dt.bernoulli(probs) or probs:bernoulli()
+        check(what, d, ref[1], st, replicate_partial(normalised(p, #shape)))
+      end
+    end
+  end)
+
+  it("x:bernoulli(p) with a scalar p: x's shape, dtype and placements (Partial -> Replicate)", function()
+    local rng = H.prng(75)
+    for _, mm in ipairs(meshes()) do
+      for _, dtype in ipairs(FLOATS) do
+        local shape = random_shape(rng)
+        local p = random_placements(rng, mm[2], #shape, {"sum", "avg"})
+        local x = distribute(dt.zeros(shape, {dtype = dtype}), mm[2], p)
+        local prob = rng.int(0, 10) / 10
+        fresh_state(rng)
+        local ref, st = reference(function() return dt.zeros(shape, {dtype = dtype}):bernoulli(prob) end)
+        check(describe_case("bernoulli(" .. prob .. ")", mm[1], shape, dtype, p), x:bernoulli(prob), ref[1], st,
+              replicate_partial(normalised(p, #shape)))
+      end
+    end
+  end)
+
+  it("dropout: output and mask follow x (Partial -> Replicate); the backward reuses the mask", function()
+    local rng = H.prng(76)
+    for _, mm in ipairs(meshes()) do
+      local mname, mesh = mm[1], mm[2]
+      for _, dtype in ipairs(FLOATS) do
+        local shape = random_shape(rng)
+        local p = random_placements(rng, mesh, #shape, {"sum", "max"})
+        local x, full = input(H.global(shape, dtype), mesh, p)
+        local prob = rng.pick {0, 0.1, 0.5, 0.9, 1}
+        local what = describe_case("dropout(" .. prob .. ")", mname, shape, dtype, p)
+        fresh_state(rng)
+        local ref, st = reference(function() return dt._dropout(full, prob) end)
+        local y, keep = dt._dropout(x, prob)
+        local want = replicate_partial(normalised(p, #shape))
+        check(what .. " output", y, ref[1], st, want)
+        check(what .. " mask", keep, ref[2], st, want)
+        -- the backward: grad with the output's placements, or Partial(sum) on a mesh dim
+        local gp = {}
+        for m, q in ipairs(want) do gp[m] = (q:is_replicate() and rng.int(1, 2) == 1) and dt.Partial("sum") or q end
+        local grad, gfull = input(H.global(shape, dtype):add(1), mesh, gp)
+        local plain_back = dt._dropout_backward(gfull, ref[2], prob)
+        local back = dt._dropout_backward(grad, keep, prob)
+        check(what .. " backward", back, plain_back, st)
+        if mesh:get_coordinate() and prob < 1 then -- where the forward kept, the backward passes
+          assert.is_true(dt.equal(back:full_tensor():ne(0), keep:full_tensor()), what .. ": masks disagree")
+        end
+      end
+    end
+  end)
+
+  it("F.dropout on DTensors: training draws like dt._dropout, eval and p = 0 return x", function()
+    local rng = H.prng(77)
+    for _, mm in ipairs(meshes()) do
+      local shape = random_shape(rng)
+      local p = random_placements(rng, mm[2], #shape, {"sum"})
+      local x, full = input(H.global(shape, "float32"), mm[2], p)
+      fresh_state(rng)
+      local ref, st = reference(function() return F.dropout(full, 0.3) end)
+      check("F.dropout on " .. mm[1], F.dropout(x, 0.3, true), ref[1], st, replicate_partial(normalised(p, #shape)))
+      assert.are.equal(x, F.dropout(x, 0.3, false))
+      assert.are.equal(x, F.dropout(x, 0))
+    end
+  end)
+
+  it("multinomial: input redistributed to Replicate, output Replicate, the plain draw", function()
+    local rng = H.prng(78)
+    for _, mm in ipairs(meshes()) do
+      local mesh = mm[2]
+      for _, dtype in ipairs(FLOATS) do
+        local shape = rng.int(1, 2) == 1 and {rng.int(1, 7)} or {rng.int(0, 4), rng.int(1, 7)}
+        local w = H.global(shape, "float64"):remainder(7):add(1):to(dtype) -- positive weights
+        local p = random_placements(rng, mesh, #shape, {"sum", "max"})
+        local x, full = input(w, mesh, p)
+        local k, repl = rng.int(1, shape[#shape]), rng.int(1, 2) == 1
+        fresh_state(rng)
+        local ref, st = reference(function() return full:multinomial(k, repl) end)
+        local rep = {}
+        for m = 1, mesh.ndim do rep[m] = dt.Replicate() end
+        check(describe_case("multinomial", mm[1], shape, dtype, p), x:multinomial(k, repl), ref[1], st, rep)
+      end
+    end
+  end)
+
+  it("a rank outside the mesh advances its offset like the mesh ranks", function()
+    if n < 2 then return end
+    local mesh = dt.DeviceMesh("cpu", {n - 1}) -- only the last rank
+    fresh_state(H.prng(79))
+    local before = dt.get_rng_state()
+    local x = dt.rand({6, 5}, {device_mesh = mesh, placements = {dt.Shard(1)}})
+    x:normal_()
+    local _, keep = dt._dropout(x, 0.5)
+    dt.randint(0, 5, {3}, {device_mesh = mesh})
+    assert.is_true(state_agrees())
+    local words = 32 + 32 + 32 + 4 -- three ops over 30 elements (rounded to 32), then 3 -> 4
+    assert.are.equal(before.offset + words, dt.get_rng_state().offset)
+    assert.are.same({6, 5}, keep:size())
+  end)
+end)
+
+describe("errors of random ops on DTensors, on every rank, leaving the state alone", function()
+  local mesh = dt.init_device_mesh("cpu", {n})
+  local function fails(pattern, fn, ...)
+    local before = dt.get_rng_state()
+    local ok, e = pcall(fn, ...)
+    assert.is_false(ok)
+    assert.matches(pattern, tostring(e), 1, true)
+    assert.is_true(same_state(before, dt.get_rng_state()))
+  end
+
+  it("bad dtypes", function()
+    fails("randint: values in [0, 1000) do not fit dtype bfloat16", dt.randint, 0, 1000, {4},
+          {device_mesh = mesh, dtype = "bfloat16"})
+    fails("rand: dtype must be a floating dtype", dt.rand, {4}, {device_mesh = mesh, dtype = "int32"})
+    local xi = distribute(dt.zeros(4, {dtype = "int64"}), mesh, {dt.Shard(1)})
+    fails("uniform_: the tensor must be a floating dtype", function() return xi:uniform_() end)
+    fails("dropout: input must be a floating dtype", dt._dropout, xi, 0.5)
+    fails("multinomial: probabilities must be a floating dtype", function() return xi:multinomial(1) end)
+  end)
+
+  it("bad placements", function()
+    fails("randint", dt.randint, 0, 5, {3, 4}, {device_mesh = mesh, placements = {dt.Shard(3)}})
+    fails("randn", dt.randn, {3, 4}, {device_mesh = mesh, placements = {dt.Shard(3)}})
+    fails("randint: factories take Shard and Replicate placements only", dt.randint, 0, 5, {3},
+          {device_mesh = mesh, placements = {dt.Partial()}})
+    fails("randperm: gives a replicated DTensor", dt.randperm, 5, {device_mesh = mesh, placements = {dt.Shard(1)}})
+    fails("randperm: n must be >= 0, got -1", dt.randperm, -1, {device_mesh = mesh})
+  end)
+
+  it("probabilities outside [0, 1]", function()
+    local x = distribute(dt.ones(5, 2), mesh, {dt.Shard(1)})
+    fails("dropout: probability p must be in [0, 1], got 1.5", dt._dropout, x, 1.5)
+    fails("dropout: p must be a number in [0, 1], got -0.1", F.dropout, x, -0.1)
+    fails("bernoulli: probability must be in [0, 1], got 1.5", function() return x:bernoulli(1.5) end)
+    -- one bad value, on the last rank's shard only: every rank raises
+    local probs = distribute(dt.tensor({0.5, 0.5, 0.5, 0.5, 2}), mesh, {dt.Shard(1)})
+    fails("bernoulli: ", dt.bernoulli, probs)
+    local w = distribute(dt.tensor({1, 2, -1}, {dtype = "float32"}), mesh, {dt.Shard(1)})
+    fails("multinomial: ", function() return w:multinomial(1) end)
+  end)
+
+  it("dt.explain describes a random op without running it", function()
+    local x = distribute(dt.ones(4), mesh, {dt.Partial()})
+    local before = dt.get_rng_state()
+    local text = dt.explain("bernoulli", x)
+    assert.matches("bernoulli((Partial(sum))): a random op, no strategy choice", text, 1, true)
+    assert.matches("-> output (Replicate())", text, 1, true)
+    assert.is_true(same_state(before, dt.get_rng_state()))
+  end)
+end)
