@@ -118,3 +118,10 @@ double dt_lua_opt_number_field(lua_State *L, int idx, const char *field, double 
   lua_pop(L, 1);
   return v;
 }
+
+lua_Integer dt_lua_check_integer(lua_State *L, int idx, const char *op, const char *what) {
+  int ok;
+  lua_Integer v = lua_tointegerx(L, idx, &ok);
+  if (!ok) luaL_error(L, "%s: %s must be an integer, got %s", op, what, luaL_typename(L, idx));
+  return v;
+}

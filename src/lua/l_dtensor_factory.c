@@ -60,13 +60,6 @@ static int l_shards(lua_State *L) {
   return 1;
 }
 
-static lua_Integer check_integer(lua_State *L, int idx, const char *op, const char *what) {
-  int ok;
-  lua_Integer v = lua_tointegerx(L, idx, &ok);
-  if (!ok) luaL_error(L, "%s: %s must be an integer, got %s", op, what, luaL_typename(L, idx));
-  return v;
-}
-
 /* dt._dtensor_random(op, shape, mesh, placements, dtype, low, high): a random factory on a
  * mesh (rand, randn, randint with low/high, randperm with shape = n) through the RNG
  * tracker region (dist/rng.c): each rank fills its block of the single-device draw. */
@@ -77,7 +70,7 @@ static int l_dtensor_random(lua_State *L) {
     return luaL_error(L, "_dtensor_random: '%s' is not a random factory", op);
   dt_op_args a = {0};
   if (id == DT_OP_RANDPERM) {
-    a.ints[0] = check_integer(L, 2, op, "n");
+    a.ints[0] = dt_lua_check_integer(L, 2, op, "n");
     a.ints[1] = 1; /* values 1..n: 1-based in Lua */
     a.nints = 2;
   } else {
@@ -91,8 +84,8 @@ static int l_dtensor_random(lua_State *L) {
   a.has_dtype = 1;
   if (is_float) a.scalar[0] = 0, a.scalar[1] = 1, a.nscalar = 2;
   if (id == DT_OP_RANDINT) {
-    a.ints[DT_RNG_SLOT_LOW] = check_integer(L, 6, op, "low");
-    a.ints[DT_RNG_SLOT_HIGH] = check_integer(L, 7, op, "high");
+    a.ints[DT_RNG_SLOT_LOW] = dt_lua_check_integer(L, 6, op, "low");
+    a.ints[DT_RNG_SLOT_HIGH] = dt_lua_check_integer(L, 7, op, "high");
   }
   dt_tensor *local;
   dt_dspec *spec;

@@ -33,18 +33,11 @@ static int call_random(lua_State *L, dt_op_id id, dt_op_args *a) {
   return n;
 }
 
-static lua_Integer check_int(lua_State *L, int idx, const char *op, const char *what) {
-  int ok;
-  lua_Integer v = lua_tointegerx(L, idx, &ok);
-  if (!ok) luaL_error(L, "%s: %s must be an integer, got %s", op, what, luaL_typename(L, idx));
-  return v;
-}
-
 /* ---- generator state -------------------------------------------------------------- */
 /* dt.manual_seed(s, {sync = true}): with sync, every rank of the world takes rank 0's
  * seed (a broadcast: call it on every rank); without, each rank keeps its own s. */
 static int l_manual_seed(lua_State *L) {
-  lua_Integer s = check_int(L, 1, "manual_seed", "seed");
+  lua_Integer s = dt_lua_check_integer(L, 1, "manual_seed", "seed");
   int sync = 0;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -81,8 +74,8 @@ static int l_set_rng_state(lua_State *L) {
     return luaL_error(L, "set_rng_state: expected a table {seed = ..., offset = ...}, got %s", luaL_typename(L, 1));
   lua_getfield(L, 1, "seed");
   lua_getfield(L, 1, "offset");
-  lua_Integer seed = check_int(L, -2, "set_rng_state", "state.seed");
-  lua_Integer off = check_int(L, -1, "set_rng_state", "state.offset");
+  lua_Integer seed = dt_lua_check_integer(L, -2, "set_rng_state", "state.seed");
+  lua_Integer off = dt_lua_check_integer(L, -1, "set_rng_state", "state.offset");
   if (off < 0) return luaL_error(L, "set_rng_state: state.offset must be >= 0, got %I", off);
   dt_rng_state *st = dt_lua_rng_state(L);
   st->seed = (uint64_t)seed;
@@ -158,8 +151,8 @@ static int l_randn_like(lua_State *L) { return random_like(L, DT_OP_RANDN, "rand
 static int l_randint(lua_State *L) {
   dt_op_args a = {0};
   int two = lua_istable(L, 2) && !dt_lua_test_tensor(L, 2);
-  lua_Integer lo = two ? 0 : check_int(L, 1, "randint", "low");
-  lua_Integer hi = check_int(L, two ? 1 : 2, "randint", "high");
+  lua_Integer lo = two ? 0 : dt_lua_check_integer(L, 1, "randint", "low");
+  lua_Integer hi = dt_lua_check_integer(L, two ? 1 : 2, "randint", "high");
   int sh = two ? 2 : 3;
   if (!lua_istable(L, sh)) return luaL_error(L, "randint: shape must be a table, e.g. dt.randint(0, 10, {2, 3})");
   dt_lua_check_shape(L, sh, &a.nints, a.ints, "randint");
@@ -173,7 +166,7 @@ static int l_randint(lua_State *L) {
  * 1-based in Lua). */
 static int l_randperm(lua_State *L) {
   dt_op_args a = {0};
-  a.ints[0] = check_int(L, 1, "randperm", "n");
+  a.ints[0] = dt_lua_check_integer(L, 1, "randperm", "n");
   a.ints[1] = 1;
   a.nints = 2;
   a.dtype = dt_lua_opt_dtype_field(L, 2, DT_INT64);
@@ -213,7 +206,7 @@ static int l_multinomial(lua_State *L) {
   dt_tensor *t = dt_lua_check_tensor(L, 1);
   dt_op_args a = {0};
   a.in = &t, a.nin = 1;
-  a.ints[0] = check_int(L, 2, "multinomial", "num_samples");
+  a.ints[0] = dt_lua_check_integer(L, 2, "multinomial", "num_samples");
   a.ints[1] = lua_toboolean(L, 3);
   a.nints = 2;
   call_random(L, DT_OP_MULTINOMIAL, &a);

@@ -49,6 +49,8 @@ int dt_lua_to_dim(lua_State *L, lua_Integer d, int ndim, int extra, const char *
 /* A shape given as varargs of integers starting at idx, or as one table at idx.
  * Returns the count of stack slots consumed (the opts table may follow). */
 int dt_lua_check_shape(lua_State *L, int idx, int *ndim, int64_t *shape, const char *op);
+/* An integer argument: raises "<op>: <what> must be an integer, got <type>". */
+lua_Integer dt_lua_check_integer(lua_State *L, int idx, const char *op, const char *what);
 /* The dtype named by a string or constant at idx (nil -> def). */
 dt_dtype dt_lua_opt_dtype(lua_State *L, int idx, dt_dtype def);
 /* Validates an options argument: nil, or a table whose `device` (if any) is "cpu".  op names the

@@ -119,77 +119,77 @@ local function probabilities(shape, dtype)
   return H.global(shape, "float64"):div(199):to(dtype) -- in [0, 1], exact in every float dtype's rounding
 end
 
+-- For each mesh of this world and each dtype: fn(rng, what, mesh, dtype, shape, placements)
+-- with a random shape (shape_fn(rng) when given) and random placements (Partial ones with
+-- the ops of partial_ops, when given).
+local function each_case(seed, name, dtypes, partial_ops, fn, shape_fn)
+  local rng = H.prng(seed)
+  for _, mm in ipairs(meshes()) do
+    for _, dtype in ipairs(dtypes) do
+      local shape = (shape_fn or random_shape)(rng)
+      local p = random_placements(rng, mm[2], #shape, partial_ops)
+      fn(rng, describe_case(name, mm[1], shape, dtype, p), mm[2], dtype, shape, p)
+    end
+  end
+end
+
+-- The plain op's results and the state after it, from a fresh position left current.
+local function at_fresh_state(rng, plain)
+  fresh_state(rng)
+  return reference(plain)
+end
+
+local function replicated(mesh)
+  local rep = {}
+  for m = 1, mesh.ndim do rep[m] = dt.Replicate() end
+  return rep
+end
+
 describe("random DTensor factories", function()
-  it("rand, randn, randint on every mesh and placement equal the single-device draw", function()
-    local rng = H.prng(61)
-    for _, mm in ipairs(meshes()) do
-      local mname, mesh = mm[1], mm[2]
-      for _, dtype in ipairs(FLOATS) do
-        for _, op in ipairs {"rand", "randn"} do
-          local shape = random_shape(rng)
-          local p = random_placements(rng, mesh, #shape)
-          fresh_state(rng)
-          local ref, st = reference(function() return dt[op](shape, {dtype = dtype}) end)
-          local d = dt[op](shape, {device_mesh = mesh, placements = p, dtype = dtype})
-          check(describe_case(op, mname, shape, dtype, p), d, ref[1], st, normalised(p, #shape))
-        end
-      end
-      for _, dtype in ipairs(INTS) do
-        local shape = random_shape(rng)
-        local p = random_placements(rng, mesh, #shape)
-        local lo = dtype == "uint8" and 0 or rng.int(-50, 5)
-        local hi = lo + rng.int(1, dtype == "uint8" and 200 or 100000)
-        fresh_state(rng)
-        local ref, st = reference(function() return dt.randint(lo, hi, shape, {dtype = dtype}) end)
-        local d = dt.randint(lo, hi, shape, {device_mesh = mesh, placements = p, dtype = dtype})
-        check(describe_case("randint", mname, shape, dtype, p), d, ref[1], st, normalised(p, #shape))
-      end
+  it("rand and randn on every mesh and placement equal the single-device draw", function()
+    for i, op in ipairs {"rand", "randn"} do
+      each_case(60 + i, op, FLOATS, nil, function(rng, what, mesh, dtype, shape, p)
+        local ref, st = at_fresh_state(rng, function() return dt[op](shape, {dtype = dtype}) end)
+        check(what, dt[op](shape, {device_mesh = mesh, placements = p, dtype = dtype}), ref[1], st, normalised(p, #shape))
+      end)
     end
   end)
 
-  it("randint: the 2-argument form, 64-bit ranges, float dtypes as for plain tensors", function()
-    local rng = H.prng(62)
-    for _, mm in ipairs(meshes()) do
-      local mesh = mm[2]
-      local shape = {rng.int(1, 7), rng.int(0, 7)}
-      local p = random_placements(rng, mesh, 2)
-      fresh_state(rng)
-      local ref, st = reference(function() return dt.randint(9, shape) end)
-      check("randint(high) on " .. mm[1], dt.randint(9, shape, {device_mesh = mesh, placements = p}), ref[1], st)
+  it("randint in every integer dtype; the 2-argument form, 64-bit ranges, float dtypes as for plain tensors", function()
+    each_case(63, "randint", INTS, nil, function(rng, what, mesh, dtype, shape, p)
+      local lo = dtype == "uint8" and 0 or rng.int(-50, 5)
+      local hi = lo + rng.int(1, dtype == "uint8" and 200 or 100000)
+      local ref, st = at_fresh_state(rng, function() return dt.randint(lo, hi, shape, {dtype = dtype}) end)
+      check(what, dt.randint(lo, hi, shape, {device_mesh = mesh, placements = p, dtype = dtype}), ref[1], st,
+            normalised(p, #shape))
+    end)
+    each_case(64, "randint forms", {"int64"}, nil, function(rng, what, mesh, _, shape, p)
+      local opts = {device_mesh = mesh, placements = p}
+      local ref, st = at_fresh_state(rng, function() return dt.randint(9, shape) end)
+      check(what .. " randint(high)", dt.randint(9, shape, opts), ref[1], st)
       ref, st = reference(function() return dt.randint(-(1 << 40), 1 << 40, shape) end) -- 2 words per element
-      check("randint 64-bit on " .. mm[1], dt.randint(-(1 << 40), 1 << 40, shape, {device_mesh = mesh, placements = p}),
-            ref[1], st)
+      check(what .. " 64-bit range", dt.randint(-(1 << 40), 1 << 40, shape, opts), ref[1], st)
       ref, st = reference(function() return dt.randint(0, 100, shape, {dtype = "bfloat16"}) end)
-      check("randint bfloat16 on " .. mm[1],
-            dt.randint(0, 100, shape, {device_mesh = mesh, placements = p, dtype = "bfloat16"}), ref[1], st)
-    end
+      opts.dtype = "bfloat16"
+      check(what .. " bfloat16", dt.randint(0, 100, shape, opts), ref[1], st)
+    end)
   end)
 
   it("rand_like and randn_like keep a DTensor's placements (Partial becomes Replicate)", function()
-    local rng = H.prng(63)
-    for _, mm in ipairs(meshes()) do
-      local mname, mesh = mm[1], mm[2]
-      for _, dtype in ipairs(FLOATS) do
-        for _, op in ipairs {"rand_like", "randn_like"} do
-          local shape = random_shape(rng)
-          local p = random_placements(rng, mesh, #shape, {"sum", "max"})
-          local x = distribute(dt.zeros(shape, {dtype = dtype}), mesh, p)
-          fresh_state(rng)
-          local ref, st = reference(function() return dt[op](dt.zeros(shape, {dtype = dtype})) end)
-          check(describe_case(op, mname, shape, dtype, p), dt[op](x), ref[1], st, replicate_partial(normalised(p, #shape)))
-        end
-      end
+    for i, op in ipairs {"rand_like", "randn_like"} do
+      each_case(64 + i, op, FLOATS, {"sum", "max"}, function(rng, what, mesh, dtype, shape, p)
+        local x = distribute(dt.zeros(shape, {dtype = dtype}), mesh, p)
+        local ref, st = at_fresh_state(rng, function() return dt[op](dt.zeros(shape, {dtype = dtype})) end)
+        check(what, dt[op](x), ref[1], st, replicate_partial(normalised(p, #shape)))
+      end)
     end
   end)
 
   it("randperm on a mesh is replicated and equals the plain permutation", function()
-    local rng = H.prng(64)
+    local rng = H.prng(67)
     for _, mm in ipairs(meshes()) do
-      local k = rng.int(0, 40)
-      fresh_state(rng)
-      local ref, st = reference(function() return dt.randperm(k) end)
-      local rep = {}
-      for m = 1, mm[2].ndim do rep[m] = dt.Replicate() end
+      local k, rep = rng.int(0, 40), replicated(mm[2])
+      local ref, st = at_fresh_state(rng, function() return dt.randperm(k) end)
       check("randperm(" .. k .. ") on " .. mm[1], dt.randperm(k, {device_mesh = mm[2]}), ref[1], st, rep)
       ref, st = reference(function() return dt.randperm(k, {dtype = "int32"}) end)
       check("randperm int32 on " .. mm[1], dt.randperm(k, {device_mesh = mm[2], placements = rep, dtype = "int32"}),
@@ -200,28 +200,19 @@ end)
 
 describe("random ops on DTensor inputs", function()
   it("uniform_ and normal_ fill in place, keep the placements (Partial too), full_tensor is the draw", function()
-    local rng = H.prng(71)
-    for _, mm in ipairs(meshes()) do
-      local mname, mesh = mm[1], mm[2]
-      for _, dtype in ipairs(FLOATS) do
-        for _, op in ipairs {"uniform_", "normal_"} do
-          local shape = random_shape(rng)
-          local p = random_placements(rng, mesh, #shape, {"sum", "max", "min"})
-          local a, b = rng.int(-3, 0), rng.int(1, 4)
-          local x = distribute(dt.full(shape, 5, {dtype = dtype}), mesh, p)
-          fresh_state(rng)
-          local ref, st = reference(function()
-            local t = dt.full(shape, 5, {dtype = dtype})
-            return t[op](t, a, b)
-          end)
-          local what = describe_case(op, mname, shape, dtype, p)
-          local y = op == "uniform_" and x:uniform_(a, b) or dt.normal_(x, a, b)
-          check(what, y, ref[1], st, normalised(p, #shape))
-          if mesh:get_coordinate() then -- in place: x itself holds the draw
-            assert.is_true(H.same(x:full_tensor(), ref[1]), what .. ": x itself")
-          end
+    for i, op in ipairs {"uniform_", "normal_"} do
+      each_case(70 + i, op, FLOATS, {"sum", "max", "min"}, function(rng, what, mesh, dtype, shape, p)
+        local a, b = rng.int(-3, 0), rng.int(1, 4)
+        local x = distribute(dt.full(shape, 5, {dtype = dtype}), mesh, p)
+        local ref, st = at_fresh_state(rng, function()
+          local t = dt.full(shape, 5, {dtype = dtype})
+          return t[op](t, a, b)
+        end)
+        check(what, op == "uniform_" and x:uniform_(a, b) or dt.normal_(x, a, b), ref[1], st, normalised(p, #shape))
+        if mesh:get_coordinate() then -- in place: x itself holds the draw
+          assert.is_true(H.same(x:full_tensor(), ref[1]), what .. ": x itself")
         end
-      end
+      end)
     end
   end)
 
@@ -229,8 +220,7 @@ describe("random ops on DTensor inputs", function()
     if n < 2 then return end
     local mesh = dt.init_device_mesh("cpu", {n})
     local x = distribute(dt.zeros(5, 3), mesh, {dt.Partial("sum")})
-    fresh_state(H.prng(72))
-    local ref = reference(function() return dt.zeros(5, 3):uniform_() end)[1]
+    local ref = at_fresh_state(H.prng(73), function() return dt.zeros(5, 3):uniform_() end)[1]
     x:uniform_()
     local coord = mesh:get_coordinate()[1]
     assert.is_true(H.same(x:to_local(), coord == 0 and ref or dt.zeros(5, 3)))
@@ -238,14 +228,12 @@ describe("random ops on DTensor inputs", function()
   end)
 
   it("uniform_ on Partial(avg) writes the draw on every rank (the average is the draw)", function()
-    local rng = H.prng(73)
+    local rng = H.prng(74)
     for _, mm in ipairs(meshes()) do
-      local mesh = mm[2]
-      local p = {}
-      for m = 1, mesh.ndim do p[m] = m == 1 and dt.Partial("avg") or dt.Replicate() end
+      local mesh, p = mm[2], replicated(mm[2])
+      p[1] = dt.Partial("avg")
       local x = distribute(dt.zeros(4, 3, {dtype = "float64"}), mesh, p)
-      fresh_state(rng)
-      local ref, st = reference(function() return dt.zeros(4, 3, {dtype = "float64"}):uniform_() end)
+      local ref, st = at_fresh_state(rng, function() return dt.zeros(4, 3, {dtype = "float64"}):uniform_() end)
       x:uniform_()
       assert.is_true(same_state(dt.get_rng_state(), st) and state_agrees(), mm[1])
       if mesh:get_coordinate() then
@@ -256,99 +244,64 @@ describe("random ops on DTensor inputs", function()
   end)
 
   it("bernoulli of DTensor probabilities follows their placements (Partial redistributed first)", function()
-    local rng = H.prng(74)
-    for _, mm in ipairs(meshes()) do
-      local mname, mesh = mm[1], mm[2]
-      for _, dtype in ipairs(FLOATS) do
-        local shape = random_shape(rng)
-        local p = random_placements(rng, mesh, #shape, {"sum", "max", "min"})
-        local probs, full = input(probabilities(shape, dtype), mesh, p)
-        fresh_state(rng)
-        local ref, st = reference(function() return dt.bernoulli(full) end)
-        local what = describe_case("bernoulli", mname, shape, dtype, p)
-        local d = rng.int(1, 2) == 1 and dt.bernoulli(probs) or probs:bernoulli()
-        check(what, d, ref[1], st, replicate_partial(normalised(p, #shape)))
-      end
-    end
+    each_case(75, "bernoulli", FLOATS, {"sum", "max", "min"}, function(rng, what, mesh, dtype, shape, p)
+      local probs, full = input(probabilities(shape, dtype), mesh, p)
+      local ref, st = at_fresh_state(rng, function() return dt.bernoulli(full) end)
+      local d = rng.int(1, 2) == 1 and dt.bernoulli(probs) or probs:bernoulli()
+      check(what, d, ref[1], st, replicate_partial(normalised(p, #shape)))
+    end)
   end)
 
   it("x:bernoulli(p) with a scalar p: x's shape, dtype and placements (Partial -> Replicate)", function()
-    local rng = H.prng(75)
-    for _, mm in ipairs(meshes()) do
-      for _, dtype in ipairs(FLOATS) do
-        local shape = random_shape(rng)
-        local p = random_placements(rng, mm[2], #shape, {"sum", "avg"})
-        local x = distribute(dt.zeros(shape, {dtype = dtype}), mm[2], p)
-        local prob = rng.int(0, 10) / 10
-        fresh_state(rng)
-        local ref, st = reference(function() return dt.zeros(shape, {dtype = dtype}):bernoulli(prob) end)
-        check(describe_case("bernoulli(" .. prob .. ")", mm[1], shape, dtype, p), x:bernoulli(prob), ref[1], st,
-              replicate_partial(normalised(p, #shape)))
-      end
-    end
+    each_case(76, "bernoulli(p)", FLOATS, {"sum", "avg"}, function(rng, what, mesh, dtype, shape, p)
+      local x = distribute(dt.zeros(shape, {dtype = dtype}), mesh, p)
+      local prob = rng.int(0, 10) / 10
+      local ref, st = at_fresh_state(rng, function() return dt.zeros(shape, {dtype = dtype}):bernoulli(prob) end)
+      check(what .. " p = " .. prob, x:bernoulli(prob), ref[1], st, replicate_partial(normalised(p, #shape)))
+    end)
   end)
 
   it("dropout: output and mask follow x (Partial -> Replicate); the backward reuses the mask", function()
-    local rng = H.prng(76)
-    for _, mm in ipairs(meshes()) do
-      local mname, mesh = mm[1], mm[2]
-      for _, dtype in ipairs(FLOATS) do
-        local shape = random_shape(rng)
-        local p = random_placements(rng, mesh, #shape, {"sum", "max"})
-        local x, full = input(H.global(shape, dtype), mesh, p)
-        local prob = rng.pick {0, 0.1, 0.5, 0.9, 1}
-        local what = describe_case("dropout(" .. prob .. ")", mname, shape, dtype, p)
-        fresh_state(rng)
-        local ref, st = reference(function() return dt._dropout(full, prob) end)
-        local y, keep = dt._dropout(x, prob)
-        local want = replicate_partial(normalised(p, #shape))
-        check(what .. " output", y, ref[1], st, want)
-        check(what .. " mask", keep, ref[2], st, want)
-        -- the backward: grad with the output's placements, or Partial(sum) on a mesh dim
-        local gp = {}
-        for m, q in ipairs(want) do gp[m] = (q:is_replicate() and rng.int(1, 2) == 1) and dt.Partial("sum") or q end
-        local grad, gfull = input(H.global(shape, dtype):add(1), mesh, gp)
-        local plain_back = dt._dropout_backward(gfull, ref[2], prob)
-        local back = dt._dropout_backward(grad, keep, prob)
-        check(what .. " backward", back, plain_back, st)
-        if mesh:get_coordinate() and prob < 1 then -- where the forward kept, the backward passes
-          assert.is_true(dt.equal(back:full_tensor():ne(0), keep:full_tensor()), what .. ": masks disagree")
-        end
+    each_case(77, "dropout", FLOATS, {"sum", "max"}, function(rng, what, mesh, dtype, shape, p)
+      local x, full = input(H.global(shape, dtype), mesh, p)
+      local prob = rng.pick {0, 0.1, 0.5, 0.9, 1}
+      what = what .. " p = " .. prob
+      local ref, st = at_fresh_state(rng, function() return dt._dropout(full, prob) end)
+      local y, keep = dt._dropout(x, prob)
+      local want = replicate_partial(normalised(p, #shape))
+      check(what .. " output", y, ref[1], st, want)
+      check(what .. " mask", keep, ref[2], st, want)
+      -- the backward: grad with the output's placements, or Partial(sum) on a mesh dim
+      local gp = {}
+      for m, q in ipairs(want) do gp[m] = (q:is_replicate() and rng.int(1, 2) == 1) and dt.Partial("sum") or q end
+      local grad, gfull = input(H.global(shape, dtype):add(1), mesh, gp)
+      local back = dt._dropout_backward(grad, keep, prob)
+      check(what .. " backward", back, dt._dropout_backward(gfull, ref[2], prob), st)
+      if mesh:get_coordinate() and prob < 1 then -- where the forward kept, the backward passes
+        assert.is_true(dt.equal(back:full_tensor():ne(0), keep:full_tensor()), what .. ": masks disagree")
       end
-    end
+    end)
   end)
 
   it("F.dropout on DTensors: training draws like dt._dropout, eval and p = 0 return x", function()
-    local rng = H.prng(77)
-    for _, mm in ipairs(meshes()) do
-      local shape = random_shape(rng)
-      local p = random_placements(rng, mm[2], #shape, {"sum"})
-      local x, full = input(H.global(shape, "float32"), mm[2], p)
-      fresh_state(rng)
-      local ref, st = reference(function() return F.dropout(full, 0.3) end)
-      check("F.dropout on " .. mm[1], F.dropout(x, 0.3, true), ref[1], st, replicate_partial(normalised(p, #shape)))
+    each_case(78, "F.dropout", {"float32"}, {"sum"}, function(rng, what, mesh, dtype, shape, p)
+      local x, full = input(H.global(shape, dtype), mesh, p)
+      local ref, st = at_fresh_state(rng, function() return F.dropout(full, 0.3) end)
+      check(what, F.dropout(x, 0.3, true), ref[1], st, replicate_partial(normalised(p, #shape)))
       assert.are.equal(x, F.dropout(x, 0.3, false))
       assert.are.equal(x, F.dropout(x, 0))
-    end
+    end)
   end)
 
   it("multinomial: input redistributed to Replicate, output Replicate, the plain draw", function()
-    local rng = H.prng(78)
-    for _, mm in ipairs(meshes()) do
-      local mesh = mm[2]
-      for _, dtype in ipairs(FLOATS) do
-        local shape = rng.int(1, 2) == 1 and {rng.int(1, 7)} or {rng.int(0, 4), rng.int(1, 7)}
-        local w = H.global(shape, "float64"):remainder(7):add(1):to(dtype) -- positive weights
-        local p = random_placements(rng, mesh, #shape, {"sum", "max"})
-        local x, full = input(w, mesh, p)
-        local k, repl = rng.int(1, shape[#shape]), rng.int(1, 2) == 1
-        fresh_state(rng)
-        local ref, st = reference(function() return full:multinomial(k, repl) end)
-        local rep = {}
-        for m = 1, mesh.ndim do rep[m] = dt.Replicate() end
-        check(describe_case("multinomial", mm[1], shape, dtype, p), x:multinomial(k, repl), ref[1], st, rep)
-      end
-    end
+    local function weights_shape(rng) return rng.int(1, 2) == 1 and {rng.int(1, 7)} or {rng.int(0, 4), rng.int(1, 7)} end
+    each_case(79, "multinomial", FLOATS, {"sum", "max"}, function(rng, what, mesh, dtype, shape, p)
+      local w = H.global(shape, "float64"):remainder(7):add(1):to(dtype) -- positive weights
+      local x, full = input(w, mesh, p)
+      local k, repl = rng.int(1, shape[#shape]), rng.int(1, 2) == 1
+      local ref, st = at_fresh_state(rng, function() return full:multinomial(k, repl) end)
+      check(what, x:multinomial(k, repl), ref[1], st, replicated(mesh))
+    end, weights_shape)
   end)
 
   it("a rank outside the mesh advances its offset like the mesh ranks", function()
