@@ -341,8 +341,11 @@ describe("errors of random ops on DTensors, on every rank, leaving the state alo
   end)
 
   it("bad placements", function()
-    fails("randint", dt.randint, 0, 5, {3, 4}, {device_mesh = mesh, placements = {dt.Shard(3)}})
-    fails("randn", dt.randn, {3, 4}, {device_mesh = mesh, placements = {dt.Shard(3)}})
+    fails("randint: Shard(3) on mesh dim 1 is out of range for a 2-d tensor", dt.randint, 0, 5, {3, 4},
+          {device_mesh = mesh, placements = {dt.Shard(3)}})
+    fails("randn: Shard(-3) on mesh dim 1 is out of range for a 2-d tensor", dt.randn, {3, 4},
+          {device_mesh = mesh, placements = {dt.Shard(-3)}})
+    fails("randint: low must be an integer, got number", dt.randint, 0.5, 5, {3}, {device_mesh = mesh})
     fails("randint: factories take Shard and Replicate placements only", dt.randint, 0, 5, {3},
           {device_mesh = mesh, placements = {dt.Partial()}})
     fails("randperm: gives a replicated DTensor", dt.randperm, 5, {device_mesh = mesh, placements = {dt.Shard(1)}})
