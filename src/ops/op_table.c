@@ -39,19 +39,19 @@ int dt_op_call(dt_op_id id, dt_op_args *a, dt_tensor **out) {
   if (op->flags & DT_OPF_VIEW) return kernel(a, out);
   if (op->flags & DT_OPF_INPLACE) {
     out[0] = a->in[0];
-    if (kernel(a, out) != DT_OK) return DT_ERR;
+    if (kernel(a, out) != DT_OK) return out[0] = NULL, DT_ERR; /* not retained: callers must not release it */
     dt_tensor_retain(out[0]);
     return DT_OK;
   }
   for (int i = 0; i < op->nout; i++) {
     out[i] = dt_tensor_empty(meta[i].dtype, meta[i].ndim, meta[i].shape, dev);
     if (!out[i]) {
-      for (int j = 0; j < i; j++) dt_tensor_release(out[j]);
+      for (int j = 0; j < i; j++) dt_tensor_release(out[j]), out[j] = NULL;
       return dt_error_prefix("%s", op->name);
     }
   }
-  if (kernel(a, out) != DT_OK) {
-    for (int i = 0; i < op->nout; i++) dt_tensor_release(out[i]);
+  if (kernel(a, out) != DT_OK) { /* outputs NULL again: callers' cleanup must not release them twice */
+    for (int i = 0; i < op->nout; i++) dt_tensor_release(out[i]), out[i] = NULL;
     return DT_ERR;
   }
   return DT_OK;
