@@ -391,3 +391,23 @@ fail:
   }
   return DT_ERR;
 }
+
+/* ---- decisions taken in Lua (lua/dtensor/lua_decisions.lua): counted and logged here ---- */
+
+int dt_dispatch_logging(dt_context *ctx) {
+  dt_dispatch_state *s = state(ctx);
+  return s && s->log;
+}
+
+void dt_dispatch_note_lua(dt_context *ctx, const char *name, const char *inputs, const char *choice, int hit, int moved,
+                          double cost) {
+  dt_dispatch_state *s = state(ctx);
+  if (!s) return;
+  if (hit) s->stats.hits++;
+  else s->stats.misses++;
+  if (!s->log) return;
+  char c[64] = "";
+  if (cost >= 0) snprintf(c, sizeof c, ", cost %.3g s", cost);
+  fprintf(stderr, "[dispatch rank %d] %s(%s): chose %s | cache %s | %d input(s) redistributed%s\n", ctx->rank, name,
+          inputs, choice, hit ? "hit" : "miss", moved, c);
+}

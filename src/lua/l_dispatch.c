@@ -352,6 +352,26 @@ static int l_implicit_replication(lua_State *L) {
   return lua_gettop(L);
 }
 
+/* dt._dispatch_note(name, hit[, inputs, choice, moved, cost]): counts a decision of an op
+ * composed in Lua; returns whether DTLUA_LOG=dispatch is on (then the texts are logged). */
+static int l_dispatch_note(lua_State *L) {
+  dt_context *ctx = dt_lua_context(L);
+  const char *name = luaL_checkstring(L, 1);
+  int log = dt_dispatch_logging(ctx);
+  if (!lua_isnone(L, 2))
+    dt_dispatch_note_lua(ctx, name, log ? luaL_optstring(L, 3, "") : "", log ? luaL_optstring(L, 4, "") : "",
+                         lua_toboolean(L, 2), (int)luaL_optinteger(L, 5, 0), luaL_optnumber(L, 6, -1));
+  lua_pushboolean(L, log);
+  return 1;
+}
+
+int dt_lua_implicit_replication(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
+  int on = (int)lua_tointeger(L, -1) > 0;
+  lua_pop(L, 1);
+  return on;
+}
+
 /* Bindings whose DTensor operands the dispatcher handles (names in the dt table, the
  * Tensor methods and the metatable). */
 static const char *const allowed[] = {
@@ -362,7 +382,9 @@ static const char *const allowed[] = {
     "matmul", "mm", "bmm", "addmm",
     "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "norm", "softmax",
     "log_softmax", "view", "reshape", "expand", "transpose", "t", "permute", "unsqueeze", "squeeze", "flatten",
-    "narrow", "select", "chunk", "split", "view_as", "expand_as", "_layer_norm", "_rms_norm", "_sdpa", NULL,
+    "narrow", "select", "chunk", "split", "view_as", "expand_as", "_layer_norm", "_rms_norm", "_sdpa",
+    "__index", /* t[k]: select/slice views (l_view.c) */
+    NULL,
 };
 
 void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
@@ -384,6 +406,7 @@ void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
       {"_register_sharding", l_register_sharding}, /* dt.register_sharding (lua/dtensor/dispatch.lua) */
       {"_explain", l_explain_call},                /* dt.explain */
       {"_redistribute_cost", l_redistribute_cost}, /* Lua ops' strategy prices */
+      {"_dispatch_note", l_dispatch_note},         /* Lua ops' decisions: stats and log */
       {NULL, NULL},
   };
   lua_pushvalue(L, tg->module);
