@@ -4,9 +4,27 @@ return function(dt)
   -- ---- embedding with a DTensor weight: per mesh dim, a row-wise (vocab) sharded weight
   -- gives a masked local lookup and a Partial(sum) output, a column-wise one a Shard on the
   -- output's last dim; a replicated weight lets the ids' sharding through.  The ids must be
-  -- replicated where the weight is sharded.  Ids outside the vocab give zero rows here (each
-  -- rank sees only its own rows), not an error. ----
+  -- replicated where the weight is sharded.  Ids outside the vocab are an error on every rank,
+  -- as for plain tensors: decided locally when every rank holds all the ids, else agreed by
+  -- one all_reduce of two integers (the smallest and the largest id). ----
   local F = dt.nn.functional
+
+  -- Raises plain embedding's error for the first out-of-range id; il: this rank's ids (nil
+  -- off-mesh), all_here: every rank of the world holds every id.
+  local NONE = -(1 << 62)
+  local function check_ids(il, vocab, all_here)
+    local lo, hi = NONE, NONE -- -min, max
+    if il and il:numel() > 0 then lo, hi = -il:min():item(), il:max():item() end
+    if not all_here then
+      local t = dt.tensor({lo, hi}, {dtype = "int64"})
+      dt.distributed.all_reduce(t, "max")
+      lo, hi = t[1]:item(), t[2]:item()
+    end
+    local bad = (-lo < 1 and lo ~= NONE) and -lo or (hi > vocab and hi or nil)
+    if bad then
+      error(string.format("embedding: id %d out of range for vocab size %d (ids are 1-based: 1..%d)", bad, vocab, vocab), 3)
+    end
+  end
 
   -- The mesh of two operands that must both be DTensors on one mesh (errors at the caller's caller).
   local function common_mesh(name, a, b, what)
@@ -42,7 +60,13 @@ return function(dt)
     end
     local shape = ids:size()
     shape[#shape + 1] = wsize[2]
+    if not (ids.dtype == "int64" or ids.dtype == "int32" or ids.dtype == "uint8") then
+      error("embedding: ids must be an integer tensor, got " .. ids.dtype, 2)
+    end
     local w2, i2 = weight:redistribute(wt), ids:redistribute(it)
+    local all_here = mesh:size() == dt.world_size()
+    for m = 1, mesh.ndim do all_here = all_here and not it[m]:is_shard() end
+    check_ids(mesh:get_coordinate() and i2:to_local() or nil, wsize[1], all_here)
     if not mesh:get_coordinate() then return dt.from_local(dt.empty(0, {dtype = weight.dtype}), mesh, out, {shape = shape}) end
     local wl, il = w2:to_local(), i2:to_local()
     local y

@@ -222,6 +222,25 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("embedding: an id outside the vocab is plain embedding's error on every rank, whatever the placements", function()
+      local rng = H.prng(31)
+      for case = 1, 8 do
+        local V = rng.int(2, 9)
+        local Wt = randn(rng, {V, 3})
+        local Ids = (dt.arange(6):remainder(V) + 1):reshape(2, 3)
+        local bad = rng.int(1, 2) == 1 and V + rng.int(1, 3) or -rng.int(0, 2)
+        Ids[{rng.int(1, 2), rng.int(1, 3)}] = bad
+        local w = dist(Wt, mesh, placements(rng, mesh, 2, false))
+        local ids = dist(Ids, mesh, placements(rng, mesh, 2, false))
+        local want = string.format("embedding: id %d out of range for vocab size %d (ids are 1-based: 1..%d)", bad, V, V)
+        fails(want, dt.F.embedding, Ids, Wt)
+        fails(want, dt.F.embedding, ids, w)
+      end
+      local w = dist(randn(rng, {4, 2}), mesh, placements(rng, mesh, 2, false))
+      fails("embedding: ids must be an integer tensor, got float32", dt.F.embedding,
+            dist(dt.ones(2, 2), mesh, placements(rng, mesh, 2, false)), w)
+    end)
+
     it("embedding: row-wise (vocab) sharded weight -> Partial(sum), column-wise -> Shard(last)", function()
       local rng = H.prng(29)
       for case = 1, 8 do
@@ -374,7 +393,7 @@ describe("dispatch", function()
   it("errors: ops without a rule, different meshes, in-place changing placements", function()
     local x = dt.distribute_tensor(X, mesh, {"S1"})
     fails("a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()",
-          function() return x[1] end)
+          function() return x:is_contiguous() end)
     local m2 = dt.init_device_mesh("cpu", {1, n})
     local z = dt.distribute_tensor(X, m2, {"R", "R"})
     fails("add: DTensor operands on different meshes", function() return x + z end)
