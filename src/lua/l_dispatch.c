@@ -365,6 +365,42 @@ static int l_dispatch_note(lua_State *L) {
   return 1;
 }
 
+/* dt._dispatch_key(name, static, ...): the cache key of a decision taken in Lua -- name, the
+ * static args that matter (a string) and, per tensor argument, its global shape, dtype,
+ * placements and mesh shape (decisions depend on the mesh's shape, not on its ranks).
+ * Arguments that are not tensors only mark their position. */
+static int l_dispatch_key(lua_State *L) {
+  int top = lua_gettop(L);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  luaL_addlstring(&b, s, len + 1);
+  s = luaL_optlstring(L, 2, "", &len);
+  luaL_addlstring(&b, s, len + 1);
+  for (int i = 3; i <= top; i++) {
+    dt_lua_tensor *u = dt_lua_test_any(L, i);
+    int64_t w[2 + DT_MAX_DIMS + 1 + 3 * DT_MESH_MAX_DIMS];
+    int n = 0;
+    if (!u) {
+      w[n++] = -1;
+    } else if (u->spec) {
+      const dt_dspec *sp = u->spec;
+      w[n++] = sp->ndim, w[n++] = sp->dtype;
+      for (int d = 0; d < sp->ndim; d++) w[n++] = sp->shape[d];
+      w[n++] = sp->mesh->ndim;
+      for (int m = 0; m < sp->mesh->ndim; m++)
+        w[n++] = sp->mesh->shape[m], w[n++] = sp->p[m].kind, w[n++] = sp->p[m].kind == DT_SHARD ? sp->p[m].dim : (int64_t)sp->p[m].op;
+    } else {
+      w[n++] = -2 - u->t->ndim, w[n++] = u->t->dtype;
+      for (int d = 0; d < u->t->ndim; d++) w[n++] = u->t->shape[d];
+    }
+    luaL_addlstring(&b, (const char *)w, sizeof(int64_t) * (size_t)n);
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
 int dt_lua_implicit_replication(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
   int on = (int)lua_tointeger(L, -1) > 0;
@@ -407,6 +443,7 @@ void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
       {"_explain", l_explain_call},                /* dt.explain */
       {"_redistribute_cost", l_redistribute_cost}, /* Lua ops' strategy prices */
       {"_dispatch_note", l_dispatch_note},         /* Lua ops' decisions: stats and log */
+      {"_dispatch_key", l_dispatch_key},           /* Lua ops' decisions: cache keys */
       {NULL, NULL},
   };
   lua_pushvalue(L, tg->module);

@@ -377,6 +377,50 @@ describe("dispatch", function()
     assert(s1.hits + s1.misses == s0.hits + s0.misses + 1)
   end)
 
+  it("caches the decisions of the ops composed in Lua: a second identical call is all hits", function()
+    local W = dt.arange(6 * n * 3):to("float32"):reshape(6 * n, 3)
+    local w = dt.distribute_tensor(W, mesh, {"S1"})
+    local ids = dt.distribute_tensor(dt.tensor({{1, 2}, {3, 6 * n}}, {dtype = "int64"}), mesh, {"R"})
+    local lg = dt.distribute_tensor(W:t():contiguous(), mesh, {"S2"})
+    local tg = dt.distribute_tensor(dt.tensor({1, 2, 3}, {dtype = "int64"}), mesh, {"R"})
+    local x = dt.distribute_tensor(X, mesh, {"S1"})
+    local twice = dt.register_op {name = "twice_cache_spec", forward = function(a) return a * 2 end,
+                                  sharding = function(schema) return {{inputs = {schema.inputs[1].placements},
+                                                                        output = schema.inputs[1].placements}} end}
+    local calls = {
+      embedding = function() return dt.F.embedding(ids, w) end,
+      cross_entropy = function() return dt.F.cross_entropy(lg, tg) end,
+      cat = function() return dt.cat({x, x}, 2) end,
+      stack = function() return dt.stack({x, x}) end,
+      zeros_like = function() return dt.zeros_like(x) end,
+      full_like = function() return dt.full_like(x, 3) end,
+      register_op = function() return twice(x) end,
+    }
+    for what, call in pairs(calls) do
+      call()
+      local s1 = dt.dispatch_stats()
+      call()
+      local s2 = dt.dispatch_stats()
+      assert.are.equal(s1.misses, s2.misses, what .. ": no miss the second time")
+      assert(s2.hits > s1.hits, what .. ": counted as a hit")
+    end
+    -- a different static arg or placement is a new decision
+    local s1 = dt.dispatch_stats()
+    dt.cat({x, x}, 1)
+    assert(dt.dispatch_stats().misses > s1.misses, "cat along another dim: a miss")
+    -- a new rule for a Lua op forgets its decisions, and the new one is used
+    dt.register_sharding("twice_cache_spec", function(schema)
+      local r = {}
+      for m = 1, schema.mesh_ndim do r[m] = "R" end
+      return {{inputs = {r}, output = r}}
+    end)
+    s1 = dt.dispatch_stats()
+    local y = twice(x)
+    assert.are.equal(s1.misses + 1, dt.dispatch_stats().misses)
+    assert.are.equal("Replicate()", tostring(y.placements[1]))
+    assert(dt.equal(y:full_tensor(), X * 2))
+  end)
+
   it("plain tensors: one element is replicated, others need implicit_replication", function()
     local x = dt.distribute_tensor(X, mesh, {"S1"})
     close((x + dt.tensor(2.0)), X + 2)
