@@ -14,18 +14,19 @@ return function(dt)
     return "(" .. table.concat(s, ", ") .. ")"
   end
 
-  -- the log line's parts: the inputs' placements, the chosen ones -> the outputs', moves
+  -- the log line's parts: the inputs' specs, the chosen placements -> the outputs', the moves
   local function describe(d, tensors)
-    local ins, targets, moved = {}, {}, 0
+    local ins, targets, moves = {}, {}, {}
     for i, x in ipairs(tensors) do
-      ins[i] = plist(x.placements)
-      local t = d.inputs and d.inputs[i] or x.placements
-      targets[i] = plist(t)
-      if targets[i] ~= ins[i] then moved = moved + 1 end
+      local from = plist(x.placements)
+      ins[i] = x.dtype .. "{" .. table.concat(x:size(), ",") .. "} " .. from
+      targets[i] = plist(d.inputs and d.inputs[i] or x.placements)
+      if targets[i] ~= from then moves[#moves + 1] = "input " .. i .. " " .. from .. " -> " .. targets[i] end
     end
     local outs = {}
     for o, p in ipairs(d.outputs or {}) do outs[o] = plist(p) end
-    return table.concat(ins, ", "), table.concat(targets, ", ") .. " -> " .. table.concat(outs, ", "), moved
+    return table.concat(ins, ", "), table.concat(targets, ", ") .. " -> " .. table.concat(outs, ", "),
+           #moves > 0 and "redistribute " .. table.concat(moves, ", ") or ""
   end
 
   -- dt._decide(name, static, tensors, compute): the cached decision for these tensors (a
@@ -43,8 +44,8 @@ return function(dt)
       c[key] = d
     end
     if logging then
-      local ins, choice, moved = describe(d, tensors)
-      note(name, hit, ins, choice, moved, d.cost)
+      local ins, choice, moves = describe(d, tensors)
+      note(name, hit, ins, choice, moves, d.cost)
     else
       note(name, hit)
     end

@@ -352,7 +352,7 @@ static int l_implicit_replication(lua_State *L) {
   return lua_gettop(L);
 }
 
-/* dt._dispatch_note(name, hit[, inputs, choice, moved, cost]): counts a decision of an op
+/* dt._dispatch_note(name, hit[, inputs, choice, moves, cost]): counts a decision of an op
  * composed in Lua; returns whether DTLUA_LOG=dispatch is on (then the texts are logged). */
 static int l_dispatch_note(lua_State *L) {
   dt_context *ctx = dt_lua_context(L);
@@ -360,7 +360,7 @@ static int l_dispatch_note(lua_State *L) {
   int log = dt_dispatch_logging(ctx);
   if (!lua_isnone(L, 2))
     dt_dispatch_note_lua(ctx, name, log ? luaL_optstring(L, 3, "") : "", log ? luaL_optstring(L, 4, "") : "",
-                         lua_toboolean(L, 2), (int)luaL_optinteger(L, 5, 0), luaL_optnumber(L, 6, -1));
+                         log ? luaL_optstring(L, 5, "") : "", lua_toboolean(L, 2), luaL_optnumber(L, 6, -1));
   lua_pushboolean(L, log);
   return 1;
 }
