@@ -4,12 +4,7 @@
 -- the same indexing of the global tensor; the collectives issued; errors on every rank.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local n = dt.world_size()
-
-local function fails(pattern, f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error matching: " .. pattern)
-  assert.matches(pattern, tostring(err), 1, true)
-end
+local fails, placements, dist = H.fails, H.placements, H.dist
 
 -- d a DTensor equal to the plain want: global metadata everywhere, values on its mesh.
 local function same(d, want, what)
@@ -18,18 +13,6 @@ local function same(d, want, what)
   assert.are.equal(want.dtype, d.dtype, what)
   if not d.device_mesh:get_coordinate() then return end
   assert(dt.equal(d:full_tensor(), want), what .. ": values differ")
-end
-
--- partial: the dtype when Partial placements may be drawn (avg only for floating ones)
-local function placements(rng, mesh, ndim, partial)
-  local p = {}
-  for m = 1, mesh.ndim do
-    local k = rng.int(1, partial and 4 or 3)
-    if ndim == 0 or k == 1 then p[m] = dt.Replicate()
-    elseif k == 4 then p[m] = dt.Partial(rng.pick {"sum", "sum", "max", partial:match("float") and "avg" or "min"})
-    else p[m] = dt.Shard(rng.int(1, ndim)) end
-  end
-  return p
 end
 
 -- A random key for a tensor of this shape: {key, description}.
@@ -67,10 +50,6 @@ local function global(rng, shape, dtype)
   return (H.global(shape, "int64") + rng.int(0, 5)):to(dtype)
 end
 
--- what a DTensor of placements p holds after distribute_tensor(G) (Partial: G on every rank
--- with max/avg, G split into parts with sum)
-local function dist(G, mesh, p) return dt.distribute_tensor(G, mesh, p, {src_rank = false}) end
-
 for _, entry in ipairs(H.meshes()) do
   local name, mesh = entry[1], entry[2]
   describe("indexing DTensors on mesh " .. name, function()
@@ -78,8 +57,7 @@ for _, entry in ipairs(H.meshes()) do
       local rng = H.prng(71)
       for case = 1, 40 do
         local ndim = rng.int(1, 3)
-        local shape = {}
-        for d = 1, ndim do shape[d] = rng.int(1, 7) end
+        local shape = H.shape_of(rng, ndim)
         local dtype = rng.pick {"float32", "float64", "int64", "int32"}
         local G = global(rng, shape, dtype)
         local p = placements(rng, mesh, ndim, dtype)
@@ -96,8 +74,7 @@ for _, entry in ipairs(H.meshes()) do
       local rng = H.prng(72)
       for case = 1, 40 do
         local ndim = rng.int(1, 3)
-        local shape = {}
-        for d = 1, ndim do shape[d] = rng.int(1, 7) end
+        local shape = H.shape_of(rng, ndim)
         local dtype = rng.pick {"float32", "float64", "int64"}
         local G = global(rng, shape, dtype)
         local p = placements(rng, mesh, ndim, dtype)

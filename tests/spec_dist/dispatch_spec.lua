@@ -4,12 +4,7 @@
 -- (dt.dispatch_stats); mixing plain tensors; in-place ops; ranks outside the mesh; errors.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local rank, n = dt.rank(), dt.world_size()
-
-local function fails(pattern, f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error matching: " .. pattern)
-  assert.matches(pattern, tostring(err), 1, true)
-end
+local fails, placements, shape_of, dist = H.fails, H.placements, H.shape_of, H.dist
 
 -- d a DTensor: its global metadata everywhere, its values on the ranks of its mesh.
 local function close(d, want, what)
@@ -24,31 +19,11 @@ local function close(d, want, what)
   assert(err <= 1e-9 * (1 + w:abs():max():item()), (what or "") .. ": max error " .. err)
 end
 
--- A random placement list for a tensor of ndim dims on mesh (partial: Partial(sum) allowed).
-local function placements(rng, mesh, ndim, partial)
-  local p = {}
-  for m = 1, mesh.ndim do
-    local k = rng.int(1, partial and 4 or 3)
-    if ndim == 0 or k == 1 then p[m] = dt.Replicate()
-    elseif k == 4 then p[m] = dt.Partial("sum")
-    else p[m] = dt.Shard(rng.int(1, ndim)) end
-  end
-  return p
-end
-
-local function shape_of(rng, ndim, lo, hi)
-  local s = {}
-  for d = 1, ndim do s[d] = rng.int(lo or 1, hi or 7) end
-  return s
-end
-
 local function randn(rng, shape)
   local numel = 1
   for _, v in ipairs(shape) do numel = numel * v end
   return (dt.arange(numel):to("float64") * 0.37):sin():reshape(shape) + rng.int(0, 3)
 end
-
-local function dist(x, mesh, p) return dt.distribute_tensor(x, mesh, p, {src_rank = false}) end
 
 for _, entry in ipairs(H.meshes()) do
   local name, mesh = entry[1], entry[2]
