@@ -18,7 +18,11 @@ return function(dt)
     if fn ~= nil and type(fn) ~= "function" then
       error("register_sharding: rule must be a function(schema) -> strategies, got " .. type(fn), 2)
     end
-    if lua_ops[name] then lua_ops[name].sharding = fn return end
+    if lua_ops[name] then
+      lua_ops[name].sharding = fn
+      dt._forget_decisions(name)
+      return
+    end
     dt._register_sharding(name, fn)
   end
 
@@ -101,6 +105,7 @@ return function(dt)
     end
     local op = {forward = spec.forward, sharding = spec.sharding}
     lua_ops[name] = op
+    dt._forget_decisions(name)
     local function call(...)
       local args = table.pack(...)
       local tensors, pos, mesh = {}, {}, nil
@@ -116,8 +121,12 @@ return function(dt)
           error(name .. ": argument " .. i .. " is a plain tensor mixed with DTensors; convert it with dt.from_local or dt.distribute_tensor", 2)
         end
       end
-      local best = choose(lua_strategies(name, op, tensors, mesh))
-      if not best then error(name .. ": no sharding strategy of the rule fits these DTensor arguments", 2) end
+      local best = dt._decide(name, "", tensors, function()
+        local b = choose(lua_strategies(name, op, tensors, mesh))
+        if not b then error(name .. ": no sharding strategy of the rule fits these DTensor arguments", 0) end
+        return {inputs = b.inputs, outputs = {b.output},
+                output = b.output, shape = b.shape, cost = b.cost}
+      end)
       local locals, moved = {table.unpack(args, 1, args.n)}, {}
       for k, x in ipairs(tensors) do
         moved[k] = x:redistribute(best.inputs[k])

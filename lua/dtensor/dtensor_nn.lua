@@ -4,9 +4,27 @@ return function(dt)
   -- ---- embedding with a DTensor weight: per mesh dim, a row-wise (vocab) sharded weight
   -- gives a masked local lookup and a Partial(sum) output, a column-wise one a Shard on the
   -- output's last dim; a replicated weight lets the ids' sharding through.  The ids must be
-  -- replicated where the weight is sharded.  Ids outside the vocab give zero rows here (each
-  -- rank sees only its own rows), not an error. ----
+  -- replicated where the weight is sharded.  Ids outside the vocab are an error on every rank,
+  -- as for plain tensors: decided locally when every rank holds all the ids, else agreed by
+  -- one all_reduce of two integers (the smallest and the largest id). ----
   local F = dt.nn.functional
+
+  -- Raises plain embedding's error for the first out-of-range id; il: this rank's ids (nil
+  -- off-mesh), all_here: every rank of the world holds every id.
+  local NONE = -(1 << 62)
+  local function check_ids(il, vocab, all_here)
+    local lo, hi = NONE, NONE -- -min, max
+    if il and il:numel() > 0 then lo, hi = -il:min():item(), il:max():item() end
+    if not all_here then
+      local t = dt.tensor({lo, hi}, {dtype = "int64"})
+      dt.distributed.all_reduce(t, "max")
+      lo, hi = t[1]:item(), t[2]:item()
+    end
+    local bad = (-lo < 1 and lo ~= NONE) and -lo or (hi > vocab and hi or nil)
+    if bad then
+      error(string.format("embedding: id %d out of range for vocab size %d (ids are 1-based: 1..%d)", bad, vocab, vocab), 3)
+    end
+  end
 
   -- The mesh of two operands that must both be DTensors on one mesh (errors at the caller's caller).
   local function common_mesh(name, a, b, what)
@@ -27,22 +45,33 @@ return function(dt)
     local mesh = common_mesh("embedding", ids, weight, "ids and weight")
     local wsize = weight:size()
     if #wsize ~= 2 then error("embedding: weight must be 2-d [vocab, dim], got " .. #wsize .. "-d", 2) end
-    local wt, it, out, rowwise = {}, {}, {}, false
-    local nd = #ids:size()
-    for m = 1, mesh.ndim do
-      local wp, ip = weight.placements[m], ids.placements[m]
-      if wp:is_shard() then
-        wt[m], it[m] = wp, dt.Replicate()
-        if wp.dim == 1 then out[m], rowwise = dt.Partial("sum"), true else out[m] = dt.Shard(nd + 1) end
-      else
-        wt[m] = dt.Replicate()
-        it[m] = ip:is_shard() and ip or dt.Replicate()
-        out[m] = it[m]
+    local dec = dt._decide("embedding", "", {ids, weight}, function()
+      local wt, it, out, rowwise = {}, {}, {}, false
+      local nd = #ids:size()
+      for m = 1, mesh.ndim do
+        local wp, ip = weight.placements[m], ids.placements[m]
+        if wp:is_shard() then
+          wt[m], it[m] = wp, dt.Replicate()
+          if wp.dim == 1 then out[m], rowwise = dt.Partial("sum"), true else out[m] = dt.Shard(nd + 1) end
+        else
+          wt[m] = dt.Replicate()
+          it[m] = ip:is_shard() and ip or dt.Replicate()
+          out[m] = it[m]
+        end
       end
-    end
+      -- every rank of the world holds every id: the range check needs no collective
+      local all_here = mesh:size() == dt.world_size()
+      for m = 1, mesh.ndim do all_here = all_here and not it[m]:is_shard() end
+      return {inputs = {it, wt}, outputs = {out}, wt = wt, it = it, out = out, rowwise = rowwise, all_here = all_here}
+    end)
+    local wt, it, out, rowwise = dec.wt, dec.it, dec.out, dec.rowwise
     local shape = ids:size()
     shape[#shape + 1] = wsize[2]
+    if not (ids.dtype == "int64" or ids.dtype == "int32" or ids.dtype == "uint8") then
+      error("embedding: ids must be an integer tensor, got " .. ids.dtype, 2)
+    end
     local w2, i2 = weight:redistribute(wt), ids:redistribute(it)
+    check_ids(mesh:get_coordinate() and i2:to_local() or nil, wsize[1], dec.all_here)
     if not mesh:get_coordinate() then return dt.from_local(dt.empty(0, {dtype = weight.dtype}), mesh, out, {shape = shape}) end
     local wl, il = w2:to_local(), i2:to_local()
     local y
@@ -83,17 +112,37 @@ return function(dt)
     local reduction = opts.reduction or "mean"
     local shape = logits:size()
     local cdim = #shape == 1 and 1 or 2
-    local lp, tp, batch, class = {}, {}, {}, false
-    for m = 1, mesh.ndim do
-      local p = logits.placements[m]
-      if p:is_shard() and p.dim == cdim then
-        lp[m], tp[m], batch[m], class = p, dt.Replicate(), dt.Replicate(), true
-      elseif p:is_shard() then
-        lp[m], tp[m], batch[m] = p, dt.Shard(p.dim < cdim and p.dim or p.dim - 1), dt.Shard(p.dim < cdim and p.dim or p.dim - 1)
-      else
-        lp[m], tp[m], batch[m] = dt.Replicate(), dt.Replicate(), dt.Replicate()
+    -- the placements: logits/target targets, the per-sample loss's, and those of the
+    -- class-reduced partial results (loss parallel)
+    local dec = dt._decide("cross_entropy", "", {logits, target}, function()
+      local lp, tp, batch, class = {}, {}, {}, false
+      for m = 1, mesh.ndim do
+        local p = logits.placements[m]
+        if p:is_shard() and p.dim == cdim then
+          lp[m], tp[m], batch[m], class = p, dt.Replicate(), dt.Replicate(), true
+        elseif p:is_shard() then
+          lp[m], tp[m], batch[m] = p, dt.Shard(p.dim < cdim and p.dim or p.dim - 1), dt.Shard(p.dim < cdim and p.dim or p.dim - 1)
+        else
+          lp[m], tp[m], batch[m] = dt.Replicate(), dt.Replicate(), dt.Replicate()
+        end
       end
-    end
+      if not class then return {inputs = {lp, tp}, outputs = {batch}, lp = lp, tp = tp, batch = batch} end
+      local maxp, sump = {}, {}
+      for m = 1, mesh.ndim do
+        local classdim = lp[m]:is_shard() and lp[m].dim == cdim
+        maxp[m] = classdim and dt.Partial("max") or batch[m]
+        sump[m] = classdim and dt.Partial("sum") or batch[m]
+        if batch[m]:is_shard() and batch[m].dim >= cdim then -- kshape keeps the class dim
+          maxp[m] = classdim and maxp[m] or dt.Shard(batch[m].dim + 1)
+          sump[m] = classdim and sump[m] or dt.Shard(batch[m].dim + 1)
+        end
+      end
+      local kplace = {}
+      for m = 1, mesh.ndim do kplace[m] = (maxp[m]:is_partial()) and dt.Replicate() or maxp[m] end
+      return {inputs = {lp, tp}, outputs = {batch}, lp = lp, tp = tp, batch = batch, class = true, maxp = maxp,
+              sump = sump, kplace = kplace}
+    end)
+    local lp, tp, batch, class = dec.lp, dec.tp, dec.batch, dec.class
     if not class then -- plain per-element losses on the shards, then the reduction as DTensor ops
       local l2, t2 = logits:redistribute(lp), target:redistribute(tp)
       local tshape = target:size()
@@ -111,18 +160,7 @@ return function(dt)
     local l2, t2 = logits:redistribute(lp), target:redistribute(tp)
     local kshape = {}
     for d = 1, #shape do kshape[d] = d == cdim and 1 or shape[d] end
-    local maxp, sump = {}, {}
-    for m = 1, mesh.ndim do
-      local classdim = lp[m]:is_shard() and lp[m].dim == cdim
-      maxp[m] = classdim and dt.Partial("max") or batch[m]
-      sump[m] = classdim and dt.Partial("sum") or batch[m]
-      if batch[m]:is_shard() and batch[m].dim >= cdim then -- kshape keeps the class dim
-        maxp[m] = classdim and maxp[m] or dt.Shard(batch[m].dim + 1)
-        sump[m] = classdim and sump[m] or dt.Shard(batch[m].dim + 1)
-      end
-    end
-    local kplace = {}
-    for m = 1, mesh.ndim do kplace[m] = (maxp[m]:is_partial()) and dt.Replicate() or maxp[m] end
+    local maxp, sump, kplace = dec.maxp, dec.sump, dec.kplace
     local on = mesh:get_coordinate() ~= nil
     local lx, tx = l2:to_local(), t2:to_local()
     local start, len = 0, on and lx:size(cdim) or 0

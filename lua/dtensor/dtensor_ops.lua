@@ -53,12 +53,16 @@ return function(dt)
 
   -- ---- *_like factories keep a DTensor's mesh and placements (Partial becomes Replicate:
   -- a fresh value is not a sum of pending parts) ----
-  local function like_opts(x, opts)
+  local function like_placements(x)
+    local out = {}
+    for m, p in ipairs(x.placements) do out[m] = p:is_partial() and dt.Replicate() or p end
+    return {outputs = {out}}
+  end
+  local function like_opts(name, x, opts)
     local o = {}
     if type(opts) == "table" then for key, v in pairs(opts) do o[key] = v end end
     o.device_mesh = x.device_mesh
-    o.placements = {}
-    for m, p in ipairs(x.placements) do o.placements[m] = p:is_partial() and dt.Replicate() or p end
+    o.placements = dt._decide(name, "", {x}, function() return like_placements(x) end).outputs[1]
     o.dtype = o.dtype or x.dtype
     return o
   end
@@ -68,27 +72,27 @@ return function(dt)
     plain[name] = dt[name]
   end
   function dt.zeros_like(x, opts)
-    if dt.is_dtensor(x) then return dt.zeros(x:size(), like_opts(x, opts)) end
+    if dt.is_dtensor(x) then return dt.zeros(x:size(), like_opts("zeros_like", x, opts)) end
     return (plain.zeros_like(x, opts))
   end
   function dt.ones_like(x, opts)
-    if dt.is_dtensor(x) then return dt.ones(x:size(), like_opts(x, opts)) end
+    if dt.is_dtensor(x) then return dt.ones(x:size(), like_opts("ones_like", x, opts)) end
     return (plain.ones_like(x, opts))
   end
   function dt.empty_like(x, opts)
-    if dt.is_dtensor(x) then return dt.empty(x:size(), like_opts(x, opts)) end
+    if dt.is_dtensor(x) then return dt.empty(x:size(), like_opts("empty_like", x, opts)) end
     return (plain.empty_like(x, opts))
   end
   function dt.rand_like(x, opts)
-    if dt.is_dtensor(x) then return dt.rand(x:size(), like_opts(x, opts)) end
+    if dt.is_dtensor(x) then return dt.rand(x:size(), like_opts("rand_like", x, opts)) end
     return (plain.rand_like(x, opts))
   end
   function dt.randn_like(x, opts)
-    if dt.is_dtensor(x) then return dt.randn(x:size(), like_opts(x, opts)) end
+    if dt.is_dtensor(x) then return dt.randn(x:size(), like_opts("randn_like", x, opts)) end
     return (plain.randn_like(x, opts))
   end
   function dt.full_like(x, value, opts)
-    if dt.is_dtensor(x) then return dt.full(x:size(), value, like_opts(x, opts)) end
+    if dt.is_dtensor(x) then return dt.full(x:size(), value, like_opts("full_like", x, opts)) end
     return (plain.full_like(x, value, opts))
   end
 
@@ -113,12 +117,18 @@ return function(dt)
     local hi = is_stack and ndim + 1 or ndim
     if d < 0 then d = d + hi + 1 end
     if d < 1 or d > hi then error(name .. ": dim " .. tostring(dim) .. " out of range for " .. ndim .. "-d tensors", 3) end
-    local target, out = {}, {}
-    for m, p in ipairs(first.placements) do
-      local keep = p:is_shard() and (is_stack or p.dim ~= d)
-      target[m] = keep and p or dt.Replicate()
-      out[m] = keep and dt.Shard((is_stack and p.dim >= d) and p.dim + 1 or p.dim) or dt.Replicate()
-    end
+    local dec = dt._decide(name, tostring(d), list, function()
+      local target, out = {}, {}
+      for m, p in ipairs(first.placements) do
+        local keep = p:is_shard() and (is_stack or p.dim ~= d)
+        target[m] = keep and p or dt.Replicate()
+        out[m] = keep and dt.Shard((is_stack and p.dim >= d) and p.dim + 1 or p.dim) or dt.Replicate()
+      end
+      local inputs = {}
+      for i = 1, #list do inputs[i] = target end
+      return {inputs = inputs, outputs = {out}, target = target, out = out}
+    end)
+    local target, out = dec.target, dec.out
     local locals, total = {}, 0
     for i, x in ipairs(list) do
       local s = x:size()

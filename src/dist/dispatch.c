@@ -269,18 +269,31 @@ static int plain_specs(dt_context *ctx, const char *name, const dt_op_args *a, c
   return DT_OK;
 }
 
+/* One line per decision (doc/dispatch.md "Logging"); moves "" when nothing moves, cost < 0
+ * when not priced. */
+static void log_line(dt_context *ctx, const char *name, const char *in, const char *choice, const char *moves, int hit,
+                     double cost) {
+  char c[64] = "";
+  if (cost >= 0) snprintf(c, sizeof c, " | cost %.3g s", cost);
+  fprintf(stderr, "[dispatch rank %d] %s(%s): chose %s | cache %s | %s%s\n", ctx->rank, name, in, choice,
+          hit ? "hit" : "miss", *moves ? moves : "no redistribution", c);
+}
+
 static void log_decision(dt_context *ctx, const char *name, const dt_op_args *a, const dt_dspec *const *sp,
                          const entry *e, int hit, int nout) {
-  char in[512] = "", ch[512];
-  size_t at = 0;
-  char p[128];
-  for (int i = 0; i < a->nin && at < sizeof in; i++)
-    if (sp[i]) at += (size_t)snprintf(in + at, sizeof in - at, "%s%s", at ? ", " : "", dt_placements_format(sp[i]->p, e->k.mesh_ndim, p, sizeof p));
-  fmt_strategy(ch, sizeof ch, &e->choice, a->nin, sp, nout, e->k.mesh_ndim);
-  int moved = 0;
-  for (int i = 0; i < a->nin; i++) moved += sp[i] && !same_placements(sp[i]->p, e->choice.in[i], e->k.mesh_ndim);
-  fprintf(stderr, "[dispatch rank %d] %s(%s): chose %s | cache %s | %d input(s) redistributed, cost %.3g s\n", ctx->rank,
-          name, in, ch, hit ? "hit" : "miss", moved, e->cost);
+  char in[1024] = "", ch[512], mv[1024] = "", p[128], q[128], sh[160];
+  size_t at = 0, am = 0;
+  int nm = e->k.mesh_ndim;
+  for (int i = 0; i < a->nin && at < sizeof in && am < sizeof mv; i++) {
+    if (!sp[i]) continue;
+    at += (size_t)snprintf(in + at, sizeof in - at, "%s%s%s %s", at ? ", " : "", dt_dtype_name(sp[i]->dtype),
+                           dt_format_shape(sh, sizeof sh, sp[i]->ndim, sp[i]->shape), dt_placements_format(sp[i]->p, nm, p, sizeof p));
+    if (!same_placements(sp[i]->p, e->choice.in[i], nm))
+      am += (size_t)snprintf(mv + am, sizeof mv - am, "%sinput %d %s -> %s", am ? ", " : "redistribute ", i + 1,
+                             dt_placements_format(sp[i]->p, nm, p, sizeof p), dt_placements_format(e->choice.in[i], nm, q, sizeof q));
+  }
+  fmt_strategy(ch, sizeof ch, &e->choice, a->nin, sp, nout, nm);
+  log_line(ctx, name, in, ch, mv, hit, e->cost);
 }
 
 int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dispatch_call *c, dt_tensor **out,
@@ -400,4 +413,20 @@ fail:
     out[o] = NULL, out_spec[o] = NULL;
   }
   return DT_ERR;
+}
+
+/* ---- decisions taken in Lua (lua/dtensor/lua_decisions.lua): counted and logged here ---- */
+
+int dt_dispatch_logging(dt_context *ctx) {
+  dt_dispatch_state *s = state(ctx);
+  return s && s->log;
+}
+
+void dt_dispatch_note_lua(dt_context *ctx, const char *name, const char *inputs, const char *choice, const char *moves,
+                          int hit, double cost) {
+  dt_dispatch_state *s = state(ctx);
+  if (!s) return;
+  if (hit) s->stats.hits++;
+  else s->stats.misses++;
+  if (s->log) log_line(ctx, name, inputs, choice, moves, hit, cost);
 }

@@ -48,4 +48,11 @@ void dt_dispatch_cache_clear(dt_context *ctx);
 typedef struct dt_dispatch_state dt_dispatch_state;
 void dt_dispatch_state_free(dt_dispatch_state *s);
 
+/* Decisions of the ops composed in Lua (embedding, cross_entropy, cat/stack, *_like, ops of
+ * dt.register_op), cached on the Lua side: count a hit or a miss in the stats and, under
+ * DTLUA_LOG=dispatch, log a line in the dispatcher's format (cost < 0: not priced). */
+void dt_dispatch_note_lua(dt_context *ctx, const char *name, const char *inputs, const char *choice, const char *moves,
+                          int hit, double cost);
+int dt_dispatch_logging(dt_context *ctx);
+
 #endif

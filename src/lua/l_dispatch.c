@@ -352,6 +352,62 @@ static int l_implicit_replication(lua_State *L) {
   return lua_gettop(L);
 }
 
+/* dt._dispatch_note(name, hit[, inputs, choice, moves, cost]): counts a decision of an op
+ * composed in Lua; returns whether DTLUA_LOG=dispatch is on (then the texts are logged). */
+static int l_dispatch_note(lua_State *L) {
+  dt_context *ctx = dt_lua_context(L);
+  const char *name = luaL_checkstring(L, 1);
+  int log = dt_dispatch_logging(ctx);
+  if (!lua_isnone(L, 2))
+    dt_dispatch_note_lua(ctx, name, log ? luaL_optstring(L, 3, "") : "", log ? luaL_optstring(L, 4, "") : "",
+                         log ? luaL_optstring(L, 5, "") : "", lua_toboolean(L, 2), luaL_optnumber(L, 6, -1));
+  lua_pushboolean(L, log);
+  return 1;
+}
+
+/* dt._dispatch_key(name, static, ...): the cache key of a decision taken in Lua -- name, the
+ * static args that matter (a string) and, per tensor argument, its global shape, dtype,
+ * placements and mesh shape (decisions depend on the mesh's shape, not on its ranks).
+ * Arguments that are not tensors only mark their position. */
+static int l_dispatch_key(lua_State *L) {
+  int top = lua_gettop(L);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  luaL_addlstring(&b, s, len + 1);
+  s = luaL_optlstring(L, 2, "", &len);
+  luaL_addlstring(&b, s, len + 1);
+  for (int i = 3; i <= top; i++) {
+    dt_lua_tensor *u = dt_lua_test_any(L, i);
+    int64_t w[2 + DT_MAX_DIMS + 1 + 3 * DT_MESH_MAX_DIMS];
+    int n = 0;
+    if (!u) {
+      w[n++] = -1;
+    } else if (u->spec) {
+      const dt_dspec *sp = u->spec;
+      w[n++] = sp->ndim, w[n++] = sp->dtype;
+      for (int d = 0; d < sp->ndim; d++) w[n++] = sp->shape[d];
+      w[n++] = sp->mesh->ndim;
+      for (int m = 0; m < sp->mesh->ndim; m++)
+        w[n++] = sp->mesh->shape[m], w[n++] = sp->p[m].kind, w[n++] = sp->p[m].kind == DT_SHARD ? sp->p[m].dim : (int64_t)sp->p[m].op;
+    } else {
+      w[n++] = -2 - u->t->ndim, w[n++] = u->t->dtype;
+      for (int d = 0; d < u->t->ndim; d++) w[n++] = u->t->shape[d];
+    }
+    luaL_addlstring(&b, (const char *)w, sizeof(int64_t) * (size_t)n);
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
+int dt_lua_implicit_replication(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
+  int on = (int)lua_tointeger(L, -1) > 0;
+  lua_pop(L, 1);
+  return on;
+}
+
 /* Bindings whose DTensor operands the dispatcher handles (names in the dt table, the
  * Tensor methods and the metatable). */
 static const char *const allowed[] = {
@@ -363,7 +419,9 @@ static const char *const allowed[] = {
     "uniform_", "normal_", "bernoulli", "multinomial", "_dropout", "_dropout_backward", /* dist/rng.c */
     "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "norm", "softmax",
     "log_softmax", "view", "reshape", "expand", "transpose", "t", "permute", "unsqueeze", "squeeze", "flatten",
-    "narrow", "select", "chunk", "split", "view_as", "expand_as", "_layer_norm", "_rms_norm", "_sdpa", NULL,
+    "narrow", "select", "chunk", "split", "view_as", "expand_as", "_layer_norm", "_rms_norm", "_sdpa",
+    "__index", /* t[k]: select/slice views (l_view.c) */
+    NULL,
 };
 
 void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
@@ -385,6 +443,8 @@ void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
       {"_register_sharding", l_register_sharding}, /* dt.register_sharding (lua/dtensor/dispatch.lua) */
       {"_explain", l_explain_call},                /* dt.explain */
       {"_redistribute_cost", l_redistribute_cost}, /* Lua ops' strategy prices */
+      {"_dispatch_note", l_dispatch_note},         /* Lua ops' decisions: stats and log */
+      {"_dispatch_key", l_dispatch_key},           /* Lua ops' decisions: cache keys */
       {NULL, NULL},
   };
   lua_pushvalue(L, tg->module);

@@ -8,6 +8,7 @@
 #include "lua/l_tensor.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Size of dim d of the tensor at idx as the user sees it: the global one for a DTensor (whose
  * local shard t stands for it on its way to the dispatcher). */
@@ -261,8 +262,8 @@ static void step_view(lua_State *L, int slot, dt_op_id id, dt_op_args *a) {
 }
 
 /* A range entry {start, stop[, step]} for a dim of `size`: 1-based inclusive, negative
- * from the end; {i} is {i, i}.  Fills a->ints for SLICE at dim d. */
-static void range_arg(lua_State *L, int entry, int64_t size, int d, dt_op_args *a) {
+ * from the end; {i} is {i, i}.  d (0-based) words the errors. */
+static void range_arg(lua_State *L, int entry, int64_t size, int d, int64_t *start, int64_t *stop, int64_t *step) {
   int n = (int)luaL_len(L, entry);
   lua_Integer v[3] = {1, size, 1};
   if (n > 3) luaL_error(L, "indexing: a range has at most 3 entries {start, stop, step}, got %d", n);
@@ -279,51 +280,75 @@ static void range_arg(lua_State *L, int entry, int64_t size, int d, dt_op_args *
   if (v[0] == 0 || v[1] == 0 || s < 1 || s > size + 1 || e > size || e < s - 1)
     luaL_error(L, "indexing: range {%I, %I} out of range for dim %d of size %I", (lua_Integer)v[0], (lua_Integer)v[1],
                d + 1, (lua_Integer)size);
-  a->ints[0] = d, a->ints[1] = s - 1, a->ints[2] = e, a->ints[3] = v[2];
-  a->nints = 4;
+  *start = s - 1, *stop = e, *step = v[2];
 }
 
-/* Leaves the view t[key] at the top of the stack; t at 1, key at 2. */
-static void push_indexed(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
-  lua_pushvalue(L, 1);
-  int slot = lua_gettop(L);
-  if (lua_type(L, 2) == LUA_TNUMBER) {
-    if (t->ndim == 0) luaL_error(L, "indexing: a 0-d tensor cannot be indexed (use t:item())");
-    dt_op_args a = {0};
-    a.ints[1] = check_index(L, 2, t->shape[0], 1, "indexing");
-    a.nints = 2;
-    step_view(L, slot, DT_OP_SELECT, &a);
+void dt_lua_parse_index(lua_State *L, int key, int ndim, const int64_t *shape, dt_lua_index *ix) {
+  memset(ix, 0, sizeof *ix);
+  ix->ndim = ndim;
+  for (int d = 0; d < ndim; d++) ix->stop[d] = shape[d], ix->step[d] = 1;
+  if (lua_type(L, key) == LUA_TNUMBER) {
+    if (ndim == 0) luaL_error(L, "indexing: a 0-d tensor cannot be indexed (use t:item())");
+    ix->kind[0] = DT_INDEX_SELECT;
+    ix->start[0] = check_index(L, key, shape[0], 1, "indexing");
     return;
   }
-  if (!lua_istable(L, 2) || dt_lua_test_tensor(L, 2))
-    luaL_error(L, "indexing: key must be an integer or a table of ranges, got %s", luaL_typename(L, 2));
-  int n = (int)luaL_len(L, 2);
-  if (n > t->ndim) luaL_error(L, "indexing: %d entries for a %d-d tensor", n, t->ndim);
-  int d = 0; /* dim of the current view the next entry applies to */
-  for (int i = 1; i <= n; i++) {
-    int tp = lua_geti(L, 2, i);
+  if (!lua_istable(L, key) || dt_lua_test_any(L, key))
+    luaL_error(L, "indexing: key must be an integer or a table of ranges, got %s", luaL_typename(L, key));
+  int n = (int)luaL_len(L, key);
+  if (n > ndim) luaL_error(L, "indexing: %d entries for a %d-d tensor", n, ndim);
+  /* entry i applies to dim i of t, which is dim vd of the view made by the entries before */
+  for (int i = 1, vd = 0; i <= n; i++) {
+    int d = i - 1, tp = lua_geti(L, key, i);
     int entry = lua_gettop(L);
-    dt_tensor *cur = dt_lua_check_tensor(L, slot);
-    dt_op_args a = {0};
     if (tp == LUA_TNUMBER) {
-      a.ints[0] = d;
-      a.ints[1] = check_index(L, entry, cur->shape[d], i, "indexing");
-      a.nints = 2;
-      step_view(L, slot, DT_OP_SELECT, &a);
+      ix->kind[d] = DT_INDEX_SELECT;
+      ix->start[d] = check_index(L, entry, shape[d], i, "indexing");
     } else if (tp == LUA_TSTRING && lua_rawlen(L, entry) == 1 && *lua_tostring(L, entry) == ':') {
-      d++;
-    } else if (tp == LUA_TTABLE && !dt_lua_test_tensor(L, entry)) {
+      vd++;
+    } else if (tp == LUA_TTABLE && !dt_lua_test_any(L, entry)) {
       if (luaL_len(L, entry) > 0) {
-        range_arg(L, entry, cur->shape[d], d, &a);
-        step_view(L, slot, DT_OP_SLICE, &a);
+        ix->kind[d] = DT_INDEX_RANGE;
+        range_arg(L, entry, shape[d], vd, &ix->start[d], &ix->stop[d], &ix->step[d]);
       }
-      d++;
+      vd++;
     } else {
       luaL_error(L, "indexing: entry %d must be an integer, a range {start, stop, step}, {} or \":\", got %s", i,
                  luaL_typename(L, entry));
     }
-    lua_settop(L, slot);
+    lua_pop(L, 1);
+  }
+}
+
+int64_t dt_lua_index_count(const dt_lua_index *ix, int d) {
+  if (ix->kind[d] == DT_INDEX_SELECT) return 1;
+  return ix->stop[d] > ix->start[d] ? (ix->stop[d] - ix->start[d] + ix->step[d] - 1) / ix->step[d] : 0;
+}
+
+/* Leaves the view t[key] at the top of the stack; t at 1, key at 2.  The key is checked
+ * against t's global shape (a DTensor's), and each step is a view op that DTensors take
+ * through the dispatcher (so the same error on every rank, before any collective). */
+static void push_indexed(lua_State *L) {
+  dt_lua_tensor *u = dt_lua_check_any(L, 1);
+  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_lua_index ix;
+  dt_lua_parse_index(L, 2, u->spec ? u->spec->ndim : t->ndim, u->spec ? u->spec->shape : t->shape, &ix);
+  lua_pushvalue(L, 1);
+  int slot = lua_gettop(L);
+  for (int d = 0, vd = 0; d < ix.ndim; d++) {
+    dt_op_args a = {0};
+    if (ix.kind[d] == DT_INDEX_SELECT) {
+      a.ints[0] = vd, a.ints[1] = ix.start[d];
+      a.nints = 2;
+      step_view(L, slot, DT_OP_SELECT, &a);
+      continue;
+    }
+    if (ix.kind[d] == DT_INDEX_RANGE) {
+      a.ints[0] = vd, a.ints[1] = ix.start[d], a.ints[2] = ix.stop[d], a.ints[3] = ix.step[d];
+      a.nints = 4;
+      step_view(L, slot, DT_OP_SLICE, &a);
+    }
+    vd++;
   }
 }
 
@@ -332,8 +357,7 @@ int dt_lua_tensor_index(lua_State *L) {
   return 1;
 }
 
-/* A 0-d tensor holding the Lua value at idx, keeping integers exact. */
-static dt_tensor *scalar_tensor(lua_State *L, int idx) {
+dt_tensor *dt_lua_scalar_tensor(lua_State *L, int idx) {
   dt_tensor *s;
   const int64_t no_dims[1] = {0}; /* not NULL: the shape is memcpy'd */
   if (lua_isboolean(L, idx)) s = dt_tensor_full(DT_BOOL, 0, no_dims, lua_toboolean(L, idx), DT_CPU);
@@ -351,6 +375,11 @@ static dt_tensor *scalar_tensor(lua_State *L, int idx) {
 int dt_lua_tensor_newindex(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) return luaL_error(L, "cannot set field '%s' of a tensor", lua_tostring(L, 2));
   lua_settop(L, 3);
+  if (dt_lua_check_any(L, 1)->spec) return dt_lua_dtensor_newindex(L);
+  dt_lua_tensor *vu = dt_lua_test_any(L, 3);
+  if (vu && vu->spec)
+    return luaL_error(L, "indexing assignment: the value is a DTensor and the tensor is not; use v:full_tensor() "
+                         "or distribute the tensor");
   int is_num = lua_type(L, 3) == LUA_TNUMBER, is_int = lua_isinteger(L, 3);
   lua_Integer vi = lua_tointeger(L, 3);
   lua_Number v = lua_tonumber(L, 3);
@@ -359,7 +388,7 @@ int dt_lua_tensor_newindex(lua_State *L) {
     if (src->storage == dt_lua_check_tensor(L, 1)->storage) src = dt_tensor_clone(src); /* may overlap */
     else dt_tensor_retain(src);
   } else {
-    src = scalar_tensor(L, 3);
+    src = dt_lua_scalar_tensor(L, 3);
   }
   dt_lua_push_tensor(L, src); /* owned by Lua from here: no leak if indexing raises */
   lua_insert(L, 3);

@@ -4,12 +4,7 @@
 -- (dt.dispatch_stats); mixing plain tensors; in-place ops; ranks outside the mesh; errors.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local rank, n = dt.rank(), dt.world_size()
-
-local function fails(pattern, f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error matching: " .. pattern)
-  assert.matches(pattern, tostring(err), 1, true)
-end
+local fails, placements, shape_of, dist = H.fails, H.placements, H.shape_of, H.dist
 
 -- d a DTensor: its global metadata everywhere, its values on the ranks of its mesh.
 local function close(d, want, what)
@@ -24,31 +19,11 @@ local function close(d, want, what)
   assert(err <= 1e-9 * (1 + w:abs():max():item()), (what or "") .. ": max error " .. err)
 end
 
--- A random placement list for a tensor of ndim dims on mesh (partial: Partial(sum) allowed).
-local function placements(rng, mesh, ndim, partial)
-  local p = {}
-  for m = 1, mesh.ndim do
-    local k = rng.int(1, partial and 4 or 3)
-    if ndim == 0 or k == 1 then p[m] = dt.Replicate()
-    elseif k == 4 then p[m] = dt.Partial("sum")
-    else p[m] = dt.Shard(rng.int(1, ndim)) end
-  end
-  return p
-end
-
-local function shape_of(rng, ndim, lo, hi)
-  local s = {}
-  for d = 1, ndim do s[d] = rng.int(lo or 1, hi or 7) end
-  return s
-end
-
 local function randn(rng, shape)
   local numel = 1
   for _, v in ipairs(shape) do numel = numel * v end
   return (dt.arange(numel):to("float64") * 0.37):sin():reshape(shape) + rng.int(0, 3)
 end
-
-local function dist(x, mesh, p) return dt.distribute_tensor(x, mesh, p, {src_rank = false}) end
 
 for _, entry in ipairs(H.meshes()) do
   local name, mesh = entry[1], entry[2]
@@ -222,6 +197,25 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("embedding: an id outside the vocab is plain embedding's error on every rank, whatever the placements", function()
+      local rng = H.prng(31)
+      for case = 1, 8 do
+        local V = rng.int(2, 9)
+        local Wt = randn(rng, {V, 3})
+        local Ids = (dt.arange(6):remainder(V) + 1):reshape(2, 3)
+        local bad = rng.int(1, 2) == 1 and V + rng.int(1, 3) or -rng.int(0, 2)
+        Ids[{rng.int(1, 2), rng.int(1, 3)}] = bad
+        local w = dist(Wt, mesh, placements(rng, mesh, 2, false))
+        local ids = dist(Ids, mesh, placements(rng, mesh, 2, false))
+        local want = string.format("embedding: id %d out of range for vocab size %d (ids are 1-based: 1..%d)", bad, V, V)
+        fails(want, dt.F.embedding, Ids, Wt)
+        fails(want, dt.F.embedding, ids, w)
+      end
+      local w = dist(randn(rng, {4, 2}), mesh, placements(rng, mesh, 2, false))
+      fails("embedding: ids must be an integer tensor, got float32", dt.F.embedding,
+            dist(dt.ones(2, 2), mesh, placements(rng, mesh, 2, false)), w)
+    end)
+
     it("embedding: row-wise (vocab) sharded weight -> Partial(sum), column-wise -> Shard(last)", function()
       local rng = H.prng(29)
       for case = 1, 8 do
@@ -358,6 +352,50 @@ describe("dispatch", function()
     assert(s1.hits + s1.misses == s0.hits + s0.misses + 1)
   end)
 
+  it("caches the decisions of the ops composed in Lua: a second identical call is all hits", function()
+    local W = dt.arange(6 * n * 3):to("float32"):reshape(6 * n, 3)
+    local w = dt.distribute_tensor(W, mesh, {"S1"})
+    local ids = dt.distribute_tensor(dt.tensor({{1, 2}, {3, 6 * n}}, {dtype = "int64"}), mesh, {"R"})
+    local lg = dt.distribute_tensor(W:t():contiguous(), mesh, {"S2"})
+    local tg = dt.distribute_tensor(dt.tensor({1, 2, 3}, {dtype = "int64"}), mesh, {"R"})
+    local x = dt.distribute_tensor(X, mesh, {"S1"})
+    local twice = dt.register_op {name = "twice_cache_spec", forward = function(a) return a * 2 end,
+                                  sharding = function(schema) return {{inputs = {schema.inputs[1].placements},
+                                                                        output = schema.inputs[1].placements}} end}
+    local calls = {
+      embedding = function() return dt.F.embedding(ids, w) end,
+      cross_entropy = function() return dt.F.cross_entropy(lg, tg) end,
+      cat = function() return dt.cat({x, x}, 2) end,
+      stack = function() return dt.stack({x, x}) end,
+      zeros_like = function() return dt.zeros_like(x) end,
+      full_like = function() return dt.full_like(x, 3) end,
+      register_op = function() return twice(x) end,
+    }
+    for what, call in pairs(calls) do
+      call()
+      local s1 = dt.dispatch_stats()
+      call()
+      local s2 = dt.dispatch_stats()
+      assert.are.equal(s1.misses, s2.misses, what .. ": no miss the second time")
+      assert(s2.hits > s1.hits, what .. ": counted as a hit")
+    end
+    -- a different static arg or placement is a new decision
+    local s1 = dt.dispatch_stats()
+    dt.cat({x, x}, 1)
+    assert(dt.dispatch_stats().misses > s1.misses, "cat along another dim: a miss")
+    -- a new rule for a Lua op forgets its decisions, and the new one is used
+    dt.register_sharding("twice_cache_spec", function(schema)
+      local r = {}
+      for m = 1, schema.mesh_ndim do r[m] = "R" end
+      return {{inputs = {r}, output = r}}
+    end)
+    s1 = dt.dispatch_stats()
+    local y = twice(x)
+    assert.are.equal(s1.misses + 1, dt.dispatch_stats().misses)
+    assert.are.equal("Replicate()", tostring(y.placements[1]))
+    assert(dt.equal(y:full_tensor(), X * 2))
+  end)
+
   it("plain tensors: one element is replicated, others need implicit_replication", function()
     local x = dt.distribute_tensor(X, mesh, {"S1"})
     close((x + dt.tensor(2.0)), X + 2)
@@ -374,7 +412,7 @@ describe("dispatch", function()
   it("errors: ops without a rule, different meshes, in-place changing placements", function()
     local x = dt.distribute_tensor(X, mesh, {"S1"})
     fails("a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()",
-          function() return x[1] end)
+          function() return x:is_contiguous() end)
     local m2 = dt.init_device_mesh("cpu", {1, n})
     local z = dt.distribute_tensor(X, m2, {"R", "R"})
     fails("add: DTensor operands on different meshes", function() return x + z end)

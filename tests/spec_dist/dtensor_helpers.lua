@@ -82,4 +82,39 @@ function H.placement_string(list)
   return "{" .. table.concat(out, ", ") .. "}"
 end
 
+-- pcall(f, ...) must fail with a message containing pattern (plain text).  (This file is
+-- run with dofile, outside busted's environment: plain error() rather than luassert.)
+function H.fails(pattern, f, ...)
+  local ok, err = pcall(f, ...)
+  if ok then error("expected an error matching: " .. pattern, 2) end
+  if not tostring(err):find(pattern, 1, true) then
+    error("expected an error matching: " .. pattern .. "\ngot: " .. tostring(err), 2)
+  end
+end
+
+-- distribute_tensor of a global tensor every rank holds (no broadcast from a source rank).
+function H.dist(x, mesh, p) return dt.distribute_tensor(x, mesh, p, {src_rank = false}) end
+
+-- A random shape of ndim dims, sizes in lo..hi (1..7).
+function H.shape_of(rng, ndim, lo, hi)
+  local s = {}
+  for d = 1, ndim do s[d] = rng.int(lo or 1, hi or 7) end
+  return s
+end
+
+-- A random placement list for a tensor of ndim dims on mesh.  partial: false (Shard and
+-- Replicate), true (Partial(sum) too), or a dtype (Partial sum/max, and avg for floating
+-- dtypes or min for the others).
+function H.placements(rng, mesh, ndim, partial)
+  local p = {}
+  for m = 1, mesh.ndim do
+    local k = rng.int(1, partial and 4 or 3)
+    if ndim == 0 or k == 1 then p[m] = dt.Replicate()
+    elseif k == 4 then
+      p[m] = dt.Partial(partial == true and "sum" or rng.pick {"sum", "sum", "max", partial:match("float") and "avg" or "min"})
+    else p[m] = dt.Shard(rng.int(1, ndim)) end
+  end
+  return p
+end
+
 return H

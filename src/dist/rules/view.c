@@ -4,7 +4,7 @@
  * and a sharded dim stays sharded only when it is the group's first (non-1) dim and both it
  * and the group's first output dim divide evenly by its shard count -- then every rank's
  * shard is the same contiguous block before and after; narrow/select replicate the dim they
- * cut (its start/index are global).  Otherwise (uneven shards, a dim in
+ * cut (its start/index are global; a whole-dim narrow/slice keeps it).  Otherwise (uneven shards, a dim in
  * the middle of a group) it is replicated first: never a silently wrong view. */
 #include "dist/rules/rules.h"
 
@@ -42,8 +42,10 @@ static int map_dim(const dt_rule_args *r, int d) {
     return -1;
   case DT_OP_UNSQUEEZE:
     return d + (d >= a->ints[0]);
-  case DT_OP_NARROW: case DT_OP_SLICE: /* the narrowed dim is replicated first */
-    return d == a->ints[0] ? -1 : d;
+  case DT_OP_NARROW: /* the narrowed dim is replicated first, unless nothing is cut */
+    return d != a->ints[0] || (a->ints[1] == 0 && a->ints[2] == x->shape[d]) ? d : -1;
+  case DT_OP_SLICE:
+    return d != a->ints[0] || (a->ints[1] == 0 && a->ints[2] == x->shape[d] && a->ints[3] == 1) ? d : -1;
   case DT_OP_SELECT:
     return d == a->ints[0] ? -1 : d - (d > a->ints[0]);
   case DT_OP_SQUEEZE: {
@@ -111,6 +113,12 @@ int dt_rule_view_local_args(dt_op_id op, const dt_dspec *in, const dt_dspec *out
     dt_dspec_my_local(out, &nd, shape, off);
     la->nints = nd;
     for (int i = 0; i < nd; i++) la->ints[i] = shape[i];
+  } else if ((op == DT_OP_NARROW || op == DT_OP_SLICE) && out->shape[la->ints[0]] == in->shape[la->ints[0]]) {
+    /* a whole-dim cut (the rule may keep the dim sharded): the whole local dim */
+    int nd;
+    int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
+    dt_dspec_my_local(out, &nd, shape, off);
+    la->ints[2] = shape[la->ints[0]];
   } else if (op == DT_OP_SQUEEZE) {
     /* the global size-1 dims asked for, not the local ones (a shard may have length 1) */
     dt_op_args g = *la;
