@@ -4,7 +4,7 @@
 return function(dt)
   local T = dt.Tensor
   -- ---- scalar answers: the same on every rank of the world ----
-  local item, equal = T.item, dt.equal
+  local item, equal, allclose = T.item, dt.equal, dt.allclose
   local function world_value(mesh, v, dtype)
     if mesh:size() == dt.world_size() then return v end
     -- ranks outside the mesh get it from the mesh's first rank
@@ -26,20 +26,14 @@ return function(dt)
     return v
   end
 
-  local function dequal(x, y)
-    if not (dt.is_dtensor(x) or dt.is_dtensor(y)) then return (equal(x, y)) end
-    if not (dt.is_dtensor(x) and dt.is_dtensor(y)) then
-      error("equal: a DTensor and a plain tensor; convert the plain one with dt.distribute_tensor or compare full_tensor()s", 3)
-    end
-    local sx, sy = x:size(), y:size()
-    local same = x.dtype == y.dtype and #sx == #sy
-    for d = 1, #sx do same = same and sx[d] == sy[d] end
-    if not same then return false end -- from metadata: every rank agrees
+  -- x and y (DTensors of one global shape) compared shard by shard with local_cmp; Partial
+  -- is reduced first and y brought to x's sharding.  Every rank of the world gets the AND.
+  local function compare_shards(x, y, local_cmp)
     local target = {}
     for m, p in ipairs(x.placements) do target[m] = p:is_partial() and dt.Replicate() or p end
     local mine = 1
     if x.device_mesh:get_coordinate() then
-      mine = equal(x:redistribute(target):to_local(), y:redistribute(target):to_local()) and 1 or 0
+      mine = local_cmp(x:redistribute(target):to_local(), y:redistribute(target):to_local()) and 1 or 0
     else
       x:redistribute(target) -- nothing moves off-mesh; kept for the SPMD order
       y:redistribute(target)
@@ -48,8 +42,48 @@ return function(dt)
     dt.distributed.all_reduce(t, "min") -- all ranks of the world AND their answers
     return item(t[1]) == 1
   end
+
+  local function both_dtensors(name, x, y)
+    if dt.is_dtensor(x) and dt.is_dtensor(y) then
+      if x.device_mesh ~= y.device_mesh then
+        error(name .. ": DTensor operands on different meshes: " .. tostring(x.device_mesh) .. " and " .. tostring(y.device_mesh), 3)
+      end
+      return
+    end
+    error(name .. ": a DTensor and a plain tensor; convert the plain one with dt.distribute_tensor or compare full_tensor()s", 3)
+  end
+
+  local function shape_text(s) return "{" .. table.concat(s, ",") .. "}" end
+
+  local function dequal(x, y)
+    if not (dt.is_dtensor(x) or dt.is_dtensor(y)) then return (equal(x, y)) end
+    both_dtensors("equal", x, y)
+    local sx, sy = x:size(), y:size()
+    local same = x.dtype == y.dtype and #sx == #sy
+    for d = 1, #sx do same = same and sx[d] == sy[d] end
+    if not same then return false end -- from metadata: every rank agrees
+    return compare_shards(x, y, equal)
+  end
+
+  -- allclose(x, y, rtol, atol, equal_nan) or allclose(x, y, {rtol =, atol =, equal_nan =}):
+  -- DTensors must have one global shape (no broadcasting across shards); dtypes may differ.
+  local function dallclose(x, y, ...)
+    if not (dt.is_dtensor(x) or dt.is_dtensor(y)) then return (allclose(x, y, ...)) end
+    both_dtensors("allclose", x, y)
+    local sx, sy = x:size(), y:size()
+    local same = #sx == #sy
+    for d = 1, #sx do same = same and sx[d] == sy[d] end
+    if not same then
+      error("allclose: DTensors of global shapes " .. shape_text(sx) .. " and " .. shape_text(sy) ..
+            " (DTensors are compared at one shape; expand or redistribute first)", 2)
+    end
+    local opts = table.pack(...)
+    return compare_shards(x, y, function(a, b) return allclose(a, b, table.unpack(opts, 1, opts.n)) end)
+  end
   T.equal = dequal
   dt.equal = dequal
+  T.allclose = dallclose
+  dt.allclose = dallclose
 
   -- ---- *_like factories keep a DTensor's mesh and placements (Partial becomes Replicate:
   -- a fresh value is not a sum of pending parts) ----

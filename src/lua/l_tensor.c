@@ -162,11 +162,12 @@ static int tensor_numel(lua_State *L) {
   const int64_t *shape = user_shape(dt_lua_check_any(L, 1), &ndim);
   return lua_pushinteger(L, dt_shape_numel(ndim, shape)), 1;
 }
+/* A DTensor answers for its local shard (the same on every rank: views act alike on all). */
 static int tensor_is_contiguous(lua_State *L) {
-  return lua_pushboolean(L, dt_tensor_is_contiguous(dt_lua_check_tensor(L, 1))), 1;
+  return lua_pushboolean(L, dt_tensor_is_contiguous(dt_lua_check_any(L, 1)->t)), 1;
 }
 static int tensor_element_size(lua_State *L) {
-  return lua_pushinteger(L, (lua_Integer)dt_tensor_elsize(dt_lua_check_tensor(L, 1))), 1;
+  return lua_pushinteger(L, (lua_Integer)dt_tensor_elsize(dt_lua_check_any(L, 1)->t)), 1;
 }
 /* Two tensors share memory (views of one storage). */
 static int tensor_shares_storage(lua_State *L) {
