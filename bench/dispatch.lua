@@ -5,7 +5,8 @@
 -- Then the ops composed in Lua (decisions cached in lua/dtensor/decisions.lua): an op of
 -- dt.register_op (forward x * 2) on the same DTensor and dt.cat of two 1-d ones, hit and miss.
 -- Times are per call on rank 0, best of 5 loops (all ranks start each loop together).
-local now = dt.distributed._now
+local baseline = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/load_baseline.lua")
+local now = baseline.now
 local N = tonumber(arg and arg[1]) or 20000
 local mesh = dt.init_device_mesh("cpu", {dt.world_size()})
 local p = dt.ones({})

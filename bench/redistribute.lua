@@ -4,7 +4,8 @@
 -- Shard(1)->Replicate vs dt.distributed.all_gather, Partial->Replicate vs all_reduce,
 -- Shard(1)->Shard(2) vs all_to_all, Partial->Shard(1) vs reduce_scatter.
 local D = dt.distributed
-local now = D._now
+local baseline = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/load_baseline.lua")
+local now = baseline.now
 local n = dt.world_size()
 local mib = tonumber(arg and arg[1]) or 16
 local rows = math.max(n, (mib * 1024 * 1024 // 4) // 1024 // n * n)

@@ -9,10 +9,7 @@ local reps = tonumber(arg and arg[2]) or 3
 local n = 1 << log2n
 local bytes = 4 * n
 
--- the C baselines (bench/baseline.c, built by make, not installed), beside this script
-local here = (arg and arg[0] or ""):match("^(.*)/") or "bench"
-package.cpath = here .. "/.libs/?.so;bench/.libs/?.so;" .. package.cpath
-local baseline = require "baseline"
+local baseline = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/load_baseline.lua")
 
 local function best(fn)
   local b = math.huge

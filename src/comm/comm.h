@@ -97,8 +97,6 @@ void dt_mpi_finalize(void);
 void dt_mpi_abort(int code);
 
 /* ---- benchmark references (bench/collectives.lua) ---- */
-/* Seconds per memcpy of `bytes` (single thread, warm buffers). */
-int dt_bench_memcpy(size_t bytes, int iters, double *seconds);
 /* Seconds per call of the MPI collective `coll` ("all_reduce", "all_gather",
  * "reduce_scatter", "all_to_all") on MPI_COMM_WORLD with a float32 buffer of `bytes`
  * (the full tensor, as bench/collectives.lua counts it), called directly from C. */

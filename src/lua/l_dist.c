@@ -529,12 +529,6 @@ static int l_gather(lua_State *L) {
 static int l_is_mpi_available(lua_State *L) { return lua_pushboolean(L, dt_mpi_available()), 1; }
 
 /* ---- benchmark helpers (bench/collectives.lua), not part of the API ---- */
-static int l_bench_now(lua_State *L) { return lua_pushnumber(L, dt_now()), 1; }
-static int l_bench_memcpy(lua_State *L) {
-  double s;
-  if (dt_bench_memcpy((size_t)luaL_checkinteger(L, 1), (int)luaL_checkinteger(L, 2), &s) != DT_OK) return dt_lua_raise(L);
-  return lua_pushnumber(L, s), 1;
-}
 static int l_bench_mpi(lua_State *L) {
   double s;
   if (dt_mpi_bench_raw(luaL_checkstring(L, 1), (size_t)luaL_checkinteger(L, 2), (int)luaL_checkinteger(L, 3), &s) != DT_OK)
@@ -564,8 +558,6 @@ static const luaL_Reg dist_funcs[] = {
     {"send", l_send},
     {"recv", l_recv},
     {"is_mpi_available", l_is_mpi_available},
-    {"_now", l_bench_now},
-    {"_bench_memcpy", l_bench_memcpy},
     {"_bench_mpi", l_bench_mpi},
     {NULL, NULL},
 };
