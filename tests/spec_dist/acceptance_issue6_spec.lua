@@ -60,9 +60,13 @@ describe("issue 6: a DTensor draw is the single-device draw", function()
       for d = 2, m.ndim do p[d] = "S1" end
       dt.manual_seed(7)
       local x = dt.randn({4, 6}, {device_mesh = m, placements = p})
+      assert.is_true(dt.equal(plain, dt.full_tensor(x))) -- the function form, as the issue writes it
       assert.is_true(dt.equal(plain, x:full_tensor()))
       assert.are.same({seed = 7, offset = 24}, dt.get_rng_state())
     end
+    local ok, e = pcall(dt.full_tensor, plain)
+    assert.is_false(ok)
+    assert.matches("full_tensor: expected a DTensor, got a plain tensor", e, 1, true)
   end)
 end)
 
