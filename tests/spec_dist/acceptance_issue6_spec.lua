@@ -73,15 +73,7 @@ end)
 -- ---- Items checked by the acceptance review (tests every rank runs alike) ----
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 
--- The global int64 {seed, offset} of every rank, checked equal; the collective runs first.
-local function states_agree()
-  local st = dt.get_rng_state()
-  local all = D.all_gather(dt.tensor({st.seed, st.offset}, {dtype = "int64"})):totable()
-  for r = 1, n - 1 do
-    if all[2 * r + 1] ~= all[1] or all[2 * r + 2] ~= all[2] then return false end
-  end
-  return true
-end
+local states_agree = H.rng_states_agree
 
 -- The plain call at `state`, then the DTensor call at the same state: the full tensor (on
 -- mesh ranks) is bitwise the plain result and every rank ends where the plain op ended.
