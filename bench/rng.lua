@@ -1,6 +1,7 @@
 -- RNG throughput: rand/randn of 64M float32 (default; `dtlua bench/rng.lua 20` for 2^20),
 -- in GB/s of output written, next to memset/memcpy bandwidth measured in the same run.
--- Each figure is the best of `reps` runs; fresh-tensor figures include page faults.
+-- Each figure is the best of `reps` runs; fresh-tensor figures include page faults only in
+-- the first rep (later ones reuse the freed block: src/tensor/block_cache.c).
 -- On several ranks (`dtlua -n 4 bench/rng.lua`) it measures the same draws on a DTensor
 -- sharded over all of them (the RNG tracker region: each rank fills its block), in GB/s of
 -- the global tensor, rank 0 printing: compare with a 1-rank run on the same machine.
@@ -25,7 +26,7 @@ end
 local ranks = dt.world_size()
 local function row(name, secs)
   if dt.rank() ~= 0 then return end
-  print(string.format("%-28s %8.3f s %8.2f GB/s %8.2f ns/elem", name, secs, bytes / secs / 1e9, secs / n * 1e9))
+  print(string.format("%-30s %8.3f s %8.2f GB/s %8.2f ns/elem", name, secs, bytes / secs / 1e9, secs / n * 1e9))
 end
 
 if dt.rank() == 0 then

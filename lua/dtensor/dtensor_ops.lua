@@ -117,12 +117,17 @@ return function(dt)
     if dt.is_dtensor(x) then return dt.empty(x:size(), like_opts("empty_like", x, opts)) end
     return (plain.empty_like(x, opts))
   end
+  -- a draw of dt.rand/randn on x's mesh (RNG tracker region) whose errors name rand_like/randn_like
+  local function random_like(op, name, x, opts)
+    local o = like_opts(name, x, opts)
+    return dt._dtensor_random(op, x:size(), o.device_mesh, o.placements, o.dtype, nil, nil, name)
+  end
   function dt.rand_like(x, opts)
-    if dt.is_dtensor(x) then return dt.rand(x:size(), like_opts("rand_like", x, opts)) end
+    if dt.is_dtensor(x) then return random_like("rand", "rand_like", x, opts) end
     return (plain.rand_like(x, opts))
   end
   function dt.randn_like(x, opts)
-    if dt.is_dtensor(x) then return dt.randn(x:size(), like_opts("randn_like", x, opts)) end
+    if dt.is_dtensor(x) then return random_like("randn", "randn_like", x, opts) end
     return (plain.randn_like(x, opts))
   end
   function dt.full_like(x, value, opts)

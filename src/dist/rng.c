@@ -202,18 +202,18 @@ int dt_rng_factory(dt_context *ctx, dt_op_id id, const dt_op_args *a, dt_mesh *m
   const dt_op_def *op = dt_op_get(id);
   *out = NULL, *out_spec = NULL;
   dt_op_args ga = *a;
-  ga.name = op->name, ga.region = NULL;
+  ga.name = a->name ? a->name : op->name, ga.region = NULL; /* rand_like names itself */
   dt_meta meta[DT_OP_MAX_OUT];
   if (op->shape(&ga, meta) != DT_OK) return DT_ERR;
   char buf[128];
   if (dt_dspec_has_partial(p, mesh->ndim))
-    return dt_error("%s: factories take Shard and Replicate placements only, got %s", op->name,
+    return dt_error("%s: factories take Shard and Replicate placements only, got %s", ga.name,
                     dt_placements_format(p, mesh->ndim, buf, sizeof buf));
-  if (dt_dspec_new(mesh, p, meta[0].ndim, meta[0].shape, meta[0].dtype, op->name, out_spec) != DT_OK) return DT_ERR;
+  if (dt_dspec_new(mesh, p, meta[0].ndim, meta[0].shape, meta[0].dtype, ga.name, out_spec) != DT_OK) return DT_ERR;
   for (int m = 0; m < mesh->ndim && !elementwise(id); m++)
     if ((*out_spec)->p[m].kind != DT_REPLICATE) {
       dt_error("%s: gives a replicated DTensor (the draw is not made element by element); placements must be "
-               "Replicate, got %s", op->name, dt_placements_format((*out_spec)->p, mesh->ndim, buf, sizeof buf));
+               "Replicate, got %s", ga.name, dt_placements_format((*out_spec)->p, mesh->ndim, buf, sizeof buf));
       dt_dspec_free(*out_spec), *out_spec = NULL;
       return DT_ERR;
     }

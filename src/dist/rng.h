@@ -28,7 +28,8 @@ int dt_rng_explain(dt_op_id id, const dt_op_args *a, const dt_dspec *in, char *b
 
 /* A random factory on a mesh (rand, randn, randint: any Shard/Replicate placements;
  * randperm: replicated only).  a: the op's args with the GLOBAL shape (randperm: n); p: the
- * placements as the user wrote them.  *out: this rank's block, *out_spec: new. */
+ * placements as the user wrote them; a->name, when set, names the call in errors (rand_like).
+ * *out: this rank's block, *out_spec: new. */
 int dt_rng_factory(dt_context *ctx, dt_op_id id, const dt_op_args *a, dt_mesh *mesh, const dt_placement *p,
                    dt_tensor **out, dt_dspec **out_spec);
 

@@ -431,6 +431,7 @@ static const luaL_Reg module_funcs[] = {
     {"from_local", l_from_local},
     {"is_dtensor", l_is_dtensor},
     {"explain_redistribute", l_explain},
+    {"full_tensor", l_full_tensor}, /* dt.full_tensor(x), as issue 6 writes it: x:full_tensor() */
     {NULL, NULL},
 };
 

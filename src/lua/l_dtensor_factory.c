@@ -60,15 +60,19 @@ static int l_shards(lua_State *L) {
   return 1;
 }
 
-/* dt._dtensor_random(op, shape, mesh, placements, dtype, low, high): a random factory on a
- * mesh (rand, randn, randint with low/high, randperm with shape = n) through the RNG
- * tracker region (dist/rng.c): each rank fills its block of the single-device draw. */
+/* dt._dtensor_random(op, shape, mesh, placements, dtype, low, high, name): a random factory on
+ * a mesh (rand, randn, randint with low/high, randperm with shape = n) through the RNG
+ * tracker region (dist/rng.c): each rank fills its block of the single-device draw.  name
+ * (default op) is the call errors name: rand_like draws as rand. */
 static int l_dtensor_random(lua_State *L) {
-  const char *op = luaL_checkstring(L, 1);
+  const char *op_name = luaL_checkstring(L, 1);
   dt_op_id id;
-  if (dt_op_find(op, &id) != DT_OK || !(dt_op_get(id)->flags & DT_OPF_RANDOM) || !(dt_op_get(id)->flags & DT_OPF_FACTORY))
-    return luaL_error(L, "_dtensor_random: '%s' is not a random factory", op);
+  if (dt_op_find(op_name, &id) != DT_OK || !(dt_op_get(id)->flags & DT_OPF_RANDOM) ||
+      !(dt_op_get(id)->flags & DT_OPF_FACTORY))
+    return luaL_error(L, "_dtensor_random: '%s' is not a random factory", op_name);
+  const char *op = luaL_optstring(L, 8, op_name);
   dt_op_args a = {0};
+  a.name = op;
   if (id == DT_OP_RANDPERM) {
     a.ints[0] = dt_lua_check_integer(L, 2, op, "n");
     a.ints[1] = 1; /* values 1..n: 1-based in Lua */
@@ -80,7 +84,10 @@ static int l_dtensor_random(lua_State *L) {
   dt_placement p[DT_MESH_MAX_DIMS];
   dt_lua_check_placements(L, 4, m->ndim, p, op);
   int is_float = id == DT_OP_RAND || id == DT_OP_RANDN;
-  a.dtype = dt_lua_opt_dtype(L, 5, is_float ? DT_DEFAULT_FLOAT : DT_INT64);
+  a.dtype = is_float ? DT_DEFAULT_FLOAT : DT_INT64;
+  if (!lua_isnil(L, 5) && (lua_type(L, 5) != LUA_TSTRING || dt_dtype_from_name(lua_tostring(L, 5), &a.dtype) != DT_OK))
+    return luaL_error(L, "%s: option dtype: %s", op,
+                      lua_type(L, 5) == LUA_TSTRING ? dt_error_message() : "must be a string such as \"float32\"");
   a.has_dtype = 1;
   if (is_float) a.scalar[0] = 0, a.scalar[1] = 1, a.nscalar = 2;
   if (id == DT_OP_RANDINT) {

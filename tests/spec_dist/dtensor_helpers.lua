@@ -92,6 +92,17 @@ function H.fails(pattern, f, ...)
   end
 end
 
+-- Every rank of the world holds the same generator state (seed, offset).  A collective: call
+-- it on every rank, before any assertion.
+function H.rng_states_agree()
+  local st, n = dt.get_rng_state(), dt.world_size()
+  local all = dt.distributed.all_gather(dt.tensor({st.seed, st.offset}, {dtype = "int64"})):totable()
+  for r = 1, n - 1 do
+    if all[2 * r + 1] ~= all[1] or all[2 * r + 2] ~= all[2] then return false end
+  end
+  return true
+end
+
 -- distribute_tensor of a global tensor every rank holds (no broadcast from a source rank).
 function H.dist(x, mesh, p) return dt.distribute_tensor(x, mesh, p, {src_rank = false}) end
 

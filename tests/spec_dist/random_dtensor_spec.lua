@@ -5,7 +5,6 @@
 -- state after the op is the plain op's, equal on every rank of the world (off-mesh ranks
 -- included).  Cases come from a PRNG seeded alike on every rank.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
-local D = dt.distributed
 local F = dt.nn.functional
 local n = dt.world_size()
 
@@ -55,15 +54,7 @@ end
 
 local function same_state(a, b) return a.seed == b.seed and a.offset == b.offset end
 
--- Every rank of the world holds the same (seed, offset).
-local function state_agrees()
-  local st = dt.get_rng_state()
-  local all = D.all_gather(dt.tensor({st.seed, st.offset}, {dtype = "int64"})):totable()
-  for r = 1, n - 1 do
-    if all[2 * r + 1] ~= all[1] or all[2 * r + 2] ~= all[2] then return false end
-  end
-  return true
-end
+local state_agrees = H.rng_states_agree -- every rank of the world holds the same (seed, offset)
 
 -- A fresh position: a random seed and a random offset (a multiple of 4), alike on all ranks.
 local function fresh_state(rng)
