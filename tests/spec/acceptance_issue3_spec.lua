@@ -245,14 +245,16 @@ describe("issue 3: Failure handling: nothing hangs, nothing is silent", function
 
   it("a rank that ends while others wait for it fails them (threads; MPI with DTLUA_DEBUG=collectives)", function()
     local prog = sh_quote("if dt.rank() >= 1 then dt.distributed.all_reduce(dt.ones(2)) end")
-    local msg = "all_reduce: in group {0,1,2}, rank(s) {0} finished their program without joining it"
+    -- rank 0 is always named; under load rank 2 may fail out first and be named by rank 1
+    -- too ({0,2}), which is also true: it left without joining
+    local msg = "all_reduce: in group {0,1,2}, rank%(s%) {0,?2?} finished their program without joining it"
     local out, rc = run("-n 3 -e " .. prog)
     assert.are_not.equal(0, rc)
-    assert.matches(msg, out, 1, true)
+    assert.matches(msg, out)
     if not mpirun then return end
     out, rc = mrun(3, "-e " .. prog, "DTLUA_DEBUG=collectives")
     assert.are_not.equal(0, rc)
-    assert.matches(msg, out, 1, true)
+    assert.matches(msg, out)
   end)
 
   local stuck = "if dt.rank() ~= 2 then dt.distributed.all_gather(dt.ones(4)) " ..
