@@ -44,7 +44,12 @@ return function(dt)
     end
     local lshape = dt._dtensor_local_shape(shape, mesh, placements, name)
     local value = ...
-    local loc = name == "full" and plain.full(lshape, value, {dtype = opts.dtype}) or plain[name](lshape, {dtype = opts.dtype})
+    local o, loc = {dtype = opts.dtype}, nil
+    -- each call spelled out: Lua names the function in argument errors ('?' through plain[name])
+    if name == "full" then loc = plain.full(lshape, value, o)
+    elseif name == "zeros" then loc = plain.zeros(lshape, o)
+    elseif name == "ones" then loc = plain.ones(lshape, o)
+    else loc = plain.empty(lshape, o) end
     return dt.from_local(loc, mesh, placements, {shape = shape})
   end
 

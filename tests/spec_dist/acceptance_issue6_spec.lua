@@ -175,5 +175,10 @@ describe("issue 6 (review): errors of DTensor random calls name the call", funct
     fails_alone("rand: option dtype: unknown dtype 'foo'", dt.rand, {4}, {device_mesh = mesh, dtype = "foo"})
     fails_alone("randint: option dtype: must be a string", dt.randint, 0, 3, {4}, {device_mesh = mesh, dtype = 5})
     fails_alone("randperm: option dtype: unknown dtype 'i8'", dt.randperm, 4, {device_mesh = mesh, dtype = "i8"})
+    -- the other mesh factories name themselves too
+    for _, name in ipairs {"zeros", "ones", "empty"} do
+      fails_alone("bad argument #2 to '" .. name .. "' (option dtype: unknown dtype 'foo'", dt[name], {4}, {device_mesh = mesh, dtype = "foo"})
+    end
+    fails_alone("bad argument #3 to 'full' (option dtype: unknown dtype 'foo'", dt.full, {4}, 1, {device_mesh = mesh, dtype = "foo"})
   end)
 end)
