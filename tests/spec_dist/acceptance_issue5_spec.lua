@@ -196,6 +196,38 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("cross_entropy on [n, classes, d] and [classes] logits; norms in bfloat16/float16; sdpa with masks", function()
+      local rng = H.prng(99)
+      for case = 1, 5 do
+        local N, C, D = rng.int(1, 4), rng.int(1, 6), rng.int(1, 3)
+        local Lg = values({N, C, D}, rng.pick {"float32", "float64"})
+        local T = (dt.arange(N * D):remainder(C) + 1):reshape(N, D)
+        local lg, t = dist(Lg, mesh, H.placements(rng, mesh, 3, false)), dist(T, mesh, H.placements(rng, mesh, 2, false))
+        local what = name .. " case " .. case .. " " .. H.placement_string(lg.placements) .. H.placement_string(t.placements)
+        for _, red in ipairs {"none", "sum", "mean"} do
+          close(dt.F.cross_entropy(lg, t, {reduction = red}), dt.F.cross_entropy(Lg, T, {reduction = red}), what .. " ce 3-d " .. red)
+        end
+        local L1, T0 = values({C}), dt.tensor(C, {dtype = "int64"})
+        close(dt.F.cross_entropy(dist(L1, mesh, H.placements(rng, mesh, 1, false)), dist(T0, mesh, H.placements(rng, mesh, 0, false))),
+              dt.F.cross_entropy(L1, T0), what .. " ce 1-d logits")
+        local dtype = rng.pick {"bfloat16", "float16"}
+        local X, W = values({N, C, D + 1}, dtype), values({D + 1}, dtype)
+        local x = dist(X, mesh, H.placements(rng, mesh, 3, true))
+        local w = dist(W, mesh, H.placements(rng, mesh, 1, false))
+        close(dt.F.layer_norm(x, D + 1, w, w), dt.F.layer_norm(X, D + 1, W, W), what .. " layer_norm " .. dtype)
+        close(dt.F.rms_norm(x, D + 1, w), dt.F.rms_norm(X, D + 1, W), what .. " rms_norm " .. dtype)
+        local B, Hh, L, S, E = rng.int(1, 3), rng.int(1, 4), rng.int(1, 4), rng.int(1, 4), rng.int(1, 3)
+        local Q, K, V = values({B, Hh, L, E}), values({B, Hh, S, E}):cos(), values({B, Hh, S, E}):sin()
+        local M, Mf = values({1, Hh, L, S}):gt(-1), values({L, S})
+        local q, k, v = dist(Q, mesh, H.placements(rng, mesh, 4, false)), dist(K, mesh, H.placements(rng, mesh, 4, false)),
+                        dist(V, mesh, H.placements(rng, mesh, 4, false))
+        close(dt.F.scaled_dot_product_attention(q, k, v, {attn_mask = dist(M, mesh, H.placements(rng, mesh, 4, false))}),
+              dt.F.scaled_dot_product_attention(Q, K, V, {attn_mask = M}), what .. " sdpa bool mask")
+        close(dt.F.scaled_dot_product_attention(q, k, v, {attn_mask = dist(Mf, mesh, H.placements(rng, mesh, 2, false)), scale = 0.3}),
+              dt.F.scaled_dot_product_attention(Q, K, V, {attn_mask = Mf, scale = 0.3}), what .. " sdpa float mask")
+      end
+    end)
+
     it("a Lua op whose forward changes the shape: the global shape adds up uneven shards, on every rank", function()
       local rowsum = dt.register_op {
         name = "acc5_rowsum", forward = function(x) return x:sum(2, true) end,
