@@ -219,6 +219,12 @@ return function(dt)
     return call
   end
 
+  -- the ops whose decisions are taken in Lua (lua/dtensor/decisions.lua), not by the C
+  -- dispatcher: explain would run them (collectives included) rather than explain them
+  local composed_in_lua = {cat = true, concat = true, stack = true, embedding = true, cross_entropy = true, linear = true,
+                           zeros_like = true, ones_like = true, empty_like = true, full_like = true,
+                           rand_like = true, randn_like = true}
+
   -- dt.explain(op_name, args...): the strategies, their costs and the choice, as text.
   function dt.explain(name, ...)
     if lua_ops[name] then
@@ -247,7 +253,11 @@ return function(dt)
       end
       return table.concat(lines, "\n") .. "\n"
     end
-    local f = dt[name] or T[name]
+    if composed_in_lua[name] then
+      error("explain: " .. name .. " is composed in Lua from dispatched ops and redistributions (doc/dispatch.md); " ..
+            "DTLUA_LOG=dispatch shows its decisions", 2)
+    end
+    local f = dt[name] or T[name] or dt.nn.functional[name]
     if type(f) ~= "function" then error("explain: unknown op '" .. tostring(name) .. "'", 2) end
     return dt._explain(f, ...)
   end

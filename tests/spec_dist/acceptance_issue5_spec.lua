@@ -291,6 +291,21 @@ describe("issue 5 acceptance", function()
     close(add2(x, x), X * 2, "acc5_add2")
   end)
 
+  it("explain takes the dt.F names of dispatched ops, and refuses the ops composed in Lua without running them", function()
+    local Q = values({2, 4, 3, 2})
+    local q = dt.distribute_tensor(Q, mesh, {"S2"})
+    local text = dt.explain("scaled_dot_product_attention", q, q, q)
+    assert.matches("chosen: (Shard(2)), (Shard(2)), (Shard(2)) -> (Shard(2))", text, 1, true)
+    assert.matches("chosen: (Shard(2)) -> (Shard(2))", dt.explain("layer_norm", q, 2), 1, true)
+    local x = dt.distribute_tensor(X, mesh, {"S2"})
+    for _, op in ipairs {"cat", "embedding", "cross_entropy", "linear", "zeros_like"} do
+      local c = dt.comm_debug(function()
+        fails("explain: " .. op .. " is composed in Lua from dispatched ops", dt.explain, op, {x, x}, 2)
+      end)
+      assert.are.equal(0, #c.ops, op)
+    end
+  end)
+
   it("scaled_dot_product_attention with heads or batch sharded stays sharded and issues no collective", function()
     local Q = values({2, 4, 3, 2})
     for _, d in ipairs {1, 2} do
