@@ -178,10 +178,16 @@ return function(dt)
         end
       end
       if not mesh then return op.forward(...) end
-      for i = 1, args.n do
+      for i = 1, args.n do -- plain tensors: replicated where the dispatcher would take them, else its error
         if dt.is_tensor(args[i]) and not dt.is_dtensor(args[i]) then
-          error(name .. ": argument " .. i .. " is a plain tensor mixed with DTensors; convert it with dt.from_local or dt.distribute_tensor", 2)
+          local ok, r = pcall(dt._replicated, name, "argument " .. i, args[i], mesh)
+          if not ok then error(r, 2) end
+          args[i] = r
         end
+      end
+      tensors, pos = {}, {}
+      for i = 1, args.n do
+        if dt.is_dtensor(args[i]) then tensors[#tensors + 1], pos[#tensors + 1] = args[i], i end
       end
       local best = dt._decide(name, "", tensors, function()
         local b = choose(lua_strategies(name, op, tensors, mesh))

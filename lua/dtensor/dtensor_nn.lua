@@ -27,23 +27,25 @@ return function(dt)
 
   local function integer_dtype(dtype) return dtype == "int64" or dtype == "int32" or dtype == "uint8" end
 
-  -- The mesh of two operands that must both be DTensors on one mesh (errors at the caller's caller).
-  local function common_mesh(name, a, b, what)
-    if not (dt.is_dtensor(a) and dt.is_dtensor(b)) then
-      error(name .. ": " .. what .. " must both be DTensors (or neither); convert the plain one with " ..
-            "dt.from_local or dt.distribute_tensor", 3)
-    end
+  -- The mesh of two operands, at least one a DTensor, and the two as DTensors on it (a plain
+  -- one taken as replicated where the dispatcher would take it, else its error); errors at
+  -- the caller's caller.
+  local function common_mesh(name, a, b)
+    local mesh = (dt.is_dtensor(a) and a or b).device_mesh
+    if not dt.is_dtensor(a) then a = dt._replicated(name, "argument 1", a, mesh) end
+    if not dt.is_dtensor(b) then b = dt._replicated(name, "argument 2", b, mesh) end
     if a.device_mesh ~= b.device_mesh then
       error(name .. ": DTensor operands on different meshes: " .. tostring(a.device_mesh) .. " and " ..
             tostring(b.device_mesh), 3)
     end
-    return a.device_mesh
+    return a.device_mesh, a, b
   end
 
   local plain_embedding = F.embedding
   function F.embedding(ids, weight)
     if not (dt.is_dtensor(ids) or dt.is_dtensor(weight)) then return (plain_embedding(ids, weight)) end
-    local mesh = common_mesh("embedding", ids, weight, "ids and weight")
+    local mesh
+    mesh, ids, weight = common_mesh("embedding", ids, weight)
     local wsize = weight:size()
     if #wsize ~= 2 then error("embedding: weight must be 2-d [vocab, dim], got " .. #wsize .. "-d", 2) end
     local dec = dt._decide("embedding", "", {ids, weight}, function()
@@ -157,7 +159,8 @@ return function(dt)
 
   function F.cross_entropy(logits, target, opts)
     if not (dt.is_dtensor(logits) or dt.is_dtensor(target)) then return (plain_ce(logits, target, opts)) end
-    local mesh = common_mesh("cross_entropy", logits, target, "logits and target")
+    local mesh
+    mesh, logits, target = common_mesh("cross_entropy", logits, target)
     local ignore, reduction = ce_args(logits, target, opts)
     local shape = logits:size()
     local cdim = #shape == 1 and 1 or 2

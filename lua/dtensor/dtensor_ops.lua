@@ -99,17 +99,23 @@ return function(dt)
   -- ---- cat/stack of DTensors: the joined dim is replicated first (and Partial reduced), the
   -- other dims keep the first input's sharding, which every input is brought to. ----
   local function join(name, plain_join, list, dim, is_stack)
-    local mesh, first
+    local mesh
+    for _, x in ipairs(list) do
+      if dt.is_dtensor(x) then mesh = mesh or x.device_mesh end
+    end
+    local elements = {}
     for i, x in ipairs(list) do
-      if not dt.is_dtensor(x) then
-        error(name .. ": element " .. i .. " of the list is a plain tensor mixed with DTensors; convert it with " ..
-              "dt.from_local or dt.distribute_tensor", 3)
-      end
-      if not mesh then mesh, first = x.device_mesh, x
+      if not dt.is_dtensor(x) then -- replicated where the dispatcher would take it, else its error
+        local ok, err = pcall(dt._replicated, name, "element " .. i .. " of the list", x, mesh)
+        if not ok then error(err, 3) end
+        x = err
       elseif x.device_mesh ~= mesh then
         error(name .. ": DTensor operands on different meshes: " .. tostring(mesh) .. " and " .. tostring(x.device_mesh), 3)
       end
+      elements[i] = x
     end
+    list = elements
+    local first = list[1]
     local shape = first:size()
     local ndim = #shape
     local d = dim or 1

@@ -352,6 +352,15 @@ static int l_implicit_replication(lua_State *L) {
   return lua_gettop(L);
 }
 
+/* dt._check_plain(name, what, t): raises unless the plain tensor t may join DTensors as a
+ * replicated operand (the C dispatcher's rule, for the ops composed in Lua). */
+static int l_check_plain(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1), *what = luaL_checkstring(L, 2);
+  dt_tensor *t = dt_lua_check_tensor(L, 3);
+  if (dt_dispatch_check_plain(dt_lua_context(L), name, what, t, dt_lua_implicit_replication(L)) != DT_OK) dt_lua_raise(L);
+  return 0;
+}
+
 /* dt._dispatch_note(name, hit[, inputs, choice, moves, cost]): counts a decision of an op
  * composed in Lua; returns whether DTLUA_LOG=dispatch is on (then the texts are logged). */
 static int l_dispatch_note(lua_State *L) {
@@ -444,6 +453,7 @@ void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
       {"_explain", l_explain_call},                /* dt.explain */
       {"_redistribute_cost", l_redistribute_cost}, /* Lua ops' strategy prices */
       {"_dispatch_note", l_dispatch_note},         /* Lua ops' decisions: stats and log */
+      {"_check_plain", l_check_plain},             /* Lua ops' plain operands */
       {"_dispatch_key", l_dispatch_key},           /* Lua ops' decisions: cache keys */
       {NULL, NULL},
   };

@@ -328,6 +328,36 @@ describe("issue 5 acceptance", function()
     close(y, dt.F.embedding(I, W), "embedding ids S(1)")
   end)
 
+  it("the ops composed in Lua and Lua ops take plain tensors as the dispatcher does", function()
+    local W = values({4, 3})
+    local w = dt.distribute_tensor(W, mesh, {"S1"})
+    local ids, T = dt.tensor({1, 4}, {dtype = "int64"}), dt.tensor({1, 2, 3, 1}, {dtype = "int64"})
+    local add2 = dt.register_op {
+      name = "acc5_add_plain", forward = function(a, b) return a + b end,
+      sharding = function(schema) -- b follows a unless it is a (0-d) scalar
+        local p, q = schema.inputs[1].placements, schema.inputs[2]
+        return {{inputs = {p, #q.shape == #schema.inputs[1].shape and p or q.placements}, output = p}}
+      end,
+    }
+    -- one element: replicated
+    local id0 = dt.tensor(2, {dtype = "int64"})
+    close(dt.F.embedding(id0, w), dt.F.embedding(id0, W), "embedding of a 0-d plain id")
+    close(add2(w, dt.tensor(1.0)), W + 1, "Lua op with a 0-d plain tensor")
+    -- several: the dispatcher's error, and replicated inside implicit_replication
+    local want = " is a plain tensor of %d elements mixed with DTensors; convert it with dt.from_local or dt.distribute_tensor (or run inside dt.implicit_replication)"
+    fails("embedding: argument 1" .. want:format(2), dt.F.embedding, ids, w)
+    fails("cross_entropy: argument 2" .. want:format(4), dt.F.cross_entropy, w, T)
+    fails("cat: element 2 of the list" .. want:format(12), dt.cat, {w, W})
+    fails("acc5_add_plain: argument 2" .. want:format(12), add2, w, W)
+    dt.implicit_replication(function()
+      close(dt.F.embedding(ids, w), dt.F.embedding(ids, W), "embedding, implicit")
+      close(dt.F.cross_entropy(w, T, {reduction = "none"}), dt.F.cross_entropy(W, T, {reduction = "none"}), "cross_entropy, implicit")
+      close(dt.cat({w, W}, 1), dt.cat({W, W}, 1), "cat, implicit")
+      close(dt.stack({W, w}), dt.stack({W, W}), "stack, implicit")
+      close(add2(w, W), W * 2, "Lua op, implicit")
+    end)
+  end)
+
   it("implicit_replication passes its arguments and ends with an error raised inside", function()
     local x = dt.distribute_tensor(X, mesh, {"S1"})
     close(dt.implicit_replication(function(a, b) return a + b end, x, X), X * 2, "implicit_replication(fn, ...)")
