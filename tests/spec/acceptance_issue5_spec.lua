@@ -16,11 +16,7 @@ local function write(path, text)
   f:close()
 end
 
-local function count(out, pattern)
-  local k = 0
-  for _ in out:gmatch(pattern) do k = k + 1 end
-  return k
-end
+local count = H.count
 
 describe("issue 5 acceptance: plugins", function()
   local a, b = tmpdir(), tmpdir()
