@@ -358,6 +358,26 @@ describe("issue 5 acceptance", function()
     end)
   end)
 
+  it("documented errors: a local shard that is also a plain operand; a Lua rule whose output does not fit", function()
+    local t = dt.ones(4)
+    local x = dt.from_local(t, mesh, {"S1"})
+    fails("add: argument 1 is both a DTensor's local shard and a plain tensor (from_local shares storage); clone one of them",
+          function() return x + t end)
+    local X6 = values({2 * n, 3})
+    local y = dt.distribute_tensor(X6, mesh, {"S1"})
+    dt.register_sharding("add", function(schema) -- claims the sum is sharded along dim 2
+      return {{inputs = {{"S1"}, {"S1"}}, output = {"S2"}}}
+    end)
+    local ok, err = pcall(function() return y + y end)
+    dt.register_sharding("add", nil)
+    if n > 1 then -- (on one rank, every placement holds the whole tensor: the claim is true)
+      assert.is_false(ok)
+      assert.matches("add: the local result's shape does not match the chosen output placements (a wrong sharding rule?)",
+                     tostring(err), 1, true)
+    end
+    close(y + y, X6 * 2, "the built-in rule again")
+  end)
+
   it("implicit_replication passes its arguments and ends with an error raised inside", function()
     local x = dt.distribute_tensor(X, mesh, {"S1"})
     close(dt.implicit_replication(function(a, b) return a + b end, x, X), X * 2, "implicit_replication(fn, ...)")
