@@ -291,6 +291,29 @@ describe("issue 5 acceptance", function()
     close(add2(x, x), X * 2, "acc5_add2")
   end)
 
+  it("a Lua rule extends the built-in one through schema.builtin", function()
+    local A, B = values({4, 3}), values({3, 2})
+    local a, b = dt.distribute_tensor(A, mesh, {"S2"}), dt.distribute_tensor(B, mesh, {"S1"})
+    assert.are.equal("Partial(sum)", tostring(a:matmul(b).placements[1])) -- S(k) x S(k)
+    local seen
+    dt.register_sharding("matmul", function(schema)
+      seen = #schema.builtin
+      local out = {} -- the built-in strategies without a Partial output, plus one of ours
+      for _, st in ipairs(schema.builtin) do
+        if not st.outputs[1][1]:is_partial() then out[#out + 1] = st end
+      end
+      out[#out + 1] = {inputs = {{"R"}, {"S2"}}, output = {"S2"}}
+      return out
+    end)
+    local y
+    local c = dt.comm_debug(function() y = a:matmul(b) end)
+    dt.register_sharding("matmul", nil)
+    assert.are.equal(4, seen) -- S(m) x R, R x S(n), S(k) x S(k), R x R
+    assert.are_not.equal("Partial(sum)", tostring(y.placements[1]))
+    if n > 1 then assert.is_true(#c.ops > 0) end
+    close(y, A:matmul(B), "extended rule")
+  end)
+
   it("explain takes the dt.F names of dispatched ops, and refuses the ops composed in Lua without running them", function()
     local Q = values({2, 4, 3, 2})
     local q = dt.distribute_tensor(Q, mesh, {"S2"})
