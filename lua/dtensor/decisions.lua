@@ -52,6 +52,17 @@ return function(dt)
     return d
   end
 
+  -- A plain tensor t beside DTensors on mesh in op `name` (`what`: "argument 2", ...), as a
+  -- replicated DTensor: one element, or any inside dt.implicit_replication; else the C
+  -- dispatcher's error saying to convert it.
+  function dt._replicated(name, what, t, mesh)
+    local ok, err = pcall(dt._check_plain, name, what, t)
+    if not ok then error((tostring(err):gsub("^[^\n]-:%d+: ", "")), 0) end
+    local r = {}
+    for m = 1, mesh.ndim do r[m] = dt.Replicate() end
+    return dt.from_local(t, mesh, r)
+  end
+
   -- forgets the decisions of one Lua op (a new rule) or of all
   function dt._forget_decisions(name)
     if name then caches[name] = nil else caches = {} end

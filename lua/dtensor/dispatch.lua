@@ -95,6 +95,64 @@ return function(dt)
     return best
   end
 
+  -- The global shape and dtype of a Lua op's output, agreed by one all_reduce(sum) over the
+  -- world (so uneven shards add up exactly and ranks outside the mesh learn them): along each
+  -- dim, the ranks whose mesh coordinates are 0 on every mesh dim not sharding it add their
+  -- local size; the mesh's first rank adds the dtype and the ndim.  run() computes the local
+  -- result (nil off the mesh); an error in it or in the output placements is raised on
+  -- every rank (the failing ranks' own message, the others' naming the op).
+  local DTYPES = {"float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool"}
+  local MAX_DIMS = 8
+  local function agreed_output(name, mesh, output, run)
+    local v = {}
+    for i = 1, 3 + MAX_DIMS do v[i] = 0 end
+    local coord, y, err = mesh:get_coordinate(), nil, nil
+    if coord then
+      local ok, r = pcall(function()
+        local res = run()
+        local ys = res:size()
+        local root = true
+        for m = 1, mesh.ndim do root = root and coord[m] == 0 end
+        if root then
+          for i, d in ipairs(DTYPES) do if d == res.dtype then v[1] = i end end
+          v[2] = #ys + 1
+        end
+        local out = placement_list(output, mesh.ndim, #ys, name .. ": the strategy's output")
+        for d = 1, #ys do
+          local adds = true
+          for m = 1, mesh.ndim do
+            if coord[m] ~= 0 and not (out[m]:is_shard() and out[m].dim == d) then adds = false end
+          end
+          if adds then v[3 + d] = ys[d] end
+        end
+        return res
+      end)
+      if ok then y = r else err, v[3] = r, 1 end
+    end
+    local t = dt.tensor(v, {dtype = "int64"})
+    dt.distributed.all_reduce(t, "sum")
+    if err then error(err, 0) end
+    if t[3]:item() > 0 then error(name .. ": the op failed on another rank (see its error)", 0) end
+    local shape = {}
+    for d = 1, t[2]:item() - 1 do shape[d] = t[3 + d]:item() end
+    return y, shape, DTYPES[t[1]:item()]
+  end
+
+  -- A string naming a Lua op call's non-tensor arguments (numbers, strings, booleans, nil),
+  -- or nil when one is something else (its output shape is then agreed at every call).
+  local function static_signature(args)
+    local parts = {}
+    for i = 1, args.n do
+      local a, t = args[i], type(args[i])
+      if t == "number" then parts[i] = math.type(a) .. ":" .. tostring(a)
+      elseif t == "string" then parts[i] = string.format("%q", a)
+      elseif t == "boolean" or t == "nil" then parts[i] = tostring(a)
+      elseif dt.is_dtensor(a) then parts[i] = "D"
+      else return nil end
+    end
+    return table.concat(parts, ",")
+  end
+
   function dt.register_op(spec)
     if type(spec) ~= "table" then error("register_op: expected {name = , forward = , sharding = }", 2) end
     local name = spec.name
@@ -113,13 +171,23 @@ return function(dt)
         if dt.is_dtensor(args[i]) then
           tensors[#tensors + 1], pos[#tensors + 1] = args[i], i
           mesh = mesh or args[i].device_mesh
+          if args[i].device_mesh ~= mesh then
+            error(name .. ": DTensor operands on different meshes: " .. tostring(mesh) .. " and " ..
+                  tostring(args[i].device_mesh), 2)
+          end
         end
       end
       if not mesh then return op.forward(...) end
-      for i = 1, args.n do
+      for i = 1, args.n do -- plain tensors: replicated where the dispatcher would take them, else its error
         if dt.is_tensor(args[i]) and not dt.is_dtensor(args[i]) then
-          error(name .. ": argument " .. i .. " is a plain tensor mixed with DTensors; convert it with dt.from_local or dt.distribute_tensor", 2)
+          local ok, r = pcall(dt._replicated, name, "argument " .. i, args[i], mesh)
+          if not ok then error(r, 2) end
+          args[i] = r
         end
+      end
+      tensors, pos = {}, {}
+      for i = 1, args.n do
+        if dt.is_dtensor(args[i]) then tensors[#tensors + 1], pos[#tensors + 1] = args[i], i end
       end
       local best = dt._decide(name, "", tensors, function()
         local b = choose(lua_strategies(name, op, tensors, mesh))
@@ -127,30 +195,41 @@ return function(dt)
         return {inputs = b.inputs, outputs = {b.output},
                 output = b.output, shape = b.shape, cost = b.cost}
       end)
-      local locals, moved = {table.unpack(args, 1, args.n)}, {}
-      for k, x in ipairs(tensors) do
-        moved[k] = x:redistribute(best.inputs[k])
-        locals[pos[k]] = moved[k]:to_local()
+      local locals = {table.unpack(args, 1, args.n)}
+      for k, x in ipairs(tensors) do locals[pos[k]] = x:redistribute(best.inputs[k]):to_local() end
+      local function run() -- ranks outside the mesh do not run forward
+        local y = op.forward(table.unpack(locals, 1, args.n))
+        if not dt.is_tensor(y) then error(name .. ": forward must return a tensor", 0) end
+        return y
       end
-      local y = op.forward(table.unpack(locals, 1, args.n))
-      if not dt.is_tensor(y) then error(name .. ": forward must return a tensor", 2) end
-      local out = placement_list(best.output, mesh.ndim, #y:size(), name .. ": the strategy's output")
-      -- the global shape: the strategy's `shape`, else that of an input placed and sized
-      -- like the output (a shape-preserving op), else even shards (from_local's rule)
-      local shape = best.shape
-      for k = 1, #tensors do
-        if shape then break end
-        local same = #moved[k]:size() == #y:size() and #out == #best.inputs[k]
-        for m = 1, #out do same = same and out[m] == best.inputs[k][m] end
-        local ls, ys = moved[k]:to_local():size(), y:size()
-        for d = 1, #ys do same = same and (ls[d] == ys[d] or mesh:get_coordinate() == nil) end
-        if same then shape = moved[k]:size() end
+      -- the output's global shape and dtype: the strategy's shape (on a mesh of the whole
+      -- world), else agreed once per decision and non-tensor arguments, then remembered
+      local sig = static_signature(args)
+      local known = sig and best.metas and best.metas[sig]
+      if not known and best.shape and mesh:size() == dt.world_size() then known = {shape = best.shape} end
+      local y, shape, dtype
+      if known then
+        if mesh:get_coordinate() then y = run() end
+        shape, dtype = known.shape, known.dtype
+      else
+        y, shape, dtype = agreed_output(name, mesh, best.output, run)
+        if sig then
+          best.metas = best.metas or {}
+          best.metas[sig] = {shape = shape, dtype = dtype}
+        end
       end
-      return dt.from_local(y, mesh, out, shape and {shape = shape} or nil)
+      local out = placement_list(best.output, mesh.ndim, #shape, name .. ": the strategy's output")
+      return dt.from_local(y or dt.empty(0, {dtype = dtype}), mesh, out, {shape = shape})
     end
     dt.ops[name] = call
     return call
   end
+
+  -- the ops whose decisions are taken in Lua (lua/dtensor/decisions.lua), not by the C
+  -- dispatcher: explain would run them (collectives included) rather than explain them
+  local composed_in_lua = {cat = true, concat = true, stack = true, embedding = true, cross_entropy = true, linear = true,
+                           zeros_like = true, ones_like = true, empty_like = true, full_like = true,
+                           rand_like = true, randn_like = true}
 
   -- dt.explain(op_name, args...): the strategies, their costs and the choice, as text.
   function dt.explain(name, ...)
@@ -170,10 +249,21 @@ return function(dt)
                                 (s.cost and string.format("cost %.3g s", s.cost) or "(not reachable)")
       end
       local best = choose(strats)
-      if best then lines[#lines + 1] = "chosen: the cheapest, first listed on a tie" end
+      if best then
+        local ins = {}
+        for i, p in ipairs(best.inputs) do ins[i] = "(" .. table.concat(strings(p), ", ") .. ")" end
+        lines[#lines + 1] = "chosen: " .. table.concat(ins, ", ") .. " -> (" ..
+                                table.concat(strings(placement_list(best.output, mesh.ndim, 8, name)), ", ") .. ")"
+      else
+        lines[#lines + 1] = "chosen: none (no strategy is reachable)"
+      end
       return table.concat(lines, "\n") .. "\n"
     end
-    local f = dt[name] or T[name]
+    if composed_in_lua[name] then
+      error("explain: " .. name .. " is composed in Lua from dispatched ops and redistributions (doc/dispatch.md); " ..
+            "DTLUA_LOG=dispatch shows its decisions", 2)
+    end
+    local f = dt[name] or T[name] or dt.nn.functional[name]
     if type(f) ~= "function" then error("explain: unknown op '" .. tostring(name) .. "'", 2) end
     return dt._explain(f, ...)
   end

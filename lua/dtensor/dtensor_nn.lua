@@ -9,40 +9,43 @@ return function(dt)
   -- one all_reduce of two integers (the smallest and the largest id). ----
   local F = dt.nn.functional
 
-  -- Raises plain embedding's error for the first out-of-range id; il: this rank's ids (nil
-  -- off-mesh), all_here: every rank of the world holds every id.
+  -- The value of v (this rank's integers, nil off-mesh) outside 1..limit that plain tensors
+  -- would name: the smallest when below 1, else the largest; nil when all are in range.
+  -- Agreed by one all_reduce of two integers unless every rank of the world holds every
+  -- value (all_here), so every rank raises the same error.
   local NONE = -(1 << 62)
-  local function check_ids(il, vocab, all_here)
+  local function out_of_range(v, limit, all_here)
     local lo, hi = NONE, NONE -- -min, max
-    if il and il:numel() > 0 then lo, hi = -il:min():item(), il:max():item() end
+    if v and v:numel() > 0 then lo, hi = -v:min():item(), v:max():item() end
     if not all_here then
       local t = dt.tensor({lo, hi}, {dtype = "int64"})
       dt.distributed.all_reduce(t, "max")
       lo, hi = t[1]:item(), t[2]:item()
     end
-    local bad = (-lo < 1 and lo ~= NONE) and -lo or (hi > vocab and hi or nil)
-    if bad then
-      error(string.format("embedding: id %d out of range for vocab size %d (ids are 1-based: 1..%d)", bad, vocab, vocab), 3)
-    end
+    return (-lo < 1 and lo ~= NONE) and -lo or (hi > limit and hi or nil)
   end
 
-  -- The mesh of two operands that must both be DTensors on one mesh (errors at the caller's caller).
-  local function common_mesh(name, a, b, what)
-    if not (dt.is_dtensor(a) and dt.is_dtensor(b)) then
-      error(name .. ": " .. what .. " must both be DTensors (or neither); convert the plain one with " ..
-            "dt.from_local or dt.distribute_tensor", 3)
-    end
+  local function integer_dtype(dtype) return dtype == "int64" or dtype == "int32" or dtype == "uint8" end
+
+  -- The mesh of two operands, at least one a DTensor, and the two as DTensors on it (a plain
+  -- one taken as replicated where the dispatcher would take it, else its error); errors at
+  -- the caller's caller.
+  local function common_mesh(name, a, b)
+    local mesh = (dt.is_dtensor(a) and a or b).device_mesh
+    if not dt.is_dtensor(a) then a = dt._replicated(name, "argument 1", a, mesh) end
+    if not dt.is_dtensor(b) then b = dt._replicated(name, "argument 2", b, mesh) end
     if a.device_mesh ~= b.device_mesh then
       error(name .. ": DTensor operands on different meshes: " .. tostring(a.device_mesh) .. " and " ..
             tostring(b.device_mesh), 3)
     end
-    return a.device_mesh
+    return a.device_mesh, a, b
   end
 
   local plain_embedding = F.embedding
   function F.embedding(ids, weight)
     if not (dt.is_dtensor(ids) or dt.is_dtensor(weight)) then return (plain_embedding(ids, weight)) end
-    local mesh = common_mesh("embedding", ids, weight, "ids and weight")
+    local mesh
+    mesh, ids, weight = common_mesh("embedding", ids, weight)
     local wsize = weight:size()
     if #wsize ~= 2 then error("embedding: weight must be 2-d [vocab, dim], got " .. #wsize .. "-d", 2) end
     local dec = dt._decide("embedding", "", {ids, weight}, function()
@@ -67,11 +70,14 @@ return function(dt)
     local wt, it, out, rowwise = dec.wt, dec.it, dec.out, dec.rowwise
     local shape = ids:size()
     shape[#shape + 1] = wsize[2]
-    if not (ids.dtype == "int64" or ids.dtype == "int32" or ids.dtype == "uint8") then
+    if not integer_dtype(ids.dtype) then
       error("embedding: ids must be an integer tensor, got " .. ids.dtype, 2)
     end
     local w2, i2 = weight:redistribute(wt), ids:redistribute(it)
-    check_ids(mesh:get_coordinate() and i2:to_local() or nil, wsize[1], dec.all_here)
+    local bad = out_of_range(mesh:get_coordinate() and i2:to_local() or nil, wsize[1], dec.all_here)
+    if bad then
+      error(string.format("embedding: id %d out of range for vocab size %d (ids are 1-based: 1..%d)", bad, wsize[1], wsize[1]), 2)
+    end
     if not mesh:get_coordinate() then return dt.from_local(dt.empty(0, {dtype = weight.dtype}), mesh, out, {shape = shape}) end
     local wl, il = w2:to_local(), i2:to_local()
     local y
@@ -103,13 +109,59 @@ return function(dt)
   local function rebuild(x, mesh, placements, shape)
     return dt.from_local(x, mesh, placements, {shape = shape})
   end
+  -- plain cross_entropy's argument checks, on the options and the global metadata: every
+  -- rank raises them before any collective.  Returns ignore_index and the reduction.
+  local ce_options = {ignore_index = true, reduction = true}
+  local function ce_args(logits, target, opts)
+    if opts ~= nil and (type(opts) ~= "table" or dt.is_tensor(opts)) then
+      error("cross_entropy: options must be a table, got " .. type(opts), 3)
+    end
+    opts = opts or {}
+    for k in pairs(opts) do
+      if not ce_options[k] then error("cross_entropy: unknown option '" .. tostring(k) .. "'", 3) end
+    end
+    local ignore, reduction = opts.ignore_index, opts.reduction or "mean"
+    if ignore == nil then ignore = -100 end
+    if math.type(ignore) ~= "integer" then error("cross_entropy: ignore_index must be an integer, got " .. tostring(ignore), 3) end
+    if reduction ~= "none" and reduction ~= "mean" and reduction ~= "sum" then
+      error('cross_entropy: reduction must be "none", "mean" or "sum", got "' .. tostring(reduction) .. '"', 3)
+    end
+    if not logits.dtype:match("float") then error("cross_entropy: logits must be a floating-point tensor, got " .. logits.dtype, 3) end
+    if not integer_dtype(target.dtype) then error("cross_entropy: targets must be an integer tensor, got " .. target.dtype, 3) end
+    local xs, ts = logits:size(), target:size()
+    if #xs == 0 then error("cross_entropy: logits must have at least 1 dim, got a 0-d tensor", 3) end
+    local ok = #ts == (#xs == 1 and 0 or #xs - 1)
+    if ok and #xs >= 2 then
+      ok = ts[1] == xs[1]
+      for d = 3, #xs do ok = ok and ts[d - 1] == xs[d] end
+    end
+    if not ok then
+      error("cross_entropy: target shape {" .. table.concat(ts, ",") .. "} does not match logits {" .. table.concat(xs, ",") ..
+            "} (expected logits [n, classes, ...] and target [n, ...])", 3)
+    end
+    return ignore, reduction
+  end
+
+  -- plain cross_entropy's error for a target outside 1..classes (ignore_index excepted), on
+  -- every rank; t2: the target as redistributed, all_here: every rank holds all of it
+  local function check_targets(t2, mesh, classes, ignore, all_here)
+    local tl
+    if mesh:get_coordinate() then
+      tl = t2:to_local()
+      tl = dt.where(tl:eq(ignore), 1, tl)
+    end
+    local bad = out_of_range(tl, classes, all_here)
+    if bad then
+      error(string.format("cross_entropy: target %d out of range for %d classes (targets are 1-based: 1..%d)", bad,
+                          classes, classes), 3)
+    end
+  end
+
   function F.cross_entropy(logits, target, opts)
     if not (dt.is_dtensor(logits) or dt.is_dtensor(target)) then return (plain_ce(logits, target, opts)) end
-    local mesh = common_mesh("cross_entropy", logits, target, "logits and target")
-    opts = opts or {}
-    local ignore = opts.ignore_index
-    if ignore == nil then ignore = -100 end
-    local reduction = opts.reduction or "mean"
+    local mesh
+    mesh, logits, target = common_mesh("cross_entropy", logits, target)
+    local ignore, reduction = ce_args(logits, target, opts)
     local shape = logits:size()
     local cdim = #shape == 1 and 1 or 2
     -- the placements: logits/target targets, the per-sample loss's, and those of the
@@ -126,7 +178,9 @@ return function(dt)
           lp[m], tp[m], batch[m] = dt.Replicate(), dt.Replicate(), dt.Replicate()
         end
       end
-      if not class then return {inputs = {lp, tp}, outputs = {batch}, lp = lp, tp = tp, batch = batch} end
+      local all_here = mesh:size() == dt.world_size()
+      for m = 1, mesh.ndim do all_here = all_here and not tp[m]:is_shard() end
+      if not class then return {inputs = {lp, tp}, outputs = {batch}, lp = lp, tp = tp, batch = batch, all_here = all_here} end
       local maxp, sump = {}, {}
       for m = 1, mesh.ndim do
         local classdim = lp[m]:is_shard() and lp[m].dim == cdim
@@ -140,11 +194,12 @@ return function(dt)
       local kplace = {}
       for m = 1, mesh.ndim do kplace[m] = (maxp[m]:is_partial()) and dt.Replicate() or maxp[m] end
       return {inputs = {lp, tp}, outputs = {batch}, lp = lp, tp = tp, batch = batch, class = true, maxp = maxp,
-              sump = sump, kplace = kplace}
+              sump = sump, kplace = kplace, all_here = all_here}
     end)
     local lp, tp, batch, class = dec.lp, dec.tp, dec.batch, dec.class
+    local l2, t2 = logits:redistribute(lp), target:redistribute(tp)
+    check_targets(t2, mesh, shape[cdim], ignore, dec.all_here)
     if not class then -- plain per-element losses on the shards, then the reduction as DTensor ops
-      local l2, t2 = logits:redistribute(lp), target:redistribute(tp)
       local tshape = target:size()
       local per
       if mesh:get_coordinate() then
@@ -157,7 +212,6 @@ return function(dt)
       if reduction == "sum" then return loss:sum() end
       return loss:sum() / t2:ne(ignore):sum()
     end
-    local l2, t2 = logits:redistribute(lp), target:redistribute(tp)
     local kshape = {}
     for d = 1, #shape do kshape[d] = d == cdim and 1 or shape[d] end
     local maxp, sump, kplace = dec.maxp, dec.sump, dec.kplace

@@ -138,24 +138,47 @@ return function(dt)
   -- ---- cat/stack of DTensors: the joined dim is replicated first (and Partial reduced), the
   -- other dims keep the first input's sharding, which every input is brought to. ----
   local function join(name, plain_join, list, dim, is_stack)
-    local mesh, first
+    local mesh
+    for _, x in ipairs(list) do
+      if dt.is_dtensor(x) then mesh = mesh or x.device_mesh end
+    end
+    local elements = {}
     for i, x in ipairs(list) do
-      if not dt.is_dtensor(x) then
-        error(name .. ": element " .. i .. " of the list is a plain tensor mixed with DTensors; convert it with " ..
-              "dt.from_local or dt.distribute_tensor", 3)
-      end
-      if not mesh then mesh, first = x.device_mesh, x
+      if not dt.is_dtensor(x) then -- replicated where the dispatcher would take it, else its error
+        local ok, err = pcall(dt._replicated, name, "element " .. i .. " of the list", x, mesh)
+        if not ok then error(err, 3) end
+        x = err
       elseif x.device_mesh ~= mesh then
         error(name .. ": DTensor operands on different meshes: " .. tostring(mesh) .. " and " .. tostring(x.device_mesh), 3)
       end
+      elements[i] = x
     end
+    list = elements
+    local first = list[1]
     local shape = first:size()
     local ndim = #shape
     local d = dim or 1
-    if math.type(d) ~= "integer" then error(name .. ": dim must be an integer", 3) end
-    local hi = is_stack and ndim + 1 or ndim
+    if math.type(d) ~= "integer" then error(name .. ": dim must be an integer, got " .. type(d), 3) end
+    if ndim == 0 and not is_stack then error(name .. ": zero-dimensional tensors cannot be concatenated (use stack)", 3) end
+    local hi = is_stack and ndim + 1 or ndim -- plain tensors' dim errors (src/lua/l_args.c)
+    if d == 0 then error(string.format("%s: dim 0 is invalid (dims are 1-based: 1..%d or -%d..-1)", name, hi, hi), 3) end
+    if d < -hi or d > hi then
+      error(string.format("%s: dim %d out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)", name, d, ndim,
+                          hi, hi), 3)
+    end
     if d < 0 then d = d + hi + 1 end
-    if d < 1 or d > hi then error(name .. ": dim " .. tostring(dim) .. " out of range for " .. ndim .. "-d tensors", 3) end
+    -- the plain rule's shape check on the global shapes, before any collective: every rank
+    -- raises it (local shards may agree where the global shapes do not)
+    for i = 2, #list do
+      local s = list[i]:size()
+      local ok = #s == ndim
+      for k = 1, ndim do ok = ok and (s[k] == shape[k] or (k == d and not is_stack)) end
+      if not ok then
+        error(string.format("%s: tensor %d has shape {%s} but tensor 1 has shape {%s} (%s)", name, i,
+                            table.concat(s, ","), table.concat(shape, ","),
+                            is_stack and "all shapes must be equal" or "sizes must match except in dim " .. d), 3)
+      end
+    end
     local dec = dt._decide(name, tostring(d), list, function()
       local target, out = {}, {}
       for m, p in ipairs(first.placements) do
@@ -170,12 +193,8 @@ return function(dt)
     local target, out = dec.target, dec.out
     local locals, total = {}, 0
     for i, x in ipairs(list) do
-      local s = x:size()
-      if #s ~= ndim and not is_stack then
-        error(name .. ": every DTensor needs " .. ndim .. " dims, element " .. i .. " has " .. #s, 3)
-      end
       locals[i] = x:redistribute(target):to_local()
-      total = total + (s[d] or 0)
+      total = total + (x:size()[d] or 0)
     end
     local y
     if mesh:get_coordinate() then y = plain_join(locals, d)

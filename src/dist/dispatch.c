@@ -242,6 +242,19 @@ static void make_key(dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp
   }
 }
 
+int dt_dispatch_check_plain(dt_context *ctx, const char *name, const char *what, const dt_tensor *t, int implicit) {
+  if (dt_tensor_numel(t) != 1 && !implicit)
+    return dt_error("%s: %s is a plain tensor of %lld elements mixed with DTensors; convert it with "
+                    "dt.from_local or dt.distribute_tensor (or run inside dt.implicit_replication)",
+                    name, what, (long long)dt_tensor_numel(t));
+  if (t->ndim == 1 && dt_tensor_numel(t) == 1 && !implicit && !state(ctx)->warned_1d) {
+    state(ctx)->warned_1d = 1;
+    fprintf(stderr, "warning: %s: a 1-element 1-d plain tensor mixed with DTensors is taken as replicated "
+                    "(use a 0-d tensor or a number to silence this)\n", name);
+  }
+  return DT_OK;
+}
+
 /* Plain tensors beside DTensors: one element (or under implicit replication) -> a
  * replicated spec in tmp; anything else is an error. */
 static int plain_specs(dt_context *ctx, const char *name, const dt_op_args *a, const dt_dispatch_call *c,
@@ -250,15 +263,9 @@ static int plain_specs(dt_context *ctx, const char *name, const dt_op_args *a, c
     sp[i] = c->specs[i];
     if (sp[i] || !a->in[i]) continue;
     const dt_tensor *t = a->in[i];
-    if (dt_tensor_numel(t) != 1 && !c->implicit_replication)
-      return dt_error("%s: argument %d is a plain tensor of %lld elements mixed with DTensors; convert it with "
-                      "dt.from_local or dt.distribute_tensor (or run inside dt.implicit_replication)",
-                      name, i + 1, (long long)dt_tensor_numel(t));
-    if (t->ndim == 1 && dt_tensor_numel(t) == 1 && !c->implicit_replication && !state(ctx)->warned_1d) {
-      state(ctx)->warned_1d = 1;
-      fprintf(stderr, "warning: %s: a 1-element 1-d plain tensor mixed with DTensors is taken as replicated "
-                      "(use a 0-d tensor or a number to silence this)\n", name);
-    }
+    char what[32];
+    snprintf(what, sizeof what, "argument %d", i + 1);
+    if (dt_dispatch_check_plain(ctx, name, what, t, c->implicit_replication) != DT_OK) return DT_ERR;
     memset(&tmp[i], 0, sizeof tmp[i]);
     tmp[i].mesh = mesh;
     tmp[i].ndim = t->ndim;

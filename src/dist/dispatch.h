@@ -55,4 +55,9 @@ void dt_dispatch_note_lua(dt_context *ctx, const char *name, const char *inputs,
                           int hit, double cost);
 int dt_dispatch_logging(dt_context *ctx);
 
+/* A plain tensor t beside DTensors in op `name` (`what`: "argument 2", ...): one element, or
+ * any under implicit replication, is taken as replicated (a warning once per rank for one
+ * element in 1 dim); anything else is an error saying to convert it. */
+int dt_dispatch_check_plain(dt_context *ctx, const char *name, const char *what, const dt_tensor *t, int implicit);
+
 #endif

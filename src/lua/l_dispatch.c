@@ -60,8 +60,38 @@ static void push_shape(lua_State *L, int ndim, const int64_t *shape) {
   }
 }
 
+/* The built-in rule's strategies, as a Lua rule returns them: {inputs = {placements per
+ * tensor operand}, outputs = {placements per output}} (a rule extends them by returning
+ * them with its own). */
+static void push_builtin(lua_State *L, const dt_rule_args *r) {
+  dt_rule_fn rule = dt_rule_for(r->op);
+  int n = 0;
+  dt_strategy *s = lua_newuserdatauv(L, sizeof *s * DT_RULE_MAX_STRATEGIES, 0); /* freed by the GC on errors */
+  if (rule && rule(r, s, &n) != DT_OK) dt_lua_raise(L);
+  lua_createtable(L, n, 0);
+  for (int k = 0; k < n; k++) {
+    lua_createtable(L, 0, 2);
+    lua_newtable(L);
+    for (int i = 0, j = 0; i < r->a->nin; i++) {
+      if (!r->spec[i]) continue;
+      push_placements(L, s[k].in[i], r->mesh_ndim);
+      lua_rawseti(L, -2, ++j);
+    }
+    lua_setfield(L, -2, "inputs");
+    lua_createtable(L, r->nout, 0);
+    for (int o = 0; o < r->nout; o++) {
+      push_placements(L, s[k].out[o], r->mesh_ndim);
+      lua_rawseti(L, -2, o + 1);
+    }
+    lua_setfield(L, -2, "outputs");
+    lua_rawseti(L, -2, k + 1);
+  }
+  lua_remove(L, -2); /* the strategies' buffer */
+}
+
 /* The schema a Lua rule sees: op, mesh_ndim, inputs {shape, dtype, placements} (tensor
- * operands only, in order), outputs {shape, dtype}, dims (1-based), keepdim, scalars. */
+ * operands only, in order), outputs {shape, dtype}, dims (1-based), keepdim, scalars,
+ * builtin (the built-in rule's strategies). */
 static void push_schema(lua_State *L, const dt_rule_args *r) {
   const dt_op_args *a = r->a;
   lua_createtable(L, 0, 8);
@@ -106,6 +136,8 @@ static void push_schema(lua_State *L, const dt_rule_args *r) {
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "scalars");
+  push_builtin(L, r);
+  lua_setfield(L, -2, "builtin");
 }
 
 /* Placements at idx for a tensor of spec-like metadata, normalised; errors name where. */
@@ -352,6 +384,15 @@ static int l_implicit_replication(lua_State *L) {
   return lua_gettop(L);
 }
 
+/* dt._check_plain(name, what, t): raises unless the plain tensor t may join DTensors as a
+ * replicated operand (the C dispatcher's rule, for the ops composed in Lua). */
+static int l_check_plain(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1), *what = luaL_checkstring(L, 2);
+  dt_tensor *t = dt_lua_check_tensor(L, 3);
+  if (dt_dispatch_check_plain(dt_lua_context(L), name, what, t, dt_lua_implicit_replication(L)) != DT_OK) dt_lua_raise(L);
+  return 0;
+}
+
 /* dt._dispatch_note(name, hit[, inputs, choice, moves, cost]): counts a decision of an op
  * composed in Lua; returns whether DTLUA_LOG=dispatch is on (then the texts are logged). */
 static int l_dispatch_note(lua_State *L) {
@@ -444,6 +485,7 @@ void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
       {"_explain", l_explain_call},                /* dt.explain */
       {"_redistribute_cost", l_redistribute_cost}, /* Lua ops' strategy prices */
       {"_dispatch_note", l_dispatch_note},         /* Lua ops' decisions: stats and log */
+      {"_check_plain", l_check_plain},             /* Lua ops' plain operands */
       {"_dispatch_key", l_dispatch_key},           /* Lua ops' decisions: cache keys */
       {NULL, NULL},
   };

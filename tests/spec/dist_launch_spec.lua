@@ -3,11 +3,7 @@
 local H = require("tests.spec.support.launch_helpers")
 local DTLUA, sh_quote, run, mpirun_prefix = H.DTLUA, H.sh_quote, H.run, H.mpirun_prefix
 
-local function count(s, pat)
-  local n = 0
-  for _ in s:gmatch(pat) do n = n + 1 end
-  return n
-end
+local count = H.count
 
 describe("dtlua -n N", function()
   it("runs every rank and exits 0 when all succeed", function()

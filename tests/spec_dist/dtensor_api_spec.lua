@@ -217,7 +217,7 @@ describe("DTensor errors", function()
     fails("a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()",
           function() return d:totable() end)
     fails("indexing: index 3 out of range for dim 1 of size 2", function() return d[3] end)
-    fails("cat: element 2 of the list is a plain tensor mixed with DTensors", function() return dt.cat({d, x}) end)
+    fails("cat: element 2 of the list is a plain tensor of 6 elements mixed with DTensors", function() return dt.cat({d, x}) end)
     fails("mm: expected 2-d tensors, got 2-d and 1-d", function() return dt.mm(d, d:sum(1)) end)
     fails("expected a DTensor, got a plain tensor", function() return x:full_tensor() end)
     fails("src_rank " .. n .. " is not a rank of", dt.distribute_tensor, x, mesh, {"R"}, {src_rank = n})

@@ -5,6 +5,13 @@ local M = {}
 
 M.DTLUA = os.getenv("DTLUA") or "./dtlua"
 
+-- How many times pattern pat occurs in s.
+function M.count(s, pat)
+  local n = 0
+  for _ in s:gmatch(pat) do n = n + 1 end
+  return n
+end
+
 function M.sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 -- Runs a shell command; returns its output (stdout+stderr), exit status and seconds.
