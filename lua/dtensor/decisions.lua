@@ -63,6 +63,14 @@ return function(dt)
     return dt.from_local(t, mesh, r)
   end
 
+  -- The C dispatcher's error for DTensor operands on two meshes, raised `level` frames above
+  -- the caller (as error()'s level).
+  function dt._check_same_mesh(name, mesh, other, level)
+    if mesh ~= other then
+      error(name .. ": DTensor operands on different meshes: " .. tostring(mesh) .. " and " .. tostring(other), level + 1)
+    end
+  end
+
   -- forgets the decisions of one Lua op (a new rule) or of all
   function dt._forget_decisions(name)
     if name then caches[name] = nil else caches = {} end

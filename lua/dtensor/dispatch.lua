@@ -171,10 +171,7 @@ return function(dt)
         if dt.is_dtensor(args[i]) then
           tensors[#tensors + 1], pos[#tensors + 1] = args[i], i
           mesh = mesh or args[i].device_mesh
-          if args[i].device_mesh ~= mesh then
-            error(name .. ": DTensor operands on different meshes: " .. tostring(mesh) .. " and " ..
-                  tostring(args[i].device_mesh), 2)
-          end
+          dt._check_same_mesh(name, mesh, args[i].device_mesh, 2)
         end
       end
       if not mesh then return op.forward(...) end

@@ -34,10 +34,7 @@ return function(dt)
     local mesh = (dt.is_dtensor(a) and a or b).device_mesh
     if not dt.is_dtensor(a) then a = dt._replicated(name, "argument 1", a, mesh) end
     if not dt.is_dtensor(b) then b = dt._replicated(name, "argument 2", b, mesh) end
-    if a.device_mesh ~= b.device_mesh then
-      error(name .. ": DTensor operands on different meshes: " .. tostring(a.device_mesh) .. " and " ..
-            tostring(b.device_mesh), 3)
-    end
+    dt._check_same_mesh(name, a.device_mesh, b.device_mesh, 3)
     return a.device_mesh, a, b
   end
 

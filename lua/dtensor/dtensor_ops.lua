@@ -45,9 +45,7 @@ return function(dt)
 
   local function both_dtensors(name, x, y)
     if dt.is_dtensor(x) and dt.is_dtensor(y) then
-      if x.device_mesh ~= y.device_mesh then
-        error(name .. ": DTensor operands on different meshes: " .. tostring(x.device_mesh) .. " and " .. tostring(y.device_mesh), 3)
-      end
+      dt._check_same_mesh(name, x.device_mesh, y.device_mesh, 3) -- not a tail call: the level counts this frame
       return
     end
     error(name .. ": a DTensor and a plain tensor; convert the plain one with dt.distribute_tensor or compare full_tensor()s", 3)
@@ -55,13 +53,16 @@ return function(dt)
 
   local function shape_text(s) return "{" .. table.concat(s, ",") .. "}" end
 
+  local function same_shape(sx, sy)
+    local same = #sx == #sy
+    for d = 1, #sx do same = same and sx[d] == sy[d] end
+    return same
+  end
+
   local function dequal(x, y)
     if not (dt.is_dtensor(x) or dt.is_dtensor(y)) then return (equal(x, y)) end
     both_dtensors("equal", x, y)
-    local sx, sy = x:size(), y:size()
-    local same = x.dtype == y.dtype and #sx == #sy
-    for d = 1, #sx do same = same and sx[d] == sy[d] end
-    if not same then return false end -- from metadata: every rank agrees
+    if x.dtype ~= y.dtype or not same_shape(x:size(), y:size()) then return false end -- from metadata: every rank agrees
     return compare_shards(x, y, equal)
   end
 
@@ -71,9 +72,7 @@ return function(dt)
     if not (dt.is_dtensor(x) or dt.is_dtensor(y)) then return (allclose(x, y, ...)) end
     both_dtensors("allclose", x, y)
     local sx, sy = x:size(), y:size()
-    local same = #sx == #sy
-    for d = 1, #sx do same = same and sx[d] == sy[d] end
-    if not same then
+    if not same_shape(sx, sy) then
       error("allclose: DTensors of global shapes " .. shape_text(sx) .. " and " .. shape_text(sy) ..
             " (DTensors are compared at one shape; expand or redistribute first)", 2)
     end
@@ -148,8 +147,8 @@ return function(dt)
         local ok, err = pcall(dt._replicated, name, "element " .. i .. " of the list", x, mesh)
         if not ok then error(err, 3) end
         x = err
-      elseif x.device_mesh ~= mesh then
-        error(name .. ": DTensor operands on different meshes: " .. tostring(mesh) .. " and " .. tostring(x.device_mesh), 3)
+      else
+        dt._check_same_mesh(name, mesh, x.device_mesh, 3)
       end
       elements[i] = x
     end
