@@ -117,19 +117,13 @@ static int insert(dt_dispatch_state *s, entry *e) {
   return DT_OK;
 }
 
-static int same_placements(const dt_placement *a, const dt_placement *b, int n) {
-  for (int m = 0; m < n; m++)
-    if (!dt_placement_equal(a[m], b[m])) return 0;
-  return 1;
-}
-
 /* Redistribution cost of every input to the strategy's placements; < 0 when impossible.
  * *moved counts the inputs that change (the first tie-break). */
 static double price(dt_context *ctx, const dt_op_args *a, const dt_dspec *const *sp, const dt_strategy *st, int *moved) {
   double cost = 0;
   *moved = 0;
   for (int i = 0; i < a->nin; i++) {
-    if (!sp[i] || same_placements(sp[i]->p, st->in[i], sp[i]->mesh->ndim)) continue;
+    if (!sp[i] || dt_placements_equal(sp[i]->p, st->in[i], sp[i]->mesh->ndim)) continue;
     const dt_redist_plan *plan;
     if (dt_redistribute_plan(ctx, sp[i], st->in[i], 0, &plan) != DT_OK) return -1;
     cost += plan->cost;
@@ -168,11 +162,7 @@ static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_ds
   dt_tensor *gin[DT_DISPATCH_MAX_IN] = {0};
   for (int i = 0; i < a->nin; i++) {
     if (!sp[i]) continue;
-    memset(&g[i], 0, sizeof g[i]);
-    g[i].ndim = sp[i]->ndim;
-    g[i].dtype = sp[i]->dtype;
-    memcpy(g[i].shape, sp[i]->shape, sizeof(int64_t) * (size_t)sp[i]->ndim);
-    dt_contiguous_strides(g[i].ndim, g[i].shape, g[i].stride);
+    dt_dspec_global_header(sp[i], &g[i]);
     gin[i] = &g[i];
   }
   dt_op_args ga = *a;
@@ -219,7 +209,7 @@ static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_ds
   e->choice = s[best];
   e->cost = best_cost;
   free(s);
-  if ((op->flags & DT_OPF_INPLACE) && !same_placements(sp[0]->p, e->choice.out[0], e->k.mesh_ndim))
+  if ((op->flags & DT_OPF_INPLACE) && !dt_placements_equal(sp[0]->p, e->choice.out[0], e->k.mesh_ndim))
     return dt_error("%s: an in-place op would change its input's placements", op->name);
   return DT_OK;
 }
@@ -295,7 +285,7 @@ static void log_decision(dt_context *ctx, const char *name, const dt_op_args *a,
     if (!sp[i]) continue;
     at += (size_t)snprintf(in + at, sizeof in - at, "%s%s%s %s", at ? ", " : "", dt_dtype_name(sp[i]->dtype),
                            dt_format_shape(sh, sizeof sh, sp[i]->ndim, sp[i]->shape), dt_placements_format(sp[i]->p, nm, p, sizeof p));
-    if (!same_placements(sp[i]->p, e->choice.in[i], nm))
+    if (!dt_placements_equal(sp[i]->p, e->choice.in[i], nm))
       am += (size_t)snprintf(mv + am, sizeof mv - am, "%sinput %d %s -> %s", am ? ", " : "redistribute ", i + 1,
                              dt_placements_format(sp[i]->p, nm, p, sizeof p), dt_placements_format(e->choice.in[i], nm, q, sizeof q));
   }
@@ -386,7 +376,7 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_disp
   int st = DT_OK;
   for (int i = 0; i < a->nin && st == DT_OK; i++) {
     if (!a->in[i]) continue;
-    if (same_placements(sp[i]->p, e->choice.in[i], mesh->ndim)) {
+    if (dt_placements_equal(sp[i]->p, e->choice.in[i], mesh->ndim)) {
       dt_tensor_retain(loc[i] = a->in[i]);
       continue;
     }

@@ -94,3 +94,11 @@ int dt_dspec_has_partial(const dt_placement *p, int n) {
     if (p[i].kind == DT_PARTIAL) return 1;
   return 0;
 }
+
+void dt_dspec_global_header(const dt_dspec *s, dt_tensor *g) {
+  memset(g, 0, sizeof *g);
+  g->ndim = s->ndim;
+  g->dtype = s->dtype;
+  memcpy(g->shape, s->shape, sizeof(int64_t) * (size_t)s->ndim);
+  dt_contiguous_strides(g->ndim, g->shape, g->stride);
+}

@@ -34,5 +34,8 @@ int64_t dt_dspec_logical_size(const dt_dspec *s, const dt_placement *p, const in
 /* This rank's local shape (an empty {0} off-mesh). */
 void dt_dspec_my_local(const dt_dspec *s, int *ndim, int64_t *shape, int64_t *offset);
 int dt_dspec_has_partial(const dt_placement *p, int n);
+/* A tensor header with the spec's global shape, dtype and contiguous strides, no storage:
+ * what shape rules read when an op is decided on global metadata. */
+void dt_dspec_global_header(const dt_dspec *s, dt_tensor *g);
 
 #endif

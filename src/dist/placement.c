@@ -14,6 +14,12 @@ int dt_placement_equal(dt_placement a, dt_placement b) {
   return 1;
 }
 
+int dt_placements_equal(const dt_placement *a, const dt_placement *b, int n) {
+  for (int m = 0; m < n; m++)
+    if (!dt_placement_equal(a[m], b[m])) return 0;
+  return 1;
+}
+
 char *dt_placement_format(dt_placement p, char *buf, size_t len) {
   if (p.kind == DT_SHARD) snprintf(buf, len, "Shard(%d)", p.dim >= 0 ? p.dim + 1 : p.dim);
   else if (p.kind == DT_PARTIAL) snprintf(buf, len, "Partial(%s)", dt_reduce_op_name(p.op));

@@ -15,6 +15,8 @@ typedef struct dt_placement {
 } dt_placement;
 
 int dt_placement_equal(dt_placement a, dt_placement b);
+/* Lists of n placements, element by element. */
+int dt_placements_equal(const dt_placement *a, const dt_placement *b, int n);
 /* "Shard(2)" (dims shown 1-based), "Replicate()", "Partial(sum)". */
 char *dt_placement_format(dt_placement p, char *buf, size_t len);
 /* "(Shard(1), Replicate())" for a list. */

@@ -51,12 +51,6 @@ static void placements_for(dt_op_id id, const dt_dspec *in, dt_placement *target
   }
 }
 
-static int same_placements(const dt_placement *a, const dt_placement *b, int n) {
-  for (int m = 0; m < n; m++)
-    if (!dt_placement_equal(a[m], b[m])) return 0;
-  return 1;
-}
-
 /* A Partial(sum) output holds the draw on the first rank of each Partial(sum) mesh dim
  * and zeros on the others, so that the pending sum is the draw. */
 static int zero_block(const dt_dspec *s) {
@@ -88,7 +82,7 @@ static int run_local(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt
   dt_tensor *x = a->in[0];
   dt_tensor_retain(x);
   int st = DT_OK;
-  if (reads_values(id, a) && !same_placements(in->p, target, in->mesh->ndim)) {
+  if (reads_values(id, a) && !dt_placements_equal(in->p, target, in->mesh->ndim)) {
     const dt_redist_plan *plan;
     dt_tensor *moved = NULL;
     st = dt_redistribute_plan(ctx, in, target, 0, &plan);
@@ -126,15 +120,6 @@ static dt_tensor *empty_local(dt_dtype dtype) {
   return dt_tensor_empty(dtype, 1, &zero, DT_CPU);
 }
 
-/* A header with the spec's global shape (no storage): what shape rules read. */
-static void global_header(const dt_dspec *s, dt_tensor *g) {
-  memset(g, 0, sizeof *g);
-  g->ndim = s->ndim;
-  g->dtype = s->dtype;
-  memcpy(g->shape, s->shape, sizeof(int64_t) * (size_t)s->ndim);
-  dt_contiguous_strides(g->ndim, g->shape, g->stride);
-}
-
 int dt_rng_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp, dt_tensor **out,
                     dt_dspec **out_spec) {
   const dt_op_def *op = dt_op_get(id);
@@ -149,7 +134,7 @@ int dt_rng_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_
   /* global metadata first: argument errors (dtype, p, shapes) are raised on every rank */
   dt_tensor g;
   dt_tensor *gin[1] = {&g};
-  global_header(in, &g);
+  dt_dspec_global_header(in, &g);
   dt_op_args ga = *a;
   ga.in = gin, ga.name = op->name, ga.region = NULL;
   dt_meta meta[DT_OP_MAX_OUT];
@@ -187,7 +172,7 @@ int dt_rng_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_
 int dt_rng_explain(dt_op_id id, const dt_op_args *a, const dt_dspec *in, char *buf, size_t len) {
   dt_placement target[DT_MESH_MAX_DIMS], outp[DT_MESH_MAX_DIMS];
   placements_for(id, in, target, outp);
-  int n = in->mesh->ndim, moved = reads_values(id, a) && !same_placements(in->p, target, n);
+  int n = in->mesh->ndim, moved = reads_values(id, a) && !dt_placements_equal(in->p, target, n);
   char pi[128], pt[128], po[128];
   snprintf(buf, len,
            "%s(%s): a random op, no strategy choice (the RNG tracker region): input %s%s -> output %s, each element "
