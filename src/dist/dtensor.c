@@ -95,6 +95,12 @@ int dt_dspec_has_partial(const dt_placement *p, int n) {
   return 0;
 }
 
+int dt_dspec_holds_value(const dt_dspec *s) {
+  for (int m = 0; m < s->mesh->ndim; m++)
+    if (s->p[m].kind == DT_PARTIAL && s->p[m].op == DT_REDUCE_SUM && s->mesh->coord[m] != 0) return 0;
+  return 1;
+}
+
 void dt_dspec_global_header(const dt_dspec *s, dt_tensor *g) {
   memset(g, 0, sizeof *g);
   g->ndim = s->ndim;

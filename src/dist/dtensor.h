@@ -37,5 +37,9 @@ int dt_dspec_has_partial(const dt_placement *p, int n);
 /* A tensor header with the spec's global shape, dtype and contiguous strides, no storage:
  * what shape rules read when an op is decided on global metadata. */
 void dt_dspec_global_header(const dt_dspec *s, dt_tensor *g);
+/* Writing a value v into a DTensor of spec s in place: does this rank hold v, or zeros?  On
+ * a Partial(sum) mesh dim only coordinate 0 holds v, so that the pending sum is v once
+ * (avg/max/min and the other placements hold v everywhere).  A mesh rank only. */
+int dt_dspec_holds_value(const dt_dspec *s);
 
 #endif

@@ -51,14 +51,6 @@ static void placements_for(dt_op_id id, const dt_dspec *in, dt_placement *target
   }
 }
 
-/* A Partial(sum) output holds the draw on the first rank of each Partial(sum) mesh dim
- * and zeros on the others, so that the pending sum is the draw. */
-static int zero_block(const dt_dspec *s) {
-  for (int m = 0; m < s->mesh->ndim; m++)
-    if (s->p[m].kind == DT_PARTIAL && s->p[m].op == DT_REDUCE_SUM && s->mesh->coord[m] != 0) return 1;
-  return 0;
-}
-
 /* Runs op id's local kernel on this rank's block of os (the first output's spec) at the
  * context's position.  Factories get the block's shape as theirs. */
 static int call_block(dt_context *ctx, dt_op_id id, dt_op_args *la, const dt_dspec *os, dt_tensor **out) {
@@ -93,7 +85,7 @@ static int run_local(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt
   if (st != DT_OK) return DT_ERR;
   dt_op_args la = *a;
   la.in = &x;
-  if (zero_block(os)) {
+  if (!dt_dspec_holds_value(os)) { /* Partial(sum): the draw once, zeros elsewhere */
     dt_op_args z = {.in = &x, .nin = 1};
     st = dt_op_call(DT_OP_ZERO_, &z, out);
   } else {

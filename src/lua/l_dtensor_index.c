@@ -76,13 +76,6 @@ static dt_tensor *view_step(lua_State *L, dt_tensor *x, dt_op_id id, int64_t i0,
   return out[0];
 }
 
-/* The mesh coordinate of this rank is 0 on every Partial(sum) mesh dim of t? */
-static int writes_value(const dt_dspec *ts) {
-  for (int m = 0; m < ts->mesh->ndim; m++)
-    if (ts->p[m].kind == DT_PARTIAL && ts->p[m].op == DT_REDUCE_SUM && ts->mesh->coord[m] != 0) return 0;
-  return 1;
-}
-
 int dt_lua_dtensor_newindex(lua_State *L) {
   dt_lua_tensor *u = dt_lua_check_any(L, 1);
   const dt_dspec *ts = u->spec;
@@ -158,7 +151,7 @@ int dt_lua_dtensor_newindex(lua_State *L) {
     else dst = view_step(L, dst, DT_OP_SLICE, d, first, first + (j1[d] - j0[d]) * ix.step[d] + 1, ix.step[d]);
   }
   dt_lua_push_tensor(L, dst);
-  if (!writes_value(ts)) { /* the pending sum gets v once, from coordinate 0 */
+  if (!dt_dspec_holds_value(ts)) { /* the pending sum gets v once, from coordinate 0 */
     const int64_t no_dims[1] = {0};
     if (!(src = dt_tensor_full(DT_BOOL, 0, no_dims, 0, DT_CPU))) return dt_lua_raise(L);
     dt_lua_push_tensor(L, src);
