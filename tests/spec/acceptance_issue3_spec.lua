@@ -245,9 +245,9 @@ describe("issue 3: Failure handling: nothing hangs, nothing is silent", function
 
   it("a rank that ends while others wait for it fails them (threads; MPI with DTLUA_DEBUG=collectives)", function()
     local prog = sh_quote("if dt.rank() >= 1 then dt.distributed.all_reduce(dt.ones(2)) end")
-    -- rank 0 is always named; under load rank 2 may fail out first and be named by rank 1
-    -- too ({0,2}), which is also true: it left without joining
-    local msg = "all_reduce: in group {0,1,2}, rank%(s%) {0,?2?} finished their program without joining it"
+    -- rank 0 is always named first; under load a waiting rank that already failed out may be
+    -- named beside it ({0,1} or {0,2}): a known race of the threads backend (doc/status.md)
+    local msg = "all_reduce: in group {0,1,2}, rank%(s%) {0[,12]*} finished their program without joining it"
     local out, rc = run("-n 3 -e " .. prog)
     assert.are_not.equal(0, rc)
     assert.matches(msg, out)
