@@ -1,4 +1,4 @@
--- The Lua side of the sharding dispatcher (src/dist/dispatch.c, doc/dispatch.md):
+-- The Lua side of the sharding dispatcher (src/distributed/dispatch.c, doc/dispatch.md):
 -- dt.register_sharding, dt.register_op / dt.ops, dt.explain, and the plugins of the
 -- directories in DTLUA_PLUGINS (loaded last, once every DTensor op is in place).
 -- Installs itself into the dt module.

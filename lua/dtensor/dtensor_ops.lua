@@ -159,7 +159,7 @@ return function(dt)
     local d = dim or 1
     if math.type(d) ~= "integer" then error(name .. ": dim must be an integer, got " .. type(d), 3) end
     if ndim == 0 and not is_stack then error(name .. ": zero-dimensional tensors cannot be concatenated (use stack)", 3) end
-    local hi = is_stack and ndim + 1 or ndim -- plain tensors' dim errors (src/lua/l_args.c)
+    local hi = is_stack and ndim + 1 or ndim -- plain tensors' dim errors (src/bindings/l_args.c)
     if d == 0 then error(string.format("%s: dim 0 is invalid (dims are 1-based: 1..%d or -%d..-1)", name, hi, hi), 3) end
     if d < -hi or d > hi then
       error(string.format("%s: dim %d out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)", name, d, ndim,

@@ -1,0 +1,495 @@
+/* Lua side of the sharding dispatcher (src/distributed/dispatch.c).
+ * Bindings take their tensors with dt_lua_check_tensor, which refuses DTensors except in
+ * the bindings listed here: those only read dtype/ndim of their operands and go through
+ * dt_lua_call_op, so a DTensor's local shard can stand for it until the front door.  There
+ * (dt_lua_dispatch_try) the binding's stack frame is scanned for the DTensors whose local
+ * shards are the op's inputs, and the call goes to the dispatcher instead.
+ * Also: dt.dispatch_stats(), dt.dispatch_cache_clear(), dt.implicit_replication(fn | <close>). */
+#include <string.h>
+
+#include "base/error.h"
+#include "distributed/dispatch.h"
+#include "distributed/redistribute.h"
+#include "distributed/sharding_rules/sharding_rules.h"
+#include "bindings/l_dist.h"
+#include "bindings/l_dtensor.h"
+#include "bindings/l_mesh.h"
+
+#define ALLOWED_KEY "dtlua.dispatch_bindings"
+#define IMPLICIT_KEY "dtlua.implicit_replication"
+#define PLUGINS_KEY "dtlua.sharding_plugins" /* op name -> Lua rule */
+#define EXPLAIN_KEY "dtlua.explain"         /* true while dt.explain runs a binding */
+
+/* The per-lua_State flag "a DTensor was let through since the last op call" lives in the
+ * state's extra space (per coroutine, nothing global). */
+static int *armed(lua_State *L) { return (int *)lua_getextraspace(L); }
+
+int dt_lua_dispatch_allowed(lua_State *L) {
+  lua_Debug ar;
+  if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "f", &ar)) return 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, ALLOWED_KEY);
+  lua_insert(L, -2);
+  int ok = lua_rawget(L, -2) == LUA_TBOOLEAN;
+  lua_pop(L, 2);
+  if (ok) *armed(L) = 1;
+  return ok;
+}
+
+/* ---- sharding rules written in Lua ---- */
+typedef struct plugin_call {
+  lua_State *L;
+  int fn; /* stack index of the Lua rule in the binding's frame */
+  const dt_rule_args *r;
+  dt_strategy *s;
+  int *n;
+} plugin_call;
+
+static void push_placements(lua_State *L, const dt_placement *p, int n) {
+  lua_createtable(L, n, 0);
+  for (int m = 0; m < n; m++) {
+    dt_lua_push_placement(L, p[m]);
+    lua_rawseti(L, -2, m + 1);
+  }
+}
+
+static void push_shape(lua_State *L, int ndim, const int64_t *shape) {
+  lua_createtable(L, ndim, 0);
+  for (int d = 0; d < ndim; d++) {
+    lua_pushinteger(L, shape[d]);
+    lua_rawseti(L, -2, d + 1);
+  }
+}
+
+/* The built-in rule's strategies, as a Lua rule returns them: {inputs = {placements per
+ * tensor operand}, outputs = {placements per output}} (a rule extends them by returning
+ * them with its own). */
+static void push_builtin(lua_State *L, const dt_rule_args *r) {
+  dt_rule_fn rule = dt_rule_for(r->op);
+  int n = 0;
+  dt_strategy *s = lua_newuserdatauv(L, sizeof *s * DT_RULE_MAX_STRATEGIES, 0); /* freed by the GC on errors */
+  if (rule && rule(r, s, &n) != DT_OK) dt_lua_raise(L);
+  lua_createtable(L, n, 0);
+  for (int k = 0; k < n; k++) {
+    lua_createtable(L, 0, 2);
+    lua_newtable(L);
+    for (int i = 0, j = 0; i < r->a->nin; i++) {
+      if (!r->spec[i]) continue;
+      push_placements(L, s[k].in[i], r->mesh_ndim);
+      lua_rawseti(L, -2, ++j);
+    }
+    lua_setfield(L, -2, "inputs");
+    lua_createtable(L, r->nout, 0);
+    for (int o = 0; o < r->nout; o++) {
+      push_placements(L, s[k].out[o], r->mesh_ndim);
+      lua_rawseti(L, -2, o + 1);
+    }
+    lua_setfield(L, -2, "outputs");
+    lua_rawseti(L, -2, k + 1);
+  }
+  lua_remove(L, -2); /* the strategies' buffer */
+}
+
+/* The schema a Lua rule sees: op, mesh_ndim, inputs {shape, dtype, placements} (tensor
+ * operands only, in order), outputs {shape, dtype}, dims (1-based), keepdim, scalars,
+ * builtin (the built-in rule's strategies). */
+static void push_schema(lua_State *L, const dt_rule_args *r) {
+  const dt_op_args *a = r->a;
+  lua_createtable(L, 0, 8);
+  lua_pushstring(L, dt_op_get(r->op)->name);
+  lua_setfield(L, -2, "op");
+  lua_pushinteger(L, r->mesh_ndim);
+  lua_setfield(L, -2, "mesh_ndim");
+  lua_newtable(L);
+  for (int i = 0, k = 0; i < a->nin; i++) {
+    if (!r->spec[i]) continue;
+    lua_createtable(L, 0, 3);
+    push_shape(L, r->spec[i]->ndim, r->spec[i]->shape);
+    lua_setfield(L, -2, "shape");
+    lua_pushstring(L, dt_dtype_name(r->spec[i]->dtype));
+    lua_setfield(L, -2, "dtype");
+    push_placements(L, r->spec[i]->p, r->mesh_ndim);
+    lua_setfield(L, -2, "placements");
+    lua_rawseti(L, -2, ++k);
+  }
+  lua_setfield(L, -2, "inputs");
+  lua_newtable(L);
+  for (int o = 0; o < r->nout; o++) {
+    lua_createtable(L, 0, 2);
+    push_shape(L, r->out[o].ndim, r->out[o].shape);
+    lua_setfield(L, -2, "shape");
+    lua_pushstring(L, dt_dtype_name(r->out[o].dtype));
+    lua_setfield(L, -2, "dtype");
+    lua_rawseti(L, -2, o + 1);
+  }
+  lua_setfield(L, -2, "outputs");
+  lua_newtable(L);
+  for (int i = 0; i < a->nints; i++) {
+    lua_pushinteger(L, a->ints[i] + 1);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "dims");
+  lua_pushboolean(L, a->keepdim);
+  lua_setfield(L, -2, "keepdim");
+  lua_newtable(L);
+  for (int i = 0; i < a->nscalar; i++) {
+    lua_pushnumber(L, a->scalar[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "scalars");
+  push_builtin(L, r);
+  lua_setfield(L, -2, "builtin");
+}
+
+/* Placements at idx for a tensor of spec-like metadata, normalised; errors name where. */
+static void strategy_placements(lua_State *L, int idx, const dt_rule_args *r, int ndim, const int64_t *shape,
+                                dt_dtype dtype, dt_placement *out, const char *where) {
+  const char *op = dt_op_get(r->op)->name;
+  if (!lua_istable(L, idx) || (int)luaL_len(L, idx) != r->mesh_ndim)
+    luaL_error(L, "%s: the sharding rule from Lua returned %s: expected a list of %d placements (one per mesh dim)",
+               op, where, r->mesh_ndim);
+  char what[160];
+  snprintf(what, sizeof what, "%s: the sharding rule from Lua returned %s", op, where);
+  dt_lua_check_placements(L, idx, r->mesh_ndim, out, what);
+  dt_dspec *sp;
+  dt_mesh *mesh = NULL;
+  for (int i = 0; i < r->a->nin && !mesh; i++)
+    if (r->spec[i]) mesh = r->spec[i]->mesh;
+  if (dt_dspec_new(mesh, out, ndim, shape, dtype, what, &sp) != DT_OK) dt_lua_raise(L);
+  memcpy(out, sp->p, sizeof(dt_placement) * (size_t)r->mesh_ndim);
+  dt_dspec_free(sp);
+}
+
+/* Runs under lua_pcall: calls the rule, checks and converts what it returns. */
+static int plugin_body(lua_State *L) {
+  plugin_call *pc = lua_touserdata(L, 1);
+  const dt_rule_args *r = pc->r;
+  const char *op = dt_op_get(r->op)->name;
+  lua_getglobal(L, "debug");
+  lua_getfield(L, -1, "traceback");
+  int msgh = lua_gettop(L);
+  lua_pushvalue(L, 2); /* the rule */
+  push_schema(L, r);
+  if (lua_pcall(L, 1, 1, msgh) != LUA_OK)
+    return luaL_error(L, "%s: the sharding rule registered from Lua raised an error: %s", op, lua_tostring(L, -1));
+  int res = lua_gettop(L);
+  if (!lua_istable(L, res))
+    return luaL_error(L, "%s: the sharding rule from Lua must return a list of strategies, got %s", op, luaL_typename(L, res));
+  int ntensor = 0;
+  for (int i = 0; i < r->a->nin; i++) ntensor += r->spec[i] != NULL;
+  int ns = (int)luaL_len(L, res);
+  for (int k = 1; k <= ns; k++) {
+    dt_strategy st = {0};
+    char where[96];
+    lua_geti(L, res, k);
+    int sidx = lua_gettop(L);
+    if (!lua_istable(L, sidx)) return luaL_error(L, "%s: the sharding rule from Lua returned strategy %d: expected a table {inputs = ..., output = ...}", op, k);
+    lua_getfield(L, sidx, "inputs");
+    int in = lua_gettop(L);
+    if (!lua_istable(L, in) || (int)luaL_len(L, in) != ntensor)
+      return luaL_error(L, "%s: the sharding rule from Lua returned strategy %d with %d input placement lists for %d tensor operands",
+                        op, k, lua_istable(L, in) ? (int)luaL_len(L, in) : 0, ntensor);
+    for (int i = 0, j = 0; i < r->a->nin; i++) {
+      if (!r->spec[i]) continue;
+      lua_geti(L, in, ++j);
+      snprintf(where, sizeof where, "strategy %d, input %d", k, j);
+      strategy_placements(L, lua_gettop(L), r, r->spec[i]->ndim, r->spec[i]->shape, r->spec[i]->dtype, st.in[i], where);
+      lua_pop(L, 1);
+    }
+    lua_getfield(L, sidx, "output");
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_getfield(L, sidx, "outputs");
+    } else if (r->nout > 1) {
+      return luaL_error(L, "%s: the sharding rule from Lua returned strategy %d with one output list for %d outputs (use outputs = {...})", op, k, r->nout);
+    } else { /* wrap: outputs = {output} */
+      lua_createtable(L, 1, 0);
+      lua_insert(L, -2);
+      lua_rawseti(L, -2, 1);
+    }
+    int outs = lua_gettop(L);
+    if (!lua_istable(L, outs) || (int)luaL_len(L, outs) != r->nout)
+      return luaL_error(L, "%s: the sharding rule from Lua returned strategy %d without output placements for its %d output(s)", op, k, r->nout);
+    for (int o = 0; o < r->nout; o++) {
+      lua_geti(L, outs, o + 1);
+      snprintf(where, sizeof where, "strategy %d, output %d", k, o + 1);
+      strategy_placements(L, lua_gettop(L), r, r->out[o].ndim, r->out[o].shape, r->out[o].dtype, st.out[o], where);
+      lua_pop(L, 1);
+    }
+    dt_rule_push(pc->s, pc->n, &st);
+    lua_settop(L, res);
+  }
+  return 0;
+}
+
+static int plugin_rule(void *ud, const dt_rule_args *r, dt_strategy *s, int *n) {
+  plugin_call *pc = ud;
+  pc->r = r, pc->s = s, pc->n = n;
+  lua_State *L = pc->L;
+  lua_pushcfunction(L, plugin_body);
+  lua_pushlightuserdata(L, pc);
+  lua_pushvalue(L, pc->fn);
+  if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+    dt_error("%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return DT_ERR;
+  }
+  return DT_OK;
+}
+
+int dt_lua_dispatch_try(lua_State *L, dt_op_id id, const dt_op_args *a, dt_tensor **out, dt_dspec **spec) {
+  /* the flag stays up while DTensors are found: a binding may call several ops (chunk) */
+  if (!*armed(L)) return 0;
+  dt_dispatch_call c = {0};
+  int found = 0, top = lua_gettop(L);
+  for (int i = 0; i < a->nin && i < DT_DISPATCH_MAX_IN; i++) {
+    if (!a->in[i]) continue;
+    int dist = 0, plain = 0;
+    for (int s = 1; s <= top; s++) {
+      dt_lua_tensor *u = dt_lua_test_any(L, s);
+      if (!u || (u->t != a->in[i] && (!u->offmesh || u->offmesh != a->in[i]))) continue;
+      if (u->spec) c.specs[i] = u->spec, dist = 1;
+      else plain = 1;
+    }
+    if (dist && plain)
+      return dt_error("%s: argument %d is both a DTensor's local shard and a plain tensor (from_local shares "
+                      "storage); clone one of them",
+                      dt_op_get(id)->name, i + 1),
+             dt_lua_raise(L);
+    found |= dist;
+  }
+  if (!found) return *armed(L) = 0, 0;
+  if (a->nin > DT_DISPATCH_MAX_IN)
+    return dt_error("%s: too many operands for DTensor dispatch", dt_op_get(id)->name), dt_lua_raise(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
+  c.implicit_replication = (int)lua_tointeger(L, -1) > 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, EXPLAIN_KEY);
+  c.explain = lua_toboolean(L, -1);
+  lua_pop(L, 2);
+  plugin_call pc = {.L = L};
+  if (lua_getfield(L, LUA_REGISTRYINDEX, PLUGINS_KEY) == LUA_TTABLE &&
+      lua_getfield(L, -1, dt_op_get(id)->name) == LUA_TFUNCTION) {
+    pc.fn = lua_gettop(L); /* on the stack while the dispatcher may call it */
+    c.plugin = plugin_rule, c.plugin_ud = &pc;
+  }
+  if (dt_dispatch(dt_lua_context(L), id, a, &c, out, spec) != DT_OK) dt_lua_raise(L);
+  lua_settop(L, top); /* bindings count on the op's results alone being pushed */
+  return 1;
+}
+
+static int l_dispatch_stats(lua_State *L) {
+  dt_dispatch_stats s = dt_dispatch_get_stats(dt_lua_context(L));
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, s.hits);
+  lua_setfield(L, -2, "hits");
+  lua_pushinteger(L, s.misses);
+  lua_setfield(L, -2, "misses");
+  return 1;
+}
+
+static int l_dispatch_cache_clear(lua_State *L) {
+  dt_dispatch_cache_clear(dt_lua_context(L));
+  return 0;
+}
+
+/* dt.register_sharding(op_name, fn(schema) -> strategies): replaces the built-in rule of a
+ * dispatched op (nil removes the Lua rule).  Decisions taken before are forgotten. */
+static int l_register_sharding(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+  dt_op_id id;
+  if (dt_op_find(name, &id) != DT_OK) return luaL_error(L, "register_sharding: unknown op '%s'", name);
+  if (!dt_rule_for(id))
+    return luaL_error(L, "register_sharding: '%s' is not dispatched for DTensors yet (its binding reads local shapes)", name);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, PLUGINS_KEY) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, PLUGINS_KEY);
+  }
+  lua_pushvalue(L, 2);
+  lua_setfield(L, -2, name);
+  dt_dispatch_cache_clear(dt_lua_context(L));
+  return 0;
+}
+
+/* dt._explain(fn, ...): runs the binding fn(...) in explain mode; returns the text. */
+static int l_explain_call(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_pushboolean(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, EXPLAIN_KEY);
+  int st = lua_pcall(L, lua_gettop(L) - 1, 0, 0);
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, EXPLAIN_KEY);
+  if (st != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    if (!msg || !strstr(msg, "explained")) return lua_error(L);
+    lua_pushstring(L, dt_dispatch_explain_text(dt_lua_context(L)));
+    return 1;
+  }
+  return luaL_error(L, "explain: the call took no DTensor through the dispatcher (no DTensor argument?)");
+}
+
+/* dt._redistribute_cost(x, placements): the planner's cost (seconds) of moving DTensor x
+ * there, or nil when no plan reaches them (used by Lua ops). */
+static int l_redistribute_cost(lua_State *L) {
+  dt_lua_tensor *x = dt_lua_check_dtensor(L, 1, "redistribute_cost");
+  dt_placement p[DT_MESH_MAX_DIMS];
+  dt_lua_check_placements(L, 2, x->spec->mesh->ndim, p, "redistribute_cost");
+  dt_dspec *sp;
+  if (dt_dspec_new(x->spec->mesh, p, x->spec->ndim, x->spec->shape, x->spec->dtype, "redistribute_cost", &sp) != DT_OK)
+    return dt_lua_raise(L);
+  const dt_redist_plan *plan;
+  int st = dt_redistribute_plan(dt_lua_context(L), x->spec, sp->p, 0, &plan);
+  dt_dspec_free(sp);
+  if (st != DT_OK) return lua_pushnil(L), 1;
+  lua_pushnumber(L, plan->cost);
+  return 1;
+}
+
+static void implicit_add(lua_State *L, int d) {
+  lua_getfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
+  lua_Integer n = lua_tointeger(L, -1) + d;
+  lua_pop(L, 1);
+  lua_pushinteger(L, n < 0 ? 0 : n);
+  lua_setfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
+}
+
+static int implicit_close(lua_State *L) {
+  lua_settop(L, 1);
+  if (lua_toboolean(L, lua_upvalueindex(1))) return 0; /* closed already */
+  lua_pushboolean(L, 1);
+  lua_replace(L, lua_upvalueindex(1));
+  implicit_add(L, -1);
+  return 0;
+}
+
+/* dt.implicit_replication(fn, ...) runs fn with plain tensors taken as replicated;
+ * dt.implicit_replication() returns a to-be-closed value: local _ <close> = ... */
+static int l_implicit_replication(lua_State *L) {
+  if (lua_isnoneornil(L, 1)) {
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_pushboolean(L, 0);
+    lua_pushcclosure(L, implicit_close, 1);
+    lua_setfield(L, -2, "__close");
+    lua_setmetatable(L, -2);
+    implicit_add(L, 1);
+    return 1;
+  }
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  implicit_add(L, 1);
+  int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+  implicit_add(L, -1);
+  if (st != LUA_OK) return lua_error(L);
+  return lua_gettop(L);
+}
+
+/* dt._check_plain(name, what, t): raises unless the plain tensor t may join DTensors as a
+ * replicated operand (the C dispatcher's rule, for the ops composed in Lua). */
+static int l_check_plain(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1), *what = luaL_checkstring(L, 2);
+  dt_tensor *t = dt_lua_check_tensor(L, 3);
+  if (dt_dispatch_check_plain(dt_lua_context(L), name, what, t, dt_lua_implicit_replication(L)) != DT_OK) dt_lua_raise(L);
+  return 0;
+}
+
+/* dt._dispatch_note(name, hit[, inputs, choice, moves, cost]): counts a decision of an op
+ * composed in Lua; returns whether DTLUA_LOG=dispatch is on (then the texts are logged). */
+static int l_dispatch_note(lua_State *L) {
+  dt_context *ctx = dt_lua_context(L);
+  const char *name = luaL_checkstring(L, 1);
+  int log = dt_dispatch_logging(ctx);
+  if (!lua_isnone(L, 2))
+    dt_dispatch_note_lua(ctx, name, log ? luaL_optstring(L, 3, "") : "", log ? luaL_optstring(L, 4, "") : "",
+                         log ? luaL_optstring(L, 5, "") : "", lua_toboolean(L, 2), luaL_optnumber(L, 6, -1));
+  lua_pushboolean(L, log);
+  return 1;
+}
+
+/* dt._dispatch_key(name, static, ...): the cache key of a decision taken in Lua -- name, the
+ * static args that matter (a string) and, per tensor argument, its global shape, dtype,
+ * placements and mesh shape (decisions depend on the mesh's shape, not on its ranks).
+ * Arguments that are not tensors only mark their position. */
+static int l_dispatch_key(lua_State *L) {
+  int top = lua_gettop(L);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  luaL_addlstring(&b, s, len + 1);
+  s = luaL_optlstring(L, 2, "", &len);
+  luaL_addlstring(&b, s, len + 1);
+  for (int i = 3; i <= top; i++) {
+    dt_lua_tensor *u = dt_lua_test_any(L, i);
+    int64_t w[2 + DT_MAX_DIMS + 1 + 3 * DT_MESH_MAX_DIMS];
+    int n = 0;
+    if (!u) {
+      w[n++] = -1;
+    } else if (u->spec) {
+      const dt_dspec *sp = u->spec;
+      w[n++] = sp->ndim, w[n++] = sp->dtype;
+      for (int d = 0; d < sp->ndim; d++) w[n++] = sp->shape[d];
+      w[n++] = sp->mesh->ndim;
+      for (int m = 0; m < sp->mesh->ndim; m++)
+        w[n++] = sp->mesh->shape[m], w[n++] = sp->p[m].kind, w[n++] = sp->p[m].kind == DT_SHARD ? sp->p[m].dim : (int64_t)sp->p[m].op;
+    } else {
+      w[n++] = -2 - u->t->ndim, w[n++] = u->t->dtype;
+      for (int d = 0; d < u->t->ndim; d++) w[n++] = u->t->shape[d];
+    }
+    luaL_addlstring(&b, (const char *)w, sizeof(int64_t) * (size_t)n);
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
+int dt_lua_implicit_replication(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
+  int on = (int)lua_tointeger(L, -1) > 0;
+  lua_pop(L, 1);
+  return on;
+}
+
+/* Bindings whose DTensor operands the dispatcher handles (names in the dt table, the
+ * Tensor methods and the metatable). */
+static const char *const allowed[] = {
+    "add", "sub", "mul", "div", "pow", "remainder", "eq", "ne", "lt", "le", "gt", "ge", "neg", "abs", "exp",
+    "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "sin", "cos", "clamp", "clip", "clone",
+    "contiguous", "to", "float", "double", "half", "bfloat16", "long", "int", "bool", "where", "add_", "mul_",
+    "zero_", "fill_", "copy_", "__add", "__sub", "__mul", "__div", "__mod", "__pow", "__unm",
+    "matmul", "mm", "bmm", "addmm",
+    "uniform_", "normal_", "bernoulli", "multinomial", "_dropout", "_dropout_backward", /* dist/rng.c */
+    "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "norm", "softmax",
+    "log_softmax", "view", "reshape", "expand", "transpose", "t", "permute", "unsqueeze", "squeeze", "flatten",
+    "narrow", "select", "chunk", "split", "view_as", "expand_as", "_layer_norm", "_rms_norm", "_sdpa",
+    "__index", /* t[k]: select/slice views (l_view.c) */
+    NULL,
+};
+
+void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
+  *armed(L) = 0; /* the main thread's extra space starts uninitialised */
+  lua_newtable(L);
+  int where[3] = {tg->module, tg->methods, tg->meta};
+  for (int w = 0; w < 3; w++)
+    for (int i = 0; allowed[i]; i++) {
+      if (lua_getfield(L, where[w], allowed[i]) == LUA_TFUNCTION) {
+        lua_pushboolean(L, 1);
+        lua_rawset(L, -3);
+      } else lua_pop(L, 1);
+    }
+  lua_setfield(L, LUA_REGISTRYINDEX, ALLOWED_KEY);
+  static const luaL_Reg funcs[] = {
+      {"dispatch_stats", l_dispatch_stats},
+      {"dispatch_cache_clear", l_dispatch_cache_clear},
+      {"implicit_replication", l_implicit_replication},
+      {"_register_sharding", l_register_sharding}, /* dt.register_sharding (lua/dtensor/dispatch.lua) */
+      {"_explain", l_explain_call},                /* dt.explain */
+      {"_redistribute_cost", l_redistribute_cost}, /* Lua ops' strategy prices */
+      {"_dispatch_note", l_dispatch_note},         /* Lua ops' decisions: stats and log */
+      {"_check_plain", l_check_plain},             /* Lua ops' plain operands */
+      {"_dispatch_key", l_dispatch_key},           /* Lua ops' decisions: cache keys */
+      {NULL, NULL},
+  };
+  lua_pushvalue(L, tg->module);
+  luaL_setfuncs(L, funcs, 0);
+  lua_pop(L, 1);
+}

@@ -1,0 +1,150 @@
+/* Bindings: the core functions behind dt.nn.functional (dt._embedding, dt._layer_norm,
+ * dt._rms_norm, dt._cross_entropy, dt._sdpa).  The friendly API with defaults and options
+ * lives in lua/dtensor/nn/functional.lua; here only argument checking and the 1-based ->
+ * 0-based conversion of ids and targets. */
+#include "base/error.h"
+#include "bindings/l_tensor.h"
+
+#include <float.h>
+#include <string.h>
+
+/* A new contiguous int64 tensor holding the 1-based index values of t minus 1, each
+ * checked to lie in 1..hi; range is a format with one %I for hi (values equal to `skip`, when has_skip, pass through shifted too).
+ * Raises "<op>: <what> 11 out of range for <range> (<what>s are 1-based: 1..10)". */
+static dt_tensor *to_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has_skip, int64_t skip, const char *op,
+                                const char *what, const char *range) {
+  if (t->dtype != DT_INT64 && t->dtype != DT_INT32 && t->dtype != DT_UINT8)
+    luaL_error(L, "%s: %ss must be an integer tensor, got %s", op, what, dt_dtype_name(t->dtype));
+  dt_tensor *c = dt_tensor_contiguous_as(t, DT_INT64);
+  dt_tensor *z = c ? dt_tensor_empty(DT_INT64, t->ndim, t->shape, DT_CPU) : NULL;
+  if (!z) {
+    if (c) dt_tensor_release(c);
+    dt_lua_raise(L);
+  }
+  const int64_t *src = dt_tensor_data(c);
+  int64_t *dst = dt_tensor_data(z), n = dt_tensor_numel(c), bad = 0;
+  int found = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v = src[i];
+    if ((v < 1 || v > hi) && !(has_skip && v == skip)) {
+      found = 1, bad = v;
+      break;
+    }
+    dst[i] = v - 1;
+  }
+  dt_tensor_release(c);
+  if (found) {
+    dt_tensor_release(z);
+    const char *desc = lua_pushfstring(L, range, (lua_Integer)hi);
+    luaL_error(L, "%s: %s %I out of range for %s (%ss are 1-based: 1..%I)", op, what, (lua_Integer)bad, desc, what,
+               (lua_Integer)hi);
+  }
+  return z;
+}
+
+/* Pushes the converted tensor so Lua owns it while the op runs (errors cannot leak it). */
+static dt_tensor *push_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has_skip, int64_t skip, const char *op,
+                                  const char *what, const char *range) {
+  dt_tensor *z = to_zero_based(L, t, hi, has_skip, skip, op, what, range);
+  dt_lua_push_tensor(L, z);
+  return z;
+}
+
+/* dt._embedding(ids, weight) */
+static int l_embedding(lua_State *L) {
+  dt_tensor *ids = dt_lua_check_tensor(L, 1), *w = dt_lua_check_tensor(L, 2);
+  if (w->ndim != 2) {
+    char b[64];
+    return luaL_error(L, "embedding: weight must be 2-d [vocab, dim], got shape %s", dt_format_shape(b, sizeof b, w->ndim, w->shape));
+  }
+  dt_tensor *in[2] = {push_zero_based(L, ids, w->shape[0], 0, 0, "embedding", "id", "vocab size %I"), w};
+  dt_op_args a = {.in = in, .nin = 2};
+  return dt_lua_call_op(L, DT_OP_EMBEDDING, &a);
+}
+
+/* normalized_shape: an integer or a table of integers -> ints[0] = k, ints[1..k]. */
+static void check_normalized_shape(lua_State *L, int idx, dt_op_args *a, const char *op) {
+  int k;
+  if (lua_isinteger(L, idx)) {
+    k = 1;
+    a->ints[1] = lua_tointeger(L, idx);
+  } else if (lua_istable(L, idx)) {
+    dt_lua_check_shape(L, idx, &k, a->ints + 1, op);
+  } else {
+    luaL_error(L, "%s: normalized_shape must be an integer or a table of integers, got %s", op, luaL_typename(L, idx));
+    return;
+  }
+  a->ints[0] = k;
+  a->nints = k + 1;
+}
+
+static dt_tensor *opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
+  if (lua_isnoneornil(L, idx)) return NULL;
+  if (!dt_lua_test_any(L, idx)) luaL_error(L, "%s: %s must be a tensor or nil, got %s", op, what, luaL_typename(L, idx));
+  return dt_lua_check_tensor(L, idx); /* a DTensor's local shard where the dispatcher serves the op */
+}
+
+/* dt._layer_norm(x, normalized_shape, weight?, bias?, eps) */
+static int l_layer_norm(lua_State *L) {
+  dt_tensor *in[3] = {dt_lua_check_tensor(L, 1), NULL, NULL};
+  dt_op_args a = {.in = in, .nin = 3, .nscalar = 1};
+  check_normalized_shape(L, 2, &a, "layer_norm");
+  in[1] = opt_tensor(L, 3, "layer_norm", "weight");
+  in[2] = opt_tensor(L, 4, "layer_norm", "bias");
+  a.scalar[0] = luaL_optnumber(L, 5, 1e-5);
+  return dt_lua_call_op(L, DT_OP_LAYER_NORM, &a);
+}
+
+/* dt._rms_norm(x, normalized_shape, weight?, eps?): eps nil -> the machine epsilon of the
+ * compute type (float32's for float32/bfloat16/float16), as torch does for eps=None. */
+static int l_rms_norm(lua_State *L) {
+  dt_tensor *in[2] = {dt_lua_check_tensor(L, 1), NULL};
+  dt_op_args a = {.in = in, .nin = 2, .nscalar = 1};
+  check_normalized_shape(L, 2, &a, "rms_norm");
+  in[1] = opt_tensor(L, 3, "rms_norm", "weight");
+  a.scalar[0] = luaL_optnumber(L, 4, in[0]->dtype == DT_FLOAT64 ? DBL_EPSILON : FLT_EPSILON);
+  return dt_lua_call_op(L, DT_OP_RMS_NORM, &a);
+}
+
+/* dt._cross_entropy(logits, target, ignore_index, reduction): target and ignore_index 1-based. */
+static int l_cross_entropy(lua_State *L) {
+  dt_tensor *x = dt_lua_check_tensor(L, 1), *t = dt_lua_check_tensor(L, 2);
+  lua_Integer ignore = luaL_checkinteger(L, 3);
+  static const char *const reductions[] = {"none", "mean", "sum", NULL};
+  const char *r = luaL_checkstring(L, 4);
+  int red = -1;
+  for (int i = 0; reductions[i]; i++)
+    if (strcmp(r, reductions[i]) == 0) red = i;
+  if (red < 0) return luaL_error(L, "cross_entropy: reduction must be \"none\", \"mean\" or \"sum\", got \"%s\"", r);
+  if (x->ndim == 0) return luaL_error(L, "cross_entropy: logits must have at least 1 dim, got a 0-d tensor");
+  int64_t classes = x->shape[x->ndim == 1 ? 0 : 1];
+  dt_tensor *in[2] = {x, push_zero_based(L, t, classes, 1, ignore, "cross_entropy", "target", "%I classes")};
+  dt_op_args a = {.in = in, .nin = 2, .nints = 2};
+  a.ints[0] = ignore - 1; /* shifted with the targets, so it still matches */
+  a.ints[1] = red;
+  return dt_lua_call_op(L, DT_OP_CROSS_ENTROPY, &a);
+}
+
+/* dt._sdpa(q, k, v, attn_mask?, is_causal, scale?) */
+static int l_sdpa(lua_State *L) {
+  dt_tensor *in[4] = {dt_lua_check_tensor(L, 1), dt_lua_check_tensor(L, 2), dt_lua_check_tensor(L, 3), NULL};
+  in[3] = opt_tensor(L, 4, "scaled_dot_product_attention", "attn_mask");
+  dt_op_args a = {.in = in, .nin = 4};
+  a.flags = lua_toboolean(L, 5) ? 1 : 0;
+  if (!lua_isnoneornil(L, 6)) {
+    a.scalar[0] = luaL_checknumber(L, 6);
+    a.nscalar = 1;
+  }
+  return dt_lua_call_op(L, DT_OP_SDPA, &a);
+}
+
+static const luaL_Reg nn_funcs[] = {
+    {"_embedding", l_embedding},         {"_layer_norm", l_layer_norm}, {"_rms_norm", l_rms_norm},
+    {"_cross_entropy", l_cross_entropy}, {"_sdpa", l_sdpa},             {NULL, NULL},
+};
+
+void dt_lua_open_nn(lua_State *L, const dt_lua_targets *tg) {
+  lua_pushvalue(L, tg->module);
+  luaL_setfuncs(L, nn_funcs, 0);
+  lua_pop(L, 1);
+}

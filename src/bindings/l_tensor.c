@@ -1,0 +1,271 @@
+/* The Tensor userdata: lifetime, properties, and __index dispatch. */
+#include "bindings/l_tensor.h"
+#include "base/error.h"
+#include "distributed/dtensor.h"
+
+#include <string.h>
+
+static void no_dtensor(lua_State *L, int idx) {
+  if (dt_lua_dispatch_allowed(L)) return;
+  luaL_argerror(L, idx, "a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()");
+}
+
+dt_tensor *dt_lua_test_tensor(lua_State *L, int idx) {
+  dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
+  if (u && u->spec) luaL_argerror(L, idx, "a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()");
+  return u ? u->t : NULL;
+}
+
+dt_lua_tensor *dt_lua_test_any(lua_State *L, int idx) {
+  dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
+  return u && u->t ? u : NULL;
+}
+
+dt_lua_tensor *dt_lua_check_any(lua_State *L, int idx) {
+  dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
+  if (!u) luaL_typeerror(L, idx, "tensor");
+  if (!u->t) luaL_argerror(L, idx, "tensor has been released (closed)");
+  return u;
+}
+
+dt_tensor *dt_lua_check_tensor(lua_State *L, int idx) {
+  dt_lua_tensor *u = dt_lua_check_any(L, idx);
+  if (u->spec) {
+    no_dtensor(L, idx);
+    if (u->spec->mesh->me < 0) { /* bindings check dims against ndim: give them the global one */
+      int64_t zero[DT_MAX_DIMS] = {0};
+      if (!u->offmesh && !(u->offmesh = dt_tensor_empty(u->spec->dtype, u->spec->ndim, zero, DT_CPU))) dt_lua_raise(L);
+      return u->offmesh;
+    }
+  }
+  return u->t;
+}
+
+int dt_lua_raise(lua_State *L) { return luaL_error(L, "%s", dt_error_message()); }
+
+/* Lua's collector sees only the small userdata, not the storage behind it, so a loop making
+ * large temporaries would let them pile up.  Storage bytes are counted per thread (a rank is
+ * a thread) and a full collection runs when the bytes made since the last one exceed the bytes
+ * live after it (at least GC_MIN_STEP): Lua's own "collect when the heap doubles" pause. */
+#define GC_MIN_STEP ((size_t)32 << 20)
+static _Thread_local size_t gc_live, gc_since, gc_live_after;
+
+static void account_storage(lua_State *L, const dt_tensor *t) {
+  if (atomic_load_explicit(&t->storage->refcount, memory_order_relaxed) != 1) return; /* a view */
+  gc_live += t->storage->nbytes;
+  gc_since += t->storage->nbytes;
+  if (gc_since < GC_MIN_STEP || gc_since < gc_live_after) return;
+  gc_since = 0;
+  lua_gc(L, LUA_GCCOLLECT);
+  gc_live_after = gc_live;
+}
+
+static void unaccount_storage(const dt_tensor *t) {
+  if (atomic_load_explicit(&t->storage->refcount, memory_order_relaxed) != 1) return;
+  size_t n = t->storage->nbytes;
+  gc_live = gc_live > n ? gc_live - n : 0;
+}
+
+void dt_lua_push_tensor(lua_State *L, dt_tensor *t) {
+  if (!t) dt_lua_raise(L);
+  dt_lua_tensor *u = lua_newuserdatauv(L, sizeof *u, 0);
+  u->t = t;
+  u->spec = NULL;
+  u->offmesh = NULL;
+  luaL_setmetatable(L, DT_TENSOR_MT);
+  account_storage(L, t);
+}
+
+void dt_lua_push_dtensor(lua_State *L, dt_tensor *local, struct dt_dspec *spec) {
+  if (!local || !spec) {
+    if (local) dt_tensor_release(local);
+    dt_dspec_free(spec);
+    dt_lua_raise(L);
+  }
+  dt_lua_push_tensor(L, local);
+  ((dt_lua_tensor *)lua_touserdata(L, -1))->spec = spec;
+}
+
+/* __gc and __close: idempotent. */
+static int tensor_release(lua_State *L) {
+  dt_lua_tensor *u = luaL_checkudata(L, 1, DT_TENSOR_MT);
+  if (u->t) {
+    unaccount_storage(u->t);
+    dt_tensor_release(u->t);
+    u->t = NULL;
+  }
+  dt_dspec_free(u->spec);
+  u->spec = NULL;
+  if (u->offmesh) dt_tensor_release(u->offmesh);
+  u->offmesh = NULL;
+  return 0;
+}
+
+int dt_lua_call_op(lua_State *L, dt_op_id id, dt_op_args *a) {
+  dt_tensor *out[DT_OP_MAX_OUT] = {0};
+  dt_dspec *spec[DT_OP_MAX_OUT] = {0};
+  int n = dt_op_get(id)->nout;
+  if (dt_lua_dispatch_try(L, id, a, out, spec)) {
+    for (int i = 0; i < n; i++) dt_lua_push_dtensor(L, out[i], spec[i]);
+    return n;
+  }
+  if (dt_op_call(id, a, out) != DT_OK) return dt_lua_raise(L);
+  for (int i = 0; i < n; i++) dt_lua_push_tensor(L, out[i]);
+  return n;
+}
+
+/* ---- properties ---- */
+/* The shape a user sees: the global one for a DTensor. */
+static const int64_t *user_shape(const dt_lua_tensor *u, int *ndim) {
+  if (u->spec) return *ndim = u->spec->ndim, u->spec->shape;
+  return *ndim = u->t->ndim, u->t->shape;
+}
+
+static int tensor_size(lua_State *L) {
+  int ndim;
+  const int64_t *shape = user_shape(dt_lua_check_any(L, 1), &ndim);
+  if (!lua_isnoneornil(L, 2)) {
+    int d = dt_lua_check_dim(L, 2, ndim, 0, "size");
+    lua_pushinteger(L, shape[d]);
+    return 1;
+  }
+  lua_createtable(L, ndim, 0);
+  for (int i = 0; i < ndim; i++) {
+    lua_pushinteger(L, shape[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int tensor_stride(lua_State *L) {
+  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  if (!lua_isnoneornil(L, 2)) {
+    int d = dt_lua_check_dim(L, 2, t->ndim, 0, "stride");
+    lua_pushinteger(L, t->stride[d]);
+    return 1;
+  }
+  lua_createtable(L, t->ndim, 0);
+  for (int i = 0; i < t->ndim; i++) {
+    lua_pushinteger(L, t->stride[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int tensor_dim(lua_State *L) {
+  int ndim;
+  user_shape(dt_lua_check_any(L, 1), &ndim);
+  return lua_pushinteger(L, ndim), 1;
+}
+static int tensor_numel(lua_State *L) {
+  int ndim;
+  const int64_t *shape = user_shape(dt_lua_check_any(L, 1), &ndim);
+  return lua_pushinteger(L, dt_shape_numel(ndim, shape)), 1;
+}
+/* A DTensor answers for its local shard (the same on every rank: views act alike on all). */
+static int tensor_is_contiguous(lua_State *L) {
+  return lua_pushboolean(L, dt_tensor_is_contiguous(dt_lua_check_any(L, 1)->t)), 1;
+}
+static int tensor_element_size(lua_State *L) {
+  return lua_pushinteger(L, (lua_Integer)dt_tensor_elsize(dt_lua_check_any(L, 1)->t)), 1;
+}
+/* Two tensors share memory (views of one storage). */
+static int tensor_shares_storage(lua_State *L) {
+  return lua_pushboolean(L, dt_lua_check_tensor(L, 1)->storage == dt_lua_check_tensor(L, 2)->storage), 1;
+}
+
+static int tensor_len(lua_State *L) {
+  int ndim;
+  const int64_t *shape = user_shape(dt_lua_check_any(L, 1), &ndim);
+  if (ndim == 0) return luaL_error(L, "#: a 0-d tensor has no length (use t:item())");
+  lua_pushinteger(L, shape[0]);
+  return 1;
+}
+
+/* __index(t, k): methods first, then the properties dtype/device/ndim/shape, then
+ * integer and table keys (selection and slicing). */
+static int tensor_index(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    lua_pop(L, 1);
+    const char *k = lua_tostring(L, 2);
+    dt_lua_tensor *u = dt_lua_check_any(L, 1);
+    dt_tensor *t = u->t;
+    if (strcmp(k, "dtype") == 0) return lua_pushstring(L, dt_dtype_name(t->dtype)), 1;
+    if (strcmp(k, "device") == 0) return lua_pushstring(L, dt_device_name(dt_tensor_device(t))), 1;
+    if (strcmp(k, "ndim") == 0) {
+      lua_settop(L, 1);
+      return tensor_dim(L);
+    }
+    if (strcmp(k, "shape") == 0) {
+      lua_settop(L, 1);
+      return tensor_size(L);
+    }
+    if (u->spec) return dt_lua_dtensor_field(L, u, k);
+    return 0; /* unknown key: nil, as for any Lua table */
+  }
+  return dt_lua_tensor_index(L);
+}
+
+static const luaL_Reg tensor_methods[] = {
+    {"size", tensor_size},
+    {"stride", tensor_stride},
+    {"dim", tensor_dim},
+    {"numel", tensor_numel},
+    {"nelement", tensor_numel},
+    {"is_contiguous", tensor_is_contiguous},
+    {"element_size", tensor_element_size},
+    {"shares_storage", tensor_shares_storage},
+    {"release", tensor_release},
+    {NULL, NULL},
+};
+
+static int core_is_tensor(lua_State *L) { return lua_pushboolean(L, dt_lua_test_any(L, 1) != NULL), 1; }
+
+int dt_lua_open(lua_State *L) {
+  lua_newtable(L); /* module */
+  int module = lua_gettop(L);
+  lua_newtable(L); /* methods */
+  int methods = lua_gettop(L);
+  luaL_setfuncs(L, tensor_methods, 0);
+  luaL_newmetatable(L, DT_TENSOR_MT);
+  int meta = lua_gettop(L);
+  lua_pushcfunction(L, tensor_release);
+  lua_setfield(L, meta, "__gc");
+  lua_pushcfunction(L, tensor_release);
+  lua_setfield(L, meta, "__close");
+  lua_pushcfunction(L, tensor_len);
+  lua_setfield(L, meta, "__len");
+  lua_pushstring(L, "Tensor");
+  lua_setfield(L, meta, "__name");
+  lua_pushvalue(L, methods);
+  lua_pushcclosure(L, tensor_index, 1);
+  lua_setfield(L, meta, "__index");
+  lua_pushcfunction(L, dt_lua_tensor_newindex);
+  lua_setfield(L, meta, "__newindex");
+
+  dt_lua_targets tg = {module, methods, meta};
+  dt_lua_open_create(L, &tg);
+  dt_lua_open_convert(L, &tg);
+  dt_lua_open_pointwise(L, &tg);
+  dt_lua_open_reduce(L, &tg);
+  dt_lua_open_linalg(L, &tg);
+  dt_lua_open_view(L, &tg);
+  dt_lua_open_nn(L, &tg);
+  dt_lua_open_io(L, &tg);
+  dt_lua_open_print(L, &tg);
+  dt_lua_open_random(L, &tg);
+  dt_lua_open_dist(L, &tg);
+  dt_lua_open_mesh(L, &tg);
+  dt_lua_open_dtensor(L, &tg); /* after print: wraps __tostring */
+
+  lua_pushcfunction(L, core_is_tensor);
+  lua_setfield(L, module, "is_tensor");
+  lua_pushvalue(L, methods);
+  lua_setfield(L, module, "Tensor"); /* method table: Lua code may add methods */
+  lua_pushvalue(L, meta);
+  lua_setfield(L, module, "_tensor_meta");
+  lua_settop(L, module);
+  return 1;
+}

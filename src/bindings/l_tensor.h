@@ -1,0 +1,122 @@
+/* Lua bindings: the Tensor userdata and the helpers every binding file uses.
+ * Lua dims/indices are 1-based (negative from the end); the conversion to the C core's
+ * 0-based dims happens here, in src/bindings, and nowhere else. */
+#ifndef DT_BINDINGS_L_TENSOR_H
+#define DT_BINDINGS_L_TENSOR_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "ops/ops.h"
+
+#define DT_TENSOR_MT "dtensor.Tensor"
+
+struct dt_dspec;
+
+/* A DTensor is the same userdata with a spec (src/distributed/dtensor.h): t is then its local shard. */
+typedef struct dt_lua_tensor {
+  dt_tensor *t;          /* owned reference; NULL after release */
+  struct dt_dspec *spec; /* owned; NULL for a plain tensor */
+  dt_tensor *offmesh;    /* owned, lazily: on a rank outside the mesh, an empty tensor with the
+                          * global ndim that bindings served by the dispatcher see (l_dispatch.c) */
+} dt_lua_tensor;
+
+/* ---- userdata ---- */
+/* Plain tensors only: both raise "bad argument #i to 'f' (a DTensor: this op has no sharding
+ * rule for DTensor arguments yet; ...)" for a DTensor, so that no op computes on a local shard
+ * by mistake -- except check_tensor in the bindings the dispatcher serves (l_dispatch.c), which
+ * returns the local shard (an empty tensor of the global ndim off-mesh) for dt_lua_call_op. */
+dt_tensor *dt_lua_check_tensor(lua_State *L, int idx);   /* raises "expected a tensor" */
+dt_tensor *dt_lua_test_tensor(lua_State *L, int idx);    /* NULL if not a (live) tensor */
+/* DTensor-aware code: the userdata (plain or distributed, live), or NULL / a type error. */
+dt_lua_tensor *dt_lua_test_any(lua_State *L, int idx);
+dt_lua_tensor *dt_lua_check_any(lua_State *L, int idx);
+/* Pushes a DTensor owning local's reference and spec (either NULL raises the dt_error). */
+void dt_lua_push_dtensor(lua_State *L, dt_tensor *local, struct dt_dspec *spec);
+/* __index for the DTensor-only keys (device_mesh, placements); from l_dtensor.c. */
+int dt_lua_dtensor_field(lua_State *L, dt_lua_tensor *u, const char *k);
+/* Pushes a tensor userdata owning t's reference; t == NULL raises the current dt_error. */
+void dt_lua_push_tensor(lua_State *L, dt_tensor *t);
+/* Raises dt_error_message() as a Lua error (never returns). */
+int dt_lua_raise(lua_State *L);
+
+/* ---- arguments ---- */
+/* Converts a Lua dim (1-based, negative from the end) at idx into 0-based for a tensor of
+ * ndim dims; error "<op>: dim 4 out of range for a 2-d tensor (dims are 1-based: 1..2 or -2..-1)".
+ * extra = 1 allows one past the end (unsqueeze, stack). */
+int dt_lua_check_dim(lua_State *L, int idx, int ndim, int extra, const char *op);
+int dt_lua_to_dim(lua_State *L, lua_Integer d, int ndim, int extra, const char *op);
+/* A shape given as varargs of integers starting at idx, or as one table at idx.
+ * Returns the count of stack slots consumed (the opts table may follow). */
+int dt_lua_check_shape(lua_State *L, int idx, int *ndim, int64_t *shape, const char *op);
+/* An integer argument: raises "<op>: <what> must be an integer, got <type>". */
+lua_Integer dt_lua_check_integer(lua_State *L, int idx, const char *op, const char *what);
+/* The dtype named by a string or constant at idx (nil -> def). */
+dt_dtype dt_lua_opt_dtype(lua_State *L, int idx, dt_dtype def);
+/* Validates an options argument: nil, or a table whose `device` (if any) is "cpu".  op names the
+ * caller in errors ("<op>: ..."); NULL gives Lua's "bad argument #idx to '<function>'" form. */
+void dt_lua_check_opts(lua_State *L, int idx, const char *op);
+/* opts.dtype from the table at idx (nil table / nil field -> def); validates the table. */
+dt_dtype dt_lua_opt_dtype_field(lua_State *L, int idx, dt_dtype def);
+/* Boolean field of an opts table (absent -> def). */
+int dt_lua_opt_bool_field(lua_State *L, int idx, const char *field, int def);
+/* Number field of an opts table (absent -> def). */
+double dt_lua_opt_number_field(lua_State *L, int idx, const char *field, double def);
+
+/* l_dispatch.c: may the running binding let a DTensor's local shard through (to the
+ * dispatcher at dt_lua_call_op)?  Marks the state so that the next op call looks. */
+int dt_lua_dispatch_allowed(lua_State *L);
+/* When an input of the op is a DTensor's local shard: runs the op through the sharding
+ * dispatcher (errors raised), fills out/spec and returns 1; 0 for a plain call. */
+int dt_lua_dispatch_try(lua_State *L, dt_op_id id, const dt_op_args *a, dt_tensor **out, struct dt_dspec **spec);
+/* Runs an op through the front door (the dispatcher for DTensors) and pushes its nout results. */
+int dt_lua_call_op(lua_State *L, dt_op_id id, dt_op_args *a);
+
+/* ---- registration ---- */
+/* Each binding file adds its functions: module (dt table), methods (Tensor methods),
+ * meta (the Tensor metatable, for operators).  Indices are absolute. */
+typedef struct dt_lua_targets {
+  int module, methods, meta;
+} dt_lua_targets;
+void dt_lua_open_create(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_convert(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_pointwise(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_reduce(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_linalg(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_view(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_nn(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_io(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_print(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_random(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_dist(lua_State *L, const dt_lua_targets *tg); /* l_dist.c: ranks and collectives */
+void dt_lua_open_mesh(lua_State *L, const dt_lua_targets *tg);    /* l_mesh.c: DeviceMesh, placements */
+void dt_lua_open_dtensor(lua_State *L, const dt_lua_targets *tg); /* l_dtensor.c */
+
+/* t[k] for a non-string key (integer: select along dim 1; table: slicing), from l_view.c. */
+int dt_lua_tensor_index(lua_State *L);
+/* t[k] = v, from l_view.c. */
+int dt_lua_tensor_newindex(lua_State *L);
+/* A key of t[k] resolved against a (global) shape, per dim of t: untouched, one index
+ * selected (the dim disappears) or a range start:stop:step (0-based, stop exclusive). */
+enum { DT_INDEX_ALL, DT_INDEX_SELECT, DT_INDEX_RANGE };
+typedef struct dt_lua_index {
+  int ndim;
+  int kind[DT_MAX_DIMS];
+  int64_t start[DT_MAX_DIMS], stop[DT_MAX_DIMS], step[DT_MAX_DIMS];
+} dt_lua_index;
+/* Parses the key at stack index key for a tensor of this shape; raises "indexing: ..." as
+ * plain tensors do (doc/ops-views.md). */
+void dt_lua_parse_index(lua_State *L, int key, int ndim, const int64_t *shape, dt_lua_index *ix);
+/* Elements of dim d the key selects (1 for a selected index). */
+int64_t dt_lua_index_count(const dt_lua_index *ix, int d);
+/* A 0-d tensor holding the Lua number/boolean at idx (integers exact); raises otherwise. */
+dt_tensor *dt_lua_scalar_tensor(lua_State *L, int idx);
+/* t[k] = v for a DTensor t at 1 (key 2, value 3), from l_dtensor_index.c. */
+int dt_lua_dtensor_newindex(lua_State *L);
+/* l_dispatch.c: inside dt.implicit_replication (plain tensors taken as replicated)? */
+int dt_lua_implicit_replication(lua_State *L);
+
+/* The whole C module: returns the core table on the stack. */
+int dt_lua_open(lua_State *L);
+
+#endif

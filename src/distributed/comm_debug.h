@@ -1,0 +1,36 @@
+/* CommDebugMode: while a dt.comm_debug region is open on a rank, every collective issued by
+ * the dist layer (redistribute, distribute_tensor, from_local's run_check, full_tensor) and
+ * by dt.distributed.* is recorded with its name, the bytes of this rank's send buffer and
+ * the group size.  The records hang off the per-rank context. */
+#ifndef DT_DISTRIBUTED_COMM_DEBUG_H
+#define DT_DISTRIBUTED_COMM_DEBUG_H
+
+#include <stddef.h>
+
+#include "distributed/context.h"
+
+typedef struct dt_comm_record {
+  const char *name; /* a static string: "all_gather", "all_reduce", ... */
+  size_t bytes;
+  int group_size;
+} dt_comm_record;
+
+typedef struct dt_comm_debug {
+  int depth; /* open regions; records are kept while > 0 */
+  dt_comm_record *ops;
+  int n, cap;
+} dt_comm_debug;
+
+/* Every collective name a region reports (zero when unused), NULL-terminated. */
+extern const char *const dt_comm_debug_names[];
+
+/* Records one collective if a region is open (out of memory drops the record). */
+void dt_comm_debug_record(dt_context *ctx, const char *name, size_t bytes, int group_size);
+/* Opens a region; returns the index its records start at. */
+int dt_comm_debug_begin(dt_context *ctx);
+/* Closes a region opened at start (records stay readable until the outermost one closes and a
+ * new one begins). */
+void dt_comm_debug_end(dt_context *ctx);
+void dt_comm_debug_free(dt_comm_debug *d);
+
+#endif

@@ -1,0 +1,110 @@
+/* DTensor spec and shard geometry (see dtensor.h). */
+#include "distributed/dtensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+
+void dt_chunk(int64_t L, int n, int c, int64_t *start, int64_t *len) {
+  int64_t chunk = (L + n - 1) / n;
+  int64_t s = c * chunk < L ? c * chunk : L;
+  *start = s;
+  *len = L - s < chunk ? L - s : chunk;
+}
+
+int dt_dspec_new(dt_mesh *mesh, const dt_placement *p, int ndim, const int64_t *shape, dt_dtype dtype,
+                 const char *op, dt_dspec **out) {
+  dt_dspec *s = calloc(1, sizeof *s);
+  if (!s) return dt_error("%s: out of memory", op);
+  for (int i = 0; i < mesh->ndim; i++) {
+    s->p[i] = p[i];
+    if (p[i].kind != DT_SHARD) continue;
+    int d = p[i].dim < 0 ? p[i].dim + ndim : p[i].dim;
+    if (ndim == 0) {
+      char one[48];
+      free(s);
+      return dt_error("%s: %s on mesh dim %d: a 0-d tensor cannot be sharded", op,
+                      dt_placement_format(p[i], one, sizeof one), i + 1);
+    }
+    if (d < 0 || d >= ndim) {
+      char one[48];
+      free(s);
+      return dt_error("%s: %s on mesh dim %d is out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)",
+                      op, dt_placement_format(p[i], one, sizeof one), i + 1, ndim, ndim, ndim);
+    }
+    s->p[i].dim = d;
+  }
+  dt_mesh_retain(mesh);
+  s->mesh = mesh;
+  s->ndim = ndim;
+  memcpy(s->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  s->dtype = dtype;
+  *out = s;
+  return DT_OK;
+}
+
+dt_dspec *dt_dspec_copy(const dt_dspec *s) {
+  dt_dspec *c = malloc(sizeof *c);
+  if (!c) return dt_error("DTensor: out of memory"), NULL;
+  *c = *s;
+  dt_mesh_retain(c->mesh);
+  return c;
+}
+
+void dt_dspec_free(dt_dspec *s) {
+  if (!s) return;
+  dt_mesh_release(s->mesh);
+  free(s);
+}
+
+void dt_dspec_local(const dt_dspec *s, const dt_placement *p, const int *coord, int64_t *shape, int64_t *offset) {
+  for (int d = 0; d < s->ndim; d++) shape[d] = s->shape[d], offset[d] = 0;
+  for (int m = 0; m < s->mesh->ndim; m++) {
+    if (p[m].kind != DT_SHARD) continue;
+    int d = p[m].dim;
+    int64_t st, len;
+    dt_chunk(shape[d], s->mesh->shape[m], coord[m], &st, &len);
+    offset[d] += st;
+    shape[d] = len;
+  }
+}
+
+int64_t dt_dspec_logical_size(const dt_dspec *s, const dt_placement *p, const int *coord, int d, int m) {
+  int64_t L = s->shape[d];
+  for (int k = 0; k < m; k++)
+    if (p[k].kind == DT_SHARD && p[k].dim == d) {
+      int64_t st;
+      dt_chunk(L, s->mesh->shape[k], coord[k], &st, &L);
+    }
+  return L;
+}
+
+void dt_dspec_my_local(const dt_dspec *s, int *ndim, int64_t *shape, int64_t *offset) {
+  if (s->mesh->me < 0) {
+    *ndim = 1, shape[0] = 0, offset[0] = 0;
+    return;
+  }
+  *ndim = s->ndim;
+  dt_dspec_local(s, s->p, s->mesh->coord, shape, offset);
+}
+
+int dt_dspec_has_partial(const dt_placement *p, int n) {
+  for (int i = 0; i < n; i++)
+    if (p[i].kind == DT_PARTIAL) return 1;
+  return 0;
+}
+
+int dt_dspec_holds_value(const dt_dspec *s) {
+  for (int m = 0; m < s->mesh->ndim; m++)
+    if (s->p[m].kind == DT_PARTIAL && s->p[m].op == DT_REDUCE_SUM && s->mesh->coord[m] != 0) return 0;
+  return 1;
+}
+
+void dt_dspec_global_header(const dt_dspec *s, dt_tensor *g) {
+  memset(g, 0, sizeof *g);
+  g->ndim = s->ndim;
+  g->dtype = s->dtype;
+  memcpy(g->shape, s->shape, sizeof(int64_t) * (size_t)s->ndim);
+  dt_contiguous_strides(g->ndim, g->shape, g->stride);
+}

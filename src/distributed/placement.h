@@ -1,0 +1,27 @@
+/* Placements: how a tensor sits on one mesh dim -- Shard(dim), Replicate(), Partial(op). */
+#ifndef DT_DISTRIBUTED_PLACEMENT_H
+#define DT_DISTRIBUTED_PLACEMENT_H
+
+#include <stddef.h>
+
+#include "kernels/cpu/reduce_ops.h"
+
+typedef enum dt_place_kind { DT_REPLICATE, DT_SHARD, DT_PARTIAL } dt_place_kind;
+
+typedef struct dt_placement {
+  dt_place_kind kind;
+  int dim;         /* Shard: the tensor dim (0-based in a spec; as written by the user before) */
+  dt_reduce_op op; /* Partial */
+} dt_placement;
+
+int dt_placement_equal(dt_placement a, dt_placement b);
+/* Lists of n placements, element by element. */
+int dt_placements_equal(const dt_placement *a, const dt_placement *b, int n);
+/* "Shard(2)" (dims shown 1-based), "Replicate()", "Partial(sum)". */
+char *dt_placement_format(dt_placement p, char *buf, size_t len);
+/* "(Shard(1), Replicate())" for a list. */
+char *dt_placements_format(const dt_placement *p, int n, char *buf, size_t len);
+/* Shorthand "S1", "S-1", "R", "P", "P(max)": the dim as written (1-based or negative). */
+int dt_placement_parse(const char *s, dt_placement *out);
+
+#endif

@@ -1,0 +1,282 @@
+/* The redistribute executor: one plan step at a time on the local shard.  Collectives move
+ * contiguous buffers; blocks are placed along the tensor dim with strided copies, so any
+ * tensor dim can be gathered or exchanged without a transpose.  Uneven shards use the _v
+ * collectives (all_gather_v, all_to_all_v); reduce_scatter pads every chunk to ceil(L/n). */
+#include "distributed/redistribute.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "distributed/comm_debug.h"
+
+/* A view of t narrowed to [start, start + len) along d. */
+static dt_tensor *narrow(const dt_tensor *t, int d, int64_t start, int64_t len) {
+  int64_t shape[DT_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  shape[d] = len;
+  return dt_tensor_view_of(t, t->ndim, shape, t->stride, t->offset + start * t->stride[d]);
+}
+
+/* A contiguous view of `flat` (a 1-d buffer) at element pos with t's shape but size len along d. */
+static dt_tensor *block_view(const dt_tensor *flat, const dt_tensor *t, int d, int64_t len, int64_t pos) {
+  int64_t shape[DT_MAX_DIMS], stride[DT_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  shape[d] = len;
+  dt_contiguous_strides(t->ndim, shape, stride);
+  return dt_tensor_view_of(flat, t->ndim, shape, stride, flat->offset + pos);
+}
+
+/* dst.narrow(d, start, len) = src; releases nothing. */
+static int copy_into(dt_tensor *dst, int d, int64_t start, int64_t len, const dt_tensor *src) {
+  dt_tensor *v = narrow(dst, d, start, len);
+  int st = v ? dt_tensor_copy_(v, src, "redistribute") : DT_ERR;
+  dt_tensor_release(v);
+  return st;
+}
+
+/* A 1-d buffer every element of which the caller writes. */
+static dt_tensor *new_flat(dt_dtype dtype, int64_t n) { return dt_tensor_empty(dtype, 1, &n, DT_CPU); }
+
+static int64_t inner_of(const dt_tensor *t, int d) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++)
+    if (i != d) n *= t->shape[i];
+  return n;
+}
+
+typedef struct step_ctx {
+  dt_context *ctx;
+  const dt_dspec *s;
+  const dt_placement *p; /* the state before the step */
+  int m, n, me;          /* mesh dim, its size, this rank's coordinate on it */
+  dt_comm *comm;
+  size_t elsize;
+} step_ctx;
+
+static int group_rank(const step_ctx *c, int coord) { return dt_mesh_group_rank_of(c->s->mesh, c->m, coord); }
+
+/* The blocks can land straight in out (no copy): the dims before d have size 1, so the
+ * chunks along d are consecutive memory, and group ranks are in coordinate order. */
+static int direct(const step_ctx *c, const dt_tensor *out, int d) {
+  for (int i = 0; i < d; i++)
+    if (out->shape[i] != 1) return 0;
+  for (int cc = 0; cc < c->n; cc++)
+    if (group_rank(c, cc) != cc) return 0;
+  return 1;
+}
+
+/* Shard(d) -> Replicate: all_gather_v of every chunk, placed by coordinate. */
+static dt_tensor *all_gather(const step_ctx *c, dt_tensor *x, int d) {
+  int64_t L = dt_dspec_logical_size(c->s, c->p, c->s->mesh->coord, d, c->m), inner = inner_of(x, d);
+  size_t *counts = calloc((size_t)c->n, sizeof *counts);
+  int64_t *pos = calloc((size_t)c->n, sizeof *pos), st, len;
+  int64_t shape[DT_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[d] = L;
+  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, shape, DT_CPU);
+  int in_place = out && direct(c, out, d);
+  dt_tensor *recv = in_place ? (dt_tensor_retain(out), out) : new_flat(x->dtype, L * inner);
+  int ok = counts && pos && recv && out;
+  for (int cc = 0; ok && cc < c->n; cc++) {
+    dt_chunk(L, c->n, cc, &st, &len);
+    counts[group_rank(c, cc)] = (size_t)(len * inner);
+  }
+  for (int r = 1; ok && r < c->n; r++) pos[r] = pos[r - 1] + (int64_t)counts[r - 1];
+  if (ok) {
+    dt_comm_debug_record(c->ctx, "all_gather", (size_t)dt_tensor_numel(x) * c->elsize, c->n);
+    ok = dt_comm_all_gather_v(c->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
+  }
+  for (int cc = 0; ok && !in_place && cc < c->n; cc++) {
+    dt_chunk(L, c->n, cc, &st, &len);
+    dt_tensor *b = block_view(recv, x, d, len, pos[group_rank(c, cc)]);
+    ok = b && copy_into(out, d, st, len, b) == DT_OK;
+    dt_tensor_release(b);
+  }
+  free(counts), free(pos);
+  dt_tensor_release(recv);
+  if (!ok) return dt_tensor_release(out), NULL;
+  return out;
+}
+
+/* Shard(d) -> Shard(e): all_to_all_v; block c of my e-range goes to coordinate c, and my
+ * e-chunk of every d-chunk comes back. */
+static dt_tensor *all_to_all(const step_ctx *c, dt_tensor *x, int d, int e) {
+  int64_t Ld = dt_dspec_logical_size(c->s, c->p, c->s->mesh->coord, d, c->m), Le = x->shape[e];
+  int64_t est, elen, st, len;
+  dt_chunk(Le, c->n, c->me, &est, &elen);
+  size_t *cnt = calloc(2 * (size_t)c->n, sizeof *cnt); /* send counts, then recv counts, by group rank */
+  int64_t *pos = calloc(2 * (size_t)c->n, sizeof *pos);
+  int64_t shape[DT_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[d] = Ld, shape[e] = elen;
+  int64_t inner_d = inner_of(x, d) / (Le ? Le : 1) * elen; /* recv block: len_d(c) * inner_d */
+  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, shape, DT_CPU);
+  int in_place = out && direct(c, out, d);
+  dt_tensor *send = new_flat(x->dtype, dt_tensor_numel(x));
+  dt_tensor *recv = in_place ? (dt_tensor_retain(out), out) : new_flat(x->dtype, Ld * inner_d);
+  int ok = cnt && pos && out && send && recv;
+  for (int cc = 0; ok && cc < c->n; cc++) {
+    int r = group_rank(c, cc);
+    dt_chunk(Le, c->n, cc, &st, &len);
+    cnt[r] = (size_t)(inner_of(x, e) * len);
+    dt_chunk(Ld, c->n, cc, &st, &len);
+    cnt[c->n + r] = (size_t)(len * inner_d);
+  }
+  for (int r = 1; ok && r < c->n; r++)
+    pos[r] = pos[r - 1] + (int64_t)cnt[r - 1], pos[c->n + r] = pos[c->n + r - 1] + (int64_t)cnt[c->n + r - 1];
+  for (int cc = 0; ok && cc < c->n; cc++) { /* pack the send blocks in group-rank order */
+    dt_chunk(Le, c->n, cc, &st, &len);
+    dt_tensor *src = narrow(x, e, st, len), *b = src ? block_view(send, src, e, len, pos[group_rank(c, cc)]) : NULL;
+    ok = b && dt_tensor_copy_(b, src, "redistribute") == DT_OK;
+    dt_tensor_release(src), dt_tensor_release(b);
+  }
+  if (ok) {
+    dt_comm_debug_record(c->ctx, "all_to_all", (size_t)dt_tensor_numel(x) * c->elsize, c->n);
+    ok = dt_comm_all_to_all_v(c->comm, dt_tensor_data(send), cnt, dt_tensor_data(recv), cnt + c->n, x->dtype) == DT_OK;
+  }
+  for (int cc = 0; ok && !in_place && cc < c->n; cc++) {
+    dt_chunk(Ld, c->n, cc, &st, &len);
+    dt_tensor *b = block_view(recv, out, d, len, pos[c->n + group_rank(c, cc)]);
+    ok = b && copy_into(out, d, st, len, b) == DT_OK;
+    dt_tensor_release(b);
+  }
+  free(cnt), free(pos);
+  dt_tensor_release(send), dt_tensor_release(recv);
+  if (!ok) return dt_tensor_release(out), NULL;
+  return out;
+}
+
+/* Partial(op) -> Shard(d): reduce_scatter over chunks padded to ceil(L/n). */
+static dt_tensor *reduce_scatter(const step_ctx *c, dt_tensor *x, int d, dt_reduce_op op) {
+  int64_t L = x->shape[d], chunk = (L + c->n - 1) / c->n, inner = inner_of(x, d), st, len;
+  int64_t total = c->n * chunk * inner; /* zeros: the padding of short chunks is reduced too */
+  int as_is = chunk * c->n == L && direct(c, x, d); /* x already holds the blocks in order */
+  dt_tensor *send = as_is ? (dt_tensor_retain(x), x)
+                  : chunk * c->n == L ? new_flat(x->dtype, total) : dt_tensor_zeros(x->dtype, 1, &total, DT_CPU);
+  dt_tensor *recv = new_flat(x->dtype, chunk * inner);
+  int ok = send && recv;
+  for (int cc = 0; ok && !as_is && cc < c->n; cc++) {
+    dt_chunk(L, c->n, cc, &st, &len);
+    dt_tensor *src = narrow(x, d, st, len), *b = src ? block_view(send, src, d, len, group_rank(c, cc) * chunk * inner) : NULL;
+    ok = b && dt_tensor_copy_(b, src, "redistribute") == DT_OK;
+    dt_tensor_release(src), dt_tensor_release(b);
+  }
+  if (ok) {
+    dt_comm_debug_record(c->ctx, "reduce_scatter", (size_t)(c->n * chunk * inner) * c->elsize, c->n);
+    ok = dt_comm_reduce_scatter(c->comm, dt_tensor_data(send), dt_tensor_data(recv), (size_t)(chunk * inner), x->dtype, op) == DT_OK;
+  }
+  dt_tensor *out = NULL;
+  if (ok) {
+    dt_chunk(L, c->n, c->me, &st, &len);
+    out = block_view(recv, x, d, len, 0); /* a contiguous view of the fresh buffer */
+  }
+  dt_tensor_release(send), dt_tensor_release(recv);
+  return out;
+}
+
+/* Shard -> Replicate on every mesh dim of mask at once: one all_gather_v over the group of
+ * those dims; each member's block (its shard under the placements before) lands at its
+ * offset inside this rank's block under the placements after. */
+static dt_tensor *all_gather_multi(const step_ctx *c, int mask, dt_tensor *x) {
+  const dt_mesh *m = c->s->mesh;
+  const dt_group_entry *g = m->groups[mask];
+  dt_placement after[DT_MESH_MAX_DIMS];
+  memcpy(after, c->p, sizeof after);
+  for (int i = 0; i < m->ndim; i++)
+    if ((mask >> i) & 1) after[i] = (dt_placement){DT_REPLICATE, 0, DT_REDUCE_SUM};
+  int64_t oshape[DT_MAX_DIMS], ooff[DT_MAX_DIMS];
+  dt_dspec_local(c->s, after, m->coord, oshape, ooff);
+  size_t *counts = calloc((size_t)g->n, sizeof *counts);
+  int64_t *geo = calloc((size_t)g->n * 2 * DT_MAX_DIMS, sizeof *geo); /* shape, offset per member */
+  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, oshape, DT_CPU), *recv = NULL;
+  int ok = counts && geo && out;
+  int64_t total = 0;
+  for (int r = 0; ok && r < g->n; r++) {
+    int coord[DT_MESH_MAX_DIMS];
+    dt_mesh_coord_of_rank(m, g->ranks[r], coord);
+    int64_t *sh = geo + r * 2 * DT_MAX_DIMS;
+    dt_dspec_local(c->s, c->p, coord, sh, sh + DT_MAX_DIMS);
+    counts[r] = (size_t)dt_shape_numel(x->ndim, sh);
+    total += (int64_t)counts[r];
+  }
+  ok = ok && (recv = new_flat(x->dtype, total));
+  if (ok) {
+    dt_comm_debug_record(c->ctx, "all_gather", (size_t)dt_tensor_numel(x) * c->elsize, g->n);
+    ok = dt_comm_all_gather_v(g->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
+  }
+  for (int r = 0, pos = 0; ok && r < g->n; pos += (int)counts[r], r++) {
+    int64_t *sh = geo + r * 2 * DT_MAX_DIMS, *off = sh + DT_MAX_DIMS, stride[DT_MAX_DIMS];
+    dt_contiguous_strides(x->ndim, sh, stride);
+    int64_t o = out->offset;
+    for (int i = 0; i < x->ndim; i++) o += (off[i] - ooff[i]) * out->stride[i];
+    dt_tensor *src = dt_tensor_view_of(recv, x->ndim, sh, stride, recv->offset + pos);
+    dt_tensor *dst = src ? dt_tensor_view_of(out, x->ndim, sh, out->stride, o) : NULL;
+    ok = dst && dt_tensor_copy_(dst, src, "redistribute") == DT_OK;
+    dt_tensor_release(src), dt_tensor_release(dst);
+  }
+  free(counts), free(geo);
+  dt_tensor_release(recv);
+  if (!ok) return dt_tensor_release(out), NULL;
+  return out;
+}
+
+static dt_tensor *all_reduce(const step_ctx *c, dt_tensor *x, dt_reduce_op op) {
+  dt_tensor *out = dt_tensor_clone(x);
+  if (!out) return NULL;
+  dt_comm_debug_record(c->ctx, "all_reduce", (size_t)dt_tensor_numel(x) * c->elsize, c->n);
+  if (dt_comm_all_reduce(c->comm, dt_tensor_data(out), dt_tensor_data(out), (size_t)dt_tensor_numel(out), out->dtype,
+                         op) != DT_OK)
+    return dt_tensor_release(out), NULL;
+  return out;
+}
+
+static dt_tensor *chunk_local(const step_ctx *c, dt_tensor *x, int d) {
+  int64_t st, len;
+  dt_chunk(x->shape[d], c->n, c->me, &st, &len);
+  dt_tensor *v = narrow(x, d, st, len), *out = v ? dt_tensor_clone(v) : NULL;
+  dt_tensor_release(v);
+  return out;
+}
+
+/* Replicate -> Partial: sum keeps the value on coordinate 0 and zeros elsewhere, so the sum
+ * over the dim is the value; avg, max and min keep it everywhere. */
+static dt_tensor *partition(const step_ctx *c, dt_tensor *x, dt_reduce_op op) {
+  if (op == DT_REDUCE_SUM && c->me != 0) return dt_tensor_zeros(x->dtype, x->ndim, x->shape, DT_CPU);
+  return dt_tensor_clone(x);
+}
+
+static dt_tensor *run_step(const step_ctx *c, const dt_redist_step *st, dt_tensor *x) {
+  switch (st->kind) {
+  case DT_STEP_ALL_GATHER: return all_gather(c, x, st->from.dim);
+  case DT_STEP_ALL_TO_ALL: return all_to_all(c, x, st->from.dim, st->to.dim);
+  case DT_STEP_REDUCE_SCATTER: return reduce_scatter(c, x, st->to.dim, st->from.op);
+  case DT_STEP_ALL_REDUCE: return all_reduce(c, x, st->from.op);
+  case DT_STEP_CHUNK: return chunk_local(c, x, st->to.dim);
+  case DT_STEP_PARTITION: return partition(c, x, st->to.op);
+  }
+  return NULL;
+}
+
+int dt_redistribute_exec(dt_context *ctx, const dt_dspec *s, const dt_redist_plan *plan, dt_tensor *local,
+                         dt_tensor **out) {
+  dt_tensor_retain(local);
+  if (s->mesh->me < 0) return *out = local, DT_OK;
+  dt_placement p[DT_MESH_MAX_DIMS];
+  memcpy(p, s->p, sizeof p);
+  dt_tensor *x = dt_tensor_contiguous(local);
+  dt_tensor_release(local);
+  for (int i = 0; x && i < plan->n; i++) {
+    const dt_redist_step *st = &plan->steps[i];
+    step_ctx c = {ctx, s, p, st->mesh_dim, s->mesh->shape[st->mesh_dim], s->mesh->coord[st->mesh_dim],
+                  dt_mesh_comm(s->mesh, st->mesh_dim), dt_dtype_size(s->dtype)};
+    dt_tensor *y = st->mask != 1 << st->mesh_dim ? all_gather_multi(&c, st->mask, x) : run_step(&c, st, x);
+    dt_tensor_release(x);
+    x = y;
+    for (int d = 0; d < s->mesh->ndim; d++)
+      if ((st->mask >> d) & 1) p[d] = st->to;
+  }
+  if (!x) return dt_error_prefix("redistribute"), DT_ERR;
+  *out = x;
+  return DT_OK;
+}

@@ -1,0 +1,66 @@
+/* Reductions (and softmax, which normalises along one dim): a kept dim stays sharded (its
+ * index shifts when keepdim is off); a reduced sharded dim gives Partial where one fits
+ * (sum, mean over equal shards, amax/max values, amin) and is replicated first otherwise
+ * (prod, var, std, norm, argmax, indices); Partial(sum) passes through sum and mean. */
+#include "distributed/sharding_rules/sharding_rules.h"
+
+#include "base/error.h"
+
+static int reduced(const dt_op_args *a, int d) {
+  if (a->flags & DT_ARG_ALL_DIMS) return 1;
+  for (int i = 0; i < a->nints; i++)
+    if (a->ints[i] == d) return 1;
+  return 0;
+}
+
+/* Every shard of tensor dim d has the same length (so that local means average exactly). */
+static int even(const dt_dspec *s, const dt_mesh *mesh, int d) {
+  int64_t parts = 1;
+  for (int m = 0; m < mesh->ndim; m++)
+    if (s->p[m].kind == DT_SHARD && s->p[m].dim == d) parts *= mesh->shape[m];
+  return s->shape[d] % parts == 0;
+}
+
+/* The Partial a reduction of a sharded dim gives, or -1 when it must be replicated. */
+static int partial_of(const dt_rule_args *r, int d) {
+  const dt_dspec *s = r->spec[0];
+  switch (r->op) {
+  case DT_OP_SUM: return DT_REDUCE_SUM;
+  case DT_OP_MEAN: return even(s, s->mesh, d) ? DT_REDUCE_AVG : -1;
+  /* an empty shard cannot be reduced by max/min: only when every shard has elements */
+  case DT_OP_AMAX: return even(s, s->mesh, d) ? DT_REDUCE_MAX : -1;
+  case DT_OP_AMIN: return even(s, s->mesh, d) ? DT_REDUCE_MIN : -1;
+  default: return -1;
+  }
+}
+
+static int out_dim(const dt_rule_args *r, int d) {
+  if (r->op == DT_OP_SOFTMAX || r->op == DT_OP_LOG_SOFTMAX || r->a->keepdim) return d;
+  int od = d;
+  for (int i = 0; i < d; i++) od -= reduced(r->a, i);
+  return od;
+}
+
+int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n) {
+  const dt_dspec *x = r->spec[0];
+  int softmax = r->op == DT_OP_SOFTMAX || r->op == DT_OP_LOG_SOFTMAX;
+  dt_strategy st = {0};
+  for (int m = 0; m < r->mesh_ndim; m++) {
+    dt_placement p = x->p[m], in = dt_rule_R(), out = dt_rule_R();
+    if (p.kind == DT_SHARD && !(softmax ? p.dim == r->a->ints[0] : reduced(r->a, p.dim))) {
+      in = p, out = dt_rule_S(out_dim(r, p.dim)); /* a kept dim */
+    } else if (p.kind == DT_SHARD && !softmax && partial_of(r, p.dim) >= 0) {
+      in = p, out = dt_rule_P((dt_reduce_op)partial_of(r, p.dim));
+    } else if (p.kind == DT_PARTIAL && p.op == DT_REDUCE_SUM && (r->op == DT_OP_SUM || r->op == DT_OP_MEAN)) {
+      in = p, out = p;
+    }
+    st.in[0][m] = in;
+    for (int o = 0; o < r->nout; o++) st.out[o][m] = out;
+  }
+  dt_rule_push(s, n, &st);
+  for (int m = 0; m < r->mesh_ndim; m++) {
+    st.in[0][m] = dt_rule_R();
+    for (int o = 0; o < r->nout; o++) st.out[o][m] = dt_rule_R();
+  }
+  return dt_rule_push(s, n, &st);
+}

@@ -1,0 +1,47 @@
+/* Sharding rules: for one op call on global metadata, the strategies it can run under.
+ * A strategy gives, per mesh dim, the placement each input must have and the placement of
+ * each output.  One file per op family, mirroring src/ops. */
+#ifndef DT_DISTRIBUTED_SHARDING_RULES_H
+#define DT_DISTRIBUTED_SHARDING_RULES_H
+
+#include "distributed/dispatch.h"
+
+#define DT_RULE_MAX_STRATEGIES 256
+
+typedef struct dt_strategy {
+  dt_placement in[DT_DISPATCH_MAX_IN][DT_MESH_MAX_DIMS];
+  dt_placement out[DT_OP_MAX_OUT][DT_MESH_MAX_DIMS];
+} dt_strategy;
+
+typedef struct dt_rule_args {
+  dt_op_id op;
+  const dt_op_args *a;  /* in[] are headers with the global shapes (no storage) */
+  const dt_dspec *const *spec; /* per input (NULL for an absent operand); plain ones as Replicate */
+  int mesh_ndim;
+  const dt_meta *out; /* global output metadata from the op's shape rule */
+  int nout;
+} dt_rule_args;
+
+/* Appends strategies to s[*n] (at most DT_RULE_MAX_STRATEGIES); DT_ERR with dt_error on a
+ * rule error. */
+typedef int (*dt_rule_fn)(const dt_rule_args *r, dt_strategy *s, int *n);
+
+/* The rule of op's family, NULL when there is none yet. */
+dt_rule_fn dt_rule_for(dt_op_id op);
+
+int dt_rule_pointwise(const dt_rule_args *r, dt_strategy *s, int *n);
+int dt_rule_matmul(const dt_rule_args *r, dt_strategy *s, int *n);
+int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n);
+int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n);
+int dt_rule_nn(const dt_rule_args *r, dt_strategy *s, int *n);
+/* Static args of the local call that differ from the global one (sizes of view/reshape/
+ * expand: the local output shape; squeeze: the global size-1 dims).  in/out: the specs. */
+int dt_rule_view_local_args(dt_op_id op, const dt_dspec *in, const dt_dspec *out, dt_op_args *la);
+
+/* Shared helpers (rules/common.c). */
+int dt_rule_push(dt_strategy *s, int *n, const dt_strategy *st); /* deduplicated */
+dt_placement dt_rule_R(void);
+dt_placement dt_rule_S(int d);
+dt_placement dt_rule_P(dt_reduce_op op);
+
+#endif

@@ -1,0 +1,131 @@
+/* View ops: a dim map from input dims to output dims.  transpose/permute/unsqueeze move
+ * shardings with their dims; squeeze and expand replicate a sharded size-1 dim first;
+ * view/reshape/flatten group the input dims with the output dims whose sizes multiply alike,
+ * and a sharded dim stays sharded only when it is the group's first (non-1) dim and both it
+ * and the group's first output dim divide evenly by its shard count -- then every rank's
+ * shard is the same contiguous block before and after; narrow/select replicate the dim they
+ * cut (its start/index are global; a whole-dim narrow/slice keeps it).  Otherwise (uneven shards, a dim in
+ * the middle of a group) it is replicated first: never a silently wrong view. */
+#include "distributed/sharding_rules/sharding_rules.h"
+
+#include <string.h>
+
+#include "base/error.h"
+
+/* Does squeeze drop input dim i (global size 1, and asked for)? */
+static int squeezed(const dt_op_args *a, const dt_dspec *x, int i) {
+  if (x->shape[i] != 1) return 0;
+  if (a->flags & DT_ARG_ALL_DIMS) return 1;
+  for (int k = 0; k < a->nints; k++)
+    if (a->ints[k] == i) return 1;
+  return 0;
+}
+
+static int parts_of(const dt_dspec *s, int d) {
+  int parts = 1;
+  for (int m = 0; m < s->mesh->ndim; m++)
+    if (s->p[m].kind == DT_SHARD && s->p[m].dim == d) parts *= s->mesh->shape[m];
+  return parts;
+}
+
+/* Output dim of input dim d, or -1 when it cannot stay sharded. */
+static int map_dim(const dt_rule_args *r, int d) {
+  const dt_op_args *a = r->a;
+  const dt_dspec *x = r->spec[0];
+  const dt_meta *o = &r->out[0];
+  switch (r->op) {
+  case DT_OP_TRANSPOSE:
+    return d == a->ints[0] ? (int)a->ints[1] : d == a->ints[1] ? (int)a->ints[0] : d;
+  case DT_OP_PERMUTE:
+    for (int i = 0; i < a->nints; i++)
+      if (a->ints[i] == d) return i;
+    return -1;
+  case DT_OP_UNSQUEEZE:
+    return d + (d >= a->ints[0]);
+  case DT_OP_NARROW: /* the narrowed dim is replicated first, unless nothing is cut */
+    return d != a->ints[0] || (a->ints[1] == 0 && a->ints[2] == x->shape[d]) ? d : -1;
+  case DT_OP_SLICE:
+    return d != a->ints[0] || (a->ints[1] == 0 && a->ints[2] == x->shape[d] && a->ints[3] == 1) ? d : -1;
+  case DT_OP_SELECT:
+    return d == a->ints[0] ? -1 : d - (d > a->ints[0]);
+  case DT_OP_SQUEEZE: {
+    if (x->shape[d] == 1) return -1;
+    int od = d;
+    for (int i = 0; i < d; i++) od -= squeezed(a, x, i);
+    return od;
+  }
+  case DT_OP_EXPAND: {
+    int od = d + (o->ndim - x->ndim);
+    return x->shape[d] == o->shape[od] ? od : -1;
+  }
+  default: { /* VIEW, RESHAPE, FLATTEN: walk the groups */
+    if (dt_shape_numel(x->ndim, x->shape) == 0) return -1;
+    int i = 0, j = 0;
+    while (i < x->ndim && j < o->ndim) {
+      int i0 = i, j0 = j;
+      int64_t pi = x->shape[i++], po = o->shape[j++];
+      while (pi != po) {
+        if (pi < po) pi *= x->shape[i++];
+        else po *= o->shape[j++];
+      }
+      if (d < i0 || d >= i) continue;
+      int fi = i0, fo = j0; /* the group's first non-1 dims */
+      while (fi < i && x->shape[fi] == 1) fi++;
+      while (fo < j && o->shape[fo] == 1) fo++;
+      if (d != fi || fo >= j) return -1;
+      int parts = parts_of(x, d);
+      return x->shape[d] % parts == 0 && o->shape[fo] % parts == 0 ? fo : -1;
+    }
+    return -1;
+  }
+  }
+}
+
+int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n) {
+  const dt_dspec *x = r->spec[0];
+  dt_strategy st = {0};
+  for (int m = 0; m < r->mesh_ndim; m++) {
+    dt_placement p = x->p[m];
+    st.in[0][m] = st.out[0][m] = dt_rule_R();
+    if (p.kind == DT_PARTIAL) st.in[0][m] = st.out[0][m] = p; /* views are linear */
+    if (p.kind != DT_SHARD) continue;
+    int od = map_dim(r, p.dim);
+    if (od < 0 || od >= r->out[0].ndim) continue;
+    if (r->op == DT_OP_VIEW || r->op == DT_OP_RESHAPE || r->op == DT_OP_FLATTEN) {
+      /* one sharded input dim per output group (another one is replicated first) */
+      int clash = 0;
+      for (int q = 0; q < m; q++) clash |= st.out[0][q].kind == DT_SHARD && st.out[0][q].dim == od && x->p[q].dim != p.dim;
+      if (clash) continue;
+    }
+    st.in[0][m] = p;
+    st.out[0][m] = dt_rule_S(od);
+  }
+  dt_rule_push(s, n, &st);
+  for (int m = 0; m < r->mesh_ndim; m++) st.in[0][m] = st.out[0][m] = dt_rule_R();
+  return dt_rule_push(s, n, &st);
+}
+
+int dt_rule_view_local_args(dt_op_id op, const dt_dspec *in, const dt_dspec *out, dt_op_args *la) {
+  if (op == DT_OP_VIEW || op == DT_OP_RESHAPE || op == DT_OP_EXPAND) {
+    /* sizes: this rank's shard of the output */
+    int nd;
+    int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
+    dt_dspec_my_local(out, &nd, shape, off);
+    la->nints = nd;
+    for (int i = 0; i < nd; i++) la->ints[i] = shape[i];
+  } else if ((op == DT_OP_NARROW || op == DT_OP_SLICE) && out->shape[la->ints[0]] == in->shape[la->ints[0]]) {
+    /* a whole-dim cut (the rule may keep the dim sharded): the whole local dim */
+    int nd;
+    int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
+    dt_dspec_my_local(out, &nd, shape, off);
+    la->ints[2] = shape[la->ints[0]];
+  } else if (op == DT_OP_SQUEEZE) {
+    /* the global size-1 dims asked for, not the local ones (a shard may have length 1) */
+    dt_op_args g = *la;
+    la->flags &= ~DT_ARG_ALL_DIMS;
+    la->nints = 0;
+    for (int d = 0; d < in->ndim; d++)
+      if (squeezed(&g, in, d)) la->ints[la->nints++] = d;
+  }
+  return DT_OK;
+}
