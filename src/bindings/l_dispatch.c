@@ -1,10 +1,7 @@
-/* Lua side of the sharding dispatcher (src/distributed/dispatch.c).
- * Bindings take their tensors with dt_lua_check_tensor, which refuses DTensors except in
- * the bindings listed here: those only read dtype/ndim of their operands and go through
- * dt_lua_call_op, so a DTensor's local shard can stand for it until the front door.  There
- * (dt_lua_dispatch_try) the binding's stack frame is scanned for the DTensors whose local
- * shards are the op's inputs, and the call goes to the dispatcher instead.
- * Also: dt.dispatch_stats(), dt.dispatch_cache_clear(), dt.implicit_replication(fn | <close>). */
+/* Lua side of the sharding dispatcher (src/distributed/dispatch.c): dt.dispatch_stats(),
+ * dt.dispatch_cache_clear(), dt.implicit_replication(fn | <close>), dt.register_sharding's
+ * rules written in Lua (a rule override in the rank's context that calls back into Lua), and
+ * the helpers of the ops composed in Lua.  The modes live in the per-rank context. */
 #include <string.h>
 
 #include "base/error.h"
@@ -15,30 +12,8 @@
 #include "bindings/l_dtensor.h"
 #include "bindings/l_mesh.h"
 
-#define ALLOWED_KEY "dtlua.dispatch_bindings"
-#define IMPLICIT_KEY "dtlua.implicit_replication"
-#define PLUGINS_KEY "dtlua.sharding_plugins" /* op name -> Lua rule */
-#define EXPLAIN_KEY "dtlua.explain"         /* true while dt.explain runs a binding */
-
-/* The per-lua_State flag "a DTensor was let through since the last op call" lives in the
- * state's extra space (per coroutine, nothing global). */
-static int *armed(lua_State *L) { return (int *)lua_getextraspace(L); }
-
-int dt_lua_dispatch_allowed(lua_State *L) {
-  lua_Debug ar;
-  if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "f", &ar)) return 0;
-  lua_getfield(L, LUA_REGISTRYINDEX, ALLOWED_KEY);
-  lua_insert(L, -2);
-  int ok = lua_rawget(L, -2) == LUA_TBOOLEAN;
-  lua_pop(L, 2);
-  if (ok) *armed(L) = 1;
-  return ok;
-}
-
 /* ---- sharding rules written in Lua ---- */
 typedef struct plugin_call {
-  lua_State *L;
-  int fn; /* stack index of the Lua rule in the binding's frame */
   const dt_rule_args *r;
   dt_strategy *s;
   int *n;
@@ -221,59 +196,20 @@ static int plugin_body(lua_State *L) {
   return 0;
 }
 
-static int plugin_rule(void *ud, const dt_rule_args *r, dt_strategy *s, int *n) {
-  plugin_call *pc = ud;
-  pc->r = r, pc->s = s, pc->n = n;
-  lua_State *L = pc->L;
+/* The rule override of an op registered from Lua: ud is the rule's reference in the
+ * registry; it runs on the interpreter state of the call (ctx->host, set by dt_lua_call). */
+static int plugin_rule(dt_context *ctx, void *ud, const dt_rule_args *r, dt_strategy *s, int *n) {
+  plugin_call pc = {.r = r, .s = s, .n = n};
+  lua_State *L = ctx->host;
+  if (!L) return dt_error("%s: a sharding rule written in Lua can only run inside a call from Lua", dt_op_get(r->op)->name);
+  int top = lua_gettop(L);
   lua_pushcfunction(L, plugin_body);
-  lua_pushlightuserdata(L, pc);
-  lua_pushvalue(L, pc->fn);
-  if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
-    dt_error("%s", lua_tostring(L, -1));
-    lua_pop(L, 1);
-    return DT_ERR;
-  }
-  return DT_OK;
-}
-
-int dt_lua_dispatch_try(lua_State *L, dt_op_id id, const dt_op_args *a, dt_tensor **out, dt_dspec **spec) {
-  /* the flag stays up while DTensors are found: a binding may call several ops (chunk) */
-  if (!*armed(L)) return 0;
-  dt_dispatch_call c = {0};
-  int found = 0, top = lua_gettop(L);
-  for (int i = 0; i < a->nin && i < DT_DISPATCH_MAX_IN; i++) {
-    if (!a->in[i]) continue;
-    int dist = 0, plain = 0;
-    for (int s = 1; s <= top; s++) {
-      dt_lua_tensor *u = dt_lua_test_any(L, s);
-      if (!u || (u->t != a->in[i] && (!u->offmesh || u->offmesh != a->in[i]))) continue;
-      if (u->spec) c.specs[i] = u->spec, dist = 1;
-      else plain = 1;
-    }
-    if (dist && plain)
-      return dt_error("%s: argument %d is both a DTensor's local shard and a plain tensor (from_local shares "
-                      "storage); clone one of them",
-                      dt_op_get(id)->name, i + 1),
-             dt_lua_raise(L);
-    found |= dist;
-  }
-  if (!found) return *armed(L) = 0, 0;
-  if (a->nin > DT_DISPATCH_MAX_IN)
-    return dt_error("%s: too many operands for DTensor dispatch", dt_op_get(id)->name), dt_lua_raise(L);
-  lua_getfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
-  c.implicit_replication = (int)lua_tointeger(L, -1) > 0;
-  lua_getfield(L, LUA_REGISTRYINDEX, EXPLAIN_KEY);
-  c.explain = lua_toboolean(L, -1);
-  lua_pop(L, 2);
-  plugin_call pc = {.L = L};
-  if (lua_getfield(L, LUA_REGISTRYINDEX, PLUGINS_KEY) == LUA_TTABLE &&
-      lua_getfield(L, -1, dt_op_get(id)->name) == LUA_TFUNCTION) {
-    pc.fn = lua_gettop(L); /* on the stack while the dispatcher may call it */
-    c.plugin = plugin_rule, c.plugin_ud = &pc;
-  }
-  if (dt_dispatch(dt_lua_context(L), id, a, &c, out, spec) != DT_OK) dt_lua_raise(L);
-  lua_settop(L, top); /* bindings count on the op's results alone being pushed */
-  return 1;
+  lua_pushlightuserdata(L, &pc);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, (lua_Integer)(intptr_t)ud);
+  int st = lua_pcall(L, 2, 0, 0);
+  if (st != LUA_OK) dt_error("%s", lua_tostring(L, -1));
+  lua_settop(L, top);
+  return st == LUA_OK ? DT_OK : DT_ERR;
 }
 
 static int l_dispatch_stats(lua_State *L) {
@@ -300,26 +236,26 @@ static int l_register_sharding(lua_State *L) {
   if (dt_op_find(name, &id) != DT_OK) return luaL_error(L, "register_sharding: unknown op '%s'", name);
   if (!dt_rule_for(id))
     return luaL_error(L, "register_sharding: '%s' is not dispatched for DTensors yet (its binding reads local shapes)", name);
-  if (lua_getfield(L, LUA_REGISTRYINDEX, PLUGINS_KEY) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, PLUGINS_KEY);
+  dt_context *ctx = dt_lua_context(L);
+  dt_rule_override *ov = &ctx->rule_overrides[id];
+  if (ov->fn) luaL_unref(L, LUA_REGISTRYINDEX, (int)(intptr_t)ov->ud);
+  ov->fn = NULL, ov->ud = NULL;
+  if (!lua_isnil(L, 2)) {
+    lua_pushvalue(L, 2);
+    ov->ud = (void *)(intptr_t)luaL_ref(L, LUA_REGISTRYINDEX);
+    ov->fn = plugin_rule;
   }
-  lua_pushvalue(L, 2);
-  lua_setfield(L, -2, name);
-  dt_dispatch_cache_clear(dt_lua_context(L));
+  dt_dispatch_cache_clear(ctx);
   return 0;
 }
 
 /* dt._explain(fn, ...): runs the binding fn(...) in explain mode; returns the text. */
 static int l_explain_call(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
-  lua_pushboolean(L, 1);
-  lua_setfield(L, LUA_REGISTRYINDEX, EXPLAIN_KEY);
+  dt_context *ctx = dt_lua_context(L);
+  ctx->modes.explain = 1;
   int st = lua_pcall(L, lua_gettop(L) - 1, 0, 0);
-  lua_pushnil(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, EXPLAIN_KEY);
+  ctx->modes.explain = 0;
   if (st != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     if (!msg || !strstr(msg, "explained")) return lua_error(L);
@@ -332,7 +268,7 @@ static int l_explain_call(lua_State *L) {
 /* dt._redistribute_cost(x, placements): the planner's cost (seconds) of moving DTensor x
  * there, or nil when no plan reaches them (used by Lua ops). */
 static int l_redistribute_cost(lua_State *L) {
-  dt_lua_tensor *x = dt_lua_check_dtensor(L, 1, "redistribute_cost");
+  dt_value *x = dt_lua_check_dtensor(L, 1, "redistribute_cost");
   dt_placement p[DT_MESH_MAX_DIMS];
   dt_lua_check_placements(L, 2, x->spec->mesh->ndim, p, "redistribute_cost");
   dt_dspec *sp;
@@ -347,11 +283,9 @@ static int l_redistribute_cost(lua_State *L) {
 }
 
 static void implicit_add(lua_State *L, int d) {
-  lua_getfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
-  lua_Integer n = lua_tointeger(L, -1) + d;
-  lua_pop(L, 1);
-  lua_pushinteger(L, n < 0 ? 0 : n);
-  lua_setfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
+  dt_modes *m = &dt_lua_context(L)->modes;
+  m->implicit_replication += d;
+  if (m->implicit_replication < 0) m->implicit_replication = 0;
 }
 
 static int implicit_close(lua_State *L) {
@@ -420,7 +354,7 @@ static int l_dispatch_key(lua_State *L) {
   s = luaL_optlstring(L, 2, "", &len);
   luaL_addlstring(&b, s, len + 1);
   for (int i = 3; i <= top; i++) {
-    dt_lua_tensor *u = dt_lua_test_any(L, i);
+    dt_value *u = dt_lua_test_value(L, i);
     int64_t w[2 + DT_MAX_DIMS + 1 + 3 * DT_MESH_MAX_DIMS];
     int n = 0;
     if (!u) {
@@ -433,8 +367,8 @@ static int l_dispatch_key(lua_State *L) {
       for (int m = 0; m < sp->mesh->ndim; m++)
         w[n++] = sp->mesh->shape[m], w[n++] = sp->p[m].kind, w[n++] = sp->p[m].kind == DT_SHARD ? sp->p[m].dim : (int64_t)sp->p[m].op;
     } else {
-      w[n++] = -2 - u->t->ndim, w[n++] = u->t->dtype;
-      for (int d = 0; d < u->t->ndim; d++) w[n++] = u->t->shape[d];
+      w[n++] = -2 - u->local->ndim, w[n++] = u->local->dtype;
+      for (int d = 0; d < u->local->ndim; d++) w[n++] = u->local->shape[d];
     }
     luaL_addlstring(&b, (const char *)w, sizeof(int64_t) * (size_t)n);
   }
@@ -442,41 +376,9 @@ static int l_dispatch_key(lua_State *L) {
   return 1;
 }
 
-int dt_lua_implicit_replication(lua_State *L) {
-  lua_getfield(L, LUA_REGISTRYINDEX, IMPLICIT_KEY);
-  int on = (int)lua_tointeger(L, -1) > 0;
-  lua_pop(L, 1);
-  return on;
-}
-
-/* Bindings whose DTensor operands the dispatcher handles (names in the dt table, the
- * Tensor methods and the metatable). */
-static const char *const allowed[] = {
-    "add", "sub", "mul", "div", "pow", "remainder", "eq", "ne", "lt", "le", "gt", "ge", "neg", "abs", "exp",
-    "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "sin", "cos", "clamp", "clip", "clone",
-    "contiguous", "to", "float", "double", "half", "bfloat16", "long", "int", "bool", "where", "add_", "mul_",
-    "zero_", "fill_", "copy_", "__add", "__sub", "__mul", "__div", "__mod", "__pow", "__unm",
-    "matmul", "mm", "bmm", "addmm",
-    "uniform_", "normal_", "bernoulli", "multinomial", "_dropout", "_dropout_backward", /* dist/rng.c */
-    "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "norm", "softmax",
-    "log_softmax", "view", "reshape", "expand", "transpose", "t", "permute", "unsqueeze", "squeeze", "flatten",
-    "narrow", "select", "chunk", "split", "view_as", "expand_as", "_layer_norm", "_rms_norm", "_sdpa",
-    "__index", /* t[k]: select/slice views (l_view.c) */
-    NULL,
-};
+int dt_lua_implicit_replication(lua_State *L) { return dt_lua_context(L)->modes.implicit_replication > 0; }
 
 void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
-  *armed(L) = 0; /* the main thread's extra space starts uninitialised */
-  lua_newtable(L);
-  int where[3] = {tg->module, tg->methods, tg->meta};
-  for (int w = 0; w < 3; w++)
-    for (int i = 0; allowed[i]; i++) {
-      if (lua_getfield(L, where[w], allowed[i]) == LUA_TFUNCTION) {
-        lua_pushboolean(L, 1);
-        lua_rawset(L, -3);
-      } else lua_pop(L, 1);
-    }
-  lua_setfield(L, LUA_REGISTRYINDEX, ALLOWED_KEY);
   static const luaL_Reg funcs[] = {
       {"dispatch_stats", l_dispatch_stats},
       {"dispatch_cache_clear", l_dispatch_cache_clear},

@@ -13,8 +13,8 @@
 #include "bindings/l_mesh.h"
 #include "bindings/l_tensor.h"
 
-dt_lua_tensor *dt_lua_check_dtensor(lua_State *L, int idx, const char *op) {
-  dt_lua_tensor *u = dt_lua_check_any(L, idx);
+dt_value *dt_lua_check_dtensor(lua_State *L, int idx, const char *op) {
+  dt_value *u = dt_lua_check_value(L, idx);
   if (!u->spec) luaL_error(L, "%s: expected a DTensor, got a plain tensor (use dt.distribute_tensor or dt.from_local)", op);
   return u;
 }
@@ -131,9 +131,9 @@ static int l_distribute_tensor(lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  dt_lua_tensor *u = dt_lua_test_any(L, 1);
+  dt_value *u = dt_lua_test_value(L, 1);
   if (u && u->spec) return luaL_error(L, "%s: the input is already a DTensor (use x:redistribute)", op);
-  dt_tensor *t = u ? u->t : NULL;
+  dt_tensor *t = u ? u->local : NULL;
   if (t && dt_tensor_device(t) != DT_CPU) return luaL_error(L, "%s: only CPU tensors are supported", op);
   int root = -1;
   if (!local_chunk) {
@@ -284,9 +284,9 @@ static int l_from_local(lua_State *L) {
 
 /* ---- methods ---- */
 static int l_to_local(lua_State *L) {
-  dt_lua_tensor *u = dt_lua_check_dtensor(L, 1, "to_local");
-  dt_tensor_retain(u->t);
-  dt_lua_push_tensor(L, u->t);
+  dt_value *u = dt_lua_check_dtensor(L, 1, "to_local");
+  dt_tensor_retain(u->local);
+  dt_lua_push_tensor(L, u->local);
   return 1;
 }
 
@@ -306,7 +306,7 @@ static void check_target(lua_State *L, const dt_dspec *s, int idx, dt_placement 
 /* x:redistribute(mesh?, placements, {async_op = false}) or x:redistribute(placements) */
 static int l_redistribute(lua_State *L) {
   const char *op = "redistribute";
-  dt_lua_tensor *u = dt_lua_check_dtensor(L, 1, op);
+  dt_value *u = dt_lua_check_dtensor(L, 1, op);
   dt_mesh *m = dt_lua_test_mesh(L, 2);
   int pidx = m || lua_isnil(L, 2) ? 3 : 2; /* x:redistribute(placements, opts) skips the mesh */
   if (!m) m = u->spec->mesh;
@@ -319,31 +319,31 @@ static int l_redistribute(lua_State *L) {
   check_target(L, u->spec, pidx, to, op);
   dt_dspec *s = dt_dspec_copy(u->spec);
   if (!s) return dt_lua_raise(L);
-  dt_tensor_retain(u->t);
-  push_redistributed(L, u->t, s, to, 0);
+  dt_tensor_retain(u->local);
+  push_redistributed(L, u->local, s, to, 0);
   return 1;
 }
 
 static int l_full_tensor(lua_State *L) {
-  dt_lua_tensor *u = dt_lua_check_dtensor(L, 1, "full_tensor");
+  dt_value *u = dt_lua_check_dtensor(L, 1, "full_tensor");
   dt_placement to[DT_MESH_MAX_DIMS];
   for (int i = 0; i < u->spec->mesh->ndim; i++) to[i] = (dt_placement){DT_REPLICATE, 0, 0};
   dt_context *ctx = dt_lua_context(L);
   const dt_redist_plan *plan;
   dt_tensor *out;
   if (dt_redistribute_plan(ctx, u->spec, to, 0, &plan) != DT_OK ||
-      dt_redistribute_exec(ctx, u->spec, plan, u->t, &out) != DT_OK)
+      dt_redistribute_exec(ctx, u->spec, plan, u->local, &out) != DT_OK)
     return dt_lua_raise(L);
   dt_lua_push_tensor(L, out);
   return 1;
 }
 
 static int l_is_dtensor(lua_State *L) {
-  dt_lua_tensor *u = dt_lua_test_any(L, 1);
+  dt_value *u = dt_lua_test_value(L, 1);
   return lua_pushboolean(L, u && u->spec), 1;
 }
 
-int dt_lua_dtensor_field(lua_State *L, dt_lua_tensor *u, const char *k) {
+int dt_lua_dtensor_field(lua_State *L, dt_value *u, const char *k) {
   if (strcmp(k, "device_mesh") == 0) {
     dt_mesh_retain(u->spec->mesh);
     dt_lua_push_mesh(L, u->spec->mesh);
@@ -359,15 +359,15 @@ int dt_lua_dtensor_field(lua_State *L, dt_lua_tensor *u, const char *k) {
 
 /* __tostring: DTensors show their spec and local shard; plain tensors go to l_print's. */
 static int dtensor_tostring(lua_State *L) {
-  dt_lua_tensor *u = dt_lua_test_any(L, 1);
+  dt_value *u = dt_lua_test_value(L, 1);
   lua_pushvalue(L, lua_upvalueindex(1));
   if (!u || !u->spec) {
     lua_pushvalue(L, 1);
     lua_call(L, 1, 1);
     return 1;
   }
-  dt_tensor_retain(u->t);
-  dt_lua_push_tensor(L, u->t);
+  dt_tensor_retain(u->local);
+  dt_lua_push_tensor(L, u->local);
   lua_call(L, 1, 1);
   char pl[256], mesh[1024], gs[160];
   dt_format_shape(gs, sizeof gs, u->spec->ndim, u->spec->shape);
@@ -381,7 +381,7 @@ static int dtensor_tostring(lua_State *L) {
  * prints it unless print = false. */
 static int l_explain(lua_State *L) {
   const char *op = "explain_redistribute";
-  dt_lua_tensor *u = dt_lua_check_dtensor(L, 1, op);
+  dt_value *u = dt_lua_check_dtensor(L, 1, op);
   dt_placement to[DT_MESH_MAX_DIMS];
   check_target(L, u->spec, 2, to, op);
   const dt_redist_plan *plan;

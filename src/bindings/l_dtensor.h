@@ -6,7 +6,7 @@
 #include "bindings/l_tensor.h"
 
 /* The DTensor at idx; raises naming op for a plain tensor. */
-dt_lua_tensor *dt_lua_check_dtensor(lua_State *L, int idx, const char *op);
+dt_value *dt_lua_check_dtensor(lua_State *L, int idx, const char *op);
 /* A spec (dt_dspec_new) or a raised error. */
 dt_dspec *dt_lua_new_spec(lua_State *L, dt_mesh *m, const dt_placement *p, int ndim, const int64_t *shape,
                           dt_dtype dtype, const char *op);

@@ -35,7 +35,7 @@ static int l_local_shape(lua_State *L) {
 /* dt._dtensor_shards(x): every mesh rank's block, {rank =, coord = {...}, offset = {...}
  * (0-based), shape = {...}}, in layout order (for visualize_sharding). */
 static int l_shards(lua_State *L) {
-  dt_lua_tensor *u = dt_lua_check_dtensor(L, 1, "visualize_sharding");
+  dt_value *u = dt_lua_check_dtensor(L, 1, "visualize_sharding");
   const dt_dspec *s = u->spec;
   dt_mesh *m = s->mesh;
   lua_createtable(L, m->size, 0);

@@ -77,7 +77,7 @@ static dt_tensor *view_step(lua_State *L, dt_tensor *x, dt_op_id id, int64_t i0,
 }
 
 int dt_lua_dtensor_newindex(lua_State *L) {
-  dt_lua_tensor *u = dt_lua_check_any(L, 1);
+  dt_value *u = dt_lua_check_value(L, 1);
   const dt_dspec *ts = u->spec;
   dt_lua_index ix;
   dt_lua_parse_index(L, 2, ts->ndim, ts->shape, &ix);
@@ -89,7 +89,7 @@ int dt_lua_dtensor_newindex(lua_State *L) {
   dt_tensor *src = NULL;
   int vnd = 0;
   int64_t vshape[DT_MAX_DIMS], voff[DT_MAX_DIMS] = {0};
-  dt_lua_tensor *vu = dt_lua_test_any(L, 3);
+  dt_value *vu = dt_lua_test_value(L, 3);
   dt_context *ctx = dt_lua_context(L);
   if (vu && vu->spec) {
     const dt_dspec *vs = vu->spec;
@@ -102,7 +102,7 @@ int dt_lua_dtensor_newindex(lua_State *L) {
     dt_placement to[DT_MESH_MAX_DIMS];
     value_target(ts, &ix, vs, rnd, tdim, rshape, to);
     const dt_redist_plan *plan;
-    if (dt_redistribute_plan(ctx, vs, to, 0, &plan) != DT_OK || dt_redistribute_exec(ctx, vs, plan, vu->t, &src) != DT_OK)
+    if (dt_redistribute_plan(ctx, vs, to, 0, &plan) != DT_OK || dt_redistribute_exec(ctx, vs, plan, vu->local, &src) != DT_OK)
       return dt_lua_raise(L);
     dt_lua_push_tensor(L, src); /* owned by Lua from here */
     dt_dspec moved = *vs;
@@ -112,11 +112,11 @@ int dt_lua_dtensor_newindex(lua_State *L) {
     vnd = vs->ndim;
     memcpy(vshape, vs->shape, sizeof(int64_t) * (size_t)vnd); /* global sizes: which dims broadcast */
   } else if (vu) {
-    if (dt_tensor_numel(vu->t) != 1 && !dt_lua_implicit_replication(L))
+    if (dt_tensor_numel(vu->local) != 1 && !dt_lua_implicit_replication(L))
       return luaL_error(L, "%s: the value is a plain tensor of %I elements assigned into a DTensor; convert it with "
                            "dt.from_local or dt.distribute_tensor (or run inside dt.implicit_replication)",
-                        OP, (lua_Integer)dt_tensor_numel(vu->t));
-    src = vu->t;
+                        OP, (lua_Integer)dt_tensor_numel(vu->local));
+    src = vu->local;
     vnd = src->ndim;
     memcpy(vshape, src->shape, sizeof(int64_t) * (size_t)vnd);
     check_broadcast(L, vnd, vshape, rnd, rshape);
@@ -143,7 +143,7 @@ int dt_lua_dtensor_newindex(lua_State *L) {
     if (j1[d] > count - 1) j1[d] = count - 1;
     if (j0[d] > j1[d]) return 0; /* the region misses this block */
   }
-  dt_tensor *dst = u->t;
+  dt_tensor *dst = u->local;
   dt_tensor_retain(dst);
   for (int d = ts->ndim - 1; d >= 0; d--) { /* last dim first: selects do not shift the others */
     int64_t first = ix.start[d] + j0[d] * ix.step[d] - loff[d];

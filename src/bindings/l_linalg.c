@@ -6,27 +6,23 @@
 #include "bindings/l_tensor.h"
 
 static int binary(lua_State *L, dt_op_id id) {
-  dt_tensor *in[2] = {dt_lua_check_tensor(L, 1), dt_lua_check_tensor(L, 2)};
+  dt_value *in[2] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2)};
   dt_op_args a = {0};
-  a.in = in;
-  a.nin = 2;
-  return dt_lua_call_op(L, id, &a);
+  return dt_lua_call(L, id, &a, in, 2);
 }
 static int l_matmul(lua_State *L) { return binary(L, DT_OP_MATMUL); }
 static int l_mm(lua_State *L) { return binary(L, DT_OP_MM); }
 static int l_bmm(lua_State *L) { return binary(L, DT_OP_BMM); }
 
 static int l_addmm(lua_State *L) {
-  dt_tensor *in[3] = {dt_lua_check_tensor(L, 1), dt_lua_check_tensor(L, 2), dt_lua_check_tensor(L, 3)};
+  dt_value *in[3] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2), dt_lua_check_value(L, 3)};
   if (!lua_isnoneornil(L, 4) && !lua_istable(L, 4))
     return luaL_error(L, "addmm: options must be a table {beta = , alpha = }, got %s", luaL_typename(L, 4));
   dt_op_args a = {0};
-  a.in = in;
-  a.nin = 3;
   a.scalar[0] = dt_lua_opt_number_field(L, 4, "beta", 1);
   a.scalar[1] = dt_lua_opt_number_field(L, 4, "alpha", 1);
   a.nscalar = 2;
-  return dt_lua_call_op(L, DT_OP_ADDMM, &a);
+  return dt_lua_call(L, DT_OP_ADDMM, &a, in, 3);
 }
 
 static const luaL_Reg linalg_funcs[] = {

@@ -10,7 +10,6 @@
 #include "bindings/l_tensor.h"
 
 #define MESH_MT "dtensor.DeviceMesh"
-#define STACK_KEY "dtensor.mesh_stack" /* registry: this rank's stack of current meshes */
 #define GUARD_MT "dtensor.MeshGuard"
 
 typedef struct lua_mesh {
@@ -38,18 +37,12 @@ static int mesh_gc(lua_State *L) {
   return 0;
 }
 
-/* ---- the context stack ---- */
-static void push_stack(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, STACK_KEY) == LUA_TTABLE) return;
-  lua_pop(L, 1);
-  lua_newtable(L);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, STACK_KEY);
-}
-
+/* ---- the context stack (in the rank's context) ---- */
 static int l_current_mesh(lua_State *L) {
-  push_stack(L);
-  lua_geti(L, -1, luaL_len(L, -1));
+  dt_mesh *m = dt_context_current_mesh(dt_lua_context(L));
+  if (!m) return lua_pushnil(L), 1;
+  dt_mesh_retain(m);
+  dt_lua_push_mesh(L, m);
   return 1;
 }
 
@@ -59,9 +52,7 @@ dt_mesh *dt_lua_opt_mesh(lua_State *L, int idx, const char *op) {
     if (!m) luaL_error(L, "%s: expected a DeviceMesh, got %s", op, luaL_typename(L, idx));
     return m;
   }
-  l_current_mesh(L);
-  dt_mesh *m = dt_lua_test_mesh(L, -1);
-  lua_pop(L, 2);
+  dt_mesh *m = dt_context_current_mesh(dt_lua_context(L));
   if (!m) luaL_error(L, "%s: no device mesh given and no current mesh (pass one, or use `local _ <close> = mesh:use()`)", op);
   return m;
 }
@@ -69,13 +60,11 @@ dt_mesh *dt_lua_opt_mesh(lua_State *L, int idx, const char *op) {
 /* mesh:use(): pushes the mesh; the returned guard's __close pops back to the depth before,
  * so nesting restores properly also when a block raises. */
 static int mesh_use(lua_State *L) {
-  check_mesh(L, 1);
-  push_stack(L);
-  lua_Integer depth = luaL_len(L, -1);
-  lua_pushvalue(L, 1);
-  lua_seti(L, -2, depth + 1);
+  dt_mesh *m = check_mesh(L, 1);
+  dt_context *ctx = dt_lua_context(L);
   lua_Integer *g = lua_newuserdatauv(L, sizeof *g, 0);
-  *g = depth;
+  *g = ctx->mesh_depth;
+  if (dt_context_push_mesh(ctx, m) != DT_OK) return dt_lua_raise(L);
   luaL_setmetatable(L, GUARD_MT);
   return 1;
 }
@@ -83,8 +72,7 @@ static int mesh_use(lua_State *L) {
 static int guard_close(lua_State *L) {
   lua_Integer *g = luaL_checkudata(L, 1, GUARD_MT);
   if (*g < 0) return 0;
-  push_stack(L);
-  for (lua_Integer i = luaL_len(L, -1); i > *g; i--) lua_pushnil(L), lua_seti(L, -2, i);
+  dt_context_pop_mesh_to(dt_lua_context(L), (int)*g);
   *g = -1;
   return 0;
 }

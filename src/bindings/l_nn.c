@@ -43,11 +43,11 @@ static dt_tensor *to_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has_
 }
 
 /* Pushes the converted tensor so Lua owns it while the op runs (errors cannot leak it). */
-static dt_tensor *push_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has_skip, int64_t skip, const char *op,
-                                  const char *what, const char *range) {
+static dt_value *push_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has_skip, int64_t skip, const char *op,
+                                 const char *what, const char *range) {
   dt_tensor *z = to_zero_based(L, t, hi, has_skip, skip, op, what, range);
   dt_lua_push_tensor(L, z);
-  return z;
+  return lua_touserdata(L, -1);
 }
 
 /* dt._embedding(ids, weight) */
@@ -57,9 +57,9 @@ static int l_embedding(lua_State *L) {
     char b[64];
     return luaL_error(L, "embedding: weight must be 2-d [vocab, dim], got shape %s", dt_format_shape(b, sizeof b, w->ndim, w->shape));
   }
-  dt_tensor *in[2] = {push_zero_based(L, ids, w->shape[0], 0, 0, "embedding", "id", "vocab size %I"), w};
-  dt_op_args a = {.in = in, .nin = 2};
-  return dt_lua_call_op(L, DT_OP_EMBEDDING, &a);
+  dt_value *in[2] = {push_zero_based(L, ids, w->shape[0], 0, 0, "embedding", "id", "vocab size %I"), dt_lua_check_value(L, 2)};
+  dt_op_args a = {0};
+  return dt_lua_call(L, DT_OP_EMBEDDING, &a, in, 2);
 }
 
 /* normalized_shape: an integer or a table of integers -> ints[0] = k, ints[1..k]. */
@@ -78,32 +78,32 @@ static void check_normalized_shape(lua_State *L, int idx, dt_op_args *a, const c
   a->nints = k + 1;
 }
 
-static dt_tensor *opt_tensor(lua_State *L, int idx, const char *op, const char *what) {
+static dt_value *opt_value(lua_State *L, int idx, const char *op, const char *what) {
   if (lua_isnoneornil(L, idx)) return NULL;
-  if (!dt_lua_test_any(L, idx)) luaL_error(L, "%s: %s must be a tensor or nil, got %s", op, what, luaL_typename(L, idx));
-  return dt_lua_check_tensor(L, idx); /* a DTensor's local shard where the dispatcher serves the op */
+  if (!dt_lua_test_value(L, idx)) luaL_error(L, "%s: %s must be a tensor or nil, got %s", op, what, luaL_typename(L, idx));
+  return dt_lua_check_value(L, idx);
 }
 
 /* dt._layer_norm(x, normalized_shape, weight?, bias?, eps) */
 static int l_layer_norm(lua_State *L) {
-  dt_tensor *in[3] = {dt_lua_check_tensor(L, 1), NULL, NULL};
-  dt_op_args a = {.in = in, .nin = 3, .nscalar = 1};
+  dt_value *in[3] = {dt_lua_check_value(L, 1), NULL, NULL};
+  dt_op_args a = {.nscalar = 1};
   check_normalized_shape(L, 2, &a, "layer_norm");
-  in[1] = opt_tensor(L, 3, "layer_norm", "weight");
-  in[2] = opt_tensor(L, 4, "layer_norm", "bias");
+  in[1] = opt_value(L, 3, "layer_norm", "weight");
+  in[2] = opt_value(L, 4, "layer_norm", "bias");
   a.scalar[0] = luaL_optnumber(L, 5, 1e-5);
-  return dt_lua_call_op(L, DT_OP_LAYER_NORM, &a);
+  return dt_lua_call(L, DT_OP_LAYER_NORM, &a, in, 3);
 }
 
 /* dt._rms_norm(x, normalized_shape, weight?, eps?): eps nil -> the machine epsilon of the
  * compute type (float32's for float32/bfloat16/float16), as torch does for eps=None. */
 static int l_rms_norm(lua_State *L) {
-  dt_tensor *in[2] = {dt_lua_check_tensor(L, 1), NULL};
-  dt_op_args a = {.in = in, .nin = 2, .nscalar = 1};
+  dt_value *in[2] = {dt_lua_check_value(L, 1), NULL};
+  dt_op_args a = {.nscalar = 1};
   check_normalized_shape(L, 2, &a, "rms_norm");
-  in[1] = opt_tensor(L, 3, "rms_norm", "weight");
-  a.scalar[0] = luaL_optnumber(L, 4, in[0]->dtype == DT_FLOAT64 ? DBL_EPSILON : FLT_EPSILON);
-  return dt_lua_call_op(L, DT_OP_RMS_NORM, &a);
+  in[1] = opt_value(L, 3, "rms_norm", "weight");
+  a.scalar[0] = luaL_optnumber(L, 4, dt_value_dtype(in[0]) == DT_FLOAT64 ? DBL_EPSILON : FLT_EPSILON);
+  return dt_lua_call(L, DT_OP_RMS_NORM, &a, in, 2);
 }
 
 /* dt._cross_entropy(logits, target, ignore_index, reduction): target and ignore_index 1-based. */
@@ -118,24 +118,24 @@ static int l_cross_entropy(lua_State *L) {
   if (red < 0) return luaL_error(L, "cross_entropy: reduction must be \"none\", \"mean\" or \"sum\", got \"%s\"", r);
   if (x->ndim == 0) return luaL_error(L, "cross_entropy: logits must have at least 1 dim, got a 0-d tensor");
   int64_t classes = x->shape[x->ndim == 1 ? 0 : 1];
-  dt_tensor *in[2] = {x, push_zero_based(L, t, classes, 1, ignore, "cross_entropy", "target", "%I classes")};
-  dt_op_args a = {.in = in, .nin = 2, .nints = 2};
+  dt_value *in[2] = {dt_lua_check_value(L, 1), push_zero_based(L, t, classes, 1, ignore, "cross_entropy", "target", "%I classes")};
+  dt_op_args a = {.nints = 2};
   a.ints[0] = ignore - 1; /* shifted with the targets, so it still matches */
   a.ints[1] = red;
-  return dt_lua_call_op(L, DT_OP_CROSS_ENTROPY, &a);
+  return dt_lua_call(L, DT_OP_CROSS_ENTROPY, &a, in, 2);
 }
 
 /* dt._sdpa(q, k, v, attn_mask?, is_causal, scale?) */
 static int l_sdpa(lua_State *L) {
-  dt_tensor *in[4] = {dt_lua_check_tensor(L, 1), dt_lua_check_tensor(L, 2), dt_lua_check_tensor(L, 3), NULL};
-  in[3] = opt_tensor(L, 4, "scaled_dot_product_attention", "attn_mask");
-  dt_op_args a = {.in = in, .nin = 4};
+  dt_value *in[4] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2), dt_lua_check_value(L, 3), NULL};
+  in[3] = opt_value(L, 4, "scaled_dot_product_attention", "attn_mask");
+  dt_op_args a = {0};
   a.flags = lua_toboolean(L, 5) ? 1 : 0;
   if (!lua_isnoneornil(L, 6)) {
     a.scalar[0] = luaL_checknumber(L, 6);
     a.nscalar = 1;
   }
-  return dt_lua_call_op(L, DT_OP_SDPA, &a);
+  return dt_lua_call(L, DT_OP_SDPA, &a, in, 4);
 }
 
 static const luaL_Reg nn_funcs[] = {

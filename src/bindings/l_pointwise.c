@@ -21,20 +21,20 @@ static int set_number(lua_State *L, int idx, dt_op_args *a, int k) {
   return 1;
 }
 
-static dt_tensor *live_tensor(lua_State *L, int idx) {
-  dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
-  if (u && !u->t) luaL_argerror(L, idx, "tensor has been released (closed)");
-  if (u && u->spec) dt_lua_check_tensor(L, idx); /* raises unless the dispatcher serves this binding */
-  return u ? u->t : NULL;
+/* The tensor (plain or DTensor) at idx, or NULL for a non-tensor. */
+static dt_value *live_value(lua_State *L, int idx) {
+  dt_value *u = luaL_testudata(L, idx, DT_TENSOR_MT);
+  if (u && !u->local) luaL_argerror(L, idx, "tensor has been released (closed)");
+  return u;
 }
 
-/* The two operands of a binary op at 1 and 2: tensor-tensor, tensor-number or number-tensor. */
-static void binary_operands(lua_State *L, dt_op_args *a, dt_tensor **ins, const char *op) {
-  dt_tensor *x = live_tensor(L, 1), *y = live_tensor(L, 2);
-  a->in = ins;
+/* The two operands of a binary op at 1 and 2: tensor-tensor, tensor-number or number-tensor.
+ * Returns the count of tensor operands put in ins. */
+static int binary_operands(lua_State *L, dt_op_args *a, dt_value **ins, const char *op) {
+  dt_value *x = live_value(L, 1), *y = live_value(L, 2);
   if (x && y) {
-    ins[0] = x, ins[1] = y, a->nin = 2;
-    return;
+    ins[0] = x, ins[1] = y;
+    return 2;
   }
   int num = x ? 2 : 1, kind = set_number(L, num, a, 0);
   if (!kind || (!x && !y)) {
@@ -42,15 +42,16 @@ static void binary_operands(lua_State *L, dt_op_args *a, dt_tensor **ins, const 
                              luaL_typename(L, 2));
     luaL_error(L, "%s: expected a tensor or a number, got %s", op, luaL_typename(L, num));
   }
-  ins[0] = x ? x : y, a->nin = 1;
+  ins[0] = x ? x : y;
   a->flags |= DT_ARG_SCALAR | (x ? 0 : DT_ARG_SCALAR_LEFT) | (kind == 2 ? DT_ARG_SCALAR_INT : 0);
+  return 1;
 }
 
 static int binary(lua_State *L, dt_op_id id, const char *op) {
   dt_op_args a = {0};
-  dt_tensor *ins[2];
-  binary_operands(L, &a, ins, op);
-  return dt_lua_call_op(L, id, &a);
+  dt_value *ins[2];
+  int n = binary_operands(L, &a, ins, op);
+  return dt_lua_call(L, id, &a, ins, n);
 }
 
 /* The optional alpha of add/sub/add_ at 3: a number or {alpha = n}, as torch's keyword. */
@@ -70,10 +71,10 @@ static void opt_alpha(lua_State *L, dt_op_args *a, const char *op) {
 
 static int add_sub(lua_State *L, dt_op_id id, const char *op) {
   dt_op_args a = {0};
-  dt_tensor *ins[2];
-  binary_operands(L, &a, ins, op);
+  dt_value *ins[2];
+  int n = binary_operands(L, &a, ins, op);
   opt_alpha(L, &a, op);
-  return dt_lua_call_op(L, id, &a);
+  return dt_lua_call(L, id, &a, ins, n);
 }
 
 static int l_add(lua_State *L) { return add_sub(L, DT_OP_ADD, "add"); }
@@ -95,19 +96,11 @@ BINARY(ge, DT_OP_GE)
 static int m_add(lua_State *L) { return binary(L, DT_OP_ADD, "add"); }
 static int m_sub(lua_State *L) { return binary(L, DT_OP_SUB, "sub"); }
 
-/* The op's one tensor operand is at 1; *x holds it for a->in. */
-static void one_input(lua_State *L, dt_op_args *a, dt_tensor **x) {
-  *x = dt_lua_check_tensor(L, 1);
-  a->in = x;
-  a->nin = 1;
-}
-
 /* ---- unary ---- */
 static int unary(lua_State *L, dt_op_id id) {
-  dt_tensor *x;
+  dt_value *x = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  one_input(L, &a, &x);
-  return dt_lua_call_op(L, id, &a);
+  return dt_lua_call(L, id, &a, &x, 1);
 }
 #define UNARY(name, ID) \
   static int l_##name(lua_State *L) { return unary(L, ID); }
@@ -127,24 +120,21 @@ UNARY(clone, DT_OP_CLONE)
 
 /* contiguous() / to(dtype) give t itself when nothing changes: the same userdata, so
  * t:contiguous() == t as torch's `t.contiguous() is t`. */
-static int self_or_result(lua_State *L, dt_op_id id, dt_op_args *a) {
-  dt_lua_call_op(L, id, a);
-  if (dt_lua_check_tensor(L, -1) == a->in[0]) lua_pushvalue(L, 1);
+static int self_or_result(lua_State *L, dt_op_id id, dt_op_args *a, dt_value *x) {
+  dt_lua_call(L, id, a, &x, 1);
+  if (((dt_value *)lua_touserdata(L, -1))->local == x->local) lua_pushvalue(L, 1);
   return 1;
 }
 static int l_contiguous(lua_State *L) {
-  dt_tensor *x;
   dt_op_args a = {0};
-  one_input(L, &a, &x);
-  return self_or_result(L, DT_OP_CONTIGUOUS, &a);
+  return self_or_result(L, DT_OP_CONTIGUOUS, &a, dt_lua_check_value(L, 1));
 }
 
 /* gelu(x, approximate) with approximate "none" (exact erf, default) or "tanh", also as
  * {approximate = "tanh"}. */
 static int l_gelu(lua_State *L) {
-  dt_tensor *x;
+  dt_value *x = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  one_input(L, &a, &x);
   int idx = 2;
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "approximate");
@@ -157,14 +147,13 @@ static int l_gelu(lua_State *L) {
       return luaL_error(L, "gelu: approximate must be \"none\" or \"tanh\", got %s",
                         m ? m : luaL_typename(L, idx));
   }
-  return dt_lua_call_op(L, DT_OP_GELU, &a);
+  return dt_lua_call(L, DT_OP_GELU, &a, &x, 1);
 }
 
 /* clamp(x, min, max) with either nil, or clamp(x, {min = , max = }). */
 static int l_clamp(lua_State *L) {
-  dt_tensor *x;
+  dt_value *x = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  one_input(L, &a, &x);
   int lo = 2, hi = 3;
   if (lua_istable(L, 2) && !dt_lua_test_tensor(L, 2)) {
     lua_getfield(L, 2, "min");
@@ -186,42 +175,38 @@ static int l_clamp(lua_State *L) {
   }
   if (all_int) a.flags |= DT_ARG_SCALAR_INT;
   a.nscalar = 2;
-  return dt_lua_call_op(L, DT_OP_CLAMP, &a);
+  return dt_lua_call(L, DT_OP_CLAMP, &a, &x, 1);
 }
 
 /* ---- where(cond, a, b): a and b tensors or numbers; x:where(cond, y) is where(cond, x, y) ---- */
 static int where_at(lua_State *L, int cond, int x, int y) {
-  dt_tensor *ins[3] = {dt_lua_check_tensor(L, cond), NULL, NULL};
+  dt_value *ins[3] = {dt_lua_check_value(L, cond), NULL, NULL};
   dt_op_args a = {0};
-  a.in = ins;
-  a.nin = 3;
   int idx[2] = {x, y}, intflag[2] = {DT_ARG_WHERE_A_INT, DT_ARG_WHERE_B_INT};
   for (int k = 0; k < 2; k++) {
-    ins[k + 1] = live_tensor(L, idx[k]);
+    ins[k + 1] = live_value(L, idx[k]);
     if (ins[k + 1]) continue;
     int kind = set_number(L, idx[k], &a, k);
     if (!kind) return luaL_error(L, "where: values must be tensors or numbers, got %s", luaL_typename(L, idx[k]));
     if (kind == 2) a.flags |= intflag[k];
   }
   a.nscalar = 2;
-  return dt_lua_call_op(L, DT_OP_WHERE, &a);
+  return dt_lua_call(L, DT_OP_WHERE, &a, ins, 3);
 }
 static int l_where(lua_State *L) { return where_at(L, 1, 2, 3); }
 static int m_where(lua_State *L) { return where_at(L, 2, 1, 3); }
 
 /* ---- casts ---- */
 static int cast(lua_State *L, dt_dtype d) {
-  dt_tensor *x;
   dt_op_args a = {0};
-  one_input(L, &a, &x);
   a.dtype = d;
   a.has_dtype = 1;
-  return self_or_result(L, DT_OP_TO, &a);
+  return self_or_result(L, DT_OP_TO, &a, dt_lua_check_value(L, 1));
 }
 /* to(dtype), to(device) or to({dtype = ..., device = ...}).  The only device of this build
  * is the tensor's own ("cpu"): moving to it is a no-op, any other device is an error. */
 static int l_to(lua_State *L) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_tensor *x = dt_lua_check_value(L, 1)->local;
   const char *dev = NULL;
   lua_settop(L, 2);
   if (lua_istable(L, 2)) { /* -> 2: dtype, 3: device */
@@ -256,58 +241,44 @@ CAST(int, DT_INT32)
 CAST(bool, DT_BOOL)
 
 /* ---- in place: each returns the tensor itself (the same userdata), so calls chain ---- */
-static int inplace_result(lua_State *L, dt_op_id id, dt_op_args *a) {
-  dt_tensor *out[DT_OP_MAX_OUT] = {0};
-  struct dt_dspec *spec[DT_OP_MAX_OUT] = {0};
-  if (dt_lua_dispatch_try(L, id, a, out, spec)) dt_dspec_free(spec[0]); /* self keeps its spec */
-  else if (dt_op_call(id, a, out) != DT_OK) return dt_lua_raise(L);
-  dt_tensor_release(out[0]); /* out[0] is self, already owned by the userdata at 1 */
-  lua_settop(L, 1);
-  return 1;
-}
-
 static int l_add_(lua_State *L) {
   dt_op_args a = {0};
-  dt_tensor *ins[2];
-  dt_lua_check_tensor(L, 1);
-  binary_operands(L, &a, ins, "add_");
+  dt_value *ins[2];
+  dt_lua_check_value(L, 1);
+  int n = binary_operands(L, &a, ins, "add_");
   opt_alpha(L, &a, "add_");
-  return inplace_result(L, DT_OP_ADD_, &a);
+  return dt_lua_call_inplace(L, 1, DT_OP_ADD_, &a, ins, n);
 }
 
 static int l_mul_(lua_State *L) {
   dt_op_args a = {0};
-  dt_tensor *ins[2];
-  dt_lua_check_tensor(L, 1);
-  binary_operands(L, &a, ins, "mul_");
-  return inplace_result(L, DT_OP_MUL_, &a);
+  dt_value *ins[2];
+  dt_lua_check_value(L, 1);
+  int n = binary_operands(L, &a, ins, "mul_");
+  return dt_lua_call_inplace(L, 1, DT_OP_MUL_, &a, ins, n);
 }
 
 static int l_zero_inplace(lua_State *L) {
-  dt_tensor *x;
+  dt_value *x = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  one_input(L, &a, &x);
-  return inplace_result(L, DT_OP_ZERO_, &a);
+  return dt_lua_call_inplace(L, 1, DT_OP_ZERO_, &a, &x, 1);
 }
 
 static int l_fill_(lua_State *L) {
-  dt_tensor *x;
+  dt_value *x = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  one_input(L, &a, &x);
   a.nscalar = 1;
   if (lua_isboolean(L, 2)) a.scalar[0] = lua_toboolean(L, 2);
   else if (set_number(L, 2, &a, 0) == 2) a.flags |= DT_ARG_SCALAR_INT;
   else if (lua_type(L, 2) != LUA_TNUMBER)
     return luaL_error(L, "fill_: value must be a number or a boolean, got %s", luaL_typename(L, 2));
-  return inplace_result(L, DT_OP_FILL_, &a);
+  return dt_lua_call_inplace(L, 1, DT_OP_FILL_, &a, &x, 1);
 }
 
 static int l_copy_(lua_State *L) {
-  dt_tensor *ins[2] = {dt_lua_check_tensor(L, 1), dt_lua_check_tensor(L, 2)};
+  dt_value *ins[2] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2)};
   dt_op_args a = {0};
-  a.in = ins;
-  a.nin = 2;
-  return inplace_result(L, DT_OP_COPY_, &a);
+  return dt_lua_call_inplace(L, 1, DT_OP_COPY_, &a, ins, 2);
 }
 
 static const luaL_Reg both[] = { /* Tensor methods and dt.* functions */

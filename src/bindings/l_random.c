@@ -16,21 +16,11 @@
 
 dt_rng_state *dt_lua_rng_state(lua_State *L) { return &dt_lua_context(L)->rng; }
 
-/* Runs a random op at the current position.  A plain op advances the offset here, once it
- * succeeded (a failing op raises inside dt_lua_call_op and never gets here); with DTensor
- * operands the tracker region (dist/rng.c) has advanced it, on every rank. */
-static int call_random(lua_State *L, dt_op_id id, dt_op_args *a) {
-  dt_rng_state *s = dt_lua_rng_state(L);
-  a->ints[DT_RNG_SLOT_SEED] = (int64_t)s->seed;
-  a->ints[DT_RNG_SLOT_OFFSET] = (int64_t)s->offset;
-  int n = dt_lua_call_op(L, id, a);
-  const dt_lua_tensor *u = dt_lua_test_any(L, -n);
-  if (!u->spec) {
-    dt_meta m = {.dtype = u->t->dtype, .ndim = u->t->ndim};
-    memcpy(m.shape, u->t->shape, sizeof(int64_t) * (size_t)u->t->ndim);
-    s->offset += dt_rng_op_words(id, a, &m);
-  }
-  return n;
+/* Random ops draw at the rank's generator position, which the front door reads and advances
+ * (src/call/call.c; DTensors: the RNG tracker region, src/distributed/rng.c). */
+static int call_random(lua_State *L, dt_op_id id, dt_op_args *a, dt_value *x) {
+  return x ? (dt_op_get(id)->flags & DT_OPF_INPLACE ? dt_lua_call_inplace(L, 1, id, a, &x, 1) : dt_lua_call(L, id, a, &x, 1))
+           : dt_lua_call(L, id, a, NULL, 0);
 }
 
 /* ---- generator state -------------------------------------------------------------- */
@@ -120,7 +110,7 @@ static int run_standard(lua_State *L, dt_op_id id, dt_op_args *a, int opts, dt_d
   a->dtype = dt_lua_opt_dtype_field(L, opts, def);
   a->has_dtype = 1;
   a->scalar[0] = 0, a->scalar[1] = 1, a->nscalar = 2;
-  return call_random(L, id, a);
+  return call_random(L, id, a, NULL);
 }
 
 /* dt.rand(shape..., opts?) where shape is varargs or one table. */
@@ -159,7 +149,7 @@ static int l_randint(lua_State *L) {
   a.dtype = dt_lua_opt_dtype_field(L, sh + 1, DT_INT64);
   a.has_dtype = 1;
   a.ints[DT_RNG_SLOT_LOW] = lo, a.ints[DT_RNG_SLOT_HIGH] = hi;
-  return call_random(L, DT_OP_RANDINT, &a);
+  return call_random(L, DT_OP_RANDINT, &a, NULL);
 }
 
 /* dt.randperm(n, opts?): 1..n permuted (values, like every index held in a tensor, are
@@ -171,16 +161,15 @@ static int l_randperm(lua_State *L) {
   a.nints = 2;
   a.dtype = dt_lua_opt_dtype_field(L, 2, DT_INT64);
   a.has_dtype = 1;
-  return call_random(L, DT_OP_RANDPERM, &a);
+  return call_random(L, DT_OP_RANDPERM, &a, NULL);
 }
 
 /* ---- in-place fills and sampling on tensors --------------------------------------------- */
 static int fill_inplace(lua_State *L, dt_op_id id, double dx, double dy) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  a.in = &t, a.nin = 1;
   a.scalar[0] = luaL_optnumber(L, 2, dx), a.scalar[1] = luaL_optnumber(L, 3, dy), a.nscalar = 2;
-  return call_random(L, id, &a);
+  return call_random(L, id, &a, t);
 }
 static int l_uniform_(lua_State *L) { return fill_inplace(L, DT_OP_UNIFORM_, 0, 1); }
 static int l_normal_(lua_State *L) { return fill_inplace(L, DT_OP_NORMAL_, 0, 1); }
@@ -188,11 +177,10 @@ static int l_normal_(lua_State *L) { return fill_inplace(L, DT_OP_NORMAL_, 0, 1)
 /* bernoulli(probs) draws 1 with each element's probability; bernoulli(t, p) draws with
  * probability p in t's shape and dtype. */
 static int l_bernoulli(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  a.in = &t, a.nin = 1;
   if (!lua_isnoneornil(L, 2)) a.scalar[0] = luaL_checknumber(L, 2), a.nscalar = 1, a.flags = DT_ARG_SCALAR;
-  return call_random(L, DT_OP_BERNOULLI, &a);
+  return call_random(L, DT_OP_BERNOULLI, &a, t);
 }
 
 /* Indices held in tensors are 1-based in Lua: shift the C core's 0-based result. */
@@ -203,33 +191,30 @@ static void to_lua_indices(dt_tensor *t) {
 
 /* multinomial(weights, n, replacement=false) -> int64 category indices, 1-based. */
 static int l_multinomial(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  a.in = &t, a.nin = 1;
   a.ints[0] = dt_lua_check_integer(L, 2, "multinomial", "num_samples");
   a.ints[1] = lua_toboolean(L, 3);
   a.nints = 2;
-  call_random(L, DT_OP_MULTINOMIAL, &a);
-  to_lua_indices(dt_lua_check_tensor(L, -1));
+  call_random(L, DT_OP_MULTINOMIAL, &a, t);
+  to_lua_indices(dt_lua_check_value(L, -1)->local);
   return 1;
 }
 
 /* dt._dropout(x, p) -> x * keep / (1 - p), keep (bool): the mask a backward reuses. */
 static int l_dropout(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  a.in = &t, a.nin = 1;
   a.scalar[0] = luaL_checknumber(L, 2), a.nscalar = 1;
-  return call_random(L, DT_OP_DROPOUT, &a);
+  return call_random(L, DT_OP_DROPOUT, &a, t);
 }
 
 /* dt._dropout_backward(grad, keep, p) -> grad * keep / (1 - p); draws nothing. */
 static int l_dropout_backward(lua_State *L) {
-  dt_tensor *in[2] = {dt_lua_check_tensor(L, 1), dt_lua_check_tensor(L, 2)};
+  dt_value *in[2] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2)};
   dt_op_args a = {0};
-  a.in = in, a.nin = 2;
   a.scalar[0] = luaL_checknumber(L, 3), a.nscalar = 1;
-  return dt_lua_call_op(L, DT_OP_DROPOUT_BACKWARD, &a);
+  return dt_lua_call(L, DT_OP_DROPOUT_BACKWARD, &a, in, 2);
 }
 
 static const luaL_Reg module_funcs[] = {

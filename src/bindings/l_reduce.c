@@ -25,7 +25,7 @@ static int is_opts_table(lua_State *L, int idx) {
 
 /* Reads dims at idx and keepdim/options at idx+1 into a; returns the options table's
  * index (0 when none).  many = 0 for ops that take a single dim. */
-static int parse_dims(lua_State *L, int idx, const dt_tensor *x, dt_op_args *a, const char *op, int many) {
+static int parse_dims(lua_State *L, int idx, const dt_value *x, dt_op_args *a, const char *op, int many) {
   int opts = 0;
   a->flags |= DT_ARG_ALL_DIMS;
   if (lua_isnoneornil(L, idx)) {
@@ -34,7 +34,7 @@ static int parse_dims(lua_State *L, int idx, const dt_tensor *x, dt_op_args *a, 
     return lua_isnoneornil(L, idx + 1) ? (a->keepdim = dt_lua_opt_bool_field(L, idx, "keepdim", 0), idx)
                                        : luaL_error(L, "%s: unexpected argument after the options table", op);
   } else if (lua_isinteger(L, idx)) {
-    a->ints[0] = dt_lua_check_dim(L, idx, x->ndim, 0, op);
+    a->ints[0] = dt_lua_check_dim(L, idx, dt_value_ndim(x), 0, op);
     a->nints = 1;
     a->flags &= ~DT_ARG_ALL_DIMS;
   } else if (lua_istable(L, idx) && !dt_lua_test_tensor(L, idx) && many) {
@@ -43,7 +43,7 @@ static int parse_dims(lua_State *L, int idx, const dt_tensor *x, dt_op_args *a, 
     for (int i = 0; i < n; i++) {
       lua_geti(L, idx, i + 1);
       if (!lua_isinteger(L, -1)) return luaL_error(L, "%s: dims must be integers, got %s", op, luaL_typename(L, -1));
-      a->ints[i] = dt_lua_to_dim(L, lua_tointeger(L, -1), x->ndim, 0, op);
+      a->ints[i] = dt_lua_to_dim(L, lua_tointeger(L, -1), dt_value_ndim(x), 0, op);
       lua_pop(L, 1);
     }
     a->nints = n;
@@ -64,10 +64,8 @@ static int parse_dims(lua_State *L, int idx, const dt_tensor *x, dt_op_args *a, 
 }
 
 static int reduce_simple(lua_State *L, dt_op_id id, const char *op) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_value *x = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
   int opts = parse_dims(L, 2, x, &a, op, 1);
   if (opts && (id == DT_OP_SUM || id == DT_OP_PROD)) { /* {dtype = ...}: accumulate/return in it */
     lua_getfield(L, opts, "dtype");
@@ -75,7 +73,7 @@ static int reduce_simple(lua_State *L, dt_op_id id, const char *op) {
     lua_pop(L, 1);
     if (a.has_dtype) a.dtype = dt_lua_opt_dtype_field(L, opts, DT_DEFAULT_FLOAT);
   }
-  return dt_lua_call_op(L, id, &a);
+  return dt_lua_call(L, id, &a, &x, 1);
 }
 
 static int l_sum(lua_State *L) { return reduce_simple(L, DT_OP_SUM, "sum"); }
@@ -86,19 +84,17 @@ static int l_amin(lua_State *L) { return reduce_simple(L, DT_OP_AMIN, "amin"); }
 
 /* The C core's 0-based indices (fresh contiguous int64) become Lua's 1-based ones. */
 static void one_based(lua_State *L, int idx) {
-  dt_tensor *t = dt_lua_check_tensor(L, idx);
+  dt_tensor *t = dt_lua_check_value(L, idx)->local; /* a DTensor's shard: the same +1 */
   int64_t *p = dt_tensor_data(t), n = dt_tensor_numel(t);
   for (int64_t i = 0; i < n; i++) p[i] += 1;
 }
 
 /* One dim; the last of the nres results holds 0-based indices, made 1-based here. */
 static int with_indices(lua_State *L, dt_op_id id, const char *op, int nres) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_value *x = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
   parse_dims(L, 2, x, &a, op, 0);
-  dt_lua_call_op(L, id, &a);
+  dt_lua_call(L, id, &a, &x, 1);
   one_based(L, -1);
   return nres;
 }
@@ -106,8 +102,8 @@ static int with_indices(lua_State *L, dt_op_id id, const char *op, int nres) {
 /* max/min: without a dim the global value (0-d); with one, (values, indices). */
 static int max_min(lua_State *L, dt_op_id with_index, dt_op_id global, const char *op) {
   if (lua_isnoneornil(L, 2) || is_opts_table(L, 2)) {
-    dt_lua_tensor *u = dt_lua_check_any(L, 1); /* the global size for a DTensor */
-    if ((u->spec ? dt_shape_numel(u->spec->ndim, u->spec->shape) : dt_tensor_numel(u->t)) == 0)
+    dt_value *u = dt_lua_check_value(L, 1); /* the global size for a DTensor */
+    if (dt_value_numel(u) == 0)
       return luaL_error(L, "%s: cannot reduce over a zero-size dim", op);
     return reduce_simple(L, global, op);
   }
@@ -120,15 +116,13 @@ static int l_argmin(lua_State *L) { return with_indices(L, DT_OP_ARGMIN, "argmin
 
 /* var/std: correction from {correction = c} or {unbiased = b} or a leading boolean. */
 static int var_std(lua_State *L, dt_op_id id, const char *op) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_value *x = dt_lua_check_value(L, 1);
   double correction = 1;
   if (lua_isboolean(L, 2)) {
     correction = lua_toboolean(L, 2) ? 1 : 0;
     lua_remove(L, 2);
   }
   dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
   int opts = parse_dims(L, 2, x, &a, op, 1);
   if (opts) {
     lua_getfield(L, opts, "unbiased");
@@ -138,14 +132,14 @@ static int var_std(lua_State *L, dt_op_id id, const char *op) {
   }
   a.scalar[0] = correction;
   a.nscalar = 1;
-  return dt_lua_call_op(L, id, &a);
+  return dt_lua_call(L, id, &a, &x, 1);
 }
 static int l_var(lua_State *L) { return var_std(L, DT_OP_VAR, "var"); }
 static int l_std(lua_State *L) { return var_std(L, DT_OP_STD, "std"); }
 
 /* norm(p = 2, dims = all, keepdim): p a number (math.huge for inf) or "fro". */
 static int l_norm(lua_State *L) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_value *x = dt_lua_check_value(L, 1);
   double p = 2;
   if (lua_type(L, 2) == LUA_TNUMBER) p = lua_tonumber(L, 2);
   else if (lua_type(L, 2) == LUA_TSTRING) {
@@ -158,24 +152,20 @@ static int l_norm(lua_State *L) {
     return luaL_error(L, "norm: p must be a number, got %s", luaL_typename(L, 2));
   if (isnan(p)) return luaL_error(L, "norm: p must not be nan");
   dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
   parse_dims(L, 3, x, &a, "norm", 1);
   a.scalar[0] = p;
   a.nscalar = 1;
-  return dt_lua_call_op(L, DT_OP_NORM, &a);
+  return dt_lua_call(L, DT_OP_NORM, &a, &x, 1);
 }
 
 /* softmax(dim), log_softmax(dim): the dim is required, as in PyTorch. */
 static int softmax_like(lua_State *L, dt_op_id id, const char *op) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1);
+  dt_value *x = dt_lua_check_value(L, 1);
   if (lua_isnoneornil(L, 2)) return luaL_error(L, "%s: dim is required, e.g. t:%s(-1)", op, op);
   dt_op_args a = {0};
-  a.in = &x;
-  a.nin = 1;
-  a.ints[0] = dt_lua_check_dim(L, 2, x->ndim, 0, op);
+  a.ints[0] = dt_lua_check_dim(L, 2, dt_value_ndim(x), 0, op);
   a.nints = 1;
-  return dt_lua_call_op(L, id, &a);
+  return dt_lua_call(L, id, &a, &x, 1);
 }
 static int l_softmax(lua_State *L) { return softmax_like(L, DT_OP_SOFTMAX, "softmax"); }
 static int l_log_softmax(lua_State *L) { return softmax_like(L, DT_OP_LOG_SOFTMAX, "log_softmax"); }

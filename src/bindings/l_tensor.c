@@ -1,44 +1,36 @@
 /* The Tensor userdata: lifetime, properties, and __index dispatch. */
 #include "bindings/l_tensor.h"
 #include "base/error.h"
+#include "bindings/l_dist.h"
+#include "call/call.h"
 #include "distributed/dtensor.h"
 
 #include <string.h>
 
-static void no_dtensor(lua_State *L, int idx) {
-  if (dt_lua_dispatch_allowed(L)) return;
-  luaL_argerror(L, idx, "a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()");
-}
+#define NO_RULE "a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()"
 
 dt_tensor *dt_lua_test_tensor(lua_State *L, int idx) {
-  dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
-  if (u && u->spec) luaL_argerror(L, idx, "a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()");
-  return u ? u->t : NULL;
+  dt_value *u = luaL_testudata(L, idx, DT_TENSOR_MT);
+  if (u && u->spec) luaL_argerror(L, idx, NO_RULE);
+  return u ? u->local : NULL;
 }
 
-dt_lua_tensor *dt_lua_test_any(lua_State *L, int idx) {
-  dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
-  return u && u->t ? u : NULL;
+dt_value *dt_lua_test_value(lua_State *L, int idx) {
+  dt_value *u = luaL_testudata(L, idx, DT_TENSOR_MT);
+  return u && u->local ? u : NULL;
 }
 
-dt_lua_tensor *dt_lua_check_any(lua_State *L, int idx) {
-  dt_lua_tensor *u = luaL_testudata(L, idx, DT_TENSOR_MT);
+dt_value *dt_lua_check_value(lua_State *L, int idx) {
+  dt_value *u = luaL_testudata(L, idx, DT_TENSOR_MT);
   if (!u) luaL_typeerror(L, idx, "tensor");
-  if (!u->t) luaL_argerror(L, idx, "tensor has been released (closed)");
+  if (!u->local) luaL_argerror(L, idx, "tensor has been released (closed)");
   return u;
 }
 
 dt_tensor *dt_lua_check_tensor(lua_State *L, int idx) {
-  dt_lua_tensor *u = dt_lua_check_any(L, idx);
-  if (u->spec) {
-    no_dtensor(L, idx);
-    if (u->spec->mesh->me < 0) { /* bindings check dims against ndim: give them the global one */
-      int64_t zero[DT_MAX_DIMS] = {0};
-      if (!u->offmesh && !(u->offmesh = dt_tensor_empty(u->spec->dtype, u->spec->ndim, zero, DT_CPU))) dt_lua_raise(L);
-      return u->offmesh;
-    }
-  }
-  return u->t;
+  dt_value *u = dt_lua_check_value(L, idx);
+  if (u->spec) luaL_argerror(L, idx, NO_RULE);
+  return u->local;
 }
 
 int dt_lua_raise(lua_State *L) { return luaL_error(L, "%s", dt_error_message()); }
@@ -66,13 +58,17 @@ static void unaccount_storage(const dt_tensor *t) {
   gc_live = gc_live > n ? gc_live - n : 0;
 }
 
+/* A new Tensor userdata holding an empty value (filled by the caller, or released as empty). */
+static dt_value *new_value(lua_State *L) {
+  dt_value *u = lua_newuserdatauv(L, sizeof *u, 0);
+  dt_value_init(u, NULL, NULL);
+  luaL_setmetatable(L, DT_TENSOR_MT);
+  return u;
+}
+
 void dt_lua_push_tensor(lua_State *L, dt_tensor *t) {
   if (!t) dt_lua_raise(L);
-  dt_lua_tensor *u = lua_newuserdatauv(L, sizeof *u, 0);
-  u->t = t;
-  u->spec = NULL;
-  u->offmesh = NULL;
-  luaL_setmetatable(L, DT_TENSOR_MT);
+  dt_value_init(new_value(L), t, NULL);
   account_storage(L, t);
 }
 
@@ -82,48 +78,47 @@ void dt_lua_push_dtensor(lua_State *L, dt_tensor *local, struct dt_dspec *spec) 
     dt_dspec_free(spec);
     dt_lua_raise(L);
   }
-  dt_lua_push_tensor(L, local);
-  ((dt_lua_tensor *)lua_touserdata(L, -1))->spec = spec;
+  dt_value_init(new_value(L), local, spec);
+  account_storage(L, local);
 }
 
 /* __gc and __close: idempotent. */
 static int tensor_release(lua_State *L) {
-  dt_lua_tensor *u = luaL_checkudata(L, 1, DT_TENSOR_MT);
-  if (u->t) {
-    unaccount_storage(u->t);
-    dt_tensor_release(u->t);
-    u->t = NULL;
-  }
-  dt_dspec_free(u->spec);
-  u->spec = NULL;
-  if (u->offmesh) dt_tensor_release(u->offmesh);
-  u->offmesh = NULL;
+  dt_value *u = luaL_checkudata(L, 1, DT_TENSOR_MT);
+  if (u->local) unaccount_storage(u->local);
+  dt_value_clear(u);
   return 0;
 }
 
-int dt_lua_call_op(lua_State *L, dt_op_id id, dt_op_args *a) {
-  dt_tensor *out[DT_OP_MAX_OUT] = {0};
-  dt_dspec *spec[DT_OP_MAX_OUT] = {0};
+int dt_lua_call(lua_State *L, dt_op_id id, dt_op_args *a, dt_value *const *in, int nin) {
+  dt_value *out[DT_OP_MAX_OUT];
   int n = dt_op_get(id)->nout;
-  if (dt_lua_dispatch_try(L, id, a, out, spec)) {
-    for (int i = 0; i < n; i++) dt_lua_push_dtensor(L, out[i], spec[i]);
-    return n;
-  }
-  if (dt_op_call(id, a, out) != DT_OK) return dt_lua_raise(L);
-  for (int i = 0; i < n; i++) dt_lua_push_tensor(L, out[i]);
+  for (int o = 0; o < n; o++) out[o] = new_value(L); /* empty until the call fills them */
+  dt_context *ctx = dt_lua_context(L);
+  ctx->host = L;
+  if (dt_call(ctx, id, a, in, nin, out) != DT_OK) return dt_lua_raise(L);
+  for (int o = 0; o < n; o++) account_storage(L, out[o]->local);
   return n;
+}
+
+int dt_lua_call_inplace(lua_State *L, int self, dt_op_id id, dt_op_args *a, dt_value *const *in, int nin) {
+  dt_context *ctx = dt_lua_context(L);
+  ctx->host = L;
+  if (dt_call(ctx, id, a, in, nin, NULL) != DT_OK) return dt_lua_raise(L);
+  lua_pushvalue(L, self);
+  return 1;
 }
 
 /* ---- properties ---- */
 /* The shape a user sees: the global one for a DTensor. */
-static const int64_t *user_shape(const dt_lua_tensor *u, int *ndim) {
+static const int64_t *user_shape(const dt_value *u, int *ndim) {
   if (u->spec) return *ndim = u->spec->ndim, u->spec->shape;
-  return *ndim = u->t->ndim, u->t->shape;
+  return *ndim = u->local->ndim, u->local->shape;
 }
 
 static int tensor_size(lua_State *L) {
   int ndim;
-  const int64_t *shape = user_shape(dt_lua_check_any(L, 1), &ndim);
+  const int64_t *shape = user_shape(dt_lua_check_value(L, 1), &ndim);
   if (!lua_isnoneornil(L, 2)) {
     int d = dt_lua_check_dim(L, 2, ndim, 0, "size");
     lua_pushinteger(L, shape[d]);
@@ -154,20 +149,20 @@ static int tensor_stride(lua_State *L) {
 
 static int tensor_dim(lua_State *L) {
   int ndim;
-  user_shape(dt_lua_check_any(L, 1), &ndim);
+  user_shape(dt_lua_check_value(L, 1), &ndim);
   return lua_pushinteger(L, ndim), 1;
 }
 static int tensor_numel(lua_State *L) {
   int ndim;
-  const int64_t *shape = user_shape(dt_lua_check_any(L, 1), &ndim);
+  const int64_t *shape = user_shape(dt_lua_check_value(L, 1), &ndim);
   return lua_pushinteger(L, dt_shape_numel(ndim, shape)), 1;
 }
 /* A DTensor answers for its local shard (the same on every rank: views act alike on all). */
 static int tensor_is_contiguous(lua_State *L) {
-  return lua_pushboolean(L, dt_tensor_is_contiguous(dt_lua_check_any(L, 1)->t)), 1;
+  return lua_pushboolean(L, dt_tensor_is_contiguous(dt_lua_check_value(L, 1)->local)), 1;
 }
 static int tensor_element_size(lua_State *L) {
-  return lua_pushinteger(L, (lua_Integer)dt_tensor_elsize(dt_lua_check_any(L, 1)->t)), 1;
+  return lua_pushinteger(L, (lua_Integer)dt_tensor_elsize(dt_lua_check_value(L, 1)->local)), 1;
 }
 /* Two tensors share memory (views of one storage). */
 static int tensor_shares_storage(lua_State *L) {
@@ -176,7 +171,7 @@ static int tensor_shares_storage(lua_State *L) {
 
 static int tensor_len(lua_State *L) {
   int ndim;
-  const int64_t *shape = user_shape(dt_lua_check_any(L, 1), &ndim);
+  const int64_t *shape = user_shape(dt_lua_check_value(L, 1), &ndim);
   if (ndim == 0) return luaL_error(L, "#: a 0-d tensor has no length (use t:item())");
   lua_pushinteger(L, shape[0]);
   return 1;
@@ -190,8 +185,8 @@ static int tensor_index(lua_State *L) {
     if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
     lua_pop(L, 1);
     const char *k = lua_tostring(L, 2);
-    dt_lua_tensor *u = dt_lua_check_any(L, 1);
-    dt_tensor *t = u->t;
+    dt_value *u = dt_lua_check_value(L, 1);
+    dt_tensor *t = u->local;
     if (strcmp(k, "dtype") == 0) return lua_pushstring(L, dt_dtype_name(t->dtype)), 1;
     if (strcmp(k, "device") == 0) return lua_pushstring(L, dt_device_name(dt_tensor_device(t))), 1;
     if (strcmp(k, "ndim") == 0) {
@@ -221,7 +216,7 @@ static const luaL_Reg tensor_methods[] = {
     {NULL, NULL},
 };
 
-static int core_is_tensor(lua_State *L) { return lua_pushboolean(L, dt_lua_test_any(L, 1) != NULL), 1; }
+static int core_is_tensor(lua_State *L) { return lua_pushboolean(L, dt_lua_test_value(L, 1) != NULL), 1; }
 
 int dt_lua_open(lua_State *L) {
   lua_newtable(L); /* module */

@@ -11,30 +11,23 @@
 
 #define DT_TENSOR_MT "dtensor.Tensor"
 
-struct dt_dspec;
+#include "distributed/value.h"
 
-/* A DTensor is the same userdata with a spec (src/distributed/dtensor.h): t is then its local shard. */
-typedef struct dt_lua_tensor {
-  dt_tensor *t;          /* owned reference; NULL after release */
-  struct dt_dspec *spec; /* owned; NULL for a plain tensor */
-  dt_tensor *offmesh;    /* owned, lazily: on a rank outside the mesh, an empty tensor with the
-                          * global ndim that bindings served by the dispatcher see (l_dispatch.c) */
-} dt_lua_tensor;
+/* The Tensor userdata is a dt_value (src/distributed/value.h): a plain tensor, or a DTensor
+ * (local shard + spec).  local is NULL after release. */
 
 /* ---- userdata ---- */
-/* Plain tensors only: both raise "bad argument #i to 'f' (a DTensor: this op has no sharding
- * rule for DTensor arguments yet; ...)" for a DTensor, so that no op computes on a local shard
- * by mistake -- except check_tensor in the bindings the dispatcher serves (l_dispatch.c), which
- * returns the local shard (an empty tensor of the global ndim off-mesh) for dt_lua_call_op. */
+/* Plain tensors only: a DTensor raises "bad argument #i to 'f' (a DTensor: this op has no
+ * sharding rule for DTensor arguments yet; ...)".  Functions that take DTensors too read values instead. */
 dt_tensor *dt_lua_check_tensor(lua_State *L, int idx);   /* raises "expected a tensor" */
 dt_tensor *dt_lua_test_tensor(lua_State *L, int idx);    /* NULL if not a (live) tensor */
-/* DTensor-aware code: the userdata (plain or distributed, live), or NULL / a type error. */
-dt_lua_tensor *dt_lua_test_any(lua_State *L, int idx);
-dt_lua_tensor *dt_lua_check_any(lua_State *L, int idx);
+/* Any tensor, plain or distributed (live), or NULL / a type error. */
+dt_value *dt_lua_test_value(lua_State *L, int idx);
+dt_value *dt_lua_check_value(lua_State *L, int idx);
 /* Pushes a DTensor owning local's reference and spec (either NULL raises the dt_error). */
 void dt_lua_push_dtensor(lua_State *L, dt_tensor *local, struct dt_dspec *spec);
 /* __index for the DTensor-only keys (device_mesh, placements); from l_dtensor.c. */
-int dt_lua_dtensor_field(lua_State *L, dt_lua_tensor *u, const char *k);
+int dt_lua_dtensor_field(lua_State *L, dt_value *u, const char *k);
 /* Pushes a tensor userdata owning t's reference; t == NULL raises the current dt_error. */
 void dt_lua_push_tensor(lua_State *L, dt_tensor *t);
 /* Raises dt_error_message() as a Lua error (never returns). */
@@ -63,14 +56,11 @@ int dt_lua_opt_bool_field(lua_State *L, int idx, const char *field, int def);
 /* Number field of an opts table (absent -> def). */
 double dt_lua_opt_number_field(lua_State *L, int idx, const char *field, double def);
 
-/* l_dispatch.c: may the running binding let a DTensor's local shard through (to the
- * dispatcher at dt_lua_call_op)?  Marks the state so that the next op call looks. */
-int dt_lua_dispatch_allowed(lua_State *L);
-/* When an input of the op is a DTensor's local shard: runs the op through the sharding
- * dispatcher (errors raised), fills out/spec and returns 1; 0 for a plain call. */
-int dt_lua_dispatch_try(lua_State *L, dt_op_id id, const dt_op_args *a, dt_tensor **out, struct dt_dspec **spec);
-/* Runs an op through the front door (the dispatcher for DTensors) and pushes its nout results. */
-int dt_lua_call_op(lua_State *L, dt_op_id id, dt_op_args *a);
+/* Runs op through the front door (src/call) on the values in[0..nin-1] and pushes its nout
+ * results (raises on error).  args holds the static arguments. */
+int dt_lua_call(lua_State *L, dt_op_id id, dt_op_args *a, dt_value *const *in, int nin);
+/* The same for an in-place op: pushes the value at stack index self (in[0]'s userdata). */
+int dt_lua_call_inplace(lua_State *L, int self, dt_op_id id, dt_op_args *a, dt_value *const *in, int nin);
 
 /* ---- registration ---- */
 /* Each binding file adds its functions: module (dt table), methods (Tensor methods),

@@ -10,24 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Size of dim d of the tensor at idx as the user sees it: the global one for a DTensor (whose
- * local shard t stands for it on its way to the dispatcher). */
-static int64_t user_size(lua_State *L, int idx, const dt_tensor *t, int d) {
-  dt_lua_tensor *u = dt_lua_test_any(L, idx);
-  return u && u->spec ? u->spec->shape[d] : t->shape[d];
-}
+/* Size of dim d as the user sees it: the global one for a DTensor. */
+static int64_t user_size(const dt_value *t, int d) { return dt_value_shape(t)[d]; }
 
 /* Runs a one-input view op on t and pushes the result. */
-static int call_view(lua_State *L, dt_op_id id, dt_tensor *t, dt_op_args *a) {
-  dt_tensor *in[1] = {t};
-  a->in = in;
-  a->nin = 1;
-  return dt_lua_call_op(L, id, a);
-}
+static int call_view(lua_State *L, dt_op_id id, dt_value *t, dt_op_args *a) { return dt_lua_call(L, id, a, &t, 1); }
 
 /* t:<op>(sizes...) with sizes as varargs or one table. */
 static int sized_view(lua_State *L, dt_op_id id, const char *op) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
   dt_lua_check_shape(L, 2, &a.nints, a.ints, op);
   return call_view(L, id, t, &a);
@@ -35,11 +26,10 @@ static int sized_view(lua_State *L, dt_op_id id, const char *op) {
 
 /* t:<op>_as(other): other's shape as the sizes. */
 static int as_view(lua_State *L, dt_op_id id) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1), *o = dt_lua_check_tensor(L, 2);
+  dt_value *t = dt_lua_check_value(L, 1), *o = dt_lua_check_value(L, 2);
   dt_op_args a = {0};
-  a.nints = o->ndim;
-  for (int i = 0; i < o->ndim; i++) a.ints[i] = user_size(L, 2, o, i); /* a DTensor's global shape */
-  lua_settop(L, 1); /* other is no operand: the dispatcher must not take it for one */
+  a.nints = dt_value_ndim(o);
+  for (int i = 0; i < a.nints; i++) a.ints[i] = user_size(o, i); /* a DTensor's global shape */
   return call_view(L, id, t, &a);
 }
 
@@ -50,29 +40,29 @@ static int l_view_as(lua_State *L) { return as_view(L, DT_OP_VIEW); }
 static int l_expand_as(lua_State *L) { return as_view(L, DT_OP_EXPAND); }
 
 static int l_transpose(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  a.ints[0] = dt_lua_check_dim(L, 2, t->ndim, 0, "transpose");
-  a.ints[1] = dt_lua_check_dim(L, 3, t->ndim, 0, "transpose");
+  a.ints[0] = dt_lua_check_dim(L, 2, dt_value_ndim(t), 0, "transpose");
+  a.ints[1] = dt_lua_check_dim(L, 3, dt_value_ndim(t), 0, "transpose");
   a.nints = 2;
   return call_view(L, DT_OP_TRANSPOSE, t, &a);
 }
 
 /* t:t(): 2-d transpose; 0-d and 1-d tensors come back as they are (a view), as torch. */
 static int l_t(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
-  if (t->ndim > 2) return luaL_error(L, "t: expects a tensor with at most 2 dims, got %d-d (use transpose)", t->ndim);
+  dt_value *t = dt_lua_check_value(L, 1);
+  if (dt_value_ndim(t) > 2) return luaL_error(L, "t: expects a tensor with at most 2 dims, got %d-d (use transpose)", dt_value_ndim(t));
   dt_op_args a = {0};
-  a.ints[1] = t->ndim == 2;
+  a.ints[1] = dt_value_ndim(t) == 2;
   a.nints = 2;
   return call_view(L, DT_OP_TRANSPOSE, t, &a);
 }
 
 static int l_permute(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
   dt_lua_check_shape(L, 2, &a.nints, a.ints, "permute");
-  for (int i = 0; i < a.nints; i++) a.ints[i] = dt_lua_to_dim(L, a.ints[i], t->ndim, 0, "permute");
+  for (int i = 0; i < a.nints; i++) a.ints[i] = dt_lua_to_dim(L, a.ints[i], dt_value_ndim(t), 0, "permute");
   return call_view(L, DT_OP_PERMUTE, t, &a);
 }
 
@@ -90,11 +80,11 @@ static int64_t check_index(lua_State *L, int idx, int64_t size, int dim, const c
 }
 
 static int l_select(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
-  if (t->ndim == 0) return luaL_error(L, "select: a 0-d tensor has no dim to select from");
+  dt_value *t = dt_lua_check_value(L, 1);
+  if (dt_value_ndim(t) == 0) return luaL_error(L, "select: a 0-d tensor has no dim to select from");
   dt_op_args a = {0};
-  a.ints[0] = dt_lua_check_dim(L, 2, t->ndim, 0, "select");
-  a.ints[1] = check_index(L, 3, user_size(L, 1, t, (int)a.ints[0]), (int)a.ints[0] + 1, "select");
+  a.ints[0] = dt_lua_check_dim(L, 2, dt_value_ndim(t), 0, "select");
+  a.ints[1] = check_index(L, 3, user_size(t, (int)a.ints[0]), (int)a.ints[0] + 1, "select");
   a.nints = 2;
   return call_view(L, DT_OP_SELECT, t, &a);
 }
@@ -102,12 +92,12 @@ static int l_select(lua_State *L) {
 /* narrow(dim, start, length): start 1-based (negative from the end; size + 1 is allowed
  * with length 0). */
 static int l_narrow(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  a.ints[0] = dt_lua_check_dim(L, 2, t->ndim, 0, "narrow");
+  a.ints[0] = dt_lua_check_dim(L, 2, dt_value_ndim(t), 0, "narrow");
   lua_Integer start = luaL_checkinteger(L, 3);
   if (start == 0) return luaL_error(L, "narrow: start 0 is invalid (starts are 1-based, negative from the end)");
-  int64_t size = user_size(L, 1, t, (int)a.ints[0]);
+  int64_t size = user_size(t, (int)a.ints[0]);
   a.ints[1] = start > 0 ? start - 1 : start + size;
   if (a.ints[1] < 0 || a.ints[1] > size)
     return luaL_error(L, "narrow: start %I out of range for dim %d of size %I", (lua_Integer)start, (int)a.ints[0] + 1,
@@ -118,24 +108,24 @@ static int l_narrow(lua_State *L) {
 }
 
 static int l_unsqueeze(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  a.ints[0] = dt_lua_check_dim(L, 2, t->ndim, 1, "unsqueeze");
+  a.ints[0] = dt_lua_check_dim(L, 2, dt_value_ndim(t), 1, "unsqueeze");
   a.nints = 1;
   return call_view(L, DT_OP_UNSQUEEZE, t, &a);
 }
 
 /* squeeze(): every size-1 dim; squeeze(d) or squeeze({d1, d2}): those dims if size 1. */
 static int l_squeeze(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
   if (lua_isnoneornil(L, 2)) {
     a.flags = DT_ARG_ALL_DIMS;
   } else if (lua_istable(L, 2)) {
     dt_lua_check_shape(L, 2, &a.nints, a.ints, "squeeze");
-    for (int i = 0; i < a.nints; i++) a.ints[i] = dt_lua_to_dim(L, a.ints[i], t->ndim, 0, "squeeze");
+    for (int i = 0; i < a.nints; i++) a.ints[i] = dt_lua_to_dim(L, a.ints[i], dt_value_ndim(t), 0, "squeeze");
   } else {
-    a.ints[0] = dt_lua_check_dim(L, 2, t->ndim, 0, "squeeze");
+    a.ints[0] = dt_lua_check_dim(L, 2, dt_value_ndim(t), 0, "squeeze");
     a.nints = 1;
   }
   return call_view(L, DT_OP_SQUEEZE, t, &a);
@@ -143,16 +133,16 @@ static int l_squeeze(lua_State *L) {
 
 /* flatten(start = 1, end = -1) */
 static int l_flatten(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
-  a.ints[0] = lua_isnoneornil(L, 2) ? 0 : dt_lua_check_dim(L, 2, t->ndim, 0, "flatten");
-  a.ints[1] = lua_isnoneornil(L, 3) ? (t->ndim ? t->ndim - 1 : 0) : dt_lua_check_dim(L, 3, t->ndim, 0, "flatten");
+  a.ints[0] = lua_isnoneornil(L, 2) ? 0 : dt_lua_check_dim(L, 2, dt_value_ndim(t), 0, "flatten");
+  a.ints[1] = lua_isnoneornil(L, 3) ? (dt_value_ndim(t) ? dt_value_ndim(t) - 1 : 0) : dt_lua_check_dim(L, 3, dt_value_ndim(t), 0, "flatten");
   a.nints = 2;
   return call_view(L, DT_OP_FLATTEN, t, &a);
 }
 
 /* Pushes a list of narrow views of t along dim d with the given sizes. */
-static int push_pieces(lua_State *L, dt_tensor *t, int d, int n, const int64_t *sizes) {
+static int push_pieces(lua_State *L, dt_value *t, int d, int n, const int64_t *sizes) {
   lua_createtable(L, n, 0);
   int64_t pos = 0;
   for (int i = 0; i < n; i++) {
@@ -167,8 +157,8 @@ static int push_pieces(lua_State *L, dt_tensor *t, int d, int n, const int64_t *
 }
 
 /* Pieces of `size` (the last one shorter), at least one piece, as torch.split. */
-static int split_even(lua_State *L, dt_tensor *t, int d, int64_t size) {
-  int64_t len = user_size(L, 1, t, d);
+static int split_even(lua_State *L, dt_value *t, int d, int64_t size) {
+  int64_t len = user_size(t, d);
   int64_t n = size > 0 ? (len + size - 1) / size : 1;
   if (n < 1) n = 1;
   int64_t *sizes = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0); /* freed by the GC on error */
@@ -178,12 +168,12 @@ static int split_even(lua_State *L, dt_tensor *t, int d, int64_t size) {
 
 /* chunk(n, dim = 1): pieces of ceil(L / n), so possibly fewer than n (torch.chunk). */
 static int l_chunk(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *t = dt_lua_check_value(L, 1);
   lua_Integer n = luaL_checkinteger(L, 2);
   if (n < 1) return luaL_error(L, "chunk: number of chunks must be at least 1, got %I", (lua_Integer)n);
-  if (t->ndim == 0) return luaL_error(L, "chunk: a 0-d tensor cannot be chunked");
-  int d = lua_isnoneornil(L, 3) ? 0 : dt_lua_check_dim(L, 3, t->ndim, 0, "chunk");
-  int64_t len = user_size(L, 1, t, d);
+  if (dt_value_ndim(t) == 0) return luaL_error(L, "chunk: a 0-d tensor cannot be chunked");
+  int d = lua_isnoneornil(L, 3) ? 0 : dt_lua_check_dim(L, 3, dt_value_ndim(t), 0, "chunk");
+  int64_t len = user_size(t, d);
   if (len == 0) { /* n empty pieces, as torch */
     int64_t *sizes = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0);
     for (lua_Integer i = 0; i < n; i++) sizes[i] = 0;
@@ -194,12 +184,12 @@ static int l_chunk(lua_State *L) {
 
 /* split(size, dim = 1) or split({s1, s2, ...}, dim = 1) (sizes must add up to the dim). */
 static int l_split(lua_State *L) {
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
-  if (t->ndim == 0) return luaL_error(L, "split: a 0-d tensor cannot be split");
-  int d = lua_isnoneornil(L, 3) ? 0 : dt_lua_check_dim(L, 3, t->ndim, 0, "split");
+  dt_value *t = dt_lua_check_value(L, 1);
+  if (dt_value_ndim(t) == 0) return luaL_error(L, "split: a 0-d tensor cannot be split");
+  int d = lua_isnoneornil(L, 3) ? 0 : dt_lua_check_dim(L, 3, dt_value_ndim(t), 0, "split");
   if (!lua_istable(L, 2)) {
     lua_Integer size = luaL_checkinteger(L, 2);
-    if (size < 0 || (size == 0 && user_size(L, 1, t, d) > 0))
+    if (size < 0 || (size == 0 && user_size(t, d) > 0))
       return luaL_error(L, "split: split size must be positive, got %I", (lua_Integer)size);
     return split_even(L, t, d, size);
   }
@@ -213,9 +203,9 @@ static int l_split(lua_State *L) {
     if (!ok || sizes[i] < 0) return luaL_error(L, "split: sizes must be non-negative integers (entry %d)", i + 1);
     sum += sizes[i];
   }
-  if (sum != user_size(L, 1, t, d))
+  if (sum != user_size(t, d))
     return luaL_error(L, "split: sizes add up to %I but dim %d has size %I", (lua_Integer)sum, d + 1,
-                      (lua_Integer)user_size(L, 1, t, d));
+                      (lua_Integer)user_size(t, d));
   return push_pieces(L, t, d, n, sizes);
 }
 
@@ -228,27 +218,25 @@ static int join(lua_State *L, dt_op_id id, const char *op, int extra) {
   lua_settop(L, 2); /* the pointer array below goes to slot 3 */
   int n = (int)luaL_len(L, 1);
   if (n == 0) return luaL_error(L, "%s: expected a non-empty list of tensors", op);
-  dt_tensor **in = lua_newuserdatauv(L, sizeof(dt_tensor *) * (size_t)n, 0);
+  dt_value **in = lua_newuserdatauv(L, sizeof(dt_value *) * (size_t)n, 0);
   for (int i = 0; i < n; i++) {
     lua_geti(L, 1, i + 1);
-    in[i] = dt_lua_test_tensor(L, -1);
+    in[i] = dt_lua_test_value(L, -1);
     if (!in[i]) return luaL_error(L, "%s: element %d of the list is a %s, not a tensor", op, i + 1, luaL_typename(L, -1));
     lua_pop(L, 1);
   }
   /* dims count from the first input that cat does not skip (see shape_join.c) */
-  int ndim = in[0]->ndim;
+  int ndim = dt_value_ndim(in[0]);
   for (int i = 0; i < n; i++)
-    if (!(in[i]->ndim == 1 && in[i]->shape[0] == 0)) {
-      ndim = in[i]->ndim;
+    if (!(dt_value_ndim(in[i]) == 1 && dt_value_shape(in[i])[0] == 0)) {
+      ndim = dt_value_ndim(in[i]);
       break;
     }
-  if (id == DT_OP_STACK) ndim = in[0]->ndim;
+  if (id == DT_OP_STACK) ndim = dt_value_ndim(in[0]);
   dt_op_args a = {0};
-  a.in = in;
-  a.nin = n;
   a.ints[0] = lua_isnoneornil(L, 2) ? 0 : dt_lua_check_dim(L, 2, ndim, extra, op);
   a.nints = 1;
-  return dt_lua_call_op(L, id, &a);
+  return dt_lua_call(L, id, &a, in, n);
 }
 static int l_cat(lua_State *L) { return join(L, DT_OP_CAT, "cat", 0); }
 static int l_stack(lua_State *L) { return join(L, DT_OP_STACK, "stack", 1); }
@@ -257,7 +245,7 @@ static int l_stack(lua_State *L) { return join(L, DT_OP_STACK, "stack", 1); }
 
 /* Replaces the tensor at stack slot `slot` by op(tensor, args). */
 static void step_view(lua_State *L, int slot, dt_op_id id, dt_op_args *a) {
-  call_view(L, id, dt_lua_check_tensor(L, slot), a);
+  call_view(L, id, dt_lua_check_value(L, slot), a);
   lua_replace(L, slot);
 }
 
@@ -293,7 +281,7 @@ void dt_lua_parse_index(lua_State *L, int key, int ndim, const int64_t *shape, d
     ix->start[0] = check_index(L, key, shape[0], 1, "indexing");
     return;
   }
-  if (!lua_istable(L, key) || dt_lua_test_any(L, key))
+  if (!lua_istable(L, key) || dt_lua_test_value(L, key))
     luaL_error(L, "indexing: key must be an integer or a table of ranges, got %s", luaL_typename(L, key));
   int n = (int)luaL_len(L, key);
   if (n > ndim) luaL_error(L, "indexing: %d entries for a %d-d tensor", n, ndim);
@@ -306,7 +294,7 @@ void dt_lua_parse_index(lua_State *L, int key, int ndim, const int64_t *shape, d
       ix->start[d] = check_index(L, entry, shape[d], i, "indexing");
     } else if (tp == LUA_TSTRING && lua_rawlen(L, entry) == 1 && *lua_tostring(L, entry) == ':') {
       vd++;
-    } else if (tp == LUA_TTABLE && !dt_lua_test_any(L, entry)) {
+    } else if (tp == LUA_TTABLE && !dt_lua_test_value(L, entry)) {
       if (luaL_len(L, entry) > 0) {
         ix->kind[d] = DT_INDEX_RANGE;
         range_arg(L, entry, shape[d], vd, &ix->start[d], &ix->stop[d], &ix->step[d]);
@@ -329,10 +317,9 @@ int64_t dt_lua_index_count(const dt_lua_index *ix, int d) {
  * against t's global shape (a DTensor's), and each step is a view op that DTensors take
  * through the dispatcher (so the same error on every rank, before any collective). */
 static void push_indexed(lua_State *L) {
-  dt_lua_tensor *u = dt_lua_check_any(L, 1);
-  dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *u = dt_lua_check_value(L, 1);
   dt_lua_index ix;
-  dt_lua_parse_index(L, 2, u->spec ? u->spec->ndim : t->ndim, u->spec ? u->spec->shape : t->shape, &ix);
+  dt_lua_parse_index(L, 2, dt_value_ndim(u), dt_value_shape(u), &ix);
   lua_pushvalue(L, 1);
   int slot = lua_gettop(L);
   for (int d = 0, vd = 0; d < ix.ndim; d++) {
@@ -375,8 +362,8 @@ dt_tensor *dt_lua_scalar_tensor(lua_State *L, int idx) {
 int dt_lua_tensor_newindex(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) return luaL_error(L, "cannot set field '%s' of a tensor", lua_tostring(L, 2));
   lua_settop(L, 3);
-  if (dt_lua_check_any(L, 1)->spec) return dt_lua_dtensor_newindex(L);
-  dt_lua_tensor *vu = dt_lua_test_any(L, 3);
+  if (dt_lua_check_value(L, 1)->spec) return dt_lua_dtensor_newindex(L);
+  dt_value *vu = dt_lua_test_value(L, 3);
   if (vu && vu->spec)
     return luaL_error(L, "indexing assignment: the value is a DTensor and the tensor is not; use v:full_tensor() "
                          "or distribute the tensor");

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "distributed/comm_debug.h"
 #include "distributed/dispatch.h"
+#include "distributed/mesh.h"
 #include "distributed/redistribute.h"
 
 dt_context *dt_context_new(dt_comm *world, int local_rank) {
@@ -20,6 +21,7 @@ dt_context *dt_context_new(dt_comm *world, int local_rank) {
   ctx->backend = world->backend;
   ctx->rng.seed = DT_RNG_DEFAULT_SEED;
   ctx->rng.offset = 0;
+  ctx->modes.grad_enabled = 1;
   return ctx;
 }
 
@@ -34,6 +36,8 @@ void dt_context_free(dt_context *ctx) {
   dt_comm_debug_free(ctx->comm_debug);
   dt_plan_cache_free(ctx->plans);
   dt_dispatch_state_free(ctx->dispatch);
+  dt_context_pop_mesh_to(ctx, 0);
+  free(ctx->mesh_stack);
   dt_comm_destroy(ctx->world);
   free(ctx);
 }
@@ -85,4 +89,24 @@ int dt_context_group(dt_context *ctx, const int *ranks, int n, const dt_group_en
   e->comm = comm;
   *out = e;
   return DT_OK;
+}
+
+int dt_context_push_mesh(dt_context *ctx, dt_mesh *m) {
+  if (ctx->mesh_depth == ctx->mesh_cap) {
+    int cap = ctx->mesh_cap ? 2 * ctx->mesh_cap : 4;
+    dt_mesh **st = realloc(ctx->mesh_stack, sizeof *st * (size_t)cap);
+    if (!st) return dt_error("mesh:use: out of memory");
+    ctx->mesh_stack = st, ctx->mesh_cap = cap;
+  }
+  dt_mesh_retain(m);
+  ctx->mesh_stack[ctx->mesh_depth++] = m;
+  return DT_OK;
+}
+
+void dt_context_pop_mesh_to(dt_context *ctx, int depth) {
+  while (ctx->mesh_depth > depth) dt_mesh_release(ctx->mesh_stack[--ctx->mesh_depth]);
+}
+
+dt_mesh *dt_context_current_mesh(const dt_context *ctx) {
+  return ctx->mesh_depth ? ctx->mesh_stack[ctx->mesh_depth - 1] : NULL;
 }

@@ -6,6 +6,29 @@
 
 #include "comm/comm.h"
 #include "kernels/random.h"
+#include "ops/ops.h"
+
+struct dt_context;
+struct dt_mesh;
+struct dt_rule_args;
+struct dt_strategy;
+
+/* Per-rank modes that the front door and the dispatcher read (the bindings set them). */
+typedef struct dt_modes {
+  int implicit_replication; /* open dt.implicit_replication regions: plain tensors join DTensors replicated */
+  int explain;              /* dt.explain: decide and describe strategies, run nothing */
+  int grad_enabled;         /* autograd records nodes (the autograd issue); on by default */
+} dt_modes;
+
+/* A sharding rule registered for one op (dt.register_sharding from Lua), replacing the built-in
+ * rule: fills s[*n] like a built-in rule (src/distributed/sharding_rules).  ud belongs to the
+ * registrant, which frees it when it replaces or removes the rule. */
+typedef int (*dt_rule_override_fn)(struct dt_context *ctx, void *ud, const struct dt_rule_args *r,
+                                   struct dt_strategy *s, int *n);
+typedef struct dt_rule_override {
+  dt_rule_override_fn fn; /* NULL: the built-in rule */
+  void *ud;
+} dt_rule_override;
 
 typedef struct dt_group_entry {
   int n;
@@ -23,6 +46,11 @@ typedef struct dt_context {
   struct dt_plan_cache *plans;      /* dist/redistribute.h, created on first use */
   struct dt_dispatch_state *dispatch; /* dist/dispatch.h: decision cache, stats; on first use */
   dt_rng_state rng; /* the generator (seed, offset) of every random op (dist/rng.h, doc/random.md) */
+  dt_modes modes;
+  dt_rule_override rule_overrides[DT_OP_COUNT];
+  struct dt_mesh **mesh_stack; /* mesh:use() regions, innermost last; retained */
+  int mesh_depth, mesh_cap;
+  void *host; /* the interpreter state of the op call running now (the bindings set it), for overrides */
 } dt_context;
 
 /* Takes ownership of world.  NULL + dt_error on out of memory. */
@@ -31,5 +59,11 @@ void dt_context_free(dt_context *ctx);
 /* The group over `ranks` (world ranks, any order, distinct), created on first use and
  * cached: later calls with the same set return the same entry. */
 int dt_context_group(dt_context *ctx, const int *ranks, int n, const dt_group_entry **out);
+
+/* The mesh context stack: push retains m; pop_to releases down to depth; current is the
+ * innermost mesh or NULL. */
+int dt_context_push_mesh(dt_context *ctx, struct dt_mesh *m);
+void dt_context_pop_mesh_to(dt_context *ctx, int depth);
+struct dt_mesh *dt_context_current_mesh(const dt_context *ctx);
 
 #endif

@@ -156,7 +156,7 @@ static void explain_line(dt_dispatch_state *st, const char *line) {
 }
 
 static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp,
-                  const dt_dispatch_call *c, entry *e) {
+                  entry *e) {
   const dt_op_def *op = dt_op_get(id);
   dt_tensor g[DT_DISPATCH_MAX_IN];
   dt_tensor *gin[DT_DISPATCH_MAX_IN] = {0};
@@ -173,7 +173,9 @@ static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_ds
   dt_strategy *s = malloc(sizeof *s * DT_RULE_MAX_STRATEGIES);
   if (!s) return dt_error("%s: out of memory", op->name);
   int n = 0;
-  int st = c->plugin ? c->plugin(c->plugin_ud, &r, s, &n) : dt_rule_for(id)(&r, s, &n);
+  const dt_rule_override *ov = &ctx->rule_overrides[id];
+  int explain = ctx->modes.explain;
+  int st = ov->fn ? ov->fn(ctx, ov->ud, &r, s, &n) : dt_rule_for(id)(&r, s, &n);
   if (st != DT_OK) return free(s), DT_ERR;
   int best = -1, best_moved = 0;
   double best_cost = 0;
@@ -181,7 +183,7 @@ static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_ds
   for (int i = 0; i < n; i++) {
     int moved;
     double cost = price(ctx, &ga, sp, &s[i], &moved);
-    if (c->explain) {
+    if (explain) {
       fmt_strategy(line, sizeof line - 64, &s[i], a->nin, sp, op->nout, e->k.mesh_ndim);
       size_t at = strlen(line);
       if (cost < 0) snprintf(line + at, sizeof line - at, "  (not reachable)");
@@ -191,7 +193,7 @@ static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_ds
     if (cost < 0) continue;
     if (best < 0 || cost < best_cost || (cost == best_cost && moved < best_moved)) best = i, best_cost = cost, best_moved = moved;
   }
-  if (c->explain && best >= 0) {
+  if (explain && best >= 0) {
     fmt_strategy(line, sizeof line - 16, &s[best], a->nin, sp, op->nout, e->k.mesh_ndim);
     char chosen[1100];
     snprintf(chosen, sizeof chosen, "chosen: %s", line);
@@ -214,7 +216,7 @@ static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_ds
   return DT_OK;
 }
 
-static void make_key(dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp, const dt_dispatch_call *c,
+static void make_key(dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp, const dt_dspec *const *specs,
                      const dt_mesh *mesh, key *k) {
   memset(k, 0, sizeof *k);
   k->op = id, k->nin = a->nin, k->nints = a->nints, k->keepdim = a->keepdim, k->flags = a->flags;
@@ -224,7 +226,7 @@ static void make_key(dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp
   memcpy(k->ints, a->ints, sizeof(int64_t) * (size_t)a->nints);
   for (int i = 0; i < a->nin; i++) {
     if (!sp[i]) continue;
-    k->in[i].kind = c->specs[i] ? 1 : 2;
+    k->in[i].kind = specs[i] ? 1 : 2;
     k->in[i].ndim = sp[i]->ndim;
     k->in[i].dtype = (int)sp[i]->dtype;
     memcpy(k->in[i].shape, sp[i]->shape, sizeof(int64_t) * (size_t)sp[i]->ndim);
@@ -247,15 +249,15 @@ int dt_dispatch_check_plain(dt_context *ctx, const char *name, const char *what,
 
 /* Plain tensors beside DTensors: one element (or under implicit replication) -> a
  * replicated spec in tmp; anything else is an error. */
-static int plain_specs(dt_context *ctx, const char *name, const dt_op_args *a, const dt_dispatch_call *c,
+static int plain_specs(dt_context *ctx, const char *name, const dt_op_args *a, const dt_dspec *const *specs,
                        dt_mesh *mesh, dt_dspec *tmp, const dt_dspec **sp) {
   for (int i = 0; i < a->nin; i++) {
-    sp[i] = c->specs[i];
+    sp[i] = specs[i];
     if (sp[i] || !a->in[i]) continue;
     const dt_tensor *t = a->in[i];
     char what[32];
     snprintf(what, sizeof what, "argument %d", i + 1);
-    if (dt_dispatch_check_plain(ctx, name, what, t, c->implicit_replication) != DT_OK) return DT_ERR;
+    if (dt_dispatch_check_plain(ctx, name, what, t, ctx->modes.implicit_replication > 0) != DT_OK) return DT_ERR;
     memset(&tmp[i], 0, sizeof tmp[i]);
     tmp[i].mesh = mesh;
     tmp[i].ndim = t->ndim;
@@ -293,17 +295,17 @@ static void log_decision(dt_context *ctx, const char *name, const dt_op_args *a,
   log_line(ctx, name, in, ch, mv, hit, e->cost);
 }
 
-int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dispatch_call *c, dt_tensor **out,
+int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *specs, dt_tensor **out,
                 dt_dspec **out_spec) {
   const dt_op_def *op = dt_op_get(id);
-  if (!c->plugin && !dt_rule_for(id) && !(op->flags & DT_OPF_RANDOM))
+  if (!ctx->rule_overrides[id].fn && !dt_rule_for(id) && !(op->flags & DT_OPF_RANDOM))
     return dt_error("%s: no sharding rule for DTensor arguments yet; use to_local()/full_tensor()", op->name);
   if (a->nin > DT_DISPATCH_MAX_IN) return dt_error("%s: too many DTensor operands", op->name);
   dt_dispatch_state *s = state(ctx);
   if (!s) return dt_error("%s: out of memory", op->name);
   dt_mesh *mesh = NULL;
   for (int i = 0; i < a->nin; i++) {
-    const dt_dspec *si = c->specs[i];
+    const dt_dspec *si = specs[i];
     if (!si) continue;
     if (!mesh) mesh = si->mesh;
     else if (si->mesh != mesh && !dt_mesh_equal(si->mesh, mesh)) {
@@ -314,9 +316,9 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_disp
   }
   dt_dspec tmp[DT_DISPATCH_MAX_IN];
   const dt_dspec *sp[DT_DISPATCH_MAX_IN] = {0};
-  if (plain_specs(ctx, op->name, a, c, mesh, tmp, sp) != DT_OK) return DT_ERR;
+  if (plain_specs(ctx, op->name, a, specs, mesh, tmp, sp) != DT_OK) return DT_ERR;
   if (op->flags & DT_OPF_RANDOM) { /* fixed placements, no priced choice: dist/rng.c */
-    if (!c->explain) return dt_rng_dispatch(ctx, id, a, sp, out, out_spec);
+    if (!ctx->modes.explain) return dt_rng_dispatch(ctx, id, a, sp, out, out_spec);
     char line[700];
     free(s->explain);
     s->explain = NULL;
@@ -326,8 +328,8 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_disp
   }
 
   key k;
-  make_key(id, a, sp, c, mesh, &k);
-  if (c->explain) {
+  make_key(id, a, sp, specs, mesh, &k);
+  if (ctx->modes.explain) {
     entry ex = {.k = k};
     free(s->explain);
     s->explain = NULL;
@@ -338,7 +340,7 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_disp
     char head[700];
     snprintf(head, sizeof head, "%s(%s): strategies (input placements -> output placements):", op->name, in);
     explain_line(s, head);
-    if (decide(ctx, id, a, sp, c, &ex) != DT_OK) return DT_ERR;
+    if (decide(ctx, id, a, sp, &ex) != DT_OK) return DT_ERR;
     return dt_error("explained");
   }
   uint64_t h = hash(&k);
@@ -350,7 +352,7 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_disp
     e = malloc(sizeof *e);
     if (!e) return dt_error("%s: out of memory", op->name);
     e->k = k;
-    if (decide(ctx, id, a, sp, c, e) != DT_OK || insert(s, e) != DT_OK) return free(e), DT_ERR;
+    if (decide(ctx, id, a, sp, e) != DT_OK || insert(s, e) != DT_OK) return free(e), DT_ERR;
   }
   if (s->log) log_decision(ctx, op->name, a, sp, e, hit, op->nout);
 

@@ -1,6 +1,6 @@
 /* The sharding dispatcher: runs an op of the operator table on DTensor operands.
  * Schema key (op, input specs, static args) -> cached decision; on a miss the op family's
- * rule (dist/rules) lists strategies, each priced by the redistribute planner's cost of
+ * rule (distributed/sharding_rules) lists strategies, each priced by the redistribute planner's cost of
  * moving the actual inputs there; the cheapest wins (ties: fewer inputs moved, then the
  * rule's order, so every rank agrees).  Then inputs are redistributed, the local kernel runs
  * on the local shards through the ops front door, and the outputs get the strategy's spec.
@@ -17,27 +17,14 @@ typedef struct dt_dispatch_stats {
   long long hits, misses;
 } dt_dispatch_stats;
 
-/* dt_dispatch's inputs beside the op args: specs[i] for a->in[i] (NULL: a plain tensor, or
- * an absent optional operand when a->in[i] is NULL). */
-struct dt_rule_args;
-struct dt_strategy;
-
-typedef struct dt_dispatch_call {
-  const dt_dspec *specs[DT_DISPATCH_MAX_IN];
-  int implicit_replication; /* plain tensors of any size are taken as replicated */
-  /* A rule registered from Lua (l_dispatch.c) replacing the built-in one, or NULL.  Its
-   * registration clears the decision cache. */
-  int (*plugin)(void *ud, const struct dt_rule_args *r, struct dt_strategy *s, int *n);
-  void *plugin_ud;
-  /* Explain only: decide without the cache, describe every strategy with its cost and the
-   * choice (dt_dispatch_explain_text), run nothing, and return DT_ERR with "explained". */
-  int explain;
-} dt_dispatch_call;
-
-/* Runs op id on distributed operands.  On success out[i] are this rank's local outputs and
+/* Runs op id on distributed operands: specs[i] for a->in[i] (NULL: a plain tensor, or an absent
+ * optional operand when a->in[i] is NULL).  The per-rank modes (implicit replication, explain)
+ * and rule overrides come from ctx.  Explain mode decides without the cache, describes every
+ * strategy with its cost (dt_dispatch_explain_text), runs nothing and returns DT_ERR with
+ * "explained".  On success out[i] are this rank's local outputs and
  * out_spec[i] their specs (new, owned by the caller); off-mesh ranks get empty locals.
  * In-place ops: out[0] is a->in[0] retained and its placements are kept (or an error). */
-int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dispatch_call *c, dt_tensor **out,
+int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *specs, dt_tensor **out,
                 dt_dspec **out_spec);
 dt_dispatch_stats dt_dispatch_get_stats(dt_context *ctx);
 /* The text of the last explain call (valid until the next one). */

