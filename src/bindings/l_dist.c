@@ -28,13 +28,15 @@ static int owned_ctx_gc(lua_State *L) {
   return 0;
 }
 
+static const char ctx_key; /* its address keys the context in the registry (no string hashing) */
+
 void dt_lua_set_context(lua_State *L, dt_context *ctx) {
   lua_pushlightuserdata(L, ctx);
-  lua_setfield(L, LUA_REGISTRYINDEX, CTX_KEY);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &ctx_key);
 }
 
 dt_context *dt_lua_context(lua_State *L) {
-  lua_getfield(L, LUA_REGISTRYINDEX, CTX_KEY);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_key);
   dt_context *ctx = lua_touserdata(L, -1);
   lua_pop(L, 1);
   if (ctx) return ctx;

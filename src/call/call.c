@@ -23,8 +23,8 @@ static void rng_advance(dt_context *ctx, dt_op_id op, const dt_op_args *args, co
   ctx->rng.offset += dt_rng_op_words(op, args, &m);
 }
 
-static int run(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in, int nin, dt_tensor **loc,
-               dt_tensor **res, dt_dspec **res_spec) {
+static int run(dt_context *ctx, dt_op_id op, const dt_op_def *def, dt_op_args *args, dt_value *const *in, int nin,
+               dt_tensor **loc, dt_tensor **res, dt_dspec **res_spec) {
   const dt_dspec *specs[DT_DISPATCH_MAX_IN];
   int distributed = 0;
   for (int i = 0; i < nin; i++) {
@@ -35,16 +35,16 @@ static int run(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *
   args->in = loc;
   args->nin = nin;
   if (!distributed) {
-    int random = dt_op_get(op)->flags & DT_OPF_RANDOM;
-    if (random && !ctx) return dt_error("%s: random ops need a runtime context (its generator)", dt_op_get(op)->name);
+    int random = def->flags & DT_OPF_RANDOM;
+    if (random && !ctx) return dt_error("%s: random ops need a runtime context (its generator)", def->name);
     if (random) rng_position(ctx, args);
     if (dt_op_call(op, args, res) != DT_OK) return DT_ERR;
     if (random) rng_advance(ctx, op, args, res[0]);
     return DT_OK;
   }
-  if (!ctx) return dt_error("%s: DTensor operands need a runtime context", dt_op_get(op)->name);
+  if (!ctx) return dt_error("%s: DTensor operands need a runtime context", def->name);
   if (nin > DT_DISPATCH_MAX_IN)
-    return dt_error("%s: %d DTensor operands (the dispatcher takes at most %d)", dt_op_get(op)->name, nin,
+    return dt_error("%s: %d DTensor operands (the dispatcher takes at most %d)", def->name, nin,
                     DT_DISPATCH_MAX_IN);
   return dt_dispatch(ctx, op, args, specs, res, res_spec);
 }
@@ -55,7 +55,7 @@ int dt_call(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in,
   if (nin > SMALL_IN && !(loc = malloc(sizeof *loc * (size_t)nin))) return dt_error("%s: out of memory", def->name);
   dt_tensor *res[DT_OP_MAX_OUT] = {0};
   dt_dspec *res_spec[DT_OP_MAX_OUT] = {0};
-  int st = run(ctx, op, args, in, nin, loc, res, res_spec);
+  int st = run(ctx, op, def, args, in, nin, loc, res, res_spec);
   args->in = NULL; /* loc is gone after this call */
   if (loc != small) free(loc);
   if (st != DT_OK) return st;

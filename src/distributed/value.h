@@ -16,7 +16,9 @@ typedef struct dt_value {
   struct dt_grad_meta *grad; /* NULL until autograd records one */
 } dt_value;
 
-void dt_value_init(dt_value *v, dt_tensor *local, dt_dspec *spec);
+static inline void dt_value_init(dt_value *v, dt_tensor *local, dt_dspec *spec) {
+  v->local = local, v->spec = spec, v->grad = NULL;
+}
 void dt_value_clear(dt_value *v);
 
 static inline int dt_value_is_dtensor(const dt_value *v) { return v->spec != NULL; }
