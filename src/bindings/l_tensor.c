@@ -259,6 +259,7 @@ int dt_lua_open(lua_State *L) {
   dt_lua_open_dist(L, &tg);
   dt_lua_open_mesh(L, &tg);
   dt_lua_open_dtensor(L, &tg); /* after print: wraps __tostring */
+  { void dt_lua_open_op_table(lua_State *, const dt_lua_targets *); dt_lua_open_op_table(L, &tg); } /* l_op_table.c: dt._op_rows() */
 
   lua_pushcfunction(L, core_is_tensor);
   lua_setfield(L, module, "is_tensor");
