@@ -801,3 +801,148 @@ do
     end)
   end
 end
+
+-- Partial(sum) inputs built with dt.from_local from non-zero, mixed-sign parts on every rank
+-- of the mesh (distribute_tensor's Partial holds the value on one rank and zeros elsewhere,
+-- which hides an op wrongly applied to each part: relu(-y) + relu(x + y) == relu(x) when y = 0).
+-- Values are multiples of 1/4, so every sum is exact in float64 and the order does not matter.
+do
+  -- The parts of X: coordinate 0 holds X + (k - 1) * Y, every other coordinate -Y (k ranks).
+  local function partial_from_parts(X, Y, mesh)
+    local k, c = 1, 0
+    local coord = mesh:get_coordinate()
+    local shape = mesh:shape()
+    for m = 1, mesh.ndim do
+      k = k * shape[m]
+      if coord then c = c * shape[m] + coord[m] end
+    end
+    local part = c == 0 and X + Y * (k - 1) or -Y
+    local p = {}
+    for m = 1, mesh.ndim do p[m] = dt.Partial("sum") end
+    return dt.from_local(part, mesh, p), k
+  end
+  local function quarters(shape, seed)
+    local numel = 1
+    for _, v in ipairs(shape) do numel = numel * v end
+    return ((dt.arange(numel) * (7 + seed)):remainder(23) - 11):to("float64"):reshape(shape) / 4
+  end
+  local function meshes()
+    local list = {{"1-d of " .. n, dt.init_device_mesh("cpu", {n})}}
+    if n == 4 then list[2] = {"2x2", dt.init_device_mesh("cpu", {2, 2})} end
+    return list
+  end
+  local function sorted_keys(t)
+    local k = {}
+    for key in pairs(t) do k[#k + 1] = key end
+    table.sort(k)
+    return k
+  end
+  local function all_partial(d)
+    for _, p in ipairs(d.placements) do if not p:is_partial() then return false end end
+    return true
+  end
+
+  for _, entry in ipairs(meshes()) do
+    local name, mesh = entry[1], entry[2]
+    describe("dispatch on mesh " .. name .. ": Partial(sum) inputs from mixed-sign parts", function()
+      local X, Y = quarters({3, 5}, 0), quarters({3, 5}, 4)
+      local x, k = partial_from_parts(X, Y, mesh)
+
+      it("the parts are non-zero and of both signs on every rank, and sum to X", function()
+        local l = x:to_local()
+        if k > 1 then
+          assert.is_true(l:gt(0):sum():item() > 0 and l:lt(0):sum():item() > 0)
+        end
+        assert.is_true(dt.equal(x:full_tensor(), X))
+      end)
+
+      it("pointwise ops that are not linear give the op of the sum", function()
+        local ops = {
+          relu = function(t) return t:relu() end, abs = function(t) return t:abs() end,
+          exp = function(t) return t:exp() end, sigmoid = function(t) return t:sigmoid() end,
+          tanh = function(t) return t:tanh() end, gelu = function(t) return t:gelu() end,
+          silu = function(t) return t:silu() end, sin = function(t) return t:sin() end,
+          cos = function(t) return t:cos() end, clamp = function(t) return t:clamp(-1, 1) end,
+          square = function(t) return t * t end, pow = function(t) return t:pow(2) end,
+          add_scalar = function(t) return t + 1 end, gt = function(t) return t:gt(0) end,
+          sqrt_abs = function(t) return t:abs():sqrt() end, amax = function(t) return t:amax(2) end,
+          max = function(t) return (t:max(1)) end, softmax = function(t) return t:softmax(2) end,
+          norm = function(t) return t:norm() end, var = function(t) return t:var(1) end,
+        }
+        for _, opname in ipairs(sorted_keys(ops)) do close(ops[opname](x), ops[opname](X), name .. " " .. opname) end
+      end)
+
+      it("linear ops keep Partial(sum) and give the op of the sum", function()
+        local ops = {
+          neg = function(t) return -t end, mul_scalar = function(t) return t * 3 end,
+          div_scalar = function(t) return t / 2 end, add_partial = function(t) return t + t end,
+          sub_partial = function(t) return t * 3 - t end, sum = function(t) return t:sum(2) end,
+          sum_all = function(t) return t:sum() end, transpose = function(t) return t:t() end,
+          view = function(t) return t:view(15) end, clone = function(t) return t:clone() end,
+        }
+        for _, opname in ipairs(sorted_keys(ops)) do -- the same order on every rank: full_tensor is a collective
+          local f = ops[opname]
+          local y = f(x)
+          assert.is_true(all_partial(y), name .. " " .. opname .. " keeps Partial(sum), got " .. H.placement_string(y.placements))
+          close(y, f(X), name .. " " .. opname)
+        end
+      end)
+    end)
+  end
+end
+
+-- The decision cache is keyed by the static arguments and the operand order: the same op
+-- called twice on the same DTensor, differing only in one of them, gives each its own result.
+for _, entry in ipairs(H.meshes()) do
+  local name, mesh = entry[1], entry[2]
+  describe("dispatch on mesh " .. name .. ": the decision cache tells calls apart", function()
+    local X = (dt.arange(4 * 6):to("float64"):reshape(4, 6) * 0.7):sin() * 3 + 0.5
+    local pls = {}
+    for m = 1, mesh.ndim do pls[m] = dt.Replicate() end
+    local families = {{"R", pls}}
+    for d = 1, 2 do
+      local s = {}
+      for m = 1, mesh.ndim do s[m] = m == 1 and dt.Shard(d) or dt.Replicate() end
+      families[#families + 1] = {"S" .. d, s}
+    end
+    local pp = {}
+    for m = 1, mesh.ndim do pp[m] = m == 1 and dt.Partial("sum") or dt.Replicate() end
+    families[#families + 1] = {"P", pp}
+
+    -- pairs of calls that differ in a static argument or in operand order only
+    local pairs_ = {
+      {"sum keepdim / not", function(t) return t:sum(2, true) end, function(t) return t:sum(2) end},
+      {"sum dim 1 / dim 2", function(t) return t:sum(1) end, function(t) return t:sum(2) end},
+      {"mean keepdim / not", function(t) return t:mean(1, true) end, function(t) return t:mean(1) end},
+      {"x / 2, 2 / x", function(t) return t / 2 end, function(t) return 2 / t end},
+      {"x - 2, 2 - x", function(t) return t - 2 end, function(t) return 2 - t end},
+      {"x % 2, 2 % x", function(t) return t % 2 end, function(t) return 2 % t end},
+      {"x ^ 2, 2 ^ x", function(t) return t ^ 2 end, function(t) return 2 ^ t end},
+      {"x < 1, 1 < x", function(t) return t:lt(1) end, function(t) return t:gt(1) end},
+      {"x / 2, x / 3", function(t) return t / 2 end, function(t) return t / 3 end},
+      {"clamp min / max", function(t) return t:clamp(0) end, function(t) return t:clamp(nil, 0) end},
+      {"clamp (-1, 1) / (0, 2)", function(t) return t:clamp(-1, 1) end, function(t) return t:clamp(0, 2) end},
+      {"add alpha 1 / 2", function(t) return t:add(t) end, function(t) return t:add(t, 2) end},
+      {"var correction 1 / 0", function(t) return t:var(2) end, function(t) return t:var(2, {correction = 0}) end},
+      {"norm p 2 / 1", function(t) return t:norm(2, 2) end, function(t) return t:norm(1, 2) end},
+      {"max dim 1 / 2", function(t) return (t:max(1)) end, function(t) return (t:max(2)) end},
+      {"argmax keepdim / not", function(t) return t:argmax(2, true) end, function(t) return t:argmax(2) end},
+      {"softmax dim 1 / 2", function(t) return t:softmax(1) end, function(t) return t:softmax(2) end},
+      {"transpose / permute back", function(t) return t:transpose(1, 2) end, function(t) return t:permute(1, 2) end},
+      {"narrow 1 / 2", function(t) return t:narrow(2, 1, 2) end, function(t) return t:narrow(2, 3, 2) end},
+      {"gelu erf / tanh", function(t) return t:gelu() end, function(t) return dt.F.gelu(t, {approximate = "tanh"}) end},
+    }
+
+    it("static arguments and operand order are part of the key: each call against one device", function()
+      for _, fam in ipairs(families) do
+        local x = dist(X, mesh, fam[2])
+        for _, pc in ipairs(pairs_) do
+          local what = name .. " " .. fam[1] .. " " .. pc[1]
+          close(pc[2](x), pc[2](X), what .. " (first call)")
+          close(pc[3](x), pc[3](X), what .. " (second call)")
+          close(pc[2](x), pc[2](X), what .. " (first call again)")
+        end
+      end
+    end)
+  end)
+end
