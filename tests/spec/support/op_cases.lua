@@ -521,7 +521,7 @@ ops.add_ = binary(function(a, b) return a:clone():add_(b) end, function(a, b) re
 ops.add_.family = "inplace"
 ops.mul_ = binary(function(a, b) return a:clone():mul_(b) end, function(a, b) return a * b end, {rscalar = nil})
 ops.mul_.family = "inplace"
-ops.mul_.refuses = {P = "mul_: an in-place op keeps its input's placements (Partial(sum))"}
+ops.add_.refuses = {P = "add_: an in-place op keeps its input's placements (Partial(sum))"}
 -- in place: b broadcasts to a's shape (not the other way)
 for _, name in ipairs {"add_", "mul_"} do
   local base = ops[name].cases
@@ -1174,7 +1174,7 @@ ops.dropout_backward = {
   partial = "linear",
 }
 ops.randperm = random_entry {
-  factory = true, refuses = {S = "randperm"},
+  factory = true, refuses = {S = "randperm: gives a replicated DTensor", ["2-d"] = "randperm: gives a replicated DTensor"},
   cases = function(rng)
     local list = {}
     for _, n in ipairs {0, 1, rng.int(2, 9), 17} do list[#list + 1] = {inputs = {}, static = {n = n}, label = "n = " .. n} end
@@ -1225,6 +1225,14 @@ ops.multinomial = random_entry {
   end,
   partial = false,
 }
+
+-- factories on a mesh take Shard and Replicate only (doc/dtensor.md)
+for name, e in pairs(ops) do
+  if e.factory and e.dist ~= false then
+    e.refuses = e.refuses or {}
+    e.refuses.P = name .. ": factories take Shard and Replicate placements only"
+  end
+end
 
 -- ---------------------------------------------------------------- comparing
 -- Asserts got (a tensor) equals the reference {shape, data} within tol (relative; nan == nan).
