@@ -254,6 +254,7 @@ int dt_lua_open(lua_State *L) {
   dt_lua_open_dist(L, &tg);
   dt_lua_open_mesh(L, &tg);
   dt_lua_open_dtensor(L, &tg); /* after print: wraps __tostring */
+  dt_lua_open_op_table(L, &tg);
 
   lua_pushcfunction(L, core_is_tensor);
   lua_setfield(L, module, "is_tensor");

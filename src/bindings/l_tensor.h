@@ -81,6 +81,7 @@ void dt_lua_open_random(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_dist(lua_State *L, const dt_lua_targets *tg); /* l_dist.c: ranks and collectives */
 void dt_lua_open_mesh(lua_State *L, const dt_lua_targets *tg);    /* l_mesh.c: DeviceMesh, placements */
 void dt_lua_open_dtensor(lua_State *L, const dt_lua_targets *tg); /* l_dtensor.c */
+void dt_lua_open_op_table(lua_State *L, const dt_lua_targets *tg); /* l_op_table.c: dt._op_rows() */
 
 /* t[k] for a non-string key (integer: select along dim 1; table: slicing), from l_view.c. */
 int dt_lua_tensor_index(lua_State *L);

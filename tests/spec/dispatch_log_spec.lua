@@ -50,3 +50,43 @@ describe("DTLUA_LOG=dispatch", function()
     assert.is_nil(quiet:find("[dispatch rank", 1, true))
   end)
 end)
+
+-- The warning for a 1-element 1-d plain tensor mixed with DTensors: once per rank, none for 0-d.
+do
+  local H = require("tests.spec.support.launch_helpers")
+
+  local function tmpdir()
+    local d = os.tmpname()
+    os.remove(d)
+    assert(os.execute("mkdir -p " .. H.sh_quote(d)))
+    return d
+  end
+
+  local function write(path, text)
+    local f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+  end
+
+  local count = H.count
+
+  describe("a 1-element plain tensor mixed with DTensors", function()
+    it("is taken as replicated, with a warning once per rank when it is 1-d (none when 0-d)", function()
+      local p = [[
+        local mesh = dt.init_device_mesh("cpu", {2})
+        local X = dt.arange(4):to("float32")
+        local x = dt.distribute_tensor(X, mesh, {"S1"})
+        assert(dt.equal((x + dt.tensor(1.0)):full_tensor(), X + 1))
+        io.stderr:write("after 0-d\n")
+        assert(dt.equal((x + dt.tensor({1.0})):full_tensor(), X + 1))
+        assert(dt.equal((x * dt.tensor({2.0})):full_tensor(), X * 2))
+        assert(dt.equal((x - dt.tensor({3.0})):full_tensor(), X - 3))
+      ]]
+      local out, rc = H.run("-n 2 -e " .. H.sh_quote(p))
+      assert.are.equal(0, rc, out)
+      local warning = "a 1%-element 1%-d plain tensor mixed with DTensors is taken as replicated"
+      assert.are.equal(2, count(out, warning), out)
+      assert(out:find("after 0-d", 1, true) < out:find("1-element 1-d", 1, true), out)
+    end)
+  end)
+end

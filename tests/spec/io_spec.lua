@@ -320,3 +320,67 @@ describe("io cleanup", function()
     assert.is_true(os.execute("rm -rf '" .. dir .. "'"))
   end)
 end)
+
+-- dt.save/dt.load (the safetensors layout) and dt.save_npy/load_npy, truncated and corrupt files.
+do
+  local S = require("tests.spec.support.spec_helpers")
+  local err, fails, close, tmpname = S.err, S.fails, S.close, S.tmpname
+
+  describe("safetensors and .npy: layout, round trips, corrupt files", function()
+    it("dt.save(t_or_table_of_tensors, path) / dt.load(path) in the safetensors format", function()
+      local p = tmpname(".safetensors")
+      local tensors = {w = dt.tensor({{1.5, 2}, {3, 4}}, {dtype = "bfloat16"}), b = dt.tensor({true, false}),
+                       i = dt.tensor({1, 2}, {dtype = "int32"}), s = dt.tensor(3.5, {dtype = "float64"})}
+      dt.save(tensors, p)
+      local back = dt.load(p)
+      for k, t in pairs(tensors) do
+        assert.are.equal(t.dtype, back[k].dtype)
+        assert.is_true(t:equal(back[k]), k)
+      end
+      -- the Hugging Face layout: u64 little-endian header length, JSON header, raw data
+      local f = assert(io.open(p, "rb"))
+      local raw = f:read("a")
+      f:close()
+      local n = string.unpack("<I8", raw)
+      local header = raw:sub(9, 8 + n)
+      assert.matches('"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[', header, 1, true)
+      dt.save(dt.arange(6):view(2, 3):t(), p) -- a single tensor: key "tensor"
+      assert.are.same({{0, 3}, {1, 4}, {2, 5}}, dt.load(p).tensor:totable())
+      -- truncated and corrupt files: errors, never a crash
+      local g = assert(io.open(p, "wb"))
+      g:write(raw:sub(1, #raw - 3))
+      g:close()
+      fails("load: " .. p .. ": ", dt.load, p)
+      g = assert(io.open(p, "wb"))
+      g:write(string.pack("<I8", 1e12) .. '{"x":')
+      g:close()
+      fails("load: " .. p .. ": header length 1000000000000 exceeds the file size 13", dt.load, p)
+      os.remove(p)
+      fails("save: " .. p .. ": value of 'w' is not a tensor (number)", dt.save, {w = 3}, p)
+      fails("load: /nonexistent.safetensors: cannot open", dt.load, "/nonexistent.safetensors")
+    end)
+
+    it("dt.load_npy/save_npy for NumPy's .npy", function()
+      local p = tmpname(".npy")
+      dt.save_npy(dt.arange(6):view(2, 3):t(), p)
+      local t = dt.load_npy(p)
+      assert.are.same({{0, 3}, {1, 4}, {2, 5}}, t:totable())
+      assert.are.equal("int64", t.dtype)
+      local f = assert(io.open(p, "rb"))
+      local raw = f:read("a")
+      f:close()
+      assert.are.equal("\x93NUMPY", raw:sub(1, 6))
+      assert.matches("'descr': '<i8'", raw, 1, true)
+      local g = assert(io.open(p, "wb"))
+      g:write(raw:sub(1, #raw - 5))
+      g:close()
+      fails("load_npy: " .. p .. ": data is 43 bytes but shape and dtype need 48 (file truncated?)", dt.load_npy, p)
+      g = assert(io.open(p, "wb"))
+      g:write("not an npy file at all")
+      g:close()
+      fails("load_npy: " .. p .. ": not a .npy file (bad magic)", dt.load_npy, p)
+      os.remove(p)
+      fails("save_npy: " .. p .. ": bfloat16 has no NumPy dtype", dt.save_npy, dt.ones(2, {dtype = "bfloat16"}), p)
+    end)
+  end)
+end

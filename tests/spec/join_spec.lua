@@ -76,3 +76,22 @@ describe("stack", function()
       err(dt.stack, {dt.zeros(3), dt.zeros(3)}, 3), 1, true)
   end)
 end)
+
+-- dt.cat and dt.stack as documented, with their errors.
+do
+  local S = require("tests.spec.support.spec_helpers")
+  local err, fails, close, tmpname = S.err, S.fails, S.close, S.tmpname
+
+  describe("cat and stack: dims, promotion, errors", function()
+    it("dt.cat, dt.stack", function()
+      assert.are.same({1, 1, 0, 0, 0}, dt.cat({dt.ones(2), dt.zeros(3)}):totable())
+      assert.are.same({{1, 1, 0}, {1, 1, 0}}, dt.cat({dt.ones(2, 2), dt.zeros(2, 1)}, 2):totable())
+      assert.are.equal("float32", dt.cat({dt.ones(2, {dtype = "int64"}), dt.zeros(1)}).dtype)
+      assert.are.same({{1, 1}, {0, 0}}, dt.stack({dt.ones(2), dt.zeros(2)}):totable())
+      assert.are.same({{1, 0}, {1, 0}}, dt.stack({dt.ones(2), dt.zeros(2)}, 2):totable())
+      fails("cat: tensor 2 has shape {3,3} but tensor 1 has shape {2,2}", dt.cat, {dt.ones(2, 2), dt.zeros(3, 3)})
+      fails("stack: tensor 2 has shape {3} but tensor 1 has shape {2}", dt.stack, {dt.ones(2), dt.zeros(3)})
+      fails("cat: expected a non-empty list of tensors", dt.cat, {})
+    end)
+  end)
+end

@@ -189,3 +189,66 @@ describe("addmm", function()
       R.error_of(dt.addmm, dt.ones(2, 4), a, b, 2), 1, true)
   end)
 end)
+
+-- matmul from 1-d to batched N-d (PyTorch rules), mm/bmm/addmm, bf16/f16 accumulated in f32.
+do
+  local S = require("tests.spec.support.spec_helpers")
+  local err, fails, close, tmpname = S.err, S.fails, S.close, S.tmpname
+
+  describe("linear algebra: matmul rules, mm, bmm, addmm, half precision", function()
+    it("matmul (1-D to batched N-D with broadcasting, PyTorch rules)", function()
+      assert.are.equal(0, dt.matmul(dt.ones(3), dt.ones(3)):dim())
+      assert.are.equal(3, dt.matmul(dt.ones(3), dt.ones(3)):item())
+      assert.are.same({2}, dt.ones(2, 3):matmul(dt.ones(3)):size())
+      assert.are.same({4}, dt.ones(3):matmul(dt.ones(3, 4)):size())
+      assert.are.same({5, 2, 4}, dt.ones(5, 2, 3):matmul(dt.ones(3, 4)):size())
+      assert.are.same({5, 4, 2, 2}, dt.ones(5, 1, 2, 3):matmul(dt.ones(4, 3, 2)):size())
+      local x = dt.tensor({{1, 2}, {3, 4}}, {dtype = "float64"})
+      local y = dt.tensor({{5, 6}, {7, 8}}, {dtype = "float64"})
+      assert.are.same({{19, 22}, {43, 50}}, x:matmul(y):totable())
+      assert.are.same({{26, 30}, {38, 44}}, x:t():matmul(y):totable()) -- strided operand
+      -- batched with broadcasting, against a float64 loop: [2,1,2,3] @ [3,3,2] -> [2,3,2,2]
+      local A = dt.arange(1, 13):view(2, 1, 2, 3):double()
+      local B = dt.arange(1, 19):view(3, 3, 2):double():mul(0.5)
+      local C = A:matmul(B)
+      assert.are.same({2, 3, 2, 2}, C:size())
+      local ta, tb, tc = A:totable(), B:totable(), C:totable()
+      for i = 1, 2 do
+        for j = 1, 3 do
+          for r = 1, 2 do
+            for c = 1, 2 do
+              local acc = 0
+              for k = 1, 3 do acc = acc + ta[i][1][r][k] * tb[j][k][c] end
+              assert.are.equal(acc, tc[i][j][r][c])
+            end
+          end
+        end
+      end
+      assert.are.same({29, 32}, dt.tensor({1, 2, 3}, {dtype = "float64"}):matmul(B):totable()[2]) -- [3] @ [3,3,2]
+      fails("matmul: shapes {2,3} and {2,3} are not aligned (3 != 2)", function() return dt.ones(2, 3):matmul(dt.ones(2, 3)) end)
+      fails("matmul: batch dims of shapes {2,3,4} and {3,4,5} cannot broadcast",
+            function() return dt.ones(2, 3, 4):matmul(dt.ones(3, 4, 5)) end)
+      fails("matmul: dtypes float32 and float64 differ", function() return dt.ones(2, 3):matmul(dt.ones(3, 2, {dtype = "float64"})) end)
+    end)
+
+    it("mm, bmm, addmm", function()
+      assert.are.same({{3, 3}, {3, 3}}, dt.ones(2, 3):mm(dt.ones(3, 2)):totable())
+      assert.are.same({2, 2, 1}, dt.bmm(dt.ones(2, 2, 3), dt.ones(2, 3, 1)):size())
+      assert.are.same({{4, 4}, {4, 4}}, dt.addmm(dt.ones(2), dt.ones(2, 3), dt.ones(3, 2)):totable())
+      assert.are.same({{6.5, 6.5}, {6.5, 6.5}},
+                      dt.addmm(dt.ones(2), dt.ones(2, 3), dt.ones(3, 2), {beta = 0.5, alpha = 2}):totable())
+      fails("mm: expected 2-d tensors, got 2-d and 1-d", function() return dt.ones(2, 3):mm(dt.ones(3)) end)
+      fails("bmm: expected 3-d tensors, got 2-d and 2-d", dt.bmm, dt.ones(2, 3), dt.ones(3, 2))
+    end)
+
+    it("bf16/f16 compute in f32", function()
+      -- 1 + 2^-8 is not a bfloat16: the f32 accumulation of 256 products rounds once
+      for _, d in ipairs {"bfloat16", "float16"} do
+        local x = dt.ones(1, 256, {dtype = d})
+        local r = x:matmul(dt.ones(256, 1, {dtype = d}))
+        assert.are.equal(d, r.dtype)
+        assert.are.equal(256, r:item())
+      end
+    end)
+  end)
+end

@@ -521,3 +521,86 @@ describe("F.linear", function()
     pending("F.linear: needs matmul, t() and + from the linalg/pointwise work (not in this branch yet)")
   end
 end)
+
+-- dt.F: linear, embedding, layer_norm/rms_norm, cross_entropy, dropout, sdpa as documented.
+do
+  local S = require("tests.spec.support.spec_helpers")
+  local err, fails, close, tmpname = S.err, S.fails, S.close, S.tmpname
+  local F = dt.nn.functional
+
+  describe("dt.nn.functional (or dt.F): every function against closed forms, with errors", function()
+    local x = dt.tensor({{1, 2, 3}, {4, 5, 6}}, {dtype = "float64"})
+
+    it("dt.F is dt.nn.functional", function()
+      assert.are.equal(dt.nn.functional, dt.F)
+    end)
+
+    it("linear", function()
+      local w = dt.tensor({{1, 0, -1}, {2, 1, 0}}, {dtype = "float64"})
+      assert.are.same({{-2, 4}, {-2, 13}}, F.linear(x, w):totable())
+      assert.are.same({{-1, 3}, {-1, 12}}, F.linear(x, w, dt.tensor({1, -1}, {dtype = "float64"})):totable())
+      fails("matmul: shapes {2,3} and {4,2} are not aligned (3 != 4)", F.linear, x, dt.ones(2, 4, {dtype = "float64"}))
+    end)
+
+    it("embedding (1-based ids)", function()
+      local w = dt.arange(12):view(4, 3):float()
+      assert.are.same({{0, 1, 2}, {6, 7, 8}}, F.embedding(dt.tensor({1, 3}), w):totable())
+      assert.are.same({2, 1, 3}, F.embedding(dt.tensor({{1}, {4}}), w):size())
+      fails("embedding: id 0 out of range for vocab size 4 (ids are 1-based: 1..4)", F.embedding, dt.tensor({0}), w)
+      fails("embedding: id 5 out of range for vocab size 4", F.embedding, dt.tensor({5}), w)
+      fails("embedding: ids must be an integer tensor, got float32", F.embedding, dt.tensor({1.0}), w)
+    end)
+
+    it("layer_norm, rms_norm", function()
+      local r = math.sqrt(1.5) -- (x - mean) / sqrt(var + eps) with var = 2/3
+      close({{-r, 0, r}, {-r, 0, r}}, F.layer_norm(x, {3}, nil, nil, 0):totable(), 1e-12)
+      close({{-r, 0, r}, {-r, 0, r}}, F.layer_norm(x, 3):totable(), 1e-5)
+      local wt, b = dt.tensor({1, 2, 3}, {dtype = "float64"}), dt.tensor({1, 1, 1}, {dtype = "float64"})
+      close({1 - r, 1, 1 + 3 * r}, F.layer_norm(x, {3}, wt, b, 0):totable()[1], 1e-12)
+      local ms = (1 + 4 + 9) / 3
+      close({1 / math.sqrt(ms), 2 / math.sqrt(ms), 3 / math.sqrt(ms)}, F.rms_norm(x, {3}, nil, 0):totable()[1], 1e-12)
+      close({1 / math.sqrt(ms), 4 / math.sqrt(ms), 9 / math.sqrt(ms)}, F.rms_norm(x, {3}, wt, 0):totable()[1], 1e-12)
+      fails("layer_norm: normalized_shape {4} does not match the last dims of input {2,3}", F.layer_norm, x, {4})
+      fails("rms_norm: normalized_shape {2} does not match the last dims of input {2,3}", F.rms_norm, x, {2})
+    end)
+
+    it("cross_entropy (with ignore_index; 1-based class targets)", function()
+      local function ce(row, t)
+        local s = 0
+        for _, v in ipairs(row) do s = s + math.exp(v) end
+        return math.log(s) - row[t]
+      end
+      local l1, l2 = ce({1, 2, 3}, 3), ce({4, 5, 6}, 1)
+      close((l1 + l2) / 2, F.cross_entropy(x, dt.tensor({3, 1})):item(), 1e-12)
+      close(l1, F.cross_entropy(x, dt.tensor({3, 1}), {ignore_index = 1}):item(), 1e-12)
+      close(l1, F.cross_entropy(x, dt.tensor({3, -100})):item(), 1e-12) -- default ignore_index -100
+      close(l1 + l2, F.cross_entropy(x, dt.tensor({3, 1}), {reduction = "sum"}):item(), 1e-12)
+      close({l1, l2}, F.cross_entropy(x, dt.tensor({3, 1}), {reduction = "none"}):totable(), 1e-12)
+      fails("cross_entropy: target 4 out of range for 3 classes (targets are 1-based: 1..3)", F.cross_entropy, x, dt.tensor({4, 1}))
+      fails("cross_entropy: target 0 out of range for 3 classes", F.cross_entropy, x, dt.tensor({0, 1}))
+      fails("cross_entropy: unknown option 'weight'", F.cross_entropy, x, dt.tensor({1, 1}), {weight = 1})
+    end)
+
+    it("dropout (the randomness hook)", function()
+      assert.are.equal(x, F.dropout(x, 0.5, false))
+      assert.are.equal(x, F.dropout(x, 0))
+      local y = F.dropout(dt.ones(1000, {dtype = "float64"}), 0.5)
+      for _, v in ipairs(y:totable()) do assert.is_true(v == 0 or v == 2) end
+      local kept = y:ne(0):sum():item()
+      assert.is_true(kept > 400 and kept < 600, "kept " .. kept)
+      fails("dropout: p must be a number in [0, 1], got 1.5", F.dropout, x, 1.5)
+    end)
+
+    it("scaled_dot_product_attention (causal mask option)", function()
+      local q = dt.ones(2, 4)
+      local v = dt.arange(8):view(2, 4):float()
+      assert.are.same({{2, 3, 4, 5}, {2, 3, 4, 5}}, F.scaled_dot_product_attention(q, q, v):totable())
+      assert.are.same({{0, 1, 2, 3}, {2, 3, 4, 5}}, F.scaled_dot_product_attention(q, q, v, {is_causal = true}):totable())
+      assert.are.same({1, 2, 4}, F.scaled_dot_product_attention(dt.ones(1, 2, 4), dt.ones(1, 3, 4), dt.ones(1, 3, 4)):size())
+      fails("scaled_dot_product_attention: q {2,4} and k {2,5} have different embedding sizes",
+            F.scaled_dot_product_attention, q, dt.ones(2, 5), dt.ones(2, 5))
+      fails("scaled_dot_product_attention: pass attn_mask, is_causal and scale in an options table",
+            F.scaled_dot_product_attention, q, q, v, nil, 0, true)
+    end)
+  end)
+end

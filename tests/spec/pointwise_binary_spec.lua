@@ -240,3 +240,97 @@ describe("pointwise binary", function()
     assert.is_true(per < 5e-6, "a + b took " .. per * 1e6 .. " us per call")
   end)
 end)
+
+-- Operators and methods with broadcasting and torch.result_type promotion, in-place ops,
+-- comparisons and where, with their errors.
+do
+  local S = require("tests.spec.support.spec_helpers")
+  local err, fails, close, tmpname = S.err, S.fails, S.close, S.tmpname
+
+  describe("arithmetic with broadcasting and type promotion", function()
+    local a = dt.tensor({{1, 2, 3}, {4, 5, 6}})
+    local f = dt.tensor({1.5, -2, 0.5})
+
+    it("metatable operators + - * / % ^ and unary -, tensor with tensor or Lua number, either side", function()
+      assert.are.same({{2.5, 0, 3.5}, {5.5, 3, 6.5}}, (a + f):totable())
+      assert.are.equal("float32", (a + f).dtype)
+      assert.are.same({{3, 4, 5}, {6, 7, 8}}, (2 + a):totable())
+      assert.are.equal("int64", (2 + a).dtype)
+      assert.are.same({{0, -1, -2}, {-3, -4, -5}}, (1 - a):totable())
+      assert.are.same({{2.5, 5, 7.5}, {10, 12.5, 15}}, (a * 2.5):totable())
+      assert.are.same({{0.5, 1, 1.5}, {2, 2.5, 3}}, (a / 2):totable())
+      assert.are.equal("float32", (a / 2).dtype) -- true division, as torch
+      assert.are.same({{1, 2, 3}, {0, 1, 2}}, (a % 4):totable())
+      assert.are.equal(2, (-7 % dt.tensor(3)):item()) -- sign of the divisor, as Lua and torch
+      assert.are.same({{1, 4, 9}, {16, 25, 36}}, (a ^ 2):totable())
+      assert.are.same({{2, 4, 8}, {16, 32, 64}}, (2 ^ a):totable())
+      assert.are.same({{-1, -2, -3}, {-4, -5, -6}}, (-a):totable())
+      fails("add: expected a tensor or a number, got string", function() return a + "x" end)
+      fails("neg: negation, the `-` operator, on a bool tensor is not supported", function() return -dt.tensor({true}) end)
+      fails("remainder: integer division by zero", function() return a % 0 end)
+    end)
+
+    it("type promotion (torch.result_type)", function()
+      local function dtype_of(x, y) return (x + y).dtype end
+      local i32 = dt.ones(1, {dtype = "int32"})
+      assert.are.equal("int64", dtype_of(i32, dt.ones(1, {dtype = "int64"})))
+      assert.are.equal("int32", dtype_of(i32, 5))
+      assert.are.equal("float32", dtype_of(i32, 1.5))
+      assert.are.equal("float32", dtype_of(dt.ones(1, {dtype = "bfloat16"}), dt.ones(1, {dtype = "float16"})))
+      assert.are.equal("bfloat16", dtype_of(dt.ones(1, {dtype = "bfloat16"}), 2.5))
+      assert.are.equal("float64", dtype_of(dt.ones(1), dt.ones(1, {dtype = "float64"})))
+      assert.are.equal("int32", dtype_of(dt.ones(1, {dtype = "uint8"}), i32))
+      assert.are.equal("bool", dtype_of(dt.tensor({true}), dt.tensor({false})))
+      fails("add: value 300 cannot be converted to type uint8 without overflow",
+            function() return dt.ones(1, {dtype = "uint8"}) + 300 end)
+    end)
+
+    it("methods add/sub/mul/div/pow", function()
+      assert.are.same({{2.5, 0, 3.5}, {5.5, 3, 6.5}}, a:add(f):totable())
+      assert.are.same({{4, -2, 4}, {7, 1, 7}}, a:add(f, 2):totable()) -- alpha, as torch
+      assert.are.same({{0, 1, 2}, {3, 4, 5}}, a:sub(1):totable())
+      assert.are.same({{1, 4, 9}, {16, 25, 36}}, a:mul(a):totable())
+      assert.are.same({{0.25, 0.5, 0.75}, {1, 1.25, 1.5}}, a:div(4):totable())
+      assert.are.same({{1, 4, 9}, {16, 25, 36}}, a:pow(2):totable())
+      assert.are.same({{2, 3, 4}, {5, 6, 7}}, dt.add(a, 1):totable())
+      fails("add: expected a tensor or a number, got no value", a.add, a)
+    end)
+
+    it("in-place add_ mul_ zero_ fill_", function()
+      local x = dt.ones(2, 3)
+      assert.are.equal(x, x:add_(1))
+      assert.are.same({{2, 2, 2}, {2, 2, 2}}, x:totable())
+      x:mul_(dt.tensor({1, 2, 3}))
+      assert.are.same({{2, 4, 6}, {2, 4, 6}}, x:totable())
+      x:zero_()
+      assert.are.equal(0, x:abs():sum():item())
+      x:fill_(9)
+      assert.are.same({{9, 9, 9}, {9, 9, 9}}, x:totable())
+      fails("add_: output with shape {2} doesn't match the broadcast shape {2,2}",
+            function() return dt.ones(2):add_(dt.ones(2, 2)) end)
+      fails("add_: result type float32 can't be cast to the desired output type int64",
+            function() return a:clone():add_(0.5) end)
+    end)
+
+    it("comparisons eq/ne/lt/le/gt/ge (Lua's == stays identity)", function()
+      assert.are.same({{false, true, false}, {false, false, false}}, a:eq(2):totable())
+      assert.are.equal("bool", a:eq(2).dtype)
+      assert.are.same({{true, true, true}, {true, true, true}}, a:ne(0):totable())
+      assert.are.same({{true, true, false}, {false, false, false}}, a:lt(3):totable())
+      assert.are.same({{true, false, false}, {false, false, false}}, a:le(f):totable())
+      assert.are.same({{false, true, true}, {true, true, true}}, a:gt(f):totable())
+      assert.are.same({{false, false, false}, {true, true, true}}, a:ge(4):totable())
+      assert.is_true(a == a)
+      assert.is_false(a == a:clone())
+      assert.is_true(a:equal(a:clone()))
+      fails("eq: shapes {2,3} and {4} cannot broadcast", function() return a:eq(dt.ones(4)) end)
+    end)
+
+    it("where", function()
+      assert.are.same({{0, 0, 3}, {4, 5, 6}}, dt.where(a:gt(2), a, 0):totable())
+      assert.are.same({{1.5, -2, 3}, {4, 5, 6}}, dt.where(a:gt(2), a, f):totable())
+      fails("where: condition must be a bool tensor, got int64", dt.where, a, a, a)
+      fails("where: shapes {2,3} and {5} cannot broadcast", dt.where, a:gt(1), a, dt.ones(5))
+    end)
+  end)
+end

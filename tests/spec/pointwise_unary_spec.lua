@@ -124,3 +124,37 @@ describe("pointwise unary", function()
     assert.matches("tensor expected, got number", err, 1, true)
   end)
 end)
+
+-- Every unary function in float64 against Lua's math (gelu against Python's math.erf).
+do
+  local S = require("tests.spec.support.spec_helpers")
+  local err, fails, close, tmpname = S.err, S.fails, S.close, S.tmpname
+
+  describe("unary functions in float64 against Lua math", function()
+    it("abs neg exp log sqrt rsqrt tanh sigmoid relu gelu silu sin cos clamp", function()
+      local x = dt.tensor({0.5, -1.25, 2}, {dtype = "float64"})
+      local v = {0.5, -1.25, 2}
+      local function map(fn) local r = {} for i, e in ipairs(v) do r[i] = fn(e) end return r end
+      local erf_gelu = {0.5 * 0.5 * (1 + 0.3829249225480262), -1.25 * 0.5 * (1 - 0.7887004526662894),
+                        2 * 0.5 * (1 + 0.9544997361036416)} -- x * Phi(x), erf(x / sqrt 2) from Python's math.erf
+      close(map(math.abs), x:abs():totable(), 1e-15)
+      close(map(function(e) return -e end), x:neg():totable(), 1e-15)
+      close(map(math.exp), x:exp():totable(), 1e-15)
+      close(map(function(e) return math.log(math.abs(e)) end), x:abs():log():totable(), 1e-15)
+      close(map(function(e) return math.sqrt(math.abs(e)) end), x:abs():sqrt():totable(), 1e-15)
+      close(map(function(e) return 1 / math.sqrt(math.abs(e)) end), x:abs():rsqrt():totable(), 1e-15)
+      close(map(function(e) return (math.exp(2 * e) - 1) / (math.exp(2 * e) + 1) end), x:tanh():totable(), 1e-15)
+      close(map(function(e) return 1 / (1 + math.exp(-e)) end), x:sigmoid():totable(), 1e-15)
+      close(map(function(e) return math.max(e, 0) end), x:relu():totable(), 0)
+      close(erf_gelu, x:gelu():totable(), 1e-12)
+      close(map(function(e) return e / (1 + math.exp(-e)) end), x:silu():totable(), 1e-15)
+      close(map(math.sin), x:sin():totable(), 1e-15)
+      close(map(math.cos), x:cos():totable(), 1e-15)
+      close({0.5, -1, 1}, x:clamp(-1, 1):totable(), 0)
+      close({0.5, 0, 2}, x:clamp(0):totable(), 0)
+      assert.are.equal("float32", dt.tensor({1, 2}):exp().dtype) -- integers promote to float32
+      assert.are.equal("int64", dt.tensor({1, -2}):abs().dtype)
+      assert.is_true(dt.tensor({-1.0}):log():item() ~= dt.tensor({-1.0}):log():item()) -- NaN, as torch
+    end)
+  end)
+end

@@ -94,3 +94,34 @@ describe("amax / amin / max / min / argmax / argmin", function()
     assert.matches("argmax: dim must be an integer, got string", R.error_of(x.argmax, x, "x"), 1, true)
   end)
 end)
+
+-- max/min with indices, amax/amin, argmax, prod; 1-based indices; zero-size errors.
+do
+  local S = require("tests.spec.support.spec_helpers")
+  local err, fails, close, tmpname = S.err, S.fails, S.close, S.tmpname
+
+  describe("max min amax amin argmax prod: values, 1-based indices, errors", function()
+    local a = dt.tensor({{1, 5, 3}, {4, 2, 6}}, {dtype = "float64"})
+
+    it("max min amax amin argmax prod", function()
+      assert.are.equal(6, a:max():item())
+      local v, i = a:max(2)
+      assert.are.same({5, 6}, v:totable())
+      assert.are.same({2, 3}, i:totable()) -- 1-based indices
+      v, i = a:min(1)
+      assert.are.same({1, 2, 3}, v:totable())
+      assert.are.same({1, 2, 1}, i:totable())
+      assert.are.same({5, 6}, a:amax(2):totable())
+      assert.are.equal(1, a:amin({1, 2}):item())
+      assert.are.equal(6, a:argmax():item()) -- flat, 1-based
+      assert.are.same({2, 3}, a:argmax(2):totable())
+      assert.are.same({{2}, {3}}, a:argmax(2, true):totable())
+      assert.are.equal("int64", a:argmax(2).dtype)
+      assert.are.equal(720, a:prod():item())
+      assert.are.same({15, 48}, a:prod(2):totable())
+      fails("argmax: cannot reduce over a zero-size dim", function() return dt.zeros(0):argmax() end)
+      fails("max: cannot reduce over a zero-size dim", function() return dt.zeros(0):max() end)
+      fails("min: cannot reduce over a zero-size dim", function() return dt.zeros(2, 0):min({keepdim = true}) end)
+    end)
+  end)
+end

@@ -102,3 +102,23 @@ describe("softmax / log_softmax", function()
     assert.matches("softmax: input dtype int64 is not floating point", R.error_of(i.softmax, i, 1), 1, true)
   end)
 end)
+
+-- softmax/log_softmax against closed forms; dim required.
+do
+  local S = require("tests.spec.support.spec_helpers")
+  local err, fails, close, tmpname = S.err, S.fails, S.close, S.tmpname
+
+  describe("softmax and log_softmax against closed forms", function()
+    local a = dt.tensor({{1, 5, 3}, {4, 2, 6}}, {dtype = "float64"})
+
+    it("softmax(dim), log_softmax(dim)", function()
+      local e = {math.exp(1), math.exp(5), math.exp(3)}
+      local s = e[1] + e[2] + e[3]
+      close({e[1] / s, e[2] / s, e[3] / s}, a:softmax(2):totable()[1], 1e-15)
+      close({math.log(e[1] / s), math.log(e[2] / s), math.log(e[3] / s)}, a:log_softmax(-1):totable()[1], 1e-14)
+      close({1, 1, 1}, a:softmax(1):sum(1):totable(), 1e-15)
+      fails("softmax: dim is required", a.softmax, a)
+      fails("softmax: dim 5 out of range for a 2-d tensor", a.softmax, a, 5)
+    end)
+  end)
+end

@@ -83,3 +83,26 @@ describe("var / std / norm", function()
     assert.matches("var: dim 3 out of range for a 2-d tensor", R.error_of(x.var, x, 3), 1, true)
   end)
 end)
+
+-- var/std (correction), norm (p = 1, 2, inf), against closed forms.
+do
+  local S = require("tests.spec.support.spec_helpers")
+  local err, fails, close, tmpname = S.err, S.fails, S.close, S.tmpname
+
+  describe("var std norm: corrections, p-norms, keepdim", function()
+    local a = dt.tensor({{1, 5, 3}, {4, 2, 6}}, {dtype = "float64"})
+
+    it("var std norm", function()
+      assert.are.equal(3.5, a:var():item()) -- unbiased (correction 1), as torch
+      assert.are.same({4, 4}, a:var(2):totable())
+      close({8 / 3, 8 / 3}, a:var(2, {correction = 0}):totable(), 1e-15)
+      close(math.sqrt(3.5), a:std():item(), 1e-15)
+      close({{math.sqrt(4.5), math.sqrt(4.5), math.sqrt(4.5)}}, a:std(1, true):totable(), 1e-15)
+      close(math.sqrt(91), a:norm():item(), 1e-13)
+      assert.are.equal(21, a:norm(1):item())
+      close({math.sqrt(35), math.sqrt(56)}, a:norm(2, 2):totable(), 1e-13)
+      assert.are.equal(6, a:norm(math.huge):item())
+      fails("var: keepdim must be a boolean or an options table, got string", a.var, a, 2, "x")
+    end)
+  end)
+end

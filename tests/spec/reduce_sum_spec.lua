@@ -127,3 +127,31 @@ describe("sum / mean / prod", function()
     assert.matches("tensor expected, got number", R.error_of(dt.sum, 3), 1, true)
   end)
 end)
+
+-- sum/mean over all dims or given dims, keepdim, and their errors.
+do
+  local S = require("tests.spec.support.spec_helpers")
+  local err, fails, close, tmpname = S.err, S.fails, S.close, S.tmpname
+
+  describe("sum and mean: all dims, given dims, keepdim", function()
+    local a = dt.tensor({{1, 5, 3}, {4, 2, 6}}, {dtype = "float64"})
+
+    it("dt.ones(2,3):sum(1) reduces the first dim", function()
+      assert.are.same({2, 2, 2}, dt.ones(2, 3):sum(1):totable())
+    end)
+
+    it("sum mean over all or given dims with keepdim", function()
+      assert.are.equal(21, a:sum():item())
+      assert.are.same({9, 12}, a:sum(2):totable())
+      assert.are.same({{9}, {12}}, a:sum(2, true):totable())
+      assert.are.same({{9}, {12}}, a:sum(-1, {keepdim = true}):totable())
+      assert.are.equal(21, a:sum({1, 2}):item())
+      assert.are.equal(3.5, a:mean():item())
+      assert.are.same({2.5, 3.5, 4.5}, a:mean(1):totable())
+      assert.are.same({{2.5, 3.5, 4.5}}, a:mean(1, true):totable())
+      fails("sum: dim 3 out of range for a 2-d tensor", a.sum, a, 3)
+      fails("mean: dim 1 appears more than once", a.mean, a, {1, 1})
+      fails("mean: input dtype int64 is not floating point", function() return dt.tensor({1, 2}):mean() end)
+    end)
+  end)
+end

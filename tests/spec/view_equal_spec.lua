@@ -68,3 +68,23 @@ describe("allclose", function()
       err(function() return dt.zeros(1):allclose(dt.zeros(1), -1) end), 1, true)
   end)
 end)
+
+-- equal/allclose with rtol and atol.
+do
+  local S = require("tests.spec.support.spec_helpers")
+  local err, fails, close, tmpname = S.err, S.fails, S.close, S.tmpname
+
+  describe("equal and allclose: tolerances, shapes", function()
+    it("t:equal(u) (boolean), t:allclose(u, rtol, atol)", function()
+      local a = dt.tensor({{1, 5}, {4, 2}}, {dtype = "float64"})
+      assert.are.equal(true, a:equal(a:clone()))
+      assert.are.equal(false, a:equal(a + 1))
+      assert.are.equal(false, a:equal(dt.tensor({1, 5, 4, 2}, {dtype = "float64"})))
+      assert.are.equal(true, a:allclose(a + 1e-9))
+      assert.are.equal(false, a:allclose(a + 1e-3))
+      assert.are.equal(true, a:allclose(a + 1e-3, 1e-2, 0))
+      assert.are.equal(true, a:allclose(a + 1e-3, 0, 1e-2))
+      fails("allclose: shapes {2,2} and {5} cannot broadcast", a.allclose, a, dt.ones(5))
+    end)
+  end)
+end

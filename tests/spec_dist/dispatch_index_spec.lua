@@ -1,4 +1,4 @@
--- Indexing on DTensors (issue 5): t[k] and t[k] = v for random shapes (even and uneven),
+-- Indexing on DTensors: t[k] and t[k] = v for random shapes (even and uneven),
 -- random placements on every mesh of this world (off-mesh ranks included) and random keys
 -- of every form (integers, negative ones, {start, stop[, step]}, {i}, {}, ":"), compared with
 -- the same indexing of the global tensor; the collectives issued; errors on every rank.

@@ -1,4 +1,4 @@
--- The sharding dispatcher (issue 5), SPMD on every mesh of this world: for random shapes
+-- The sharding dispatcher, SPMD on every mesh of this world: for random shapes
 -- (even and uneven) and placements, full_tensor() of an op on DTensors equals the op on the
 -- global tensors; the collectives issued (dt.comm_debug); the decision cache
 -- (dt.dispatch_stats); mixing plain tensors; in-place ops; ranks outside the mesh; errors.
@@ -533,3 +533,416 @@ describe("dispatch: errors of the Lua-composed ops", function()
     fails("cat: element 2 of the list is a plain tensor of 12 elements mixed with DTensors", dt.cat, {w, W})
   end)
 end)
+
+-- Every pointwise op and reduction over random float dtypes and 0-size dims, matmul shapes and
+-- dtypes, in-place ops, errors on the global shapes, cross_entropy, norms, sdpa, Lua ops that
+-- change the shape, on every mesh: each against the op on the global plain tensors.
+do
+  local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
+  local rank, n = dt.rank(), dt.world_size()
+  local fails, dist = H.fails, H.dist
+
+  -- d a DTensor: its global metadata on every rank, its values on the mesh's ranks (nan and
+  -- inf where the reference has them; bfloat16/float16 to their precision).
+  local function close(d, want, what)
+    assert.are.same(want:size(), d:size(), what)
+    assert.are.equal(want.dtype, d.dtype, what)
+    local got = d:full_tensor()
+    if not d.device_mesh:get_coordinate() or want:numel() == 0 then return end
+    local g, w = got:to("float64"), want:to("float64")
+    assert(dt.equal(g:ne(g), w:ne(w)), (what or "") .. ": nan at other places")
+    local same = g:eq(w)
+    g, w = dt.where(same, 0, g), dt.where(same, 0, w)
+    g, w = dt.where(g:ne(g), 0, g), dt.where(w:ne(w), 0, w)
+    local tol = (want.dtype == "bfloat16" or want.dtype == "float16") and 2e-2 or 1e-9
+    if want.dtype == "float32" then tol = 1e-5 end
+    local err = (g - w):abs():max():item()
+    assert(err <= tol * (1 + w:abs():max():item()), (what or "") .. ": max error " .. err)
+  end
+
+  local function values(shape, dtype)
+    local numel = 1
+    for _, v in ipairs(shape) do numel = numel * v end
+    return ((dt.arange(numel):to("float64") * 0.37):sin():reshape(shape) * 3):to(dtype or "float32")
+  end
+
+  -- the plain op's error message on the global tensors (without its position)
+  local function plain_error(f, ...)
+    local ok, err = pcall(f, ...)
+    assert(not ok, "the plain op was expected to fail")
+    return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
+  end
+
+  local FLOATS = {"float32", "float64", "bfloat16", "float16"}
+
+  for _, entry in ipairs(H.meshes()) do
+    local name, mesh = entry[1], entry[2]
+    describe("dispatcher on mesh " .. name .. ": dtypes, 0-size dims, in-place ops, errors, Lua ops", function()
+      it("every pointwise op and reduction, random float dtypes, shapes with 0-size dims, Partial inputs", function()
+        local rng = H.prng(123)
+        for case = 1, 10 do
+          local dtype = rng.pick(FLOATS)
+          local shape = H.shape_of(rng, rng.int(1, 3), 0, 5)
+          local X = values(shape, dtype)
+          local x = dist(X, mesh, H.placements(rng, mesh, #shape, true))
+          local what = name .. " case " .. case .. " " .. dtype .. " {" .. table.concat(shape, ",") .. "} " ..
+                           H.placement_string(x.placements)
+          for _, op in ipairs {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "sin", "cos"} do
+            close(x[op](x), X[op](X), what .. " " .. op)
+          end
+          close(x:gelu("tanh"), X:gelu("tanh"), what .. " gelu tanh")
+          close(x:clamp(-1, 1), X:clamp(-1, 1), what .. " clamp")
+          close(x:pow(2), X:pow(2), what .. " pow")
+          close(x:remainder(2), X:remainder(2), what .. " remainder")
+          for _, op in ipairs {"eq", "ne", "lt", "le", "gt", "ge"} do close(x[op](x, 0.5), X[op](X, 0.5), what .. " " .. op) end
+          close(dt.add(x, x, {alpha = 2}), dt.add(X, X, {alpha = 2}), what .. " add alpha")
+          close(dt.sub(x, x * 3, {alpha = 0.5}), dt.sub(X, X * 3, {alpha = 0.5}), what .. " sub alpha")
+          close(dt.where(x:gt(0), x, 0), dt.where(X:gt(0), X, 0), what .. " where with a number")
+          close(x:to("int32"), X:to("int32"), what .. " to int32")
+          close(x:sum(), X:sum(), what .. " sum all")
+          close(x:mean(), X:mean(), what .. " mean all")
+          local d = rng.int(1, #shape)
+          if shape[d] > 0 then
+            for _, op in ipairs {"sum", "mean", "amax", "amin", "prod", "var", "std", "argmax", "argmin"} do
+              close(x[op](x, d, true), X[op](X, d, true), what .. " " .. op .. " dim " .. d)
+            end
+            close(x:norm(2, d), X:norm(2, d), what .. " norm dim " .. d)
+            local v, i = x:min(d)
+            local V, I = X:min(d)
+            close(v, V, what .. " min values")
+            close(i, I, what .. " min indices")
+          else -- plain tensors refuse these too: the same error on every rank
+            fails(plain_error(X.amax, X, d), x.amax, x, d)
+            fails(plain_error(X.argmin, X, d), x.argmin, x, d)
+          end
+          close(x:softmax(d), X:softmax(d), what .. " softmax")
+          close(x:log_softmax(d), X:log_softmax(d), what .. " log_softmax")
+        end
+      end)
+
+      it("matmul: 1-d and broadcast N-d operands, integer and bfloat16 dtypes, addmm with a 2-d bias, N-d linear", function()
+        local rng = H.prng(77)
+        for case = 1, 8 do
+          local dtype = rng.pick {"float32", "float64", "bfloat16", "int64", "int32"}
+          local m, k, nn, b = rng.int(0, 5), rng.int(1, 5), rng.int(1, 5), rng.int(1, 3)
+          local A, B, V = values({m, k}, dtype), values({k, nn}, dtype), values({k}, dtype)
+          local a, bb = dist(A, mesh, H.placements(rng, mesh, 2, true)), dist(B, mesh, H.placements(rng, mesh, 2, true))
+          local v = dist(V, mesh, H.placements(rng, mesh, 1, true))
+          local what = name .. " matmul case " .. case .. " " .. dtype .. " " .. H.placement_string(a.placements) ..
+                           H.placement_string(bb.placements)
+          close(a:matmul(v), A:matmul(V), what .. " 2-d x 1-d")
+          close(v:matmul(v), V:matmul(V), what .. " 1-d x 1-d")
+          close(v:matmul(bb), V:matmul(B), what .. " 1-d x 2-d")
+          local X4, Y3 = values({b, 1, m, k}, dtype), values({3, k, nn}, dtype)
+          local x4, y3 = dist(X4, mesh, H.placements(rng, mesh, 4, true)), dist(Y3, mesh, H.placements(rng, mesh, 3, true))
+          close(x4:matmul(y3), X4:matmul(Y3), what .. " 4-d x 3-d broadcast batch")
+          close(v:matmul(y3), V:matmul(Y3), what .. " 1-d x 3-d")
+          if not dtype:match("int") then
+            local C = values({m, nn}, dtype)
+            local c = dist(C, mesh, H.placements(rng, mesh, 2, true))
+            close(dt.addmm(c, a, bb), dt.addmm(C, A, B), what .. " addmm 2-d bias")
+            local W, Bi = values({nn, k}, dtype), values({nn}, dtype)
+            local w, bi = dist(W, mesh, H.placements(rng, mesh, 2, false)), dist(Bi, mesh, H.placements(rng, mesh, 1, false))
+            close(dt.F.linear(x4, w, bi), dt.F.linear(X4, W, Bi), what .. " linear 4-d")
+          end
+        end
+      end)
+
+      it("in-place ops: copy_ from other placements, broadcast and dtypes; add_ with alpha; Partial kept", function()
+        local rng = H.prng(5)
+        for case = 1, 6 do
+          local X = values({5, 3}, "float32")
+          local px = H.placements(rng, mesh, 2, false)
+          local what = name .. " in-place case " .. case .. " " .. H.placement_string(px)
+          local y = dist(X, mesh, px):clone()
+          local src = dist(X * 2 + 1, mesh, H.placements(rng, mesh, 2, true))
+          y:copy_(src)
+          assert.are.equal(H.placement_string(px), H.placement_string(y.placements), what)
+          close(y, X * 2 + 1, what .. " copy_")
+          local row = values({3}, "float64")
+          y:copy_(dist(row, mesh, H.placements(rng, mesh, 1, false)))
+          close(y, row:to("float32"):unsqueeze(1):expand(5, 3):contiguous(), what .. " copy_ broadcast, cast")
+          local Xi = X:to("int64")
+          local yi = dist(Xi, mesh, px):clone()
+          yi:add_(yi, {alpha = 2})
+          close(yi, Xi * 3, what .. " add_ alpha int64")
+          assert.are.equal(H.placement_string(px), H.placement_string(yi.placements), what)
+        end
+        if n > 1 and mesh.ndim == 1 then
+          local X = values({4, 3}, "float32")
+          local p = dist(X, mesh, {dt.Partial("sum")})
+          p:add_(p)
+          assert.are.equal("Partial(sum)", tostring(p.placements[1]))
+          close(p, X * 2, name .. " add_ of two Partial(sum)")
+          p:mul_(3)
+          close(p, X * 6, name .. " mul_ of a Partial(sum) by a number")
+          fails("add_: an in-place op keeps its input's placements (Partial(sum)), and no strategy can", p.add_, p, 1)
+        end
+      end)
+
+      it("bad input: the plain op's error on the global shapes, on every rank", function()
+        local X, Y = values({4, 3}), values({2, 4})
+        local x, y = dist(X, mesh, {dt.Shard(1), table.unpack(H.placements(H.prng(1), mesh, 2, false), 2)}), dist(Y, mesh, H.placements(H.prng(2), mesh, 2, false))
+        fails(plain_error(function() return X + Y end), function() return x + y end)
+        fails(plain_error(X.matmul, X, X), x.matmul, x, x)
+        fails(plain_error(X.sum, X, 5), x.sum, x, 5)
+        fails(plain_error(X.view, X, 5, -1), x.view, x, 5, -1)
+        fails(plain_error(X.narrow, X, 1, 3, 5), x.narrow, x, 1, 3, 5)
+        fails(plain_error(X.expand, X, 5, 3), x.expand, x, 5, 3)
+        fails(plain_error(X.copy_, X:clone(), Y), x.copy_, x, y)
+        fails(plain_error(X.softmax, X:long(), 1), function() return x:long():softmax(1) end)
+        fails(plain_error(dt.where, X, X, X), dt.where, x, x, x)
+        -- the joins check the global shapes (local shards may agree where they do not)
+        fails(plain_error(dt.cat, {X, Y}, 1), dt.cat, {x, y}, 1)
+        fails(plain_error(dt.stack, {X, X:narrow(1, 1, 2)}), dt.stack, {x, x:narrow(1, 1, 2)})
+        fails(plain_error(dt.cat, {X, X}, 3), dt.cat, {x, x}, 3)
+        fails(plain_error(dt.cat, {X, X}, 0), dt.cat, {x, x}, 0)
+        fails(plain_error(dt.stack, {X, X}, -4), dt.stack, {x, x}, -4)
+        fails(plain_error(dt.cat, {X, X}, 1.5), dt.cat, {x, x}, 1.5)
+        local s = dist(dt.tensor(1.0), mesh, H.placements(H.prng(3), mesh, 0, false))
+        fails(plain_error(dt.cat, {dt.tensor(1.0)}), dt.cat, {s})
+        fails(plain_error(dt.F.layer_norm, X, 5), dt.F.layer_norm, x, 5)
+      end)
+
+      it("cross_entropy on DTensors: bad targets, shapes, dtypes and options raise plain's error on every rank", function()
+        local rng = H.prng(8)
+        local Lg = values({5, 4}, "float32")
+        local Good = dt.tensor({1, 4, 2, 3, -100}, {dtype = "int64"})
+        for case = 1, 6 do
+          local lg = dist(Lg, mesh, H.placements(rng, mesh, 2, false)) -- class-sharded (loss parallel) or not
+          local tp = H.placements(rng, mesh, 1, false)
+          local what = name .. " ce case " .. case .. " " .. H.placement_string(lg.placements) .. H.placement_string(tp)
+          for _, bad in ipairs {5, 0, -3} do
+            local T = Good:clone()
+            T[rng.int(1, 5)] = bad
+            fails(plain_error(dt.F.cross_entropy, Lg, T), dt.F.cross_entropy, lg, dist(T, mesh, tp))
+          end
+          local t = dist(Good, mesh, tp)
+          local G4 = dt.tensor({1, 4, 2, 3, 4}, {dtype = "int64"})
+          close(dt.F.cross_entropy(lg, dist(G4, mesh, tp), {ignore_index = 4, reduction = "none"}),
+                dt.F.cross_entropy(Lg, G4, {ignore_index = 4, reduction = "none"}), what .. " ignore_index")
+          close(dt.F.cross_entropy(lg, t), dt.F.cross_entropy(Lg, Good), what .. " mean")
+          local T3 = dt.tensor({1, 2, 3}, {dtype = "int64"})
+          fails(plain_error(dt.F.cross_entropy, Lg, T3), dt.F.cross_entropy, lg, dist(T3, mesh, tp))
+          fails(plain_error(dt.F.cross_entropy, Lg, Good, {reduction = "bogus"}), dt.F.cross_entropy, lg, t, {reduction = "bogus"})
+          fails(plain_error(dt.F.cross_entropy, Lg, Good, {foo = 1}), dt.F.cross_entropy, lg, t, {foo = 1})
+          fails(plain_error(dt.F.cross_entropy, Lg, Good, {ignore_index = 1.5}), dt.F.cross_entropy, lg, t, {ignore_index = 1.5})
+          fails(plain_error(dt.F.cross_entropy, Lg:long(), Good), dt.F.cross_entropy, lg:long(), t)
+          fails(plain_error(dt.F.cross_entropy, Lg, Good:float()), dt.F.cross_entropy, lg, t:float())
+        end
+      end)
+
+      it("cross_entropy on [n, classes, d] and [classes] logits; norms in bfloat16/float16; sdpa with masks", function()
+        local rng = H.prng(99)
+        for case = 1, 5 do
+          local N, C, D = rng.int(1, 4), rng.int(1, 6), rng.int(1, 3)
+          local Lg = values({N, C, D}, rng.pick {"float32", "float64"})
+          local T = (dt.arange(N * D):remainder(C) + 1):reshape(N, D)
+          local lg, t = dist(Lg, mesh, H.placements(rng, mesh, 3, false)), dist(T, mesh, H.placements(rng, mesh, 2, false))
+          local what = name .. " case " .. case .. " " .. H.placement_string(lg.placements) .. H.placement_string(t.placements)
+          for _, red in ipairs {"none", "sum", "mean"} do
+            close(dt.F.cross_entropy(lg, t, {reduction = red}), dt.F.cross_entropy(Lg, T, {reduction = red}), what .. " ce 3-d " .. red)
+          end
+          local L1, T0 = values({C}), dt.tensor(C, {dtype = "int64"})
+          close(dt.F.cross_entropy(dist(L1, mesh, H.placements(rng, mesh, 1, false)), dist(T0, mesh, H.placements(rng, mesh, 0, false))),
+                dt.F.cross_entropy(L1, T0), what .. " ce 1-d logits")
+          local dtype = rng.pick {"bfloat16", "float16"}
+          local X, W = values({N, C, D + 1}, dtype), values({D + 1}, dtype)
+          local x = dist(X, mesh, H.placements(rng, mesh, 3, true))
+          local w = dist(W, mesh, H.placements(rng, mesh, 1, false))
+          close(dt.F.layer_norm(x, D + 1, w, w), dt.F.layer_norm(X, D + 1, W, W), what .. " layer_norm " .. dtype)
+          close(dt.F.rms_norm(x, D + 1, w), dt.F.rms_norm(X, D + 1, W), what .. " rms_norm " .. dtype)
+          local B, Hh, L, S, E = rng.int(1, 3), rng.int(1, 4), rng.int(1, 4), rng.int(1, 4), rng.int(1, 3)
+          local Q, K, V = values({B, Hh, L, E}), values({B, Hh, S, E}):cos(), values({B, Hh, S, E}):sin()
+          local M, Mf = values({1, Hh, L, S}):gt(-1), values({L, S})
+          local q, k, v = dist(Q, mesh, H.placements(rng, mesh, 4, false)), dist(K, mesh, H.placements(rng, mesh, 4, false)),
+                          dist(V, mesh, H.placements(rng, mesh, 4, false))
+          close(dt.F.scaled_dot_product_attention(q, k, v, {attn_mask = dist(M, mesh, H.placements(rng, mesh, 4, false))}),
+                dt.F.scaled_dot_product_attention(Q, K, V, {attn_mask = M}), what .. " sdpa bool mask")
+          close(dt.F.scaled_dot_product_attention(q, k, v, {attn_mask = dist(Mf, mesh, H.placements(rng, mesh, 2, false)), scale = 0.3}),
+                dt.F.scaled_dot_product_attention(Q, K, V, {attn_mask = Mf, scale = 0.3}), what .. " sdpa float mask")
+        end
+      end)
+
+      it("a Lua op whose forward changes the shape: the global shape adds up uneven shards, on every rank", function()
+        local rowsum = dt.register_op {
+          name = "luaop_rowsum", forward = function(x) return x:sum(2, true) end,
+          sharding = function(schema) return {{inputs = {schema.inputs[1].placements}, output = schema.inputs[1].placements}} end,
+        }
+        local rng = H.prng(13)
+        for case = 1, 5 do
+          local X = values(H.shape_of(rng, 2, 1, 7))
+          local p = H.placements(rng, mesh, 2, false)
+          for m = 1, mesh.ndim do if p[m]:is_shard() and p[m].dim == 2 then p[m] = dt.Replicate() end end
+          local y = rowsum(dist(X, mesh, p))
+          close(y, X:sum(2, true), name .. " Lua op case " .. case .. " " .. H.placement_string(p))
+        end
+        -- the agreed shape is remembered per decision and non-tensor arguments: a new k is
+        -- agreed again, a repeated call issues no collective
+        local take = dt.register_op {
+          name = "luaop_take", forward = function(x, k) return x:narrow(2, 1, k) end,
+          sharding = function(schema) return {{inputs = {schema.inputs[1].placements}, output = schema.inputs[1].placements}} end,
+        }
+        local X5 = values({5, 3})
+        local p = H.placements(rng, mesh, 2, false)
+        for m = 1, mesh.ndim do if p[m]:is_shard() and p[m].dim == 2 then p[m] = dt.Replicate() end end
+        local x5 = dist(X5, mesh, p)
+        close(take(x5, 1), X5:narrow(2, 1, 1), name .. " Lua op, k = 1")
+        close(take(x5, 2), X5:narrow(2, 1, 2), name .. " Lua op, k = 2")
+        local c = dt.comm_debug(function() take(x5, 2) end)
+        assert.are.equal(0, #c.ops, name .. " a repeated Lua op call agrees on nothing")
+        local twice = dt.register_op {
+          name = "luaop_twice", forward = function(x) return x * 2 end,
+          sharding = function(schema) return {{inputs = {schema.inputs[1].placements}, output = schema.inputs[1].placements}} end,
+        }
+        local X = values({5, 3})
+        close(twice(dist(X, mesh, H.placements(rng, mesh, 2, false))), X * 2, name .. " shape-preserving Lua op")
+      end)
+    end)
+  end
+end
+
+-- Partial(sum) inputs built with dt.from_local from non-zero, mixed-sign parts on every rank
+-- of the mesh (distribute_tensor's Partial holds the value on one rank and zeros elsewhere,
+-- which hides an op wrongly applied to each part: relu(-y) + relu(x + y) == relu(x) when y = 0).
+-- Values are multiples of 1/4, so every sum is exact in float64 and the order does not matter.
+do
+  -- The parts of X: coordinate 0 holds X + (k - 1) * Y, every other coordinate -Y (k ranks).
+  local function partial_from_parts(X, Y, mesh)
+    local k, c = 1, 0
+    local coord = mesh:get_coordinate()
+    local shape = mesh:shape()
+    for m = 1, mesh.ndim do
+      k = k * shape[m]
+      if coord then c = c * shape[m] + coord[m] end
+    end
+    local part = c == 0 and X + Y * (k - 1) or -Y
+    local p = {}
+    for m = 1, mesh.ndim do p[m] = dt.Partial("sum") end
+    return dt.from_local(part, mesh, p), k
+  end
+  local function quarters(shape, seed)
+    local numel = 1
+    for _, v in ipairs(shape) do numel = numel * v end
+    return ((dt.arange(numel) * (7 + seed)):remainder(23) - 11):to("float64"):reshape(shape) / 4
+  end
+  local function meshes()
+    local list = {{"1-d of " .. n, dt.init_device_mesh("cpu", {n})}}
+    if n == 4 then list[2] = {"2x2", dt.init_device_mesh("cpu", {2, 2})} end
+    return list
+  end
+  local function sorted_keys(t)
+    local k = {}
+    for key in pairs(t) do k[#k + 1] = key end
+    table.sort(k)
+    return k
+  end
+  local function all_partial(d)
+    for _, p in ipairs(d.placements) do if not p:is_partial() then return false end end
+    return true
+  end
+
+  for _, entry in ipairs(meshes()) do
+    local name, mesh = entry[1], entry[2]
+    describe("dispatch on mesh " .. name .. ": Partial(sum) inputs from mixed-sign parts", function()
+      local X, Y = quarters({3, 5}, 0), quarters({3, 5}, 4)
+      local x, k = partial_from_parts(X, Y, mesh)
+
+      it("the parts are non-zero and of both signs on every rank, and sum to X", function()
+        local l = x:to_local()
+        if k > 1 then
+          assert.is_true(l:gt(0):sum():item() > 0 and l:lt(0):sum():item() > 0)
+        end
+        assert.is_true(dt.equal(x:full_tensor(), X))
+      end)
+
+      it("pointwise ops that are not linear give the op of the sum", function()
+        local ops = {
+          relu = function(t) return t:relu() end, abs = function(t) return t:abs() end,
+          exp = function(t) return t:exp() end, sigmoid = function(t) return t:sigmoid() end,
+          tanh = function(t) return t:tanh() end, gelu = function(t) return t:gelu() end,
+          silu = function(t) return t:silu() end, sin = function(t) return t:sin() end,
+          cos = function(t) return t:cos() end, clamp = function(t) return t:clamp(-1, 1) end,
+          square = function(t) return t * t end, pow = function(t) return t:pow(2) end,
+          add_scalar = function(t) return t + 1 end, gt = function(t) return t:gt(0) end,
+          sqrt_abs = function(t) return t:abs():sqrt() end, amax = function(t) return t:amax(2) end,
+          max = function(t) return (t:max(1)) end, softmax = function(t) return t:softmax(2) end,
+          norm = function(t) return t:norm() end, var = function(t) return t:var(1) end,
+        }
+        for _, opname in ipairs(sorted_keys(ops)) do close(ops[opname](x), ops[opname](X), name .. " " .. opname) end
+      end)
+
+      it("linear ops keep Partial(sum) and give the op of the sum", function()
+        local ops = {
+          neg = function(t) return -t end, mul_scalar = function(t) return t * 3 end,
+          div_scalar = function(t) return t / 2 end, add_partial = function(t) return t + t end,
+          sub_partial = function(t) return t * 3 - t end, sum = function(t) return t:sum(2) end,
+          sum_all = function(t) return t:sum() end, transpose = function(t) return t:t() end,
+          view = function(t) return t:view(15) end, clone = function(t) return t:clone() end,
+        }
+        for _, opname in ipairs(sorted_keys(ops)) do -- the same order on every rank: full_tensor is a collective
+          local f = ops[opname]
+          local y = f(x)
+          assert.is_true(all_partial(y), name .. " " .. opname .. " keeps Partial(sum), got " .. H.placement_string(y.placements))
+          close(y, f(X), name .. " " .. opname)
+        end
+      end)
+    end)
+  end
+end
+
+-- The decision cache is keyed by the static arguments and the operand order: the same op
+-- called twice on the same DTensor, differing only in one of them, gives each its own result.
+for _, entry in ipairs(H.meshes()) do
+  local name, mesh = entry[1], entry[2]
+  describe("dispatch on mesh " .. name .. ": the decision cache tells calls apart", function()
+    local X = (dt.arange(4 * 6):to("float64"):reshape(4, 6) * 0.7):sin() * 3 + 0.5
+    local pls = {}
+    for m = 1, mesh.ndim do pls[m] = dt.Replicate() end
+    local families = {{"R", pls}}
+    for d = 1, 2 do
+      local s = {}
+      for m = 1, mesh.ndim do s[m] = m == 1 and dt.Shard(d) or dt.Replicate() end
+      families[#families + 1] = {"S" .. d, s}
+    end
+    local pp = {}
+    for m = 1, mesh.ndim do pp[m] = m == 1 and dt.Partial("sum") or dt.Replicate() end
+    families[#families + 1] = {"P", pp}
+
+    -- pairs of calls that differ in a static argument or in operand order only
+    local pairs_ = {
+      {"sum keepdim / not", function(t) return t:sum(2, true) end, function(t) return t:sum(2) end},
+      {"sum dim 1 / dim 2", function(t) return t:sum(1) end, function(t) return t:sum(2) end},
+      {"mean keepdim / not", function(t) return t:mean(1, true) end, function(t) return t:mean(1) end},
+      {"x / 2, 2 / x", function(t) return t / 2 end, function(t) return 2 / t end},
+      {"x - 2, 2 - x", function(t) return t - 2 end, function(t) return 2 - t end},
+      {"x % 2, 2 % x", function(t) return t % 2 end, function(t) return 2 % t end},
+      {"x ^ 2, 2 ^ x", function(t) return t ^ 2 end, function(t) return 2 ^ t end},
+      {"x < 1, 1 < x", function(t) return t:lt(1) end, function(t) return t:gt(1) end},
+      {"x / 2, x / 3", function(t) return t / 2 end, function(t) return t / 3 end},
+      {"clamp min / max", function(t) return t:clamp(0) end, function(t) return t:clamp(nil, 0) end},
+      {"clamp (-1, 1) / (0, 2)", function(t) return t:clamp(-1, 1) end, function(t) return t:clamp(0, 2) end},
+      {"add alpha 1 / 2", function(t) return t:add(t) end, function(t) return t:add(t, 2) end},
+      {"var correction 1 / 0", function(t) return t:var(2) end, function(t) return t:var(2, {correction = 0}) end},
+      {"norm p 2 / 1", function(t) return t:norm(2, 2) end, function(t) return t:norm(1, 2) end},
+      {"max dim 1 / 2", function(t) return (t:max(1)) end, function(t) return (t:max(2)) end},
+      {"argmax keepdim / not", function(t) return t:argmax(2, true) end, function(t) return t:argmax(2) end},
+      {"softmax dim 1 / 2", function(t) return t:softmax(1) end, function(t) return t:softmax(2) end},
+      {"transpose / permute back", function(t) return t:transpose(1, 2) end, function(t) return t:permute(1, 2) end},
+      {"narrow 1 / 2", function(t) return t:narrow(2, 1, 2) end, function(t) return t:narrow(2, 3, 2) end},
+      {"gelu erf / tanh", function(t) return t:gelu() end, function(t) return dt.F.gelu(t, {approximate = "tanh"}) end},
+    }
+
+    it("static arguments and operand order are part of the key: each call against one device", function()
+      for _, fam in ipairs(families) do
+        local x = dist(X, mesh, fam[2])
+        for _, pc in ipairs(pairs_) do
+          local what = name .. " " .. fam[1] .. " " .. pc[1]
+          close(pc[2](x), pc[2](X), what .. " (first call)")
+          close(pc[3](x), pc[3](X), what .. " (second call)")
+          close(pc[2](x), pc[2](X), what .. " (first call again)")
+        end
+      end
+    end)
+  end)
+end

@@ -1,4 +1,4 @@
--- Helpers shared by io_spec.lua, nn_spec.lua and acceptance_issue6_spec.lua.
+-- Helpers shared by io_spec.lua, nn_spec.lua and random_spec.lua.
 local assert = require "luassert"
 local M = {}
 

@@ -1,5 +1,5 @@
 -- Helpers shared by the specs that run dtlua as a subprocess (dist_launch_spec.lua,
--- acceptance_issue3_spec.lua).  Every run is wrapped in timeout(1): a hang fails, it
+-- bench_spec.lua).  Every run is wrapped in timeout(1): a hang fails, it
 -- never blocks.
 local M = {}
 

@@ -1,0 +1,86 @@
+-- The operator table walked row by row (in the spirit of ggml's test-backend-ops): for every
+-- row of src/ops/op_list.h (dt._op_rows()), the CPU kernel against a plain-Lua float64
+-- reference on random shapes, 0-size and non-contiguous inputs included.  The cases are the
+-- table in tests/spec/support/op_cases.lua (one entry per op); a row without one fails here.
+-- Prints the coverage at the end (op x device; a "grad" column joins with autograd).
+local C = require "tests.spec.support.op_cases"
+local rows = dt._op_rows()
+local devices = {"cpu"} -- a column per device with a kernel table
+local coverage = {}
+
+local function flags(row)
+  local f = {}
+  for _, k in ipairs {"view", "inplace", "factory", "random"} do if row[k] then f[#f + 1] = k end end
+  return table.concat(f, ",")
+end
+
+describe("operator table, every row on one device", function()
+  it("every row has a case, and every case a row", function()
+    local missing, extra = C.missing()
+    assert(#missing == 0, "rows of src/ops/op_list.h without a case in tests/spec/support/op_cases.lua: " ..
+      table.concat(missing, ", "))
+    assert(#extra == 0, "cases without a row in src/ops/op_list.h: " .. table.concat(extra, ", "))
+  end)
+
+  for idx, row in ipairs(rows) do
+    local e = C.ops[row.name]
+    if e then
+      it(row.name .. ": the cpu kernel against the reference", function()
+        local cases = e.cases(C.prng(1000 + idx))
+        assert.is_true(#cases > 0, row.name .. ": no cases")
+        for k, c in ipairs(cases) do
+          local what = row.name .. " case " .. k .. " (" .. c.label .. ")"
+          if e.random then dt.manual_seed(1234 + k) end
+          local out = table.pack(e.run(c.inputs, c.static))
+          assert.are.equal(row.nout, out.n, what .. ": number of results")
+          if e.random then -- the same generator position gives the same draw, bit for bit
+            dt.manual_seed(1234 + k)
+            local again = table.pack(e.run(c.inputs, c.static))
+            for j = 1, row.nout do
+              assert.is_true(again[j].dtype == out[j].dtype and dt.equal(again[j], out[j]), what .. ": reproducible")
+            end
+          end
+          if e.check then
+            e.check(row.nout > 1 and out or out[1], c.inputs, c.static)
+          else
+            local want = e.ref(c.inputs, c.static)
+            if row.nout == 1 then want = {want} end
+            for j = 1, row.nout do C.check_ref(out[j], want[j], C.tol(e, out[j].dtype), what .. " result " .. j) end
+          end
+          if e.check_extra then e.check_extra(out[1]) end
+        end
+        coverage[row.name] = #cases
+      end)
+    end
+  end
+
+  -- rows flagged inplace return their self tensor (the same Lua value, as torch returns self)
+  local inplace_calls = {
+    copy_ = function(x) return x:copy_(dt.ones(3)) end, fill_ = function(x) return x:fill_(2) end,
+    zero_ = function(x) return x:zero_() end, add_ = function(x) return x:add_(1) end,
+    mul_ = function(x) return x:mul_(2) end, uniform_ = function(x) return x:uniform_(0, 1) end,
+    normal_ = function(x) return x:normal_(0, 1) end,
+  }
+  for _, row in ipairs(rows) do
+    if row.inplace then
+      it(row.name .. " returns self", function()
+        assert(inplace_calls[row.name], row.name .. ": an in-place row without a call in op_table_spec.lua")
+        local x = dt.zeros(2, 3)
+        assert.are.equal(x, inplace_calls[row.name](x))
+      end)
+    end
+  end
+
+  it("prints the coverage: op x device (cases run; a grad column joins with autograd)", function()
+    local lines = {string.format("%-30s %-16s %6s %6s", "op (src/ops/op_list.h)", "flags", devices[1], "grad")}
+    local n = 0
+    for _, row in ipairs(rows) do
+      local c = coverage[row.name]
+      if c then n = n + 1 end
+      lines[#lines + 1] = string.format("%-30s %-16s %6s %6s", row.name, flags(row), c and tostring(c) or "NONE", "-")
+    end
+    lines[#lines + 1] = string.format("op table coverage: %d of %d rows on cpu", n, #rows)
+    io.write("\n", table.concat(lines, "\n"), "\n")
+    assert.are.equal(#rows, n, "rows without a passing case")
+  end)
+end)

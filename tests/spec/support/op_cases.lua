@@ -1,0 +1,1279 @@
+-- The case table of the op-table-driven specs (tests/spec/op_table_spec.lua on one device,
+-- tests/spec_dist/op_table_dtensor_spec.lua on DTensors), one entry per row of the operator
+-- table (src/ops/op_list.h, listed from Lua by dt._op_rows()).  A row without an entry fails
+-- both specs.  Adding an op: one entry here, usually one line through a family constructor
+-- (unary, binary, compare, reduce, view, ...).
+--
+-- An entry:
+--   cases(rng)            -> list of {inputs = {tensors...}, static = {...}, label = "..."}:
+--                            random shapes (0-size dims included) from rng, a PRNG seeded alike
+--                            on every rank; non-contiguous inputs where they apply
+--   run(inputs, static, mesh_opts) -> the op's result(s); the same function on plain tensors
+--                            and DTensors (mesh_opts = {device_mesh =, placements =} for
+--                            factories on a mesh, nil otherwise)
+--   ref(inputs, static)   -> the expected result(s) computed in plain Lua from totable()
+--                            data: {shape = {...}, data = {flat float64 values}} (one per
+--                            output); or check(outs, inputs, static) for ops whose values are
+--                            not a function of the inputs (empty, random ops: properties and
+--                            reproducibility; bit-exact Philox values are in random_spec.lua)
+--   tol                   relative tolerance (float64 reference; default 1e-12 for float64
+--                            results, 1e-5 for float32), 0 = exact
+--   exact                 DTensor results must equal the single-device op bitwise
+--                            (data movement, random ops); else allclose
+--   dist                  false: no DTensor form (reason in dist_reason)
+--   partial               false: Partial(sum) inputs are not tried (integer or bool-only inputs)
+--   refuses               {family = "documented error"}: the dispatcher refuses the op on
+--                            that placement family (raised on every rank)
+--   factory               the op takes mesh_opts instead of DTensor inputs
+local assert = require "luassert"
+local M = {}
+
+-- ---------------------------------------------------------------- data helpers
+local function numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
+end
+M.numel = numel
+
+function M.prng(seed) -- Park-Miller: deterministic and identical on every rank
+  local s = seed
+  local r = {}
+  function r.int(lo, hi)
+    s = (s * 48271) % 2147483647
+    return lo + s % (hi - lo + 1)
+  end
+  function r.pick(list) return list[r.int(1, #list)] end
+  return r
+end
+
+-- flat row-major Lua values of t (booleans as 0/1)
+local function vals(t)
+  local out = t:reshape(t:numel()):totable()
+  if t.dtype == "bool" then for i, v in ipairs(out) do out[i] = v and 1 or 0 end end
+  return out
+end
+M.vals = vals
+
+local function make(flat, shape, dtype)
+  local t = dt.tensor(#flat > 0 and flat or {}, {dtype = dtype or "float64"})
+  return t:reshape(shape)
+end
+M.make = make
+
+-- n values k/4 with k in -11..11 (exact in every float dtype); positive: in 1/4..23/4
+local function quarters(rng, n, positive)
+  local v = {}
+  for i = 1, n do
+    local k = rng.int(-11, 11)
+    if positive then k = math.abs(k) + 1 end
+    v[i] = k / 4
+  end
+  return v
+end
+-- n distinct values (no ties for max/argmax), in a random order
+local function distinct(rng, n)
+  local v = {}
+  for i = 1, n do v[i] = (i - 1 - n // 2) / 4 end
+  for i = n, 2, -1 do
+    local j = rng.int(1, i)
+    v[i], v[j] = v[j], v[i]
+  end
+  return v
+end
+
+local function rand_shape(rng, ndim, lo, hi)
+  local s = {}
+  for d = 1, ndim do s[d] = rng.int(lo or 0, hi or 4) end
+  return s
+end
+
+-- the same values as t, in a non-contiguous layout (t itself when no such layout exists)
+local function noncontig(t)
+  local nd = t:dim()
+  if nd == 0 then return t end
+  if nd == 1 then return dt.stack({t, t}, 2):select(2, 1) end
+  return t:transpose(1, nd):contiguous():transpose(1, nd)
+end
+M.noncontig = noncontig
+
+local function coords(i, shape) -- 1-based flat index -> 1-based coordinates
+  local c = {}
+  for d = #shape, 1, -1 do
+    c[d] = (i - 1) % shape[d] + 1
+    i = (i - 1) // shape[d] + 1
+  end
+  return c
+end
+local function flat_index(c, shape)
+  local i = 0
+  for d = 1, #shape do i = i * shape[d] + (c[d] - 1) end
+  return i + 1
+end
+
+-- a reference result {shape, data} whose element at out coords oc is f(oc)
+local function build(shape, f)
+  local data = {}
+  for i = 1, numel(shape) do data[i] = f(coords(i, shape)) end
+  return {shape = shape, data = data}
+end
+-- reads element c of a reference-like {shape, data} (broadcast: size-1 / missing leading dims)
+local function at(x, c)
+  local nd, off = #x.shape, #c - #x.shape
+  local cc = {}
+  for d = 1, nd do cc[d] = x.shape[d] == 1 and 1 or c[d + off] end
+  return x.data[flat_index(cc, x.shape)]
+end
+local function ref_of(t) return {shape = t:size(), data = vals(t)} end
+M.ref_of = ref_of
+
+local function broadcast_shape(...)
+  local shapes, nd = {...}, 0
+  for _, s in ipairs(shapes) do nd = math.max(nd, #s) end
+  local out = {}
+  for d = 1, nd do
+    local v = 1
+    for _, s in ipairs(shapes) do
+      local k = s[d - (nd - #s)]
+      if k and k ~= 1 then v = k end
+    end
+    out[d] = v
+  end
+  return out
+end
+
+-- shape b broadcastable to a: some dims 1, maybe fewer leading dims
+local function broadcastable(rng, a)
+  local b = {}
+  for d = 1, #a do b[d] = rng.int(1, 3) == 1 and 1 or a[d] end
+  if #b > 0 and rng.int(1, 3) == 1 then table.remove(b, 1) end
+  return b
+end
+
+local function t_of(rng, shape, dtype, kind)
+  local n = numel(shape)
+  local v = kind == "distinct" and distinct(rng, n) or quarters(rng, n, kind == "positive")
+  if dtype and (dtype:match("int") or dtype == "uint8") then
+    for i = 1, n do v[i] = math.floor(v[i] * 4) end
+    if dtype == "uint8" then for i = 1, n do v[i] = math.abs(v[i]) end end
+  end
+  if kind == "nonzero" then for i = 1, n do if v[i] == 0 then v[i] = 1 end end end
+  return make(v, shape, dtype or "float64")
+end
+M.t_of = t_of
+
+local function erf(x) -- Maclaurin series: |x| <= 3 here, error far below 1e-12
+  local s, term, k = 0, x, 0
+  repeat
+    local add = term / (2 * k + 1)
+    s = s + add
+    k = k + 1
+    term = -term * x * x / k
+  until math.abs(add) < 1e-17 * math.max(1, math.abs(s)) and k > 5
+  return 2 / math.sqrt(math.pi) * s
+end
+
+-- ---------------------------------------------------------------- families
+local ops = {}
+M.ops = ops
+
+-- elementwise: fn over every element; inputs: float64 and float32, 0-size and non-contiguous
+local function unary(method, fn, o)
+  o = o or {}
+  return {
+    family = "pointwise",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 4 do
+        local dtype = (o.dtypes or {"float64", "float32", "float64", "float64"})[i] or "float64"
+        local x = t_of(rng, rand_shape(rng, i - 1 + (i == 4 and -1 or 0), i == 3 and 0 or 1), dtype, o.kind)
+        list[#list + 1] = {inputs = {i == 3 and noncontig(x) or x}, static = o.static and o.static(rng) or {},
+                           label = dtype .. (i == 3 and " non-contiguous" or "")}
+      end
+      list[#list + 1] = {inputs = {t_of(rng, {0, 3})}, static = o.static and o.static(rng) or {}, label = "0-size"}
+      return list
+    end,
+    run = function(i, s) return method(i[1], s) end,
+    ref = function(i, s)
+      local x = ref_of(i[1])
+      local d = {}
+      for k, v in ipairs(x.data) do d[k] = fn(v, s) end
+      return {shape = x.shape, data = d}
+    end,
+    tol = o.tol,
+    partial = o.partial,
+  }
+end
+
+-- tensor-tensor with broadcasting, tensor-scalar, scalar-tensor (forms the op has)
+local function binary(method, fn, o)
+  o = o or {}
+  return {
+    family = "pointwise",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 5 do
+        local dtype = (o.dtypes or {"float64", "float32", "float64", "float64", "float64"})[i] or "float64"
+        local sa = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+        local a = t_of(rng, sa, dtype, o.kind_a)
+        local b = t_of(rng, broadcastable(rng, sa), dtype, o.kind_b)
+        if i == 3 then a, b = noncontig(a), noncontig(b) end
+        list[#list + 1] = {inputs = {a, b}, static = {form = "tt"}, label = dtype .. (i == 3 and " non-contiguous" or "")}
+      end
+      if o.scalar ~= false then
+        local sa = rand_shape(rng, 2, 1)
+        local sc = o.scalar or 3
+        list[#list + 1] = {inputs = {t_of(rng, sa, "float64", o.kind_a)}, static = {form = "ts", s = sc}, label = "tensor, scalar"}
+        if o.rscalar then
+          list[#list + 1] = {inputs = {t_of(rng, sa, "float64", o.kind_b)}, static = {form = "st", s = o.rscalar},
+                             label = "scalar, tensor"}
+        end
+      end
+      if o.int then
+        local sa = rand_shape(rng, 2, 1)
+        list[#list + 1] = {inputs = {t_of(rng, sa, "int64", o.kind_a), t_of(rng, sa, "int64", o.kind_b)},
+                           static = {form = "tt"}, label = "int64"}
+      end
+      return list
+    end,
+    run = function(i, s)
+      if s.form == "ts" then return method(i[1], s.s) end
+      if s.form == "st" then return o.rmethod(s.s, i[1]) end
+      return method(i[1], i[2])
+    end,
+    ref = function(i, s)
+      if s.form == "ts" or s.form == "st" then
+        local x = ref_of(i[1])
+        local d = {}
+        for k, v in ipairs(x.data) do d[k] = s.form == "ts" and fn(v, s.s) or fn(s.s, v) end
+        return {shape = x.shape, data = d}
+      end
+      local a, b = ref_of(i[1]), ref_of(i[2])
+      return build(broadcast_shape(a.shape, b.shape), function(c) return fn(at(a, c), at(b, c)) end)
+    end,
+    tol = o.tol,
+    exact = o.exact,
+    partial = o.partial,
+  }
+end
+
+local function cmp(method, fn)
+  return binary(method, function(a, b) return fn(a, b) and 1 or 0 end,
+                {exact = true, int = true, rscalar = 0, rmethod = function(s, x) return method(dt.full(x:size(), s, {dtype = x.dtype}), x) end})
+end
+
+-- reductions over one dim (keepdim or not) or every dim; fn(list) -> value
+local function reduce(method_dim, method_all, fn, o)
+  o = o or {}
+  return {
+    family = "reduce",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 5 do
+        local nd = rng.int(1, 3)
+        local shape = rand_shape(rng, nd, (i == 4 and not o.nonempty) and 0 or 1)
+        local x = t_of(rng, shape, i == 2 and "float32" or o.dtype or "float64", o.kind)
+        if i == 3 then x = noncontig(x) end
+        local dim = i ~= 5 and rng.int(1, nd) or nil
+        list[#list + 1] = {inputs = {x}, static = {dim = dim, keep = i % 2 == 1, p = o.static and o.static(rng)},
+                           label = (dim and ("dim " .. dim) or "all dims") .. (i == 3 and " non-contiguous" or "") ..
+                               (i == 4 and " 0-size allowed" or "")}
+      end
+      return list
+    end,
+    run = function(i, s)
+      if s.dim then return method_dim(i[1], s.dim, s.keep, s.p) end
+      return method_all(i[1], s.p)
+    end,
+    ref = function(i, s)
+      local x = ref_of(i[1])
+      local R = require "tests.spec.reduce_ref"
+      local outs = {}
+      for k = 1, o.nout or 1 do
+        local f = o.nout and fn[k] or fn
+        local nested, shape = R.reduce(x.data, x.shape, s.dim and {s.dim} or nil, s.dim and s.keep, function(l) return f(l, s.p) end)
+        local flat = {}
+        local function walk(t)
+          if type(t) == "table" then for _, e in ipairs(t) do walk(e) end else flat[#flat + 1] = t end
+        end
+        walk(nested)
+        outs[k] = {shape = shape, data = flat}
+      end
+      return o.nout and outs or outs[1]
+    end,
+    tol = o.tol,
+  }
+end
+
+-- a view (or a copy of one): out element at coords c is input element map(c, in_shape, static)
+local function view(method, out_shape, map, gen)
+  return {
+    family = "view",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 4 do
+        local c = gen(rng, i)
+        local x = t_of(rng, c.shape)
+        if i == 3 then x = noncontig(x) end
+        list[#list + 1] = {inputs = {x}, static = c.static, label = (i == 3 and "non-contiguous " or "") .. "shape {" ..
+                           table.concat(c.shape, ",") .. "}"}
+      end
+      return list
+    end,
+    run = function(i, s) return method(i[1], s) end,
+    ref = function(i, s)
+      local x = ref_of(i[1])
+      return build(out_shape(x.shape, s), function(c) return x.data[flat_index(map(c, x.shape, s), x.shape)] end)
+    end,
+    tol = 0,
+    exact = true,
+  }
+end
+
+-- ---------------------------------------------------------------- factories
+local function fopts(dtype, mesh_opts)
+  local o = {dtype = dtype}
+  if mesh_opts then o.device_mesh, o.placements = mesh_opts.device_mesh, mesh_opts.placements end
+  return o
+end
+local function factory_cases(rng, extra)
+  local list = {}
+  for i = 1, 3 do
+    local shape = rand_shape(rng, rng.int(1, 3), i == 3 and 0 or 1, 5)
+    list[#list + 1] = {inputs = {}, static = {shape = shape, dtype = ({"float32", "float64", "int64"})[i], x = extra and extra(rng, i)},
+                       label = "shape {" .. table.concat(shape, ",") .. "}"}
+  end
+  return list
+end
+
+ops.empty = {
+  family = "factory", factory = true,
+  cases = factory_cases,
+  run = function(_, s, m) return dt.empty(s.shape, fopts(s.dtype, m)) end,
+  check = function(out, _, s) -- values undefined: shape and dtype only
+    assert.are.same(s.shape, out:size())
+    assert.are.equal(s.dtype, out.dtype)
+  end,
+  shape_only = true,
+}
+ops.full = {
+  family = "factory", factory = true, exact = true,
+  cases = function(rng) return factory_cases(rng, function(r) return r.int(-9, 9) end) end,
+  run = function(_, s, m) return dt.full(s.shape, s.x, fopts(s.dtype, m)) end,
+  ref = function(_, s) return build(s.shape, function() return s.x end) end,
+  tol = 0,
+}
+ops.arange = {
+  family = "factory", dist = false, dist_reason = "no mesh form (doc/dtensor.md: factories on a mesh)",
+  cases = function(rng)
+    local list = {}
+    for _, c in ipairs {{0, 7, 1}, {-3, 4, 2}, {5, -2, -3}, {0.5, 2.5, 0.25}, {2, 2, 1}} do
+      list[#list + 1] = {inputs = {}, static = {a = c[1], b = c[2], st = c[3]}, label = table.concat(c, ",")}
+    end
+    return list
+  end,
+  run = function(_, s) return dt.arange(s.a, s.b, s.st, {dtype = "float64"}) end,
+  ref = function(_, s)
+    local d = {}
+    local k = 0
+    while (s.st > 0 and s.a + k * s.st < s.b) or (s.st < 0 and s.a + k * s.st > s.b) do
+      d[#d + 1] = s.a + k * s.st
+      k = k + 1
+    end
+    return {shape = {#d}, data = d}
+  end,
+  tol = 0,
+}
+ops.eye = {
+  family = "factory", dist = false, dist_reason = "no mesh form (doc/dtensor.md: factories on a mesh)",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 3 do
+      local n, m = rng.int(0, 5), rng.int(1, 5)
+      list[#list + 1] = {inputs = {}, static = {n = n, m = m}, label = n .. "x" .. m}
+    end
+    return list
+  end,
+  run = function(_, s) return dt.eye(s.n, s.m) end,
+  ref = function(_, s) return build({s.n, s.m}, function(c) return c[1] == c[2] and 1 or 0 end) end,
+  tol = 0,
+}
+
+-- ---------------------------------------------------------------- copies and casts
+local function same_values(i) return ref_of(i[1]) end
+ops.clone = unary(function(x) return x:clone() end, function(v) return v end, {tol = 0})
+ops.clone.exact = true
+ops.to = {
+  family = "pointwise", exact = true, tol = 0,
+  cases = function(rng)
+    local list = {}
+    for i, pair in ipairs {{"float64", "float32"}, {"float32", "float64"}, {"int64", "float64"}, {"float64", "bfloat16"},
+                           {"int32", "int64"}, {"float64", "float64"}} do
+      local x = t_of(rng, rand_shape(rng, rng.int(1, 3), i == 2 and 0 or 1), pair[1])
+      if i == 3 then x = noncontig(x) end
+      list[#list + 1] = {inputs = {x}, static = {dtype = pair[2]}, label = pair[1] .. " -> " .. pair[2]}
+    end
+    return list
+  end,
+  run = function(i, s) return i[1]:to(s.dtype) end,
+  ref = same_values, -- quarters and small integers are exact in every dtype here
+}
+ops.contiguous = {
+  family = "pointwise", exact = true, tol = 0,
+  cases = function(rng)
+    return {{inputs = {noncontig(t_of(rng, {3, 4}))}, static = {}, label = "non-contiguous"},
+            {inputs = {t_of(rng, {2, 0, 3})}, static = {}, label = "0-size"},
+            {inputs = {t_of(rng, rand_shape(rng, 3, 1))}, static = {}, label = "contiguous"}}
+  end,
+  run = function(i) return i[1]:contiguous() end,
+  ref = same_values,
+  check_extra = function(out) assert.is_true(out:is_contiguous()) end,
+}
+ops.copy_ = {
+  family = "inplace", exact = true, tol = 0,
+  refuses = {P = "copy_: an in-place op keeps its input's placements (Partial(sum))"},
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local sa = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+      local src = t_of(rng, broadcastable(rng, sa), i == 2 and "float32" or "float64")
+      local dst = t_of(rng, sa)
+      if i == 3 then dst = noncontig(dst) end
+      list[#list + 1] = {inputs = {dst, src}, static = {}, label = (i == 3 and "non-contiguous self, " or "") .. "broadcast src"}
+    end
+    return list
+  end,
+  run = function(i) return i[1]:clone():copy_(i[2]) end,
+  ref = function(i)
+    local src = ref_of(i[2])
+    return build(i[1]:size(), function(c) return at(src, c) end)
+  end,
+}
+ops.fill_ = {
+  family = "inplace", exact = true, tol = 0,
+  refuses = {P = "fill_: an in-place op keeps its input's placements (Partial(sum))"},
+  cases = function(rng)
+    local list = {}
+    for i = 1, 3 do
+      local x = t_of(rng, rand_shape(rng, rng.int(1, 3), i == 2 and 0 or 1))
+      list[#list + 1] = {inputs = {i == 3 and noncontig(x) or x}, static = {v = rng.int(-5, 5) / 2}, label = "case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return i[1]:clone():fill_(s.v) end,
+  ref = function(i, s) return build(i[1]:size(), function() return s.v end) end,
+}
+ops.zero_ = {
+  family = "inplace", exact = true, tol = 0,
+  cases = ops.fill_.cases,
+  run = function(i) return i[1]:clone():zero_() end,
+  ref = function(i) return build(i[1]:size(), function() return 0 end) end,
+}
+
+-- ---------------------------------------------------------------- pointwise unary
+local function sig(v) return 1 / (1 + math.exp(-v)) end
+ops.neg = unary(function(x) return x:neg() end, function(v) return -v end, {tol = 0, partial = "linear"})
+ops.abs = unary(function(x) return x:abs() end, math.abs, {tol = 0})
+ops.exp = unary(function(x) return x:exp() end, math.exp)
+ops.log = unary(function(x) return x:log() end, function(v) return math.log(v) end, {kind = "positive"})
+ops.sqrt = unary(function(x) return x:sqrt() end, math.sqrt, {kind = "positive"})
+ops.rsqrt = unary(function(x) return x:rsqrt() end, function(v) return 1 / math.sqrt(v) end, {kind = "positive"})
+ops.tanh = unary(function(x) return x:tanh() end, function(v) return (math.exp(2 * v) - 1) / (math.exp(2 * v) + 1) end)
+ops.sigmoid = unary(function(x) return x:sigmoid() end, sig)
+ops.relu = unary(function(x) return x:relu() end, function(v) return math.max(v, 0) end, {tol = 0})
+ops.gelu = unary(function(x, s) return dt.F.gelu(x, s.tanh and {approximate = "tanh"} or nil) end, function(v, s)
+  if s.tanh then return 0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ^ 3))) end
+  return 0.5 * v * (1 + erf(v / math.sqrt(2)))
+end, {static = function(rng) return {tanh = rng.int(1, 2) == 1} end, tol = 1e-11})
+ops.silu = unary(function(x) return x:silu() end, function(v) return v * sig(v) end)
+ops.sin = unary(function(x) return x:sin() end, math.sin)
+ops.cos = unary(function(x) return x:cos() end, math.cos)
+ops.clamp = unary(function(x, s) return x:clamp(s.lo, s.hi) end, function(v, s)
+  if s.lo and v < s.lo then v = s.lo end
+  if s.hi and v > s.hi then v = s.hi end
+  return v
+end, {tol = 0, static = function(rng)
+  local k = rng.int(1, 3)
+  return {lo = k ~= 2 and rng.int(-8, 0) / 4 or nil, hi = k ~= 1 and rng.int(0, 8) / 4 or nil}
+end})
+
+-- ---------------------------------------------------------------- pointwise binary
+local function lua_rem(a, b) return a - math.floor(a / b) * b end
+ops.add = binary(function(a, b) return a:add(b) end, function(a, b) return a + b end,
+                 {int = true, rscalar = 2, rmethod = function(s, x) return s + x end, tol = 1e-12, partial = "linear"})
+ops.sub = binary(function(a, b) return a:sub(b) end, function(a, b) return a - b end,
+                 {int = true, rscalar = 2, rmethod = function(s, x) return s - x end, partial = "linear"})
+ops.mul = binary(function(a, b) return a:mul(b) end, function(a, b) return a * b end,
+                 {int = true, rscalar = 2, rmethod = function(s, x) return s * x end, partial = "linear"})
+ops.div = binary(function(a, b) return a:div(b) end, function(a, b) return a / b end,
+                 {kind_b = "nonzero", rscalar = 2, rmethod = function(s, x) return s / x end, partial = "linear"})
+ops.pow = binary(function(a, b) return a:pow(b) end, function(a, b) return a ^ b end,
+                 {kind_a = "positive", scalar = 2, rscalar = 2, rmethod = function(s, x) return s ^ x end})
+ops.remainder = binary(function(a, b) return a:remainder(b) end, lua_rem,
+                       {kind_b = "nonzero", int = true, rscalar = 5, rmethod = function(s, x) return s % x end})
+ops.eq = cmp(function(a, b) return a:eq(b) end, function(a, b) return a == b end)
+ops.ne = cmp(function(a, b) return a:ne(b) end, function(a, b) return a ~= b end)
+ops.lt = cmp(function(a, b) return a:lt(b) end, function(a, b) return a < b end)
+ops.le = cmp(function(a, b) return a:le(b) end, function(a, b) return a <= b end)
+ops.gt = cmp(function(a, b) return a:gt(b) end, function(a, b) return a > b end)
+ops.ge = cmp(function(a, b) return a:ge(b) end, function(a, b) return a >= b end)
+ops.add_ = binary(function(a, b) return a:clone():add_(b) end, function(a, b) return a + b end, {rscalar = nil})
+ops.add_.family = "inplace"
+ops.mul_ = binary(function(a, b) return a:clone():mul_(b) end, function(a, b) return a * b end, {rscalar = nil})
+ops.mul_.family = "inplace"
+ops.add_.refuses = {P = "add_: an in-place op keeps its input's placements (Partial(sum))"}
+-- in place: b broadcasts to a's shape (not the other way)
+for _, name in ipairs {"add_", "mul_"} do
+  local base = ops[name].cases
+  ops[name].cases = function(rng)
+    local list = {}
+    for _, c in ipairs(base(rng)) do
+      if c.static.form ~= "tt" or #broadcast_shape(c.inputs[1]:size(), c.inputs[2]:size()) == c.inputs[1]:dim() then
+        local ok = true
+        if c.static.form == "tt" then
+          local bs = broadcast_shape(c.inputs[1]:size(), c.inputs[2]:size())
+          for d, v in ipairs(bs) do if v ~= c.inputs[1]:size(d) then ok = false end end
+        end
+        if ok then list[#list + 1] = c end
+      end
+    end
+    return list
+  end
+end
+ops.where = {
+  family = "pointwise", exact = true, tol = 0,
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local sc = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+      local cond = t_of(rng, sc):gt(0)
+      local a, b = t_of(rng, broadcastable(rng, sc)), t_of(rng, broadcastable(rng, sc))
+      if i == 3 then cond, a = noncontig(cond), noncontig(a) end
+      list[#list + 1] = {inputs = {cond, a, b}, static = {}, label = "case " .. i}
+    end
+    local x = t_of(rng, {3, 4})
+    list[#list + 1] = {inputs = {x:gt(0), x}, static = {scalar = -1}, label = "scalar b"}
+    return list
+  end,
+  run = function(i, s) return dt.where(i[1], i[2], s.scalar or i[3]) end,
+  ref = function(i, s)
+    local c, a = ref_of(i[1]), ref_of(i[2])
+    local b = s.scalar and {shape = {}, data = {s.scalar}} or ref_of(i[3])
+    return build(broadcast_shape(c.shape, a.shape, b.shape), function(k)
+      return at(c, k) ~= 0 and at(a, k) or at(b, k)
+    end)
+  end,
+}
+
+-- ---------------------------------------------------------------- reductions
+local R = require "tests.spec.reduce_ref"
+ops.sum = reduce(function(x, d, k) return x:sum(d, k) end, function(x) return x:sum() end, R.sum)
+ops.mean = reduce(function(x, d, k) return x:mean(d, k) end, function(x) return x:mean() end, R.mean)
+ops.prod = reduce(function(x, d, k) return x:prod(d, k) end, function(x) return x:prod() end, R.prod)
+ops.amax = reduce(function(x, d, k) return x:amax(d, k) end, function(x) return x:amax() end, R.max, {nonempty = true, tol = 0})
+ops.amin = reduce(function(x, d, k) return x:amin(d, k) end, function(x) return x:amin() end, R.min, {nonempty = true, tol = 0})
+ops.max = reduce(function(x, d, k) return x:max(d, k) end, function(x) return x:max(1, false) end, {R.max, R.argmax},
+                 {nonempty = true, tol = 0, nout = 2, kind = "distinct"})
+ops.min = reduce(function(x, d, k) return x:min(d, k) end, function(x) return x:min(1, false) end, {R.min, R.argmin},
+                 {nonempty = true, tol = 0, nout = 2, kind = "distinct"})
+-- max/min without a dim reduce dim 1 here (the all-dims form is amax's)
+for _, name in ipairs {"max", "min"} do
+  local e = ops[name]
+  local cases = e.cases
+  e.cases = function(rng)
+    local list = cases(rng)
+    for _, c in ipairs(list) do if not c.static.dim then c.static.dim, c.label = 1, "dim 1" end end
+    return list
+  end
+end
+ops.argmax = reduce(function(x, d, k) return x:argmax(d, k) end, function(x) return x:argmax() end, R.argmax,
+                    {nonempty = true, tol = 0, kind = "distinct"})
+ops.argmin = reduce(function(x, d, k) return x:argmin(d, k) end, function(x) return x:argmin() end, R.argmin,
+                    {nonempty = true, tol = 0, kind = "distinct"})
+local function corr(rng) return rng.int(0, 1) end
+ops.var = reduce(function(x, d, k, c) return x:var(d, {keepdim = k, correction = c}) end,
+                 function(x, c) return x:var(nil, {correction = c}) end, function(l, c) return R.var(c)(l) end, {static = corr})
+ops.std = reduce(function(x, d, k, c) return x:std(d, {keepdim = k, correction = c}) end,
+                 function(x, c) return x:std(nil, {correction = c}) end, function(l, c) return math.sqrt(R.var(c)(l)) end,
+                 {static = corr})
+ops.norm = reduce(function(x, d, k, p) return x:norm(p, d, k) end, function(x, p) return x:norm(p) end,
+                  function(l, p) return #l == 0 and 0 or R.norm(p)(l) end, {static = function(rng) return rng.pick {1, 2, 3, math.huge} end})
+
+local function along(x, d, fn) -- applies fn(list) -> list along dim d of a reference
+  local out = {shape = x.shape, data = {}}
+  local groups = {}
+  for i = 1, #x.data do
+    local c = coords(i, x.shape)
+    local key = c[d]
+    c[d] = 1
+    local g = flat_index(c, x.shape)
+    groups[g] = groups[g] or {idx = {}, v = {}}
+    groups[g].idx[key], groups[g].v[key] = i, x.data[i]
+  end
+  for _, g in pairs(groups) do
+    local r = fn(g.v)
+    for k, i in pairs(g.idx) do out.data[i] = r[k] end
+  end
+  return out
+end
+local function softmax_list(l, log)
+  local m = R.max(l)
+  local s = 0
+  for _, v in ipairs(l) do s = s + math.exp(v - m) end
+  local r = {}
+  for k, v in ipairs(l) do r[k] = log and (v - m - math.log(s)) or math.exp(v - m) / s end
+  return r
+end
+for _, name in ipairs {"softmax", "log_softmax"} do
+  ops[name] = {
+    family = "softmax",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 4 do
+        local nd = rng.int(1, 3)
+        local x = t_of(rng, rand_shape(rng, nd, i == 4 and 0 or 1), i == 2 and "float32" or "float64")
+        if i == 3 then x = noncontig(x) end
+        list[#list + 1] = {inputs = {x}, static = {dim = rng.int(1, nd)}, label = "case " .. i}
+      end
+      return list
+    end,
+    run = function(i, s) return i[1][name](i[1], s.dim) end,
+    ref = function(i, s) return along(ref_of(i[1]), s.dim, function(l) return softmax_list(l, name == "log_softmax") end) end,
+  }
+end
+
+-- ---------------------------------------------------------------- linear algebra
+local function ref_matmul(a, b) -- PyTorch rules on references
+  local sa, sb = {table.unpack(a.shape)}, {table.unpack(b.shape)}
+  local va, vb = #sa == 1, #sb == 1
+  if va then table.insert(sa, 1, 1) end
+  if vb then sb[#sb + 1] = 1 end
+  local n, k, m = sa[#sa - 1], sa[#sa], sb[#sb]
+  local ba, bb = {table.unpack(sa, 1, #sa - 2)}, {table.unpack(sb, 1, #sb - 2)}
+  local batch = broadcast_shape(ba, bb)
+  local full = {table.unpack(batch)}
+  full[#full + 1], full[#full + 2] = n, m
+  local A = {shape = sa, data = a.data}
+  local B = {shape = sb, data = b.data}
+  local out = build(full, function(c)
+    local nb = #batch
+    local s = 0
+    for kk = 1, k do
+      local ca, cb = {}, {}
+      for d = 1, nb do ca[d], cb[d] = c[d], c[d] end
+      ca[nb + 1], ca[nb + 2] = c[nb + 1], kk
+      cb[nb + 1], cb[nb + 2] = kk, c[nb + 2]
+      s = s + at(A, ca) * at(B, cb)
+    end
+    return s
+  end)
+  local shape = {table.unpack(batch)}
+  if not va then shape[#shape + 1] = n end
+  if not vb then shape[#shape + 1] = m end
+  out.shape = shape
+  return out
+end
+local function linalg(run, gen, ref)
+  return {
+    family = "matmul",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 5 do
+        local shapes, static = gen(rng, i)
+        local ins = {}
+        for j, s in ipairs(shapes) do
+          ins[j] = t_of(rng, s, i == 2 and "float32" or "float64")
+          if i == 3 then ins[j] = noncontig(ins[j]) end
+        end
+        local lab = {}
+        for j, s in ipairs(shapes) do lab[j] = "{" .. table.concat(s, ",") .. "}" end
+        list[#list + 1] = {inputs = ins, static = static or {}, label = table.concat(lab, " x ")}
+      end
+      return list
+    end,
+    run = run,
+    ref = ref or function(i) return ref_matmul(ref_of(i[1]), ref_of(i[2])) end,
+  }
+end
+ops.matmul = linalg(function(i) return i[1]:matmul(i[2]) end, function(rng, i)
+  local n, k, m, b = rng.int(1, 4), rng.int(i == 4 and 0 or 1, 4), rng.int(1, 4), rng.int(1, 3)
+  return ({{{k}, {k}}, {{n, k}, {k}}, {{k}, {k, m}}, {{n, k}, {k, m}}, {{b, 1, n, k}, {2, k, m}}})[i] or {{n, k}, {k, m}}
+end)
+ops.mm = linalg(function(i) return i[1]:mm(i[2]) end, function(rng, i)
+  local n, k, m = rng.int(1, 5), rng.int(i == 4 and 0 or 1, 5), rng.int(1, 5)
+  return {{n, k}, {k, m}}
+end)
+ops.bmm = linalg(function(i) return i[1]:bmm(i[2]) end, function(rng, i)
+  local b, n, k, m = rng.int(1, 3), rng.int(1, 4), rng.int(i == 4 and 0 or 1, 4), rng.int(1, 4)
+  return {{b, n, k}, {b, k, m}}
+end)
+ops.addmm = linalg(function(i, s) return dt.addmm(i[1], i[2], i[3], {beta = s.beta, alpha = s.alpha}) end, function(rng, i)
+  local n, k, m = rng.int(1, 5), rng.int(i == 4 and 0 or 1, 5), rng.int(1, 5)
+  return {rng.int(1, 2) == 1 and {m} or {n, m}, {n, k}, {k, m}}, {beta = rng.int(-2, 2) / 2, alpha = rng.int(1, 4) / 2}
+end, function(i, s)
+  local ab, c = ref_matmul(ref_of(i[2]), ref_of(i[3])), ref_of(i[1])
+  return build(ab.shape, function(k) return s.beta * at(c, k) + s.alpha * ab.data[flat_index(k, ab.shape)] end)
+end)
+
+-- ---------------------------------------------------------------- views
+local function shape_gen(ndlo, ndhi)
+  return function(rng, i) return {shape = rand_shape(rng, rng.int(ndlo, ndhi), i == 4 and 0 or 1)} end
+end
+local function rowmajor(c, in_shape, out_shape) -- same flat position
+  return coords(flat_index(c, out_shape), in_shape)
+end
+local function reshape_gen(rng, i)
+  local shape = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+  local n = numel(shape)
+  local to = {n}
+  if n > 0 and n % 2 == 0 then to = {2, n // 2} end
+  if rng.int(1, 2) == 1 and #to == 2 then to[2] = -1 end
+  return {shape = shape, static = {to = to}}
+end
+local function resolved(s, x_shape)
+  local out, known, free = {}, 1, nil
+  for d, v in ipairs(s.to) do if v == -1 then free = d else known = known * v end out[d] = v end
+  if free then out[free] = known == 0 and 0 or numel(x_shape) // known end
+  return out
+end
+ops.view = view(function(x, s) return x:contiguous():view(s.to) end, function(sh, s) return resolved(s, sh) end,
+                function(c, sh, s) return rowmajor(c, sh, resolved(s, sh)) end, reshape_gen)
+ops.reshape = view(function(x, s) return x:reshape(s.to) end, function(sh, s) return resolved(s, sh) end,
+                   function(c, sh, s) return rowmajor(c, sh, resolved(s, sh)) end, reshape_gen)
+ops.transpose = view(function(x, s) return x:transpose(s.a, s.b) end,
+  function(sh, s) local o = {table.unpack(sh)} o[s.a], o[s.b] = sh[s.b], sh[s.a] return o end,
+  function(c, _, s) local o = {table.unpack(c)} o[s.a], o[s.b] = c[s.b], c[s.a] return o end,
+  function(rng, i)
+    local nd = rng.int(2, 3)
+    return {shape = rand_shape(rng, nd, i == 4 and 0 or 1), static = {a = rng.int(1, nd), b = rng.int(1, nd)}}
+  end)
+ops.permute = view(function(x, s) return x:permute(s.order) end,
+  function(sh, s) local o = {} for d, p in ipairs(s.order) do o[d] = sh[p] end return o end,
+  function(c, _, s) local o = {} for d, p in ipairs(s.order) do o[p] = c[d] end return o end,
+  function(rng, i)
+    local nd = rng.int(1, 4)
+    local order = {}
+    for d = 1, nd do order[d] = d end
+    for d = nd, 2, -1 do local j = rng.int(1, d) order[d], order[j] = order[j], order[d] end
+    return {shape = rand_shape(rng, nd, i == 4 and 0 or 1), static = {order = order}}
+  end)
+ops.narrow = view(function(x, s) return x:narrow(s.dim, s.start, s.len) end,
+  function(sh, s) local o = {table.unpack(sh)} o[s.dim] = s.len return o end,
+  function(c, _, s) local o = {table.unpack(c)} o[s.dim] = c[s.dim] + s.start - 1 return o end,
+  function(rng, i)
+    local shape = rand_shape(rng, rng.int(1, 3), 1)
+    local dim = rng.int(1, #shape)
+    local start = rng.int(1, shape[dim])
+    local len = i == 4 and 0 or rng.int(0, shape[dim] - start + 1)
+    return {shape = shape, static = {dim = dim, start = start, len = len}}
+  end)
+ops.slice = view(function(x, s)
+  local key = {}
+  for d = 1, x:dim() do key[d] = {} end
+  key[s.dim] = {s.start, s.stop, s.step}
+  return x[key]
+end, function(sh, s) local o = {table.unpack(sh)} o[s.dim] = (s.stop - s.start) // s.step + 1 return o end,
+  function(c, _, s) local o = {table.unpack(c)} o[s.dim] = s.start + (c[s.dim] - 1) * s.step return o end,
+  function(rng)
+    local shape = rand_shape(rng, rng.int(1, 3), 1, 6)
+    local dim = rng.int(1, #shape)
+    local start = rng.int(1, shape[dim])
+    return {shape = shape, static = {dim = dim, start = start, stop = rng.int(start, shape[dim]), step = rng.int(1, 3)}}
+  end)
+ops.select = view(function(x, s) return x:select(s.dim, s.idx) end,
+  function(sh, s) local o = {table.unpack(sh)} table.remove(o, s.dim) return o end,
+  function(c, _, s) local o = {table.unpack(c)} table.insert(o, s.dim, s.idx) return o end,
+  function(rng, i)
+    local shape = rand_shape(rng, rng.int(1, 3), 1)
+    if i == 4 and #shape > 1 then shape[#shape] = 0 end
+    local dim = rng.int(1, #shape)
+    if shape[dim] == 0 then dim = 1 end
+    return {shape = shape, static = {dim = dim, idx = rng.int(1, shape[dim])}}
+  end)
+ops.unsqueeze = view(function(x, s) return x:unsqueeze(s.dim) end,
+  function(sh, s) local o = {table.unpack(sh)} table.insert(o, s.dim, 1) return o end,
+  function(c, _, s) local o = {table.unpack(c)} table.remove(o, s.dim) return o end,
+  function(rng, i)
+    local shape = rand_shape(rng, rng.int(0, 3), i == 4 and 0 or 1)
+    return {shape = shape, static = {dim = rng.int(1, #shape + 1)}}
+  end)
+ops.squeeze = view(function(x, s) if s.dim then return x:squeeze(s.dim) end return x:squeeze() end,
+  function(sh, s)
+    local o = {}
+    for d, v in ipairs(sh) do if not (v == 1 and (s.dim == nil or s.dim == d)) then o[#o + 1] = v end end
+    return o
+  end,
+  function(c, sh, s)
+    local o, k = {}, 1
+    for d, v in ipairs(sh) do
+      if v == 1 and (s.dim == nil or s.dim == d) then o[d] = 1 else o[d], k = c[k], k + 1 end
+    end
+    return o
+  end,
+  function(rng, i)
+    local shape = rand_shape(rng, rng.int(1, 4), i == 4 and 0 or 1, 3)
+    shape[rng.int(1, #shape)] = 1
+    return {shape = shape, static = {dim = rng.int(1, 2) == 1 and rng.int(1, #shape) or nil}}
+  end)
+ops.expand = view(function(x, s) return x:expand(s.to) end,
+  function(sh, s) local o = {} for d, v in ipairs(s.to) do o[d] = v == -1 and sh[d - (#s.to - #sh)] or v end return o end,
+  function(c, sh) local o = {} for d = 1, #sh do o[d] = sh[d] == 1 and 1 or c[d + #c - #sh] end return o end,
+  function(rng, i)
+    local shape = rand_shape(rng, rng.int(1, 3), 1, 3)
+    local to = {}
+    for d, v in ipairs(shape) do to[d] = v == 1 and rng.int(i == 4 and 0 or 1, 4) or (rng.int(1, 2) == 1 and -1 or v) end
+    if rng.int(1, 2) == 1 then table.insert(to, 1, rng.int(1, 3)) end
+    return {shape = shape, static = {to = to}}
+  end)
+ops.flatten = view(function(x, s) return x:flatten(s.a, s.b) end,
+  function(sh, s)
+    if #sh == 0 then return {1} end
+    local o = {}
+    for d = 1, s.a - 1 do o[#o + 1] = sh[d] end
+    local m = 1
+    for d = s.a, s.b do m = m * sh[d] end
+    o[#o + 1] = m
+    for d = s.b + 1, #sh do o[#o + 1] = sh[d] end
+    return o
+  end,
+  function(c, sh, s)
+    if #sh == 0 then return {} end
+    local mid = {}
+    for d = s.a, s.b do mid[#mid + 1] = sh[d] end
+    local inner = coords(c[s.a], mid)
+    local o = {}
+    for d = 1, s.a - 1 do o[d] = c[d] end
+    for d = s.a, s.b do o[d] = inner[d - s.a + 1] end
+    for d = s.b + 1, #sh do o[d] = c[d - (s.b - s.a)] end
+    return o
+  end,
+  function(rng, i)
+    local nd = rng.int(1, 4)
+    local a = rng.int(1, nd)
+    return {shape = rand_shape(rng, nd, i == 4 and 0 or 1, 3), static = {a = a, b = rng.int(a, nd)}}
+  end)
+
+-- ---------------------------------------------------------------- joins
+for _, name in ipairs {"cat", "stack"} do
+  ops[name] = {
+    family = "join", exact = true, tol = 0,
+    cases = function(rng)
+      local list = {}
+      for i = 1, 4 do
+        local shape = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+        local dim = rng.int(1, #shape + (name == "stack" and 1 or 0))
+        local ins = {}
+        for j = 1, rng.int(1, 3) do
+          local s = {table.unpack(shape)}
+          if name == "cat" and dim <= #s then s[dim] = rng.int(0, 3) end
+          ins[j] = t_of(rng, s, j == 2 and "float32" or "float64")
+          if i == 3 then ins[j] = noncontig(ins[j]) end
+        end
+        list[#list + 1] = {inputs = ins, static = {dim = dim}, label = #ins .. " tensors, dim " .. dim}
+      end
+      return list
+    end,
+    run = function(i, s) return dt[name](i, s.dim) end,
+    ref = function(i, s)
+      local refs = {}
+      for j, t in ipairs(i) do refs[j] = ref_of(t) end
+      local shape = {table.unpack(refs[1].shape)}
+      if name == "stack" then
+        table.insert(shape, s.dim, #refs)
+        return build(shape, function(c)
+          local o = {table.unpack(c)}
+          local j = table.remove(o, s.dim)
+          return refs[j].data[flat_index(o, refs[j].shape)]
+        end)
+      end
+      local offs, total = {}, 0
+      for j, r in ipairs(refs) do offs[j], total = total, total + r.shape[s.dim] end
+      shape[s.dim] = total
+      return build(shape, function(c)
+        local j = #refs
+        while offs[j] >= c[s.dim] do j = j - 1 end
+        local o = {table.unpack(c)}
+        o[s.dim] = c[s.dim] - offs[j]
+        return refs[j].data[flat_index(o, refs[j].shape)]
+      end)
+    end,
+  }
+end
+
+-- ---------------------------------------------------------------- neural-network functions
+ops.embedding = {
+  family = "nn", exact = true, tol = 0,
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local v, d = rng.int(1, 6), rng.int(1, 4)
+      local ishape = rand_shape(rng, rng.int(1, 2), i == 4 and 0 or 1)
+      local ids = {}
+      for k = 1, numel(ishape) do ids[k] = rng.int(1, v) end
+      local w = t_of(rng, {v, d})
+      list[#list + 1] = {inputs = {make(ids, ishape, "int64"), i == 3 and noncontig(w) or w}, static = {},
+                         label = "vocab " .. v .. " dim " .. d}
+    end
+    return list
+  end,
+  run = function(i) return dt.F.embedding(i[1], i[2]) end,
+  ref = function(i)
+    local ids, w = ref_of(i[1]), ref_of(i[2])
+    local shape = {table.unpack(ids.shape)}
+    shape[#shape + 1] = w.shape[2]
+    return build(shape, function(c)
+      local o = {table.unpack(c)}
+      local col = table.remove(o)
+      return w.data[(ids.data[flat_index(o, ids.shape)] - 1) * w.shape[2] + col]
+    end)
+  end,
+}
+local function norm_ref(i, s, rms)
+  local x = ref_of(i[1])
+  local k = #s.nshape
+  local inner = numel(s.nshape)
+  local w = s.w and ref_of(i[2]) or nil
+  local b = s.b and ref_of(i[3]) or nil
+  local out = {shape = x.shape, data = {}}
+  for g = 0, #x.data // math.max(inner, 1) - 1 do
+    local m, v = 0, 0
+    for j = 1, inner do m = m + x.data[g * inner + j] end
+    m = rms and 0 or m / inner
+    for j = 1, inner do v = v + (x.data[g * inner + j] - m) ^ 2 end
+    v = v / inner
+    for j = 1, inner do
+      local y = (x.data[g * inner + j] - m) / math.sqrt(v + s.eps)
+      if w then y = y * w.data[j] end
+      if b then y = y + b.data[j] end
+      out.data[g * inner + j] = y
+    end
+  end
+  return out, k
+end
+for _, name in ipairs {"layer_norm", "rms_norm"} do
+  ops[name] = {
+    family = "nn",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 4 do
+        local shape = rand_shape(rng, rng.int(1, 3), 1)
+        if i == 4 then shape[1] = 0 end
+        local k = rng.int(1, #shape)
+        local nshape = {table.unpack(shape, #shape - k + 1)}
+        local x = t_of(rng, shape, i == 2 and "float32" or "float64")
+        local ins = {i == 3 and noncontig(x) or x}
+        local s = {nshape = nshape, eps = 1e-5, w = rng.int(1, 2) == 1, b = name == "layer_norm" and rng.int(1, 2) == 1}
+        ins[2] = s.w and t_of(rng, nshape, x.dtype) or dt.ones(nshape, {dtype = x.dtype})
+        ins[3] = s.b and t_of(rng, nshape, x.dtype) or dt.zeros(nshape, {dtype = x.dtype})
+        list[#list + 1] = {inputs = ins, static = s, label = "case " .. i}
+      end
+      return list
+    end,
+    run = function(i, s)
+      if name == "rms_norm" then return dt.F.rms_norm(i[1], s.nshape, s.w and i[2] or nil, s.eps) end
+      return dt.F.layer_norm(i[1], s.nshape, s.w and i[2] or nil, s.b and i[3] or nil, s.eps)
+    end,
+    ref = function(i, s) return (norm_ref(i, s, name == "rms_norm")) end,
+    tol = 1e-10,
+  }
+end
+ops.cross_entropy = {
+  family = "nn",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local nrow, c = rng.int(1, 5), rng.int(2, 5)
+      local t = {}
+      for k = 1, nrow do t[k] = rng.int(1, c) end
+      if i == 3 then t[1] = -100 end
+      local x = t_of(rng, {nrow, c}, i == 2 and "float32" or "float64")
+      list[#list + 1] = {inputs = {i == 4 and noncontig(x) or x, make(t, {nrow}, "int64")},
+                         static = {reduction = ({"mean", "sum", "mean", "none"})[i]}, label = "case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return dt.F.cross_entropy(i[1], i[2], {reduction = s.reduction}) end,
+  ref = function(i, s)
+    local x, t = ref_of(i[1]), ref_of(i[2])
+    local c = x.shape[2]
+    local losses, sum, cnt = {}, 0, 0
+    for r = 1, x.shape[1] do
+      local l = 0
+      if t.data[r] ~= -100 then
+        local row = {}
+        for j = 1, c do row[j] = x.data[(r - 1) * c + j] end
+        l = -softmax_list(row, true)[t.data[r]]
+        sum, cnt = sum + l, cnt + 1
+      end
+      losses[r] = l
+    end
+    if s.reduction == "none" then return {shape = {x.shape[1]}, data = losses} end
+    return {shape = {}, data = {s.reduction == "sum" and sum or sum / cnt}}
+  end,
+}
+ops.scaled_dot_product_attention = {
+  family = "nn",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local b, L, S, E = rng.int(1, 2), rng.int(1, 4), rng.int(1, 4), rng.int(1, 4)
+      if i == 2 then S = L end
+      local q, k, v = t_of(rng, {b, L, E}), t_of(rng, {b, S, E}), t_of(rng, {b, S, rng.int(1, 3)})
+      list[#list + 1] = {inputs = {q, i == 3 and noncontig(k) or k, v}, static = {causal = i == 2}, label = "case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return dt.F.scaled_dot_product_attention(i[1], i[2], i[3], {is_causal = s.causal}) end,
+  ref = function(i, s)
+    local q, k, v = ref_of(i[1]), ref_of(i[2]), ref_of(i[3])
+    local B, L, E = table.unpack(q.shape)
+    local S, Ev = k.shape[2], v.shape[3]
+    local out = {shape = {B, L, Ev}, data = {}}
+    for b = 1, B do
+      for l = 1, L do
+        local sc = {}
+        for j = 1, S do
+          local d = 0
+          for e = 1, E do d = d + q.data[((b - 1) * L + l - 1) * E + e] * k.data[((b - 1) * S + j - 1) * E + e] end
+          sc[j] = (s.causal and j > l) and -math.huge or d / math.sqrt(E)
+        end
+        local p = softmax_list(sc)
+        for e = 1, Ev do
+          local acc = 0
+          for j = 1, S do acc = acc + p[j] * v.data[((b - 1) * S + j - 1) * Ev + e] end
+          out.data[((b - 1) * L + l - 1) * Ev + e] = acc
+        end
+      end
+    end
+    return out
+  end,
+  tol = 1e-10,
+}
+
+-- ---------------------------------------------------------------- random ops
+-- Values are not a function of the inputs: each check asserts the documented properties, and
+-- the specs check that the same seed gives the same draw (bitwise) and, on DTensors, that the
+-- full tensor is the single-device draw.
+local function random_entry(e)
+  e.family, e.random, e.exact, e.tol = e.family or "random", true, true, 0
+  return e
+end
+local function each(t, f) for _, v in ipairs(vals(t)) do f(v) end end
+ops.rand = random_entry {
+  factory = true,
+  cases = function(rng) return factory_cases(rng, function() return nil end) end,
+  run = function(_, s, m) return dt.rand(s.shape, fopts(s.dtype == "int64" and "float32" or s.dtype, m)) end,
+  check = function(out, _, s)
+    assert.are.same(s.shape, out:size())
+    each(out, function(v) assert.is_true(v >= 0 and v < 1, "rand value " .. v) end)
+  end,
+}
+ops.randn = random_entry {
+  factory = true,
+  cases = ops.rand.cases,
+  run = function(_, s, m) return dt.randn(s.shape, fopts(s.dtype == "int64" and "float64" or s.dtype, m)) end,
+  check = function(out, _, s)
+    assert.are.same(s.shape, out:size())
+    each(out, function(v) assert.is_true(v == v and math.abs(v) < 10, "randn value " .. v) end)
+  end,
+}
+ops.randint = random_entry {
+  factory = true,
+  cases = function(rng) return factory_cases(rng, function(r) local lo = r.int(-5, 5) return {lo, lo + r.int(1, 9)} end) end,
+  run = function(_, s, m) return dt.randint(s.x[1], s.x[2], s.shape, fopts(s.dtype == "float32" and "int64" or s.dtype, m)) end,
+  check = function(out, _, s)
+    assert.are.same(s.shape, out:size())
+    each(out, function(v) assert.is_true(v >= s.x[1] and v < s.x[2] and v == math.floor(v), "randint value " .. v) end)
+  end,
+}
+for _, name in ipairs {"uniform_", "normal_"} do
+  ops[name] = random_entry {
+    family = "inplace",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 3 do
+        local x = t_of(rng, rand_shape(rng, rng.int(1, 3), i == 2 and 0 or 1), i == 1 and "float32" or "float64")
+        list[#list + 1] = {inputs = {i == 3 and noncontig(x) or x}, static = {a = -1, b = 3}, label = "case " .. i}
+      end
+      return list
+    end,
+    run = function(i, s) local c = i[1]:clone() return c[name](c, s.a, s.b) end,
+    check = function(out, i, s)
+      assert.are.same(i[1]:size(), out:size())
+      each(out, function(v)
+        if name == "uniform_" then assert.is_true(v >= s.a and v < s.b, "uniform_ value " .. v)
+        else assert.is_true(v == v and math.abs(v - s.a) < 10 * s.b, "normal_ value " .. v) end
+      end)
+    end,
+  }
+end
+ops.bernoulli = random_entry {
+  family = "random_pointwise",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 3 do
+      local shape = rand_shape(rng, rng.int(1, 3), i == 2 and 0 or 1)
+      local p = {}
+      for k = 1, numel(shape) do p[k] = rng.pick {0, 1, 0.5, 0.25} end
+      local x = make(p, shape, i == 1 and "float32" or "float64")
+      list[#list + 1] = {inputs = {i == 3 and noncontig(x) or x}, static = {}, label = "case " .. i}
+    end
+    return list
+  end,
+  run = function(i) return dt.bernoulli(i[1]) end,
+  check = function(out, i)
+    assert.are.equal(i[1].dtype, out.dtype)
+    local p, o = vals(i[1]), vals(out)
+    for k = 1, #p do
+      assert.is_true(o[k] == 0 or o[k] == 1)
+      if p[k] == 0 or p[k] == 1 then assert.are.equal(p[k], o[k]) end
+    end
+  end,
+  partial = false,
+}
+ops.dropout = random_entry {
+  family = "random_pointwise",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 3 do
+      local x = t_of(rng, rand_shape(rng, rng.int(1, 3), i == 2 and 0 or 1), i == 1 and "float32" or "float64")
+      list[#list + 1] = {inputs = {i == 3 and noncontig(x) or x}, static = {p = ({0.5, 0.25, 0.75})[i]}, label = "case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return dt._dropout(i[1], s.p) end,
+  check = function(outs, i, s)
+    local y, keep = outs[1], outs[2]
+    assert.are.equal("bool", keep.dtype)
+    local x, yv, kv = vals(i[1]), vals(y), vals(keep)
+    for k = 1, #x do
+      local want = kv[k] == 1 and x[k] / (1 - s.p) or 0
+      assert.is_true(math.abs(yv[k] - want) <= 1e-6 * math.max(1, math.abs(want)), "dropout value")
+    end
+  end,
+}
+ops.dropout_backward = {
+  family = "pointwise", exact = false,
+  cases = function(rng)
+    local list = {}
+    for i = 1, 3 do
+      local shape = rand_shape(rng, rng.int(1, 3), i == 2 and 0 or 1)
+      local g = t_of(rng, shape)
+      list[#list + 1] = {inputs = {i == 3 and noncontig(g) or g, t_of(rng, shape):gt(0)}, static = {p = ({0.5, 0.25, 0.75})[i]},
+                         label = "case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return dt._dropout_backward(i[1], i[2], s.p) end,
+  ref = function(i, s)
+    local g, k = ref_of(i[1]), ref_of(i[2])
+    local d = {}
+    for j = 1, #g.data do d[j] = k.data[j] == 1 and g.data[j] / (1 - s.p) or 0 end
+    return {shape = g.shape, data = d}
+  end,
+  partial = "linear",
+}
+ops.randperm = random_entry {
+  factory = true, refuses = {S = "randperm: gives a replicated DTensor", ["2-d"] = "randperm: gives a replicated DTensor"},
+  cases = function(rng)
+    local list = {}
+    for _, n in ipairs {0, 1, rng.int(2, 9), 17} do list[#list + 1] = {inputs = {}, static = {n = n}, label = "n = " .. n} end
+    return list
+  end,
+  run = function(_, s, m) return dt.randperm(s.n, fopts("int64", m and {device_mesh = m.device_mesh, placements = m.placements})) end,
+  check = function(out, _, s)
+    local v = vals(out)
+    table.sort(v)
+    assert.are.equal(s.n, #v)
+    for k = 1, s.n do assert.are.equal(k, v[k]) end
+  end,
+  shard_1d_only = true,
+}
+ops.multinomial = random_entry {
+  family = "random_pointwise",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local r, c = rng.int(1, 3), rng.int(2, 5)
+      local w, onehot = {}, i == 1
+      for row = 1, r do
+        local hot = rng.int(1, c)
+        for j = 1, c do w[(row - 1) * c + j] = onehot and (j == hot and 1 or 0) or (j == 1 and 1 or rng.int(0, 4) / 2) end
+      end
+      local x = make(w, i == 4 and {c} or {r, c})
+      if i == 4 then x = make({table.unpack(w, 1, c)}, {c}) end
+      local replacement = i ~= 3
+      local k = replacement and rng.int(1, 4) or 1
+      list[#list + 1] = {inputs = {x}, static = {k = k, replacement = replacement}, label = "case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return i[1]:multinomial(s.k, s.replacement) end,
+  check = function(out, i, s)
+    local w = ref_of(i[1])
+    local c = w.shape[#w.shape]
+    local rows = #w.shape == 2 and w.shape[1] or 1
+    assert.are.equal("int64", out.dtype)
+    local o = vals(out)
+    assert.are.equal(rows * s.k, #o)
+    for row = 1, rows do
+      for j = 1, s.k do
+        local v = o[(row - 1) * s.k + j]
+        assert.is_true(v >= 1 and v <= c and w.data[(row - 1) * c + v] > 0, "multinomial index " .. v)
+      end
+    end
+  end,
+  partial = false,
+}
+
+-- factories on a mesh take Shard and Replicate only (doc/dtensor.md)
+for name, e in pairs(ops) do
+  if e.factory and e.dist ~= false then
+    e.refuses = e.refuses or {}
+    e.refuses.P = name .. ": factories take Shard and Replicate placements only"
+  end
+end
+
+-- ---------------------------------------------------------------- comparing
+-- Asserts got (a tensor) equals the reference {shape, data} within tol (relative; nan == nan).
+function M.check_ref(got, want, tol, what)
+  assert.are.same(want.shape, got:size(), what .. ": shape")
+  local g = vals(got)
+  assert.are.equal(#want.data, #g, what .. ": element count")
+  for k = 1, #g do
+    local a, b = g[k], want.data[k]
+    if b ~= b then
+      assert.is_true(a ~= a, what .. ": element " .. k .. " is " .. tostring(a) .. ", expected nan")
+    elseif b == math.huge or b == -math.huge then
+      assert.are.equal(b, a, what .. ": element " .. k)
+    else
+      local err = math.abs(a - b)
+      assert.is_true(err <= tol * math.max(1, math.abs(b)),
+        string.format("%s: element %d is %.17g, expected %.17g (tolerance %g)", what, k, a, b, tol))
+    end
+  end
+end
+
+-- The tolerance of an entry for a result of this dtype.
+function M.tol(entry, dtype)
+  if entry.tol then
+    if entry.tol == 0 then return 0 end
+    if dtype == "float32" then return math.max(entry.tol, 1e-5) end
+    return entry.tol
+  end
+  return dtype == "float32" and 1e-5 or 1e-12
+end
+
+-- The rows of the table without an entry here, and the entries without a row.
+function M.missing()
+  local rows, missing, extra = {}, {}, {}
+  for _, r in ipairs(dt._op_rows()) do
+    rows[r.name] = true
+    if not ops[r.name] then missing[#missing + 1] = r.name end
+  end
+  for name in pairs(ops) do if not rows[name] then extra[#extra + 1] = name end end
+  table.sort(extra)
+  return missing, extra
+end
+
+return M

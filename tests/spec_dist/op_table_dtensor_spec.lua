@@ -1,0 +1,177 @@
+-- The operator table walked row by row on DTensors, SPMD (dtlua -n 1..4, mpirun -np 2/4):
+-- for every row of src/ops/op_list.h that runs on DTensors, its cases (the table of
+-- tests/spec/support/op_cases.lua, shared with tests/spec/op_table_spec.lua) on every
+-- placement family -- Replicate, Shard on each dim (uneven sizes included), Partial(sum)
+-- built with dt.from_local from non-zero mixed-sign parts where the op takes it, a 2-d mesh
+-- when the world has 4 ranks -- checking full_tensor() against the same op on one device:
+-- bitwise for data movement and random ops (same seed), allclose for the others.  An op the
+-- dispatcher refuses must raise its documented error (on every rank: a test passes only if
+-- it passes on every rank).  Fails on a row without a case; prints the coverage at the end.
+local C = require "tests.spec.support.op_cases"
+local rows = dt._op_rows()
+local n = dt.world_size()
+local FAMILIES = {"R", "S", "P", "2-d"}
+local coverage = {} -- op -> family -> "ok" | "refused" | nil
+
+local function meshes()
+  local list = {{"1-d of " .. n, dt.init_device_mesh("cpu", {n})}}
+  if n == 4 then list[2] = {"2x2", dt.init_device_mesh("cpu", {2, 2})} end
+  return list
+end
+
+local function is_float(t) return t.dtype:match("float") ~= nil end
+
+-- X as a Partial(sum) DTensor whose parts are non-zero and of both signs: coordinate 0 holds
+-- X + (k - 1) * Y, the others -Y (exact: quarters in float64).
+local function partial_of(X, mesh, rng)
+  local Y = C.t_of(rng, X:size(), X.dtype)
+  local coord = mesh:get_coordinate()
+  local part = (coord and coord[1] == 0) and X + Y * (n - 1) or -Y
+  return dt.from_local(part:contiguous(), mesh, {dt.Partial("sum")}, {shape = X:size()})
+end
+
+-- the placement lists of one family for a case: a list of {label, placements per input}
+local function placements_of(family, c, mesh)
+  local ins = c.inputs
+  local function all(p) local l = {} for j = 1, #ins do l[j] = p(j) end return l end
+  local R1 = function() return {dt.Replicate()} end
+  if family == "R" then return {{"R", all(R1)}} end
+  if family == "S" then
+    local out, nd = {}, ins[1] and ins[1]:dim() or 0
+    for _, t in ipairs(ins) do nd = math.max(nd, t:dim()) end
+    for d = 1, nd do
+      out[#out + 1] = {"S(" .. d .. ")", all(function(j)
+        return {ins[j]:dim() >= d and dt.Shard(d) or dt.Replicate()}
+      end)}
+    end
+    return out
+  end
+  if family == "P" then return {{"P", all(function(j) return {j == 1 and "P" or dt.Replicate()} end)}} end
+  if family == "2-d" then
+    return {{"(S(1), S(-1))", all(function(j)
+      local d = ins[j]:dim()
+      return {d >= 1 and dt.Shard(1) or dt.Replicate(), d >= 1 and dt.Shard(d) or dt.Replicate()}
+    end)}}
+  end
+end
+
+-- factories: the placements for mesh_opts
+local function factory_placements(family, c, mesh)
+  local nd = c.static.shape and #c.static.shape or 1
+  if family == "R" then
+    local p = {} for m = 1, mesh.ndim do p[m] = dt.Replicate() end
+    return {{"R", p}}
+  end
+  if family == "S" then
+    local out = {}
+    for d = 1, nd do out[#out + 1] = {"S(" .. d .. ")", {dt.Shard(d)}} end
+    return out
+  end
+  if family == "P" then return {{"P", {dt.Partial("sum")}}} end
+  if family == "2-d" then return {{"(S(1), R)", {dt.Shard(1), dt.Replicate()}}} end
+end
+
+local function compare(e, got, want, what)
+  assert(dt.is_dtensor(got), what .. ": the result is not a DTensor")
+  assert.are.same(want:size(), got:size(), what .. ": global shape")
+  assert.are.equal(want.dtype, got.dtype, what .. ": dtype")
+  local full = got:full_tensor()
+  if e.shape_only then return end
+  C.check_ref(full, C.ref_of(want), (e.exact or e.random) and 0 or math.max(C.tol(e, want.dtype), 1e-9), what)
+end
+
+-- runs one case of entry e under one placement list; returns "ok" or "refused"
+local function run_one(e, row, c, mesh, family, label, pl, seed)
+  local what = row.name .. " " .. label .. " on " .. tostring(mesh) .. " (" .. c.label .. ")"
+  local dins, mesh_opts = {}, nil
+  local rng = C.prng(seed)
+  if e.factory then
+    mesh_opts = {device_mesh = mesh, placements = pl}
+  else
+    for j, t in ipairs(c.inputs) do
+      if pl[j][1] == "P" then dins[j] = partial_of(t:contiguous(), mesh, rng)
+      else dins[j] = dt.distribute_tensor(t:contiguous(), mesh, pl[j], {src_rank = false}) end
+    end
+  end
+  if e.random then dt.manual_seed(seed) end
+  local ok, got = pcall(function() return table.pack(e.run(dins, c.static, mesh_opts)) end)
+  local refusal = e.refuses and e.refuses[family]
+  if not ok then
+    assert(refusal, what .. ": raised " .. tostring(got))
+    assert(tostring(got):find(refusal, 1, true), what .. ": expected the documented error '" .. refusal .. "', got " .. tostring(got))
+    return "refused"
+  end
+  assert(not refusal, what .. ": expected the documented error '" .. tostring(refusal) .. "'")
+  if e.random then dt.manual_seed(seed) end
+  local want = table.pack(e.run(c.inputs, c.static))
+  assert.are.equal(want.n, got.n, what .. ": number of results")
+  for j = 1, want.n do compare(e, got[j], want[j], what .. " result " .. j) end
+  return "ok"
+end
+
+describe("operator table on DTensors", function()
+  it("every row has a case, and every case a row", function()
+    local missing, extra = C.missing()
+    assert(#missing == 0, "rows of src/ops/op_list.h without a case in tests/spec/support/op_cases.lua: " ..
+      table.concat(missing, ", "))
+    assert(#extra == 0, "cases without a row in src/ops/op_list.h: " .. table.concat(extra, ", "))
+  end)
+
+  for idx, row in ipairs(rows) do
+    local e = C.ops[row.name]
+    if e and e.dist ~= false then
+      it(row.name .. ": every placement family against one device", function()
+        local cases = e.cases(C.prng(1000 + idx))
+        coverage[row.name] = {}
+        for _, m in ipairs(meshes()) do
+          local mesh = m[2]
+          for _, family in ipairs(FAMILIES) do
+            local applies = (family == "2-d") == (mesh.ndim == 2)
+            for k = 1, math.min(2, #cases) do
+              local c = cases[k]
+              if applies and family == "P" then
+                applies = e.partial ~= false and not e.factory and c.inputs[1] ~= nil and is_float(c.inputs[1])
+                if e.factory then applies = true end
+              end
+              if applies then
+                local lists = (e.factory and factory_placements or placements_of)(family, c, mesh)
+                for _, l in ipairs(lists) do
+                  local r = run_one(e, row, c, mesh, family, l[1], l[2], 5000 + idx * 10 + k)
+                  local prev = coverage[row.name][family]
+                  coverage[row.name][family] = (prev == "refused" or r == "refused") and "refused" or r
+                end
+              end
+            end
+          end
+        end
+      end)
+    end
+  end
+
+  it("prints the coverage: op x device x placement family", function()
+    local head = string.format("%-30s %-5s", "op (src/ops/op_list.h)", "dev")
+    for _, f in ipairs(FAMILIES) do head = head .. string.format(" %-8s", f) end
+    local lines, done = {head .. "  grad"}, 0
+    for _, row in ipairs(rows) do
+      local e, cov = C.ops[row.name], coverage[row.name]
+      local line = string.format("%-30s %-5s", row.name, "cpu")
+      if e and e.dist == false then
+        line = line .. "  no DTensor form: " .. e.dist_reason
+        done = done + 1
+      else
+        if cov then done = done + 1 end
+        for _, f in ipairs(FAMILIES) do
+          local v = cov and cov[f]
+          if f == "2-d" and n ~= 4 then v = "(n=4)" end
+          line = line .. string.format(" %-8s", v == "refused" and "error" or v or (cov and "-" or "NONE"))
+        end
+        line = line .. "  -"
+      end
+      lines[#lines + 1] = line
+    end
+    lines[#lines + 1] = string.format("op table coverage on DTensors (%d ranks): %d of %d rows; " ..
+      "ok = equals one device, error = the documented refusal, - = not applicable", n, done, #rows)
+    if dt.rank() == 0 then io.write("\n", table.concat(lines, "\n"), "\n") end
+    assert.are.equal(#rows, done, "rows without a passing DTensor case")
+  end)
+end)
