@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "kernels/kernel_args.h"
+#include "ops/op_args.h"
 
 /* torch's default CPU seed (torch.initial_seed() in a fresh process): reproducible runs
  * without manual_seed, and the same first draws as a fresh dtlua on every rank. */

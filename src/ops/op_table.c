@@ -21,6 +21,7 @@ int dt_op_find(const char *name, dt_op_id *id) {
 
 int dt_op_call(dt_op_id id, dt_op_args *a, dt_tensor **out) {
   const dt_op_def *op = &op_table[id];
+  a->op = id;
   a->name = op->name;
   dt_device_type dev = DT_CPU;
   for (int i = 0; i < a->nin; i++) {

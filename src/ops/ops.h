@@ -2,19 +2,12 @@
 #ifndef DT_OPS_OPS_H
 #define DT_OPS_OPS_H
 
-#include "kernels/kernel_args.h"
+#include "ops/op_args.h"
 
 #define DT_OPF_VIEW 1
 #define DT_OPF_INPLACE 2
 #define DT_OPF_FACTORY 4
 #define DT_OPF_RANDOM 8 /* draws from the generator: on DTensors, the RNG tracker region (dist/rng.c) */
-
-typedef enum dt_op_id {
-#define DT_OP(E, name, rule, nout, flags, schema) DT_OP_##E,
-#include "ops/op_list.h"
-#undef DT_OP
-  DT_OP_COUNT
-} dt_op_id;
 
 typedef struct dt_op_def {
   const char *name;

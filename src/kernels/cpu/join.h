@@ -2,7 +2,7 @@
 #ifndef DT_KERNELS_CPU_JOIN_H
 #define DT_KERNELS_CPU_JOIN_H
 
-#include "kernels/kernel_args.h"
+#include "ops/op_args.h"
 
 /* The input the others are checked against: the first that is not a 1-d empty tensor. */
 const dt_tensor *dt_join_ref(const dt_op_args *a);

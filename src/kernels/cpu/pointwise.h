@@ -4,7 +4,7 @@
 #ifndef DT_KERNELS_CPU_POINTWISE_H
 #define DT_KERNELS_CPU_POINTWISE_H
 
-#include "kernels/kernel_args.h"
+#include "ops/op_args.h"
 #include "tensor/iter.h"
 
 /* Flags private to the pointwise ops (high bits: the generic DT_ARG_* use the low ones). */

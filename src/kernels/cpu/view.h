@@ -4,7 +4,7 @@
 #ifndef DT_KERNELS_CPU_VIEW_H
 #define DT_KERNELS_CPU_VIEW_H
 
-#include "kernels/kernel_args.h"
+#include "ops/op_args.h"
 
 typedef struct dt_view_geom {
   int ndim;
