@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "kernels/cpu/pointwise.h"
 #include "ops/ops.h"
+#include "ops/result_type.h"
 
 static void meta_of(dt_meta *out, dt_dtype dtype, const dt_tensor *t) {
   out->dtype = dtype;
@@ -42,7 +42,7 @@ int dt_shape_unary(const dt_op_args *a, dt_meta *out) {
   if (is(a, "clamp")) {
     if (!(a->flags & (DT_ARG_HAS_MIN | DT_ARG_HAS_MAX)))
       return dt_error("clamp: at least one of min and max must be given");
-    t = pw_clamp_type(a);
+    t = dt_result_type_clamp(a);
     int is_int = a->flags & DT_ARG_SCALAR_INT;
     for (int k = 0; k < 2; k++)
       if ((a->flags & (k ? DT_ARG_HAS_MAX : DT_ARG_HAS_MIN)) &&
@@ -93,16 +93,16 @@ static int binary_check(const dt_op_args *a, dt_dtype rt, int compare, dt_meta *
   return DT_OK;
 }
 
-int dt_shape_binary(const dt_op_args *a, dt_meta *out) { return binary_check(a, pw_binary_type(a), 0, out); }
+int dt_shape_binary(const dt_op_args *a, dt_meta *out) { return binary_check(a, dt_result_type_binary(a), 0, out); }
 
 /* True division: integer and bool results become float32. */
 int dt_shape_binary_float(const dt_op_args *a, dt_meta *out) {
-  dt_dtype rt = pw_binary_type(a);
+  dt_dtype rt = dt_result_type_binary(a);
   return binary_check(a, dt_dtype_is_float(rt) ? rt : DT_DEFAULT_FLOAT, 0, out);
 }
 
 int dt_shape_compare(const dt_op_args *a, dt_meta *out) {
-  if (binary_check(a, pw_binary_type(a), 1, out) != DT_OK) return DT_ERR;
+  if (binary_check(a, dt_result_type_binary(a), 1, out) != DT_OK) return DT_ERR;
   out->dtype = DT_BOOL;
   return DT_OK;
 }
@@ -129,9 +129,9 @@ int dt_shape_inplace(const dt_op_args *a, dt_meta *out) {
     if (dt_broadcast_shapes(a->name, self->ndim, self->shape, src->ndim, src->shape, &out->ndim, out->shape) != DT_OK)
       return DT_ERR;
   } else { /* add_ mul_ */
-    dt_dtype rt = pw_binary_type(a);
+    dt_dtype rt = dt_result_type_binary(a);
     if (binary_check(a, rt, 0, out) != DT_OK) return DT_ERR;
-    if (!pw_can_cast(rt, self->dtype))
+    if (!dt_dtype_can_cast(rt, self->dtype))
       return dt_error("%s: result type %s can't be cast to the desired output type %s", a->name, dt_dtype_name(rt),
                       dt_dtype_name(self->dtype));
   }
@@ -161,7 +161,7 @@ int dt_shape_where(const dt_op_args *a, dt_meta *out) {
     out->ndim = nd;
     memcpy(out->shape, sh, sizeof(int64_t) * (size_t)nd);
   }
-  out->dtype = pw_where_type(a);
+  out->dtype = dt_result_type_where(a);
   for (int k = 0; k < 2; k++)
     if (!a->in[k + 1] &&
         dt_check_value_fits(a->name, out->dtype, a->flags & (k ? DT_ARG_WHERE_B_INT : DT_ARG_WHERE_A_INT), a->ints[k], a->scalar[k]) != DT_OK)
