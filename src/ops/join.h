@@ -1,6 +1,7 @@
-/* Helpers shared by the cat/stack shape rules (src/ops/shape_join.c) and kernels. */
-#ifndef DT_KERNELS_CPU_JOIN_H
-#define DT_KERNELS_CPU_JOIN_H
+/* The join rules (torch.cat's), device-neutral: shared by the cat/stack shape rules
+ * (shape_join.c) and every device's join kernels. */
+#ifndef DT_OPS_JOIN_H
+#define DT_OPS_JOIN_H
 
 #include "ops/op_args.h"
 
