@@ -105,7 +105,7 @@ DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, "cross_entropy(Tensor l
 DT_OP(SDPA, scaled_dot_product_attention, sdpa, 1, 0, "sdpa(Tensor q[..,L,E], k[..,S,E], v[..,S,Ev], Tensor? mask (bool: true attends, or float: added); flags&1 causal, scalar scale if nscalar else 1/sqrt(E)) -> Tensor")
 
 /* ---- random (generator position in ints[DT_RNG_SLOT_SEED], ints[DT_RNG_SLOT_OFFSET], see
- * src/kernels/random.h; the caller advances the offset: the binding, or dist/rng.c for DTensors; doc/random.md) ---- */
+ * src/ops/random.h; the caller advances the offset: the binding, or dist/rng.c for DTensors; doc/random.md) ---- */
 DT_OP(RAND, rand, random_float, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, "rand(ints shape, scalar from=0, to=1, dtype float) -> Tensor")
 DT_OP(RANDN, randn, random_float, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, "randn(ints shape, scalar mean=0, std=1, dtype float) -> Tensor")
 DT_OP(RANDINT, randint, randint, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, "randint(ints shape, ints[12] low, ints[13] high (exclusive), dtype=int64) -> Tensor")

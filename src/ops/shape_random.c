@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "kernels/random.h"
 #include "ops/ops.h"
+#include "ops/random.h"
 
 static int need_float(const char *op, const char *what, dt_dtype t) {
   if (dt_dtype_is_float(t)) return DT_OK;
