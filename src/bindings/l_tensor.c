@@ -34,7 +34,7 @@ dt_tensor *dt_lua_check_tensor(lua_State *L, int idx) {
     no_dtensor(L, idx);
     if (u->spec->mesh->me < 0) { /* bindings check dims against ndim: give them the global one */
       int64_t zero[DT_MAX_DIMS] = {0};
-      if (!u->offmesh && !(u->offmesh = dt_tensor_empty(u->spec->dtype, u->spec->ndim, zero, DT_CPU))) dt_lua_raise(L);
+      if (!u->offmesh && !(u->offmesh = dt_tensor_empty(u->spec->dtype, u->spec->ndim, zero, DT_HOST))) dt_lua_raise(L);
       return u->offmesh;
     }
   }

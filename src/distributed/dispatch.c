@@ -367,7 +367,7 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_disp
     for (int o = 0; o < nout; o++) {
       int64_t zero = 0;
       out[o] = (op->flags & DT_OPF_INPLACE) ? (dt_tensor_retain(a->in[0]), a->in[0])
-                                             : dt_tensor_empty(e->out[o].dtype, 1, &zero, DT_CPU);
+                                             : dt_tensor_empty(e->out[o].dtype, 1, &zero, DT_HOST);
       if (!out[o]) goto fail;
     }
     return DT_OK;

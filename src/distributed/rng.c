@@ -109,7 +109,7 @@ static int agree(dt_context *ctx, int st, const char *name) {
 
 static dt_tensor *empty_local(dt_dtype dtype) {
   int64_t zero = 0;
-  return dt_tensor_empty(dtype, 1, &zero, DT_CPU);
+  return dt_tensor_empty(dtype, 1, &zero, DT_HOST);
 }
 
 int dt_rng_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp, dt_tensor **out,

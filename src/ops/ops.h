@@ -1,4 +1,5 @@
-/* The operator table and the front door every op call goes through. */
+/* The operator table: one row per op (op_list.h) with its schema, shape rule and flags.
+ * Running an op is the kernels layer's: dt_op_call in kernels/local_op.h. */
 #ifndef DT_OPS_OPS_H
 #define DT_OPS_OPS_H
 
@@ -15,7 +16,6 @@ typedef struct dt_op_def {
   int nout;
   int flags;
   dt_shape_fn shape;
-  dt_kernel_fn kernel[DT_NDEVICES];
   void *backward; /* autograd issue */
   void *sharding; /* sharding-dispatcher issue */
 } dt_op_def;
@@ -24,14 +24,7 @@ const dt_op_def *dt_op_get(dt_op_id id);
 /* Looks an op up by its Lua name; DT_ERR when unknown. */
 int dt_op_find(const char *name, dt_op_id *id);
 
-/* Runs op on CPU/CUDA by the device of its inputs: shape rule, allocation, kernel.
- * Sets a->name.  On success out[0..nout-1] hold new references. */
-int dt_op_call(dt_op_id id, dt_op_args *a, dt_tensor **out);
-
-/* Declarations of every kernel and shape rule named by the table. */
-#define DT_OP(E, name, rule, nout, flags, schema) int dt_cpu_##name(const dt_op_args *a, dt_tensor **out);
-#include "ops/op_list.h"
-#undef DT_OP
+/* Declarations of every shape rule named by the table. */
 #define DT_RULE(name) int dt_shape_##name(const dt_op_args *a, dt_meta *out);
 #include "ops/rule_list.h"
 #undef DT_RULE

@@ -1,8 +1,8 @@
 /* cat and stack: each input is copied (with dtype conversion) into its slab of the
  * output, a strided view of out, so non-contiguous inputs need no extra copy. */
 #include "base/error.h"
+#include "kernels/cpu/kernel_table.h"
 #include "ops/join.h"
-#include "ops/ops.h"
 
 #include <string.h>
 

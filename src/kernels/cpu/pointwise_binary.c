@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/pointwise.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 
 /* ---- scalar helpers ---------------------------------------------------------------------- */
 /* Integer arithmetic wraps (two's complement) instead of being undefined on overflow. */

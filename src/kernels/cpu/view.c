@@ -2,7 +2,7 @@
  * reshape/flatten, which copy when no strides can express the result.  The geometry is
  * device-neutral (ops/view_geom.c), shared with the shape rules so both validate alike. */
 #include "base/error.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 #include "ops/view_geom.h"
 
 typedef int (*geom_fn)(const dt_op_args *a, dt_view_geom *g);
