@@ -3,7 +3,7 @@
 #define DT_OPS_OP_ID_H
 
 typedef enum dt_op_id {
-#define DT_OP(E, name, rule, nout, flags, schema) DT_OP_##E,
+#define DT_OP(E, name, rule, nout, flags, sharding, backward, schema) DT_OP_##E,
 #include "ops/op_list.h"
 #undef DT_OP
   DT_OP_COUNT

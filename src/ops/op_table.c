@@ -4,13 +4,24 @@
 #include <string.h>
 
 static const dt_op_def op_table[DT_OP_COUNT] = {
-#define DT_OP(E, n, rule, nout_, flags_, schema_) \
-  [DT_OP_##E] = {.name = #n, .schema = schema_, .nout = nout_, .flags = flags_, .shape = dt_shape_##rule},
+#define DT_OP(E, n, rule, nout_, flags_, sharding_, backward_, schema_)                                       \
+  [DT_OP_##E] = {.name = #n, .schema = schema_, .nout = nout_, .flags = flags_, .shape = dt_shape_##rule, \
+                 .sharding = DT_SHARDING_##sharding_, .backward = backward_},
 #include "ops/op_list.h"
 #undef DT_OP
 };
 
+static const char *const family_names[DT_SHARDING_COUNT] = {
+#define DT_SHARDING(F, name) [DT_SHARDING_##F] = name,
+#include "ops/sharding_families.h"
+#undef DT_SHARDING
+};
+
 const dt_op_def *dt_op_get(dt_op_id id) { return &op_table[id]; }
+
+const char *dt_sharding_family_name(dt_sharding_family f) {
+  return (unsigned)f < DT_SHARDING_COUNT ? family_names[f] : "?";
+}
 
 int dt_op_find(const char *name, dt_op_id *id) {
   for (int i = 0; i < DT_OP_COUNT; i++)

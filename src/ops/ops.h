@@ -10,19 +10,38 @@
 #define DT_OPF_FACTORY 4
 #define DT_OPF_RANDOM 8 /* draws from the generator: on DTensors, the RNG tracker region (dist/rng.c) */
 
+/* Which sharding rule the dispatcher asks for an op's strategies on DTensors: the rule
+ * functions are the distributed layer's, in a table indexed by this enum. */
+typedef enum dt_sharding_family {
+#define DT_SHARDING(F, name) DT_SHARDING_##F,
+#include "ops/sharding_families.h"
+#undef DT_SHARDING
+  DT_SHARDING_COUNT
+} dt_sharding_family;
+
+/* An op's backward rule (the autograd issue): from the forward call's args, inputs and the
+ * gradients of its outputs, the gradients of its inputs, written with ops through the
+ * front door. */
+struct dt_context;
+struct dt_value;
+typedef int (*dt_backward_fn)(struct dt_context *ctx, const dt_op_args *a, struct dt_value *const *inputs,
+                              struct dt_value *const *grad_out, struct dt_value **grad_in);
+
 typedef struct dt_op_def {
   const char *name;
   const char *schema;
   int nout;
   int flags;
   dt_shape_fn shape;
-  void *backward; /* autograd issue */
-  void *sharding; /* sharding-dispatcher issue */
+  dt_sharding_family sharding;
+  dt_backward_fn backward; /* NULL until the autograd issue */
 } dt_op_def;
 
 const dt_op_def *dt_op_get(dt_op_id id);
 /* Looks an op up by its Lua name; DT_ERR when unknown. */
 int dt_op_find(const char *name, dt_op_id *id);
+/* "pointwise", "local_only", ... */
+const char *dt_sharding_family_name(dt_sharding_family f);
 
 /* Declarations of every shape rule named by the table. */
 #define DT_RULE(name) int dt_shape_##name(const dt_op_args *a, dt_meta *out);

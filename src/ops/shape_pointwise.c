@@ -20,8 +20,6 @@ static int need_inputs(const dt_op_args *a, int n) {
   return DT_OK;
 }
 
-static int is(const dt_op_args *a, const char *name) { return strcmp(a->name, name) == 0; }
-
 int dt_shape_same(const dt_op_args *a, dt_meta *out) {
   if (need_inputs(a, 1) != DT_OK) return DT_ERR;
   meta_of(out, a->in[0]->dtype, a->in[0]);
@@ -39,7 +37,7 @@ int dt_shape_cast(const dt_op_args *a, dt_meta *out) {
 int dt_shape_unary(const dt_op_args *a, dt_meta *out) {
   if (need_inputs(a, 1) != DT_OK) return DT_ERR;
   dt_dtype t = a->in[0]->dtype;
-  if (is(a, "clamp")) {
+  if (a->op == DT_OP_CLAMP) {
     if (!(a->flags & (DT_ARG_HAS_MIN | DT_ARG_HAS_MAX)))
       return dt_error("clamp: at least one of min and max must be given");
     t = dt_result_type_clamp(a);
@@ -50,7 +48,7 @@ int dt_shape_unary(const dt_op_args *a, dt_meta *out) {
         return DT_ERR;
   }
   if (t == DT_BOOL) {
-    if (is(a, "neg"))
+    if (a->op == DT_OP_NEG)
       return dt_error("neg: negation, the `-` operator, on a bool tensor is not supported (use logical_not)");
     return dt_error("%s: not supported for bool tensors", a->name);
   }
@@ -81,11 +79,11 @@ static int binary_check(const dt_op_args *a, dt_dtype rt, int compare, dt_meta *
       return DT_ERR;
     out->dtype = rt;
   }
-  if (rt == DT_BOOL && (is(a, "sub") || is(a, "pow") || is(a, "remainder")))
+  if (rt == DT_BOOL && (a->op == DT_OP_SUB || a->op == DT_OP_POW || a->op == DT_OP_REMAINDER))
     return dt_error("%s: not supported for two bool operands", a->name);
   if ((a->flags & DT_ARG_ALPHA_FLOAT) && !dt_dtype_is_float(rt))
     return dt_error("%s: for integral input tensors, argument alpha must not be a floating point number", a->name);
-  if (scalar && !(a->flags & DT_ARG_SCALAR_LEFT) && !dt_dtype_is_float(rt) && a->ints[0] < 0 && is(a, "pow"))
+  if (scalar && !(a->flags & DT_ARG_SCALAR_LEFT) && !dt_dtype_is_float(rt) && a->ints[0] < 0 && a->op == DT_OP_POW)
     return dt_error("pow: Integers to negative integer powers are not allowed");
   if (scalar && (a->flags & DT_ARG_SCALAR_INT) && !compare &&
       dt_check_value_fits(a->name, rt, 1, a->ints[0], a->scalar[0]) != DT_OK)
@@ -121,9 +119,9 @@ int dt_shape_inplace(const dt_op_args *a, dt_meta *out) {
       return dt_error("%s: cannot write in place into a tensor whose elements overlap (an expanded view); "
                       "clone() it first", a->name);
   meta_of(out, self->dtype, self);
-  if (is(a, "zero_")) return DT_OK;
-  if (is(a, "fill_")) return dt_check_value_fits(a->name, self->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[0], a->scalar[0]);
-  if (is(a, "copy_")) {
+  if (a->op == DT_OP_ZERO_) return DT_OK;
+  if (a->op == DT_OP_FILL_) return dt_check_value_fits(a->name, self->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[0], a->scalar[0]);
+  if (a->op == DT_OP_COPY_) {
     if (need_inputs(a, 2) != DT_OK) return DT_ERR;
     const dt_tensor *src = a->in[1];
     if (dt_broadcast_shapes(a->name, self->ndim, self->shape, src->ndim, src->shape, &out->ndim, out->shape) != DT_OK)

@@ -38,7 +38,7 @@ static int check_params(const dt_op_args *a, int normal) {
   return DT_OK;
 }
 
-static int is_normal(const dt_op_args *a) { return strcmp(a->name, "randn") == 0 || strcmp(a->name, "normal_") == 0; }
+static int is_normal(const dt_op_args *a) { return a->op == DT_OP_RANDN || a->op == DT_OP_NORMAL_; }
 
 /* rand, randn: ints = shape, float dtype. */
 int dt_shape_random_float(const dt_op_args *a, dt_meta *out) {

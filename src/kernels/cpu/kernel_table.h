@@ -5,7 +5,7 @@
 
 #include "ops/ops.h"
 
-#define DT_OP(E, name, rule, nout, flags, schema) int dt_cpu_##name(const dt_op_args *a, dt_tensor **out);
+#define DT_OP(E, name, rule, nout, flags, sharding, backward, schema) int dt_cpu_##name(const dt_op_args *a, dt_tensor **out);
 #include "ops/op_list.h"
 #undef DT_OP
 
