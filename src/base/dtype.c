@@ -38,6 +38,12 @@ int dt_dtype_from_name(const char *name, dt_dtype *out) {
                   name);
 }
 
+int dt_dtype_can_cast(dt_dtype from, dt_dtype to) {
+  if (dt_dtype_is_float(from) && !dt_dtype_is_float(to)) return 0;
+  if (from != DT_BOOL && to == DT_BOOL) return 0;
+  return 1;
+}
+
 dt_dtype dt_dtype_promote(dt_dtype a, dt_dtype b) {
   if (a == b) return a;
   int ca = dtype_info[a].category, cb = dtype_info[b].category;

@@ -31,6 +31,8 @@ int dt_dtype_is_integer(dt_dtype t);  /* i64 i32 u8 (not bool) */
 int dt_dtype_category(dt_dtype t);
 /* PyTorch's promote_types for two dimensioned tensors. */
 dt_dtype dt_dtype_promote(dt_dtype a, dt_dtype b);
+/* torch.can_cast: no float into an integer, nothing but bool into bool. */
+int dt_dtype_can_cast(dt_dtype from, dt_dtype to);
 /* dtype kernels compute in: bf16/f16 -> f32, everything else itself. */
 dt_dtype dt_dtype_compute(dt_dtype t);
 

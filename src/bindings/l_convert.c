@@ -91,7 +91,7 @@ static int l_tensor(lua_State *L) {
   /* like torch.tensor: any float -> float32, else any integer -> int64, else bool */
   dt_dtype def = info.has_float ? DT_DEFAULT_FLOAT : info.has_int ? DT_INT64 : info.has_bool ? DT_BOOL : DT_DEFAULT_FLOAT;
   dt_dtype dtype = dt_lua_opt_dtype_field(L, 2, def);
-  dt_tensor *t = dt_tensor_empty(dtype, info.ndim, info.shape, DT_CPU);
+  dt_tensor *t = dt_tensor_empty(dtype, info.ndim, info.shape, DT_HOST);
   if (!t) return dt_lua_raise(L);
   dt_lua_push_tensor(L, t); /* owned by Lua before anything can raise */
   int64_t pos = 0;
@@ -109,7 +109,10 @@ static int l_item(lua_State *L) {
   dt_tensor *t = dt_lua_check_tensor(L, 1);
   int64_t n = dt_tensor_numel(t);
   if (n != 1) return luaL_error(L, "item: a tensor with %d elements cannot be converted to a number", (int)n);
-  push_element(L, dt_tensor_data(t), t->dtype);
+  dt_tensor *h = dt_tensor_to_host(t); /* t itself, retained, for host memory */
+  if (!h) return dt_lua_raise(L);
+  push_element(L, dt_tensor_data(h), h->dtype);
+  dt_tensor_release(h);
   return 1;
 }
 
@@ -130,7 +133,11 @@ static void push_nested(lua_State *L, const dt_tensor *t, int depth, const char 
 /* t:totable(): nested Lua tables (a 0-d tensor gives its number). */
 static int l_totable(lua_State *L) {
   dt_tensor *t = dt_lua_check_tensor(L, 1);
-  push_nested(L, t, 0, dt_tensor_data(t));
+  /* values are read on the host: a copy only for a device tensor (not leaked by raises otherwise) */
+  dt_tensor *h = dt_device_is_host(dt_tensor_device(t)) ? NULL : dt_tensor_to_host(t);
+  if (!dt_device_is_host(dt_tensor_device(t)) && !h) return dt_lua_raise(L);
+  push_nested(L, h ? h : t, 0, dt_tensor_data(h ? h : t));
+  dt_tensor_release(h);
   return 1;
 }
 

@@ -46,7 +46,7 @@ static void push_redistributed(lua_State *L, dt_tensor *local, dt_dspec *s, cons
 
 static dt_tensor *empty_local(dt_dtype dtype) {
   int64_t zero = 0;
-  return dt_tensor_empty(dtype, 1, &zero, DT_CPU);
+  return dt_tensor_empty(dtype, 1, &zero, DT_HOST);
 }
 
 /* Placements with Shard dims normalised for an ndim-d tensor (errors name op). */
@@ -63,7 +63,7 @@ static void normalise(lua_State *L, dt_mesh *m, dt_placement *p, int ndim, const
  * all-ranks group (ranks sorted). */
 static dt_tensor *scatter_blocks(const dt_dspec *s, const dt_group_entry *g, dt_tensor *t, int64_t count) {
   int64_t total = count * g->n;
-  dt_tensor *buf = dt_tensor_zeros(s->dtype, 1, &total, DT_CPU);
+  dt_tensor *buf = dt_tensor_zeros(s->dtype, 1, &total, DT_HOST);
   int coord[DT_MESH_MAX_DIMS];
   for (int r = 0; buf && r < g->n; r++) {
     dt_mesh_coord_of_rank(s->mesh, g->ranks[r], coord);
@@ -89,7 +89,7 @@ static dt_tensor *from_src(dt_context *ctx, const dt_dspec *s, dt_tensor *t, int
   for (int i = 0; i < s->mesh->ndim; i++) sharded |= s->p[i].kind == DT_SHARD;
   size_t es = dt_dtype_size(s->dtype);
   if (!sharded) {
-    dt_tensor *buf = t ? dt_tensor_clone(t) : dt_tensor_empty(s->dtype, s->ndim, s->shape, DT_CPU);
+    dt_tensor *buf = t ? dt_tensor_clone(t) : dt_tensor_empty(s->dtype, s->ndim, s->shape, DT_HOST);
     if (!buf) return NULL;
     dt_comm_debug_record(ctx, "broadcast", (size_t)dt_tensor_numel(buf) * es, g->n);
     if (dt_comm_broadcast(g->comm, dt_tensor_data(buf), (size_t)dt_tensor_numel(buf), s->dtype, root) != DT_OK)
@@ -100,7 +100,7 @@ static dt_tensor *from_src(dt_context *ctx, const dt_dspec *s, dt_tensor *t, int
   int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS], stride[DT_MAX_DIMS];
   dt_dspec_local(s, s->p, zero, shape, off); /* coordinate 0 holds the largest shard */
   int64_t count = dt_shape_numel(s->ndim, shape);
-  dt_tensor *send = t ? scatter_blocks(s, g, t, count) : NULL, *recv = dt_tensor_empty(s->dtype, 1, &count, DT_CPU);
+  dt_tensor *send = t ? scatter_blocks(s, g, t, count) : NULL, *recv = dt_tensor_empty(s->dtype, 1, &count, DT_HOST);
   if ((t && !send) || !recv) return dt_tensor_release(send), dt_tensor_release(recv), NULL;
   dt_comm_debug_record(ctx, "scatter", t ? (size_t)(count * g->n) * es : 0, g->n);
   int st = dt_comm_scatter(g->comm, send ? dt_tensor_data(send) : NULL, dt_tensor_data(recv), (size_t)count, s->dtype, root);
@@ -134,7 +134,7 @@ static int l_distribute_tensor(lua_State *L) {
   dt_value *u = dt_lua_test_value(L, 1);
   if (u && u->spec) return luaL_error(L, "%s: the input is already a DTensor (use x:redistribute)", op);
   dt_tensor *t = u ? u->local : NULL;
-  if (t && dt_tensor_device(t) != DT_CPU) return luaL_error(L, "%s: only CPU tensors are supported", op);
+  if (t && !dt_device_is_host(dt_tensor_device(t))) return luaL_error(L, "%s: only CPU tensors are supported", op);
   int root = -1;
   if (!local_chunk) {
     const dt_group_entry *g = m->groups[all_mask(m)];

@@ -153,7 +153,7 @@ int dt_lua_dtensor_newindex(lua_State *L) {
   dt_lua_push_tensor(L, dst);
   if (!dt_dspec_holds_value(ts)) { /* the pending sum gets v once, from coordinate 0 */
     const int64_t no_dims[1] = {0};
-    if (!(src = dt_tensor_full(DT_BOOL, 0, no_dims, 0, DT_CPU))) return dt_lua_raise(L);
+    if (!(src = dt_tensor_full(DT_BOOL, 0, no_dims, 0, DT_HOST))) return dt_lua_raise(L);
     dt_lua_push_tensor(L, src);
     vnd = 0;
   }

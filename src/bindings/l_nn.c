@@ -16,7 +16,7 @@ static dt_tensor *to_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has_
   if (t->dtype != DT_INT64 && t->dtype != DT_INT32 && t->dtype != DT_UINT8)
     luaL_error(L, "%s: %ss must be an integer tensor, got %s", op, what, dt_dtype_name(t->dtype));
   dt_tensor *c = dt_tensor_contiguous_as(t, DT_INT64);
-  dt_tensor *z = c ? dt_tensor_empty(DT_INT64, t->ndim, t->shape, DT_CPU) : NULL;
+  dt_tensor *z = c ? dt_tensor_empty(DT_INT64, t->ndim, t->shape, DT_HOST) : NULL;
   if (!z) {
     if (c) dt_tensor_release(c);
     dt_lua_raise(L);

@@ -165,6 +165,10 @@ static void add_suffix(luaL_Buffer *b, const char *s, int indent) {
 
 static int tensor_tostring(lua_State *L) {
   const dt_tensor *t = dt_lua_check_tensor(L, 1);
+  /* values are read on the host: a copy only for a device tensor (not leaked by raises otherwise) */
+  dt_tensor *h = dt_device_is_host(dt_tensor_device(t)) ? NULL : dt_tensor_to_host((dt_tensor *)t);
+  if (!dt_device_is_host(dt_tensor_device(t)) && !h) return dt_lua_raise(L);
+  const dt_tensor *v = h ? h : t;
   const char *prefix = "tensor(";
   int indent = (int)strlen(prefix), empty = dt_tensor_numel(t) == 0;
   luaL_Buffer b;
@@ -174,8 +178,8 @@ static int tensor_tostring(lua_State *L) {
     luaL_addstring(&b, "[]");
   } else {
     fmt f;
-    fmt_init(&f, t);
-    add_tensor(&f, &b, dt_tensor_data(t), 0, indent);
+    fmt_init(&f, v);
+    add_tensor(&f, &b, dt_tensor_data(v), 0, indent);
   }
   char s[256];
   if (empty && t->ndim != 1) { /* Python tuple syntax: (0, 3); {0} prints as tensor([]) */
@@ -190,7 +194,8 @@ static int tensor_tostring(lua_State *L) {
     snprintf(s, sizeof s, "dtype=%s", dt_dtype_name(t->dtype));
     add_suffix(&b, s, indent);
   }
-  if (dt_tensor_device(t) != DT_CPU) {
+  dt_tensor_release(h);
+  if (!dt_device_is_host(dt_tensor_device(t))) {
     snprintf(s, sizeof s, "device=%s", dt_device_name(dt_tensor_device(t)));
     add_suffix(&b, s, indent);
   }

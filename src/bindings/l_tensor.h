@@ -7,7 +7,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "ops/ops.h"
+#include "kernels/local_op.h"
 
 #define DT_TENSOR_MT "dtensor.Tensor"
 

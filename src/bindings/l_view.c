@@ -347,11 +347,11 @@ int dt_lua_tensor_index(lua_State *L) {
 dt_tensor *dt_lua_scalar_tensor(lua_State *L, int idx) {
   dt_tensor *s;
   const int64_t no_dims[1] = {0}; /* not NULL: the shape is memcpy'd */
-  if (lua_isboolean(L, idx)) s = dt_tensor_full(DT_BOOL, 0, no_dims, lua_toboolean(L, idx), DT_CPU);
+  if (lua_isboolean(L, idx)) s = dt_tensor_full(DT_BOOL, 0, no_dims, lua_toboolean(L, idx), DT_HOST);
   else if (lua_isinteger(L, idx)) {
-    s = dt_tensor_empty(DT_INT64, 0, no_dims, DT_CPU);
+    s = dt_tensor_empty(DT_INT64, 0, no_dims, DT_HOST);
     if (s) dt_store_i64(dt_tensor_data(s), DT_INT64, lua_tointeger(L, idx));
-  } else if (lua_type(L, idx) == LUA_TNUMBER) s = dt_tensor_full(DT_FLOAT64, 0, no_dims, lua_tonumber(L, idx), DT_CPU);
+  } else if (lua_type(L, idx) == LUA_TNUMBER) s = dt_tensor_full(DT_FLOAT64, 0, no_dims, lua_tonumber(L, idx), DT_HOST);
   else return luaL_error(L, "indexing assignment: value must be a number, a boolean or a tensor, got %s",
                         luaL_typename(L, idx)), NULL;
   if (!s) dt_lua_raise(L);

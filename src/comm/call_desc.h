@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "base/dtype.h"
-#include "kernels/cpu/reduce_ops.h"
+#include "base/reduce_op.h"
 
 typedef enum {
   TC_ALL_REDUCE, TC_ALL_GATHER, TC_REDUCE_SCATTER, TC_ALL_TO_ALL, TC_BROADCAST,

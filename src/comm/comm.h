@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "base/dtype.h"
-#include "kernels/cpu/reduce_ops.h"
+#include "base/reduce_op.h"
 
 typedef struct dt_comm dt_comm;
 

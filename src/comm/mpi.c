@@ -13,6 +13,7 @@
 #include "comm/call_desc.h"
 #include "comm/mpi_impl.h"
 #include "comm/spin_wait.h"
+#include "kernels/cpu/reduce_ops.h"
 
 typedef struct mpi_comm {
   dt_comm base;

@@ -1,6 +1,7 @@
 /* Datatypes and reduce ops of the MPI backend.  bf16/f16 have no MPI type: they travel as
  * MPI_UINT16_T and reduce through custom MPI_Ops that call dt_reduce_ops_apply. */
 #include "comm/mpi_impl.h"
+#include "kernels/cpu/reduce_ops.h"
 
 #include <pthread.h>
 

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "comm/threads_impl.h"
+#include "kernels/cpu/reduce_ops.h"
 
 #define BLOCK_BYTES (64 * 1024) /* reduce block: inputs and output stay in L2 */
 #define MAX_STACK_RANKS 64

@@ -167,7 +167,7 @@ static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_ds
   }
   dt_op_args ga = *a;
   ga.in = gin;
-  ga.name = op->name;
+  ga.op = id, ga.name = op->name;
   if (op->shape(&ga, e->out) != DT_OK) return DT_ERR;
   dt_rule_args r = {.op = id, .a = &ga, .spec = sp, .mesh_ndim = e->k.mesh_ndim, .out = e->out, .nout = op->nout};
   dt_strategy *s = malloc(sizeof *s * DT_RULE_MAX_STRATEGIES);
@@ -369,7 +369,7 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspe
     for (int o = 0; o < nout; o++) {
       int64_t zero = 0;
       out[o] = (op->flags & DT_OPF_INPLACE) ? (dt_tensor_retain(a->in[0]), a->in[0])
-                                             : dt_tensor_empty(e->out[o].dtype, 1, &zero, DT_CPU);
+                                             : dt_tensor_empty(e->out[o].dtype, 1, &zero, DT_HOST);
       if (!out[o]) goto fail;
     }
     return DT_OK;

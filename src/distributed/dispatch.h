@@ -9,7 +9,7 @@
 #define DT_DISTRIBUTED_DISPATCH_H
 
 #include "distributed/dtensor.h"
-#include "ops/ops.h"
+#include "kernels/local_op.h"
 
 #define DT_DISPATCH_MAX_IN 4
 

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "kernels/cpu/reduce_ops.h"
+#include "base/reduce_op.h"
 
 typedef enum dt_place_kind { DT_REPLICATE, DT_SHARD, DT_PARTIAL } dt_place_kind;
 

@@ -35,8 +35,8 @@ static int copy_into(dt_tensor *dst, int d, int64_t start, int64_t len, const dt
   return st;
 }
 
-/* A 1-d buffer every element of which the caller writes. */
-static dt_tensor *new_flat(dt_dtype dtype, int64_t n) { return dt_tensor_empty(dtype, 1, &n, DT_CPU); }
+/* A 1-d buffer like x (its dtype, on its device) every element of which the caller writes. */
+static dt_tensor *new_flat(const dt_tensor *x, int64_t n) { return dt_tensor_empty(x->dtype, 1, &n, dt_tensor_device(x)); }
 
 static int64_t inner_of(const dt_tensor *t, int d) {
   int64_t n = 1;
@@ -74,9 +74,9 @@ static dt_tensor *all_gather(const step_ctx *c, dt_tensor *x, int d) {
   int64_t shape[DT_MAX_DIMS];
   memcpy(shape, x->shape, sizeof shape);
   shape[d] = L;
-  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, shape, DT_CPU);
+  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, shape, dt_tensor_device(x));
   int in_place = out && direct(c, out, d);
-  dt_tensor *recv = in_place ? (dt_tensor_retain(out), out) : new_flat(x->dtype, L * inner);
+  dt_tensor *recv = in_place ? (dt_tensor_retain(out), out) : new_flat(x, L * inner);
   int ok = counts && pos && recv && out;
   for (int cc = 0; ok && cc < c->n; cc++) {
     dt_chunk(L, c->n, cc, &st, &len);
@@ -111,10 +111,10 @@ static dt_tensor *all_to_all(const step_ctx *c, dt_tensor *x, int d, int e) {
   memcpy(shape, x->shape, sizeof shape);
   shape[d] = Ld, shape[e] = elen;
   int64_t inner_d = inner_of(x, d) / (Le ? Le : 1) * elen; /* recv block: len_d(c) * inner_d */
-  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, shape, DT_CPU);
+  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, shape, dt_tensor_device(x));
   int in_place = out && direct(c, out, d);
-  dt_tensor *send = new_flat(x->dtype, dt_tensor_numel(x));
-  dt_tensor *recv = in_place ? (dt_tensor_retain(out), out) : new_flat(x->dtype, Ld * inner_d);
+  dt_tensor *send = new_flat(x, dt_tensor_numel(x));
+  dt_tensor *recv = in_place ? (dt_tensor_retain(out), out) : new_flat(x, Ld * inner_d);
   int ok = cnt && pos && out && send && recv;
   for (int cc = 0; ok && cc < c->n; cc++) {
     int r = group_rank(c, cc);
@@ -153,8 +153,8 @@ static dt_tensor *reduce_scatter(const step_ctx *c, dt_tensor *x, int d, dt_redu
   int64_t total = c->n * chunk * inner; /* zeros: the padding of short chunks is reduced too */
   int as_is = chunk * c->n == L && direct(c, x, d); /* x already holds the blocks in order */
   dt_tensor *send = as_is ? (dt_tensor_retain(x), x)
-                  : chunk * c->n == L ? new_flat(x->dtype, total) : dt_tensor_zeros(x->dtype, 1, &total, DT_CPU);
-  dt_tensor *recv = new_flat(x->dtype, chunk * inner);
+                  : chunk * c->n == L ? new_flat(x, total) : dt_tensor_zeros(x->dtype, 1, &total, dt_tensor_device(x));
+  dt_tensor *recv = new_flat(x, chunk * inner);
   int ok = send && recv;
   for (int cc = 0; ok && !as_is && cc < c->n; cc++) {
     dt_chunk(L, c->n, cc, &st, &len);
@@ -189,7 +189,7 @@ static dt_tensor *all_gather_multi(const step_ctx *c, int mask, dt_tensor *x) {
   dt_dspec_local(c->s, after, m->coord, oshape, ooff);
   size_t *counts = calloc((size_t)g->n, sizeof *counts);
   int64_t *geo = calloc((size_t)g->n * 2 * DT_MAX_DIMS, sizeof *geo); /* shape, offset per member */
-  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, oshape, DT_CPU), *recv = NULL;
+  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, oshape, dt_tensor_device(x)), *recv = NULL;
   int ok = counts && geo && out;
   int64_t total = 0;
   for (int r = 0; ok && r < g->n; r++) {
@@ -200,7 +200,7 @@ static dt_tensor *all_gather_multi(const step_ctx *c, int mask, dt_tensor *x) {
     counts[r] = (size_t)dt_shape_numel(x->ndim, sh);
     total += (int64_t)counts[r];
   }
-  ok = ok && (recv = new_flat(x->dtype, total));
+  ok = ok && (recv = new_flat(x, total));
   if (ok) {
     dt_comm_debug_record(c->ctx, "all_gather", (size_t)dt_tensor_numel(x) * c->elsize, g->n);
     ok = dt_comm_all_gather_v(g->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
@@ -242,7 +242,7 @@ static dt_tensor *chunk_local(const step_ctx *c, dt_tensor *x, int d) {
 /* Replicate -> Partial: sum keeps the value on coordinate 0 and zeros elsewhere, so the sum
  * over the dim is the value; avg, max and min keep it everywhere. */
 static dt_tensor *partition(const step_ctx *c, dt_tensor *x, dt_reduce_op op) {
-  if (op == DT_REDUCE_SUM && c->me != 0) return dt_tensor_zeros(x->dtype, x->ndim, x->shape, DT_CPU);
+  if (op == DT_REDUCE_SUM && c->me != 0) return dt_tensor_zeros(x->dtype, x->ndim, x->shape, dt_tensor_device(x));
   return dt_tensor_clone(x);
 }
 

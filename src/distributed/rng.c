@@ -109,7 +109,7 @@ static int agree(dt_context *ctx, int st, const char *name) {
 
 static dt_tensor *empty_local(dt_dtype dtype) {
   int64_t zero = 0;
-  return dt_tensor_empty(dtype, 1, &zero, DT_CPU);
+  return dt_tensor_empty(dtype, 1, &zero, DT_HOST);
 }
 
 int dt_rng_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp, dt_tensor **out,
@@ -128,7 +128,7 @@ int dt_rng_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_
   dt_tensor *gin[1] = {&g};
   dt_dspec_global_header(in, &g);
   dt_op_args ga = *a;
-  ga.in = gin, ga.name = op->name, ga.region = NULL;
+  ga.in = gin, ga.op = id, ga.name = op->name, ga.region = NULL;
   dt_meta meta[DT_OP_MAX_OUT];
   if (op->shape(&ga, meta) != DT_OK) return DT_ERR;
   uint64_t words = dt_rng_op_words(id, &ga, meta);
@@ -179,7 +179,7 @@ int dt_rng_factory(dt_context *ctx, dt_op_id id, const dt_op_args *a, dt_mesh *m
   const dt_op_def *op = dt_op_get(id);
   *out = NULL, *out_spec = NULL;
   dt_op_args ga = *a;
-  ga.name = a->name ? a->name : op->name, ga.region = NULL; /* rand_like names itself */
+  ga.op = id, ga.name = a->name ? a->name : op->name, ga.region = NULL; /* rand_like names itself */
   dt_meta meta[DT_OP_MAX_OUT];
   if (op->shape(&ga, meta) != DT_OK) return DT_ERR;
   char buf[128];

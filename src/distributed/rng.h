@@ -9,7 +9,7 @@
 #define DT_DISTRIBUTED_RNG_H
 
 #include "distributed/dtensor.h"
-#include "ops/ops.h"
+#include "kernels/local_op.h"
 
 /* Words random op id consumes (what the offset advances by): a holds the GLOBAL operands
  * (headers suffice), out the global output metadata from the op's shape rule. */

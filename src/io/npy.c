@@ -23,7 +23,6 @@ int dt_npy_save(const char *path, dt_tensor *t) {
   if (!descrs[t->dtype])
     return dt_error("save_npy: %s: %s has no NumPy dtype (convert it first, e.g. :to(\"float32\"))", path,
                     dt_dtype_name(t->dtype));
-  if (dt_tensor_device(t) != DT_CPU) return dt_error("save_npy: %s: tensor is not on the CPU", path);
   char dict[512];
   int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descrs[t->dtype]);
   for (int d = 0; d < t->ndim; d++) n += snprintf(dict + n, sizeof dict - (size_t)n, "%lld, ", (long long)t->shape[d]);
@@ -40,7 +39,7 @@ int dt_npy_save(const char *path, dt_tensor *t) {
   memset(head + 10 + n, ' ', total - 10 - (size_t)n - 1);
   head[total - 1] = '\n';
 
-  dt_tensor *c = dt_tensor_contiguous(t);
+  dt_tensor *c = dt_tensor_host_contiguous(t);
   if (!c) return dt_error_prefix("save_npy: %s", path);
   dt_file_writer w;
   int rc = dt_file_writer_open(&w, path, "save_npy");
@@ -196,7 +195,7 @@ static dt_tensor *load_body(const char *path, FILE *f, int64_t fsize) {
              have < nbytes ? " (file truncated?)" : "");
     return NULL;
   }
-  dt_tensor *t = dt_tensor_empty(dtype, ndim, shape, DT_CPU);
+  dt_tensor *t = dt_tensor_empty(dtype, ndim, shape, DT_HOST);
   if (!t) return dt_error_prefix("load_npy: %s", path), NULL;
   if (dt_file_read_at(f, start + hlen, dt_tensor_data(t), (size_t)nbytes, path, "load_npy") != DT_OK) {
     dt_tensor_release(t);

@@ -85,8 +85,6 @@ static int build_header(const char *path, const dt_safetensors *st, dt_json_buf 
 }
 
 int dt_safetensors_save(const char *path, const dt_safetensors *st) {
-  for (int i = 0; i < st->n; i++)
-    if (dt_tensor_device(st->tensors[i]) != DT_CPU) return dt_error("save: %s: tensor '%s' is not on the CPU", path, st->names[i]);
   dt_json_buf b = {0};
   if (build_header(path, st, &b) != DT_OK) return dt_json_buf_free(&b), DT_ERR;
   dt_file_writer w;
@@ -97,7 +95,7 @@ int dt_safetensors_save(const char *path, const dt_safetensors *st) {
   if (rc == DT_OK) rc = dt_file_write(&w, b.data, b.len);
   dt_json_buf_free(&b);
   for (int i = 0; rc == DT_OK && i < st->n; i++) {
-    dt_tensor *c = dt_tensor_contiguous(st->tensors[i]);
+    dt_tensor *c = dt_tensor_host_contiguous(st->tensors[i]);
     if (!c) {
       rc = dt_error_prefix("save: %s", path);
       break;
@@ -238,7 +236,7 @@ static int load_tensors(const char *path, FILE *f, const dt_json *hdr, int64_t d
   if (check_layout(path, st, ranges, n, fsize - data_start) != DT_OK) return DT_ERR;
   for (int i = 0; i < n; i++) {
     const entry *e = &ranges[i];
-    dt_tensor *t = st->tensors[e->index] = dt_tensor_empty(e->dtype, e->ndim, e->shape, DT_CPU);
+    dt_tensor *t = st->tensors[e->index] = dt_tensor_empty(e->dtype, e->ndim, e->shape, DT_HOST);
     if (!t) return dt_error_prefix("load: %s", path);
     size_t nbytes = (size_t)(e->end - e->begin);
     if (dt_file_read_at(f, data_start + e->begin, dt_tensor_data(t), nbytes, path, "load") != DT_OK) return DT_ERR;

@@ -1,20 +1,31 @@
-/* The operator table and the front door every op call goes through. */
+/* The operator table: one row per op (op_list.h) with its schema, shape rule and flags.
+ * Running an op is the kernels layer's: dt_op_call in kernels/local_op.h. */
 #ifndef DT_OPS_OPS_H
 #define DT_OPS_OPS_H
 
-#include "kernels/kernel_args.h"
+#include "ops/op_args.h"
 
 #define DT_OPF_VIEW 1
 #define DT_OPF_INPLACE 2
 #define DT_OPF_FACTORY 4
 #define DT_OPF_RANDOM 8 /* draws from the generator: on DTensors, the RNG tracker region (dist/rng.c) */
 
-typedef enum dt_op_id {
-#define DT_OP(E, name, rule, nout, flags, schema) DT_OP_##E,
-#include "ops/op_list.h"
-#undef DT_OP
-  DT_OP_COUNT
-} dt_op_id;
+/* Which sharding rule the dispatcher asks for an op's strategies on DTensors: the rule
+ * functions are the distributed layer's, in a table indexed by this enum. */
+typedef enum dt_sharding_family {
+#define DT_SHARDING(F, name) DT_SHARDING_##F,
+#include "ops/sharding_families.h"
+#undef DT_SHARDING
+  DT_SHARDING_COUNT
+} dt_sharding_family;
+
+/* An op's backward rule (the autograd issue): from the forward call's args, inputs and the
+ * gradients of its outputs, the gradients of its inputs, written with ops through the
+ * front door. */
+struct dt_context;
+struct dt_value;
+typedef int (*dt_backward_fn)(struct dt_context *ctx, const dt_op_args *a, struct dt_value *const *inputs,
+                              struct dt_value *const *grad_out, struct dt_value **grad_in);
 
 typedef struct dt_op_def {
   const char *name;
@@ -22,23 +33,17 @@ typedef struct dt_op_def {
   int nout;
   int flags;
   dt_shape_fn shape;
-  dt_kernel_fn kernel[DT_NDEVICES];
-  void *backward; /* autograd issue */
-  void *sharding; /* sharding-dispatcher issue */
+  dt_sharding_family sharding;
+  dt_backward_fn backward; /* NULL until the autograd issue */
 } dt_op_def;
 
 const dt_op_def *dt_op_get(dt_op_id id);
 /* Looks an op up by its Lua name; DT_ERR when unknown. */
 int dt_op_find(const char *name, dt_op_id *id);
+/* "pointwise", "local_only", ... */
+const char *dt_sharding_family_name(dt_sharding_family f);
 
-/* Runs op on CPU/CUDA by the device of its inputs: shape rule, allocation, kernel.
- * Sets a->name.  On success out[0..nout-1] hold new references. */
-int dt_op_call(dt_op_id id, dt_op_args *a, dt_tensor **out);
-
-/* Declarations of every kernel and shape rule named by the table. */
-#define DT_OP(E, name, rule, nout, flags, schema) int dt_cpu_##name(const dt_op_args *a, dt_tensor **out);
-#include "ops/op_list.h"
-#undef DT_OP
+/* Declarations of every shape rule named by the table. */
 #define DT_RULE(name) int dt_shape_##name(const dt_op_args *a, dt_meta *out);
 #include "ops/rule_list.h"
 #undef DT_RULE

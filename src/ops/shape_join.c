@@ -1,11 +1,21 @@
 /* Shape rules of cat and stack: in[0..nin-1] are the inputs, ints[0] the dim (0-based;
  * for stack in 0..ndim).  The dtype is the promotion of every input's. */
 #include "base/error.h"
-#include "kernels/cpu/join.h"
+#include "ops/join.h"
 #include "ops/ops.h"
 
 #include <stdio.h>
 #include <string.h>
+
+static int is_empty_1d(const dt_tensor *t) { return t->ndim == 1 && t->shape[0] == 0; }
+
+const dt_tensor *dt_join_ref(const dt_op_args *a) {
+  for (int i = 0; i < a->nin; i++)
+    if (!is_empty_1d(a->in[i])) return a->in[i];
+  return a->in[0];
+}
+
+int dt_join_skips(const dt_tensor *t, const dt_tensor *ref) { return t != ref && is_empty_1d(t); }
 
 static int check_inputs(const dt_op_args *a, int extra, dt_meta *out) {
   if (a->nin < 1) return dt_error("%s: expected a non-empty list of tensors", a->name);

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "kernels/cpu/pointwise.h"
 #include "ops/ops.h"
+#include "ops/result_type.h"
 
 static void meta_of(dt_meta *out, dt_dtype dtype, const dt_tensor *t) {
   out->dtype = dtype;
@@ -19,8 +19,6 @@ static int need_inputs(const dt_op_args *a, int n) {
     if (i >= a->nin || !a->in[i]) return dt_error("%s: expected %d tensor operand(s)", a->name, n);
   return DT_OK;
 }
-
-static int is(const dt_op_args *a, const char *name) { return strcmp(a->name, name) == 0; }
 
 int dt_shape_same(const dt_op_args *a, dt_meta *out) {
   if (need_inputs(a, 1) != DT_OK) return DT_ERR;
@@ -39,10 +37,10 @@ int dt_shape_cast(const dt_op_args *a, dt_meta *out) {
 int dt_shape_unary(const dt_op_args *a, dt_meta *out) {
   if (need_inputs(a, 1) != DT_OK) return DT_ERR;
   dt_dtype t = a->in[0]->dtype;
-  if (is(a, "clamp")) {
+  if (a->op == DT_OP_CLAMP) {
     if (!(a->flags & (DT_ARG_HAS_MIN | DT_ARG_HAS_MAX)))
       return dt_error("clamp: at least one of min and max must be given");
-    t = pw_clamp_type(a);
+    t = dt_result_type_clamp(a);
     int is_int = a->flags & DT_ARG_SCALAR_INT;
     for (int k = 0; k < 2; k++)
       if ((a->flags & (k ? DT_ARG_HAS_MAX : DT_ARG_HAS_MIN)) &&
@@ -50,7 +48,7 @@ int dt_shape_unary(const dt_op_args *a, dt_meta *out) {
         return DT_ERR;
   }
   if (t == DT_BOOL) {
-    if (is(a, "neg"))
+    if (a->op == DT_OP_NEG)
       return dt_error("neg: negation, the `-` operator, on a bool tensor is not supported (use logical_not)");
     return dt_error("%s: not supported for bool tensors", a->name);
   }
@@ -81,11 +79,11 @@ static int binary_check(const dt_op_args *a, dt_dtype rt, int compare, dt_meta *
       return DT_ERR;
     out->dtype = rt;
   }
-  if (rt == DT_BOOL && (is(a, "sub") || is(a, "pow") || is(a, "remainder")))
+  if (rt == DT_BOOL && (a->op == DT_OP_SUB || a->op == DT_OP_POW || a->op == DT_OP_REMAINDER))
     return dt_error("%s: not supported for two bool operands", a->name);
   if ((a->flags & DT_ARG_ALPHA_FLOAT) && !dt_dtype_is_float(rt))
     return dt_error("%s: for integral input tensors, argument alpha must not be a floating point number", a->name);
-  if (scalar && !(a->flags & DT_ARG_SCALAR_LEFT) && !dt_dtype_is_float(rt) && a->ints[0] < 0 && is(a, "pow"))
+  if (scalar && !(a->flags & DT_ARG_SCALAR_LEFT) && !dt_dtype_is_float(rt) && a->ints[0] < 0 && a->op == DT_OP_POW)
     return dt_error("pow: Integers to negative integer powers are not allowed");
   if (scalar && (a->flags & DT_ARG_SCALAR_INT) && !compare &&
       dt_check_value_fits(a->name, rt, 1, a->ints[0], a->scalar[0]) != DT_OK)
@@ -93,16 +91,16 @@ static int binary_check(const dt_op_args *a, dt_dtype rt, int compare, dt_meta *
   return DT_OK;
 }
 
-int dt_shape_binary(const dt_op_args *a, dt_meta *out) { return binary_check(a, pw_binary_type(a), 0, out); }
+int dt_shape_binary(const dt_op_args *a, dt_meta *out) { return binary_check(a, dt_result_type_binary(a), 0, out); }
 
 /* True division: integer and bool results become float32. */
 int dt_shape_binary_float(const dt_op_args *a, dt_meta *out) {
-  dt_dtype rt = pw_binary_type(a);
+  dt_dtype rt = dt_result_type_binary(a);
   return binary_check(a, dt_dtype_is_float(rt) ? rt : DT_DEFAULT_FLOAT, 0, out);
 }
 
 int dt_shape_compare(const dt_op_args *a, dt_meta *out) {
-  if (binary_check(a, pw_binary_type(a), 1, out) != DT_OK) return DT_ERR;
+  if (binary_check(a, dt_result_type_binary(a), 1, out) != DT_OK) return DT_ERR;
   out->dtype = DT_BOOL;
   return DT_OK;
 }
@@ -121,17 +119,17 @@ int dt_shape_inplace(const dt_op_args *a, dt_meta *out) {
       return dt_error("%s: cannot write in place into a tensor whose elements overlap (an expanded view); "
                       "clone() it first", a->name);
   meta_of(out, self->dtype, self);
-  if (is(a, "zero_")) return DT_OK;
-  if (is(a, "fill_")) return dt_check_value_fits(a->name, self->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[0], a->scalar[0]);
-  if (is(a, "copy_")) {
+  if (a->op == DT_OP_ZERO_) return DT_OK;
+  if (a->op == DT_OP_FILL_) return dt_check_value_fits(a->name, self->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[0], a->scalar[0]);
+  if (a->op == DT_OP_COPY_) {
     if (need_inputs(a, 2) != DT_OK) return DT_ERR;
     const dt_tensor *src = a->in[1];
     if (dt_broadcast_shapes(a->name, self->ndim, self->shape, src->ndim, src->shape, &out->ndim, out->shape) != DT_OK)
       return DT_ERR;
   } else { /* add_ mul_ */
-    dt_dtype rt = pw_binary_type(a);
+    dt_dtype rt = dt_result_type_binary(a);
     if (binary_check(a, rt, 0, out) != DT_OK) return DT_ERR;
-    if (!pw_can_cast(rt, self->dtype))
+    if (!dt_dtype_can_cast(rt, self->dtype))
       return dt_error("%s: result type %s can't be cast to the desired output type %s", a->name, dt_dtype_name(rt),
                       dt_dtype_name(self->dtype));
   }
@@ -161,7 +159,7 @@ int dt_shape_where(const dt_op_args *a, dt_meta *out) {
     out->ndim = nd;
     memcpy(out->shape, sh, sizeof(int64_t) * (size_t)nd);
   }
-  out->dtype = pw_where_type(a);
+  out->dtype = dt_result_type_where(a);
   for (int k = 0; k < 2; k++)
     if (!a->in[k + 1] &&
         dt_check_value_fits(a->name, out->dtype, a->flags & (k ? DT_ARG_WHERE_B_INT : DT_ARG_WHERE_A_INT), a->ints[k], a->scalar[k]) != DT_OK)

@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "kernels/random.h"
 #include "ops/ops.h"
+#include "ops/random.h"
 
 static int need_float(const char *op, const char *what, dt_dtype t) {
   if (dt_dtype_is_float(t)) return DT_OK;
@@ -38,7 +38,7 @@ static int check_params(const dt_op_args *a, int normal) {
   return DT_OK;
 }
 
-static int is_normal(const dt_op_args *a) { return strcmp(a->name, "randn") == 0 || strcmp(a->name, "normal_") == 0; }
+static int is_normal(const dt_op_args *a) { return a->op == DT_OP_RANDN || a->op == DT_OP_NORMAL_; }
 
 /* rand, randn: ints = shape, float dtype. */
 int dt_shape_random_float(const dt_op_args *a, dt_meta *out) {

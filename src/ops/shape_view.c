@@ -1,8 +1,8 @@
 /* Shape rules of the view ops: they validate the arguments and report the output shape;
- * the geometry itself lives with the kernels (kernels/cpu/view.h) so both agree. */
+ * the geometry itself (view_geom.c) is shared with the kernels so both agree. */
 #include "base/error.h"
-#include "kernels/cpu/view.h"
 #include "ops/ops.h"
+#include "ops/view_geom.h"
 
 #include <string.h>
 

@@ -38,10 +38,24 @@ static void copy_convert(char **p, const int64_t *s, int64_t n, void *vctx) {
   }
 }
 
+/* A whole-buffer copy through the device interface: the only copy a device that is not the
+ * host offers here (strided and converting copies there are its kernels' job). */
+static int copy_across(dt_tensor *dst, const dt_tensor *src, const char *op) {
+  dt_device_type dd = dt_tensor_device(dst), sd = dt_tensor_device(src);
+  if (dst->dtype != src->dtype || !dt_same_shape(dst, src) || !dt_tensor_is_contiguous(dst) ||
+      !dt_tensor_is_contiguous(src) || (!dt_device_is_host(dd) && !dt_device_is_host(sd) && dd != sd))
+    return dt_error("%s: copy between devices %s and %s is not available", op, dt_device_name(dd), dt_device_name(sd));
+  size_t n = (size_t)dt_tensor_numel(src) * dt_tensor_elsize(src);
+  void *d = dt_tensor_data(dst);
+  const void *s = dt_tensor_data(src);
+  if (dt_device_is_host(sd)) return dt_device_get(dd)->copy_from_host(d, s, n);
+  if (dt_device_is_host(dd)) return dt_device_get(sd)->copy_to_host(d, s, n);
+  return dt_device_get(dd)->copy_within(d, s, n);
+}
+
 int dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src, const char *op) {
-  if (dt_tensor_device(dst) != DT_CPU || dt_tensor_device(src) != DT_CPU)
-    return dt_error("%s: copy between devices %s and %s is not available", op, dt_device_name(dt_tensor_device(dst)),
-                    dt_device_name(dt_tensor_device(src)));
+  if (!dt_device_is_host(dt_tensor_device(dst)) || !dt_device_is_host(dt_tensor_device(src)))
+    return copy_across(dst, src, op);
   dt_iter it;
   dt_tensor *ops[2] = {dst, (dt_tensor *)src};
   if (dt_iter_init(&it, 2, ops, dst->ndim, dst->shape, op) != DT_OK) return DT_ERR;
@@ -80,4 +94,31 @@ dt_tensor *dt_tensor_to_dtype(dt_tensor *t, dt_dtype dtype) {
     return t;
   }
   return dt_tensor_contiguous_as(t, dtype);
+}
+
+dt_tensor *dt_tensor_to_device(dt_tensor *t, dt_device_type device) {
+  if (dt_tensor_device(t) == device) {
+    dt_tensor_retain(t);
+    return t;
+  }
+  dt_tensor *c = dt_tensor_contiguous(t);
+  dt_tensor *out = c ? dt_tensor_empty(t->dtype, t->ndim, t->shape, device) : NULL;
+  if (out && copy_across(out, c, "to") != DT_OK) dt_tensor_release(out), out = NULL;
+  dt_tensor_release(c);
+  return out;
+}
+
+dt_tensor *dt_tensor_to_host(dt_tensor *t) {
+  if (dt_device_is_host(dt_tensor_device(t))) {
+    dt_tensor_retain(t);
+    return t;
+  }
+  return dt_tensor_to_device(t, DT_HOST);
+}
+
+dt_tensor *dt_tensor_host_contiguous(dt_tensor *t) {
+  dt_tensor *h = dt_tensor_to_host(t);
+  dt_tensor *c = h ? dt_tensor_contiguous(h) : NULL;
+  dt_tensor_release(h);
+  return c;
 }

@@ -1,22 +1,20 @@
 #include "tensor/storage.h"
 #include "base/error.h"
-#include "tensor/block_cache.h"
 
 #include <stdlib.h>
 
-const char *dt_device_name(dt_device_type d) { return d == DT_CUDA ? "cuda" : "cpu"; }
-
 dt_storage *dt_storage_new(size_t nbytes, dt_device_type device) {
-  if (device != DT_CPU) {
+  const dt_device *dev = dt_device_get(device);
+  if (!dev) {
     dt_error("device '%s' is not available in this build", dt_device_name(device));
     return NULL;
   }
   dt_storage *s = malloc(sizeof *s);
   size_t capacity = 0;
-  void *data = s ? dt_block_alloc(nbytes, &capacity) : NULL;
+  void *data = s ? dev->alloc(nbytes, &capacity) : NULL;
   if (!s || !data) {
     free(s);
-    dt_block_free(data, capacity);
+    if (data) dev->free(data, capacity);
     dt_error("out of memory allocating %zu bytes", nbytes);
     return NULL;
   }
@@ -26,7 +24,7 @@ dt_storage *dt_storage_new(size_t nbytes, dt_device_type device) {
   atomic_init(&s->refcount, 1);
   s->device = device;
   s->device_index = 0;
-  s->free_data = dt_block_free;
+  s->free_data = dev->free;
   return s;
 }
 

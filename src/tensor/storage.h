@@ -1,11 +1,12 @@
-/* Refcounted, device-tagged memory.  A tensor is a view (shape, strides, offset) of one storage. */
+/* Refcounted memory on a device (allocated through its interface, tensor/device.h).  A
+ * tensor is a view (shape, strides, offset) of one storage. */
 #ifndef DT_TENSOR_STORAGE_H
 #define DT_TENSOR_STORAGE_H
 
 #include <stdatomic.h>
 #include <stddef.h>
 
-typedef enum dt_device_type { DT_CPU = 0, DT_CUDA, DT_NDEVICES } dt_device_type;
+#include "tensor/device.h"
 
 typedef struct dt_storage {
   void *data;
@@ -18,10 +19,10 @@ typedef struct dt_storage {
   void (*free_data)(void *data, size_t capacity);
 } dt_storage;
 
-/* New CPU storage of nbytes, 64-byte aligned, uninitialised; NULL + dt_error on failure. */
+/* New storage of nbytes on device, uninitialised (64-byte aligned on the CPU); NULL +
+ * dt_error on failure. */
 dt_storage *dt_storage_new(size_t nbytes, dt_device_type device);
 void dt_storage_retain(dt_storage *s);
 void dt_storage_release(dt_storage *s);
-const char *dt_device_name(dt_device_type d);
 
 #endif

@@ -46,11 +46,18 @@ dt_tensor *dt_tensor_empty(dt_dtype dtype, int ndim, const int64_t *shape, dt_de
 
 dt_tensor *dt_tensor_zeros(dt_dtype dtype, int ndim, const int64_t *shape, dt_device_type device) {
   dt_tensor *t = dt_tensor_empty(dtype, ndim, shape, device);
-  if (t) memset(t->storage->data, 0, t->storage->nbytes);
+  if (t && dt_device_get(device)->memset(t->storage->data, 0, t->storage->nbytes) != DT_OK)
+    dt_tensor_release(t), t = NULL;
   return t;
 }
 
 dt_tensor *dt_tensor_full(dt_dtype dtype, int ndim, const int64_t *shape, double value, dt_device_type device) {
+  if (!dt_device_is_host(device)) { /* filled on the host, then copied over */
+    dt_tensor *h = dt_tensor_full(dtype, ndim, shape, value, DT_HOST);
+    dt_tensor *t = h ? dt_tensor_to_device(h, device) : NULL;
+    dt_tensor_release(h);
+    return t;
+  }
   dt_tensor *t = dt_tensor_empty(dtype, ndim, shape, device);
   if (!t) return NULL;
   int64_t n = dt_tensor_numel(t);

@@ -55,8 +55,9 @@ void dt_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 int dt_same_shape(const dt_tensor *a, const dt_tensor *b);
 
 /* ---- copies and conversions ---------------------------------------------------------- */
-/* dst[...] = src[...], broadcasting src to dst's shape and converting dtype.
- * `op` names the caller in error messages. */
+/* dst[...] = src[...], broadcasting src to dst's shape and converting dtype.  Between
+ * devices (or on a device that is not the host): contiguous tensors of one dtype and shape
+ * only, through the device interface.  `op` names the caller in error messages. */
 int dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src, const char *op);
 /* A contiguous tensor with t's values: t itself (retained) when already contiguous. */
 dt_tensor *dt_tensor_contiguous(dt_tensor *t);
@@ -66,6 +67,14 @@ dt_tensor *dt_tensor_clone(const dt_tensor *t);
 dt_tensor *dt_tensor_to_dtype(dt_tensor *t, dt_dtype dtype);
 /* A contiguous copy of t in dtype if t is not already contiguous in dtype, else t retained. */
 dt_tensor *dt_tensor_contiguous_as(dt_tensor *t, dt_dtype dtype);
+/* t on device (contiguous when copied): t itself (retained) when already there. */
+dt_tensor *dt_tensor_to_device(dt_tensor *t, dt_device_type device);
+/* t in memory the host can read (dt_tensor_data): t itself (retained) when it already is.
+ * The path by which bindings, files and printing read tensor values. */
+dt_tensor *dt_tensor_to_host(dt_tensor *t);
+/* t's values contiguous in host memory (files, messages): t itself (retained) when it
+ * already is. */
+dt_tensor *dt_tensor_host_contiguous(dt_tensor *t);
 
 /* ---- shapes -------------------------------------------------------------------------- */
 /* Broadcast two shapes (numpy rules).  On failure: "<op>: shapes {2,3} and {4} cannot broadcast". */

@@ -5,7 +5,7 @@
 
 #include "base/dtype.h"
 #include "base/error.h"
-#include "ops/ops.h"
+#include "kernels/local_op.h"
 #include "tensor/block_cache.h"
 #include "tensor/tensor.h"
 #include "ctest.h"

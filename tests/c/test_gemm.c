@@ -5,7 +5,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/gemm.h"
-#include "ops/ops.h"
+#include "kernels/local_op.h"
 #include "tensor/tensor.h"
 #include "ctest.h"
 

@@ -10,7 +10,7 @@
 #include "io/json.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
-#include "ops/ops.h"
+#include "kernels/local_op.h"
 #include "ctest.h"
 
 static void test_json_values(void) {

@@ -5,8 +5,8 @@
 #include "base/error.h"
 #include "kernels/philox.h"
 #include "kernels/cpu/philox_batch.h"
+#include "kernels/local_op.h"
 #include "kernels/random.h"
-#include "ops/ops.h"
 #include "ctest.h"
 
 static int kat(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1, uint32_t e0,

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "ops/ops.h"
+#include "kernels/local_op.h"
 #include "tensor/tensor.h"
 #include "ctest.h"
 

@@ -1,4 +1,4 @@
-/* Helpers the rule families share, and the op -> rule table. */
+/* Helpers the rule families share, and the family -> rule table. */
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #include <string.h>
@@ -17,29 +17,22 @@ int dt_rule_push(dt_strategy *s, int *n, const dt_strategy *st) {
   return DT_OK;
 }
 
-dt_rule_fn dt_rule_for(dt_op_id op) {
-  switch (op) {
-  case DT_OP_CLONE: case DT_OP_TO: case DT_OP_CONTIGUOUS:
-  case DT_OP_COPY_: case DT_OP_FILL_: case DT_OP_ZERO_: case DT_OP_ADD_: case DT_OP_MUL_:
-  case DT_OP_NEG: case DT_OP_ABS: case DT_OP_EXP: case DT_OP_LOG: case DT_OP_SQRT: case DT_OP_RSQRT:
-  case DT_OP_TANH: case DT_OP_SIGMOID: case DT_OP_RELU: case DT_OP_GELU: case DT_OP_SILU: case DT_OP_SIN:
-  case DT_OP_COS: case DT_OP_CLAMP:
-  case DT_OP_ADD: case DT_OP_SUB: case DT_OP_MUL: case DT_OP_DIV: case DT_OP_POW: case DT_OP_REMAINDER:
-  case DT_OP_EQ: case DT_OP_NE: case DT_OP_LT: case DT_OP_LE: case DT_OP_GT: case DT_OP_GE:
-  case DT_OP_WHERE: case DT_OP_DROPOUT_BACKWARD:
-    return dt_rule_pointwise;
-  case DT_OP_MATMUL: case DT_OP_MM: case DT_OP_BMM: case DT_OP_ADDMM:
-    return dt_rule_matmul;
-  case DT_OP_SUM: case DT_OP_MEAN: case DT_OP_PROD: case DT_OP_AMAX: case DT_OP_AMIN: case DT_OP_MAX:
-  case DT_OP_MIN: case DT_OP_ARGMAX: case DT_OP_ARGMIN: case DT_OP_VAR: case DT_OP_STD: case DT_OP_NORM:
-  case DT_OP_SOFTMAX: case DT_OP_LOG_SOFTMAX:
-    return dt_rule_reduce;
-  case DT_OP_VIEW: case DT_OP_RESHAPE: case DT_OP_FLATTEN: case DT_OP_TRANSPOSE: case DT_OP_PERMUTE:
-  case DT_OP_UNSQUEEZE: case DT_OP_SQUEEZE: case DT_OP_EXPAND: case DT_OP_NARROW: case DT_OP_SELECT: case DT_OP_SLICE:
-    return dt_rule_view;
-  case DT_OP_LAYER_NORM: case DT_OP_RMS_NORM: case DT_OP_SDPA:
-    return dt_rule_nn;
-  default:
-    return NULL;
-  }
+/* The rule of each family of the op rows' sharding column; NULL for LOCAL_ONLY (never
+ * dispatched) and RANDOM (the RNG tracker, distributed/rng.c, takes those rows). */
+static const dt_rule_fn family_rules[] = {
+    [DT_SHARDING_LOCAL_ONLY] = NULL,
+    [DT_SHARDING_POINTWISE] = dt_rule_pointwise,
+    [DT_SHARDING_MATMUL] = dt_rule_matmul,
+    [DT_SHARDING_REDUCE] = dt_rule_reduce,
+    [DT_SHARDING_VIEW] = dt_rule_view,
+    [DT_SHARDING_NN] = dt_rule_nn,
+    [DT_SHARDING_RANDOM] = NULL,
+};
+_Static_assert(sizeof family_rules / sizeof family_rules[0] == DT_SHARDING_COUNT,
+               "every sharding family (ops/sharding_families.h) needs an entry here");
+
+dt_rule_fn dt_rule_of_family(dt_sharding_family f) {
+  return (unsigned)f < DT_SHARDING_COUNT ? family_rules[f] : NULL;
 }
+
+dt_rule_fn dt_rule_for(dt_op_id op) { return dt_rule_of_family(dt_op_get(op)->sharding); }

@@ -26,7 +26,9 @@ typedef struct dt_rule_args {
  * rule error. */
 typedef int (*dt_rule_fn)(const dt_rule_args *r, dt_strategy *s, int *n);
 
-/* The rule of op's family, NULL when there is none yet. */
+/* The rule of a sharding family; NULL for LOCAL_ONLY and RANDOM (not priced by a rule). */
+dt_rule_fn dt_rule_of_family(dt_sharding_family f);
+/* The rule of op's family (its row's sharding column), NULL as above. */
 dt_rule_fn dt_rule_for(dt_op_id op);
 
 int dt_rule_pointwise(const dt_rule_args *r, dt_strategy *s, int *n);

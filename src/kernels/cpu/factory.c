@@ -1,6 +1,6 @@
 /* Factories: empty, full, arange, eye. */
 #include "base/error.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,20 +1,10 @@
 /* cat and stack: each input is copied (with dtype conversion) into its slab of the
  * output, a strided view of out, so non-contiguous inputs need no extra copy. */
-#include "kernels/cpu/join.h"
 #include "base/error.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
+#include "ops/join.h"
 
 #include <string.h>
-
-static int is_empty_1d(const dt_tensor *t) { return t->ndim == 1 && t->shape[0] == 0; }
-
-const dt_tensor *dt_join_ref(const dt_op_args *a) {
-  for (int i = 0; i < a->nin; i++)
-    if (!is_empty_1d(a->in[i])) return a->in[i];
-  return a->in[0];
-}
-
-int dt_join_skips(const dt_tensor *t, const dt_tensor *ref) { return t != ref && is_empty_1d(t); }
 
 /* Copies src into the view of out with src's shape on every dim but d, where it spans
  * [start, start + len); keep_d = 0 drops dim d (stack). */

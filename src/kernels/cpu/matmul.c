@@ -5,7 +5,7 @@
  * bf16/f16 compute in f32 and round at the end; integers use a plain int64 loop. */
 #include "base/error.h"
 #include "kernels/cpu/gemm.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * dtype (bf16/f16 compute in f32); outputs in bf16/f16 go through an f32 buffer. */
 #include "base/error.h"
 #include "kernels/cpu/gemm.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 
 #include <math.h>
 #include <stdlib.h>

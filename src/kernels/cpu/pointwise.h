@@ -1,41 +1,15 @@
-/* Shared by the pointwise kernels, their shape rules and their bindings: the PyTorch
- * result-type rules, op-private argument flags, and the runner that converts operands
- * to the compute dtype and loops over them with dt_iter. */
+/* Shared by the CPU pointwise kernels: the compute dtypes and the runner that converts
+ * operands to the compute dtype and loops over them with dt_iter.  Result types and the
+ * pointwise ops' argument flags are device-neutral: ops/result_type.h, ops/op_args.h. */
 #ifndef DT_KERNELS_CPU_POINTWISE_H
 #define DT_KERNELS_CPU_POINTWISE_H
 
-#include "kernels/kernel_args.h"
+#include "ops/result_type.h"
 #include "tensor/iter.h"
 
-/* Flags private to the pointwise ops (high bits: the generic DT_ARG_* use the low ones). */
-#define DT_ARG_ALPHA_FLOAT (1 << 20) /* add/sub: alpha (scalar[1]) is a non-integer Lua number */
-#define DT_ARG_WHERE_A_INT (1 << 21) /* where: scalar a (in[1] == NULL) is an integer, in ints[0] */
-#define DT_ARG_WHERE_B_INT (1 << 22) /* where: scalar b (in[2] == NULL) is an integer, in ints[1] */
-#define DT_ARG_GELU_TANH 1           /* gelu: tanh approximation */
-
-/* ---- result types (torch.result_type) --------------------------------------------------- */
-/* Operands fall in three tiers: dimensioned tensors, 0-d tensors, Lua numbers ("wrapped
- * numbers": an integer counts as int64, a float as float32).  A lower tier only changes
- * the result when it is of a higher category (bool < integer < floating). */
-typedef struct pw_rtype {
-  int dim, zero, wrapped; /* dt_dtype, or -1 when no operand of that tier */
-} pw_rtype;
-
-void pw_rtype_init(pw_rtype *r);
-void pw_rtype_tensor(pw_rtype *r, const dt_tensor *t);
-void pw_rtype_number(pw_rtype *r, int is_int);
-dt_dtype pw_rtype_result(const pw_rtype *r);
-
-/* The common dtype of a binary op's operands (in[0], in[1] or the scalar). */
-dt_dtype pw_binary_type(const dt_op_args *a);
-/* clamp: the tensor with its given bounds. */
-dt_dtype pw_clamp_type(const dt_op_args *a);
-/* where: a and b (tensors or scalars). */
-dt_dtype pw_where_type(const dt_op_args *a);
+/* ---- compute dtypes --------------------------------------------------------------------- */
 /* The dtype loops run in: float32 for f32/bf16/f16, float64, int64 for integers and bool. */
 dt_dtype pw_compute(dt_dtype t);
-/* torch.can_cast: no float into an integer, nothing but bool into bool. */
-int pw_can_cast(dt_dtype from, dt_dtype to);
 
 /* ---- the loop runner ---------------------------------------------------------------------- */
 typedef struct pw_ctx {

@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/pointwise.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 
 /* ---- scalar helpers ---------------------------------------------------------------------- */
 /* Integer arithmetic wraps (two's complement) instead of being undefined on overflow. */
@@ -138,7 +138,7 @@ static int family(int op) {
 
 int pw_binary(const dt_op_args *a, dt_tensor *out, int op) {
   int fam = family(op), compare = fam >= F_EQ;
-  dt_dtype rt = pw_binary_type(a);
+  dt_dtype rt = dt_result_type_binary(a);
   if (fam == F_DIV && !dt_dtype_is_float(rt)) rt = DT_DEFAULT_FLOAT;
   dt_dtype ct = pw_compute(rt);
   int ti = ct == DT_FLOAT32 ? 0 : ct == DT_FLOAT64 ? 1 : 2;

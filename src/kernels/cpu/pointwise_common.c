@@ -1,69 +1,10 @@
-/* Result types and the operand-converting loop runner of the pointwise kernels. */
+/* The compute dtype and the operand-converting loop runner of the pointwise kernels. */
 #include "kernels/cpu/pointwise.h"
 #include "base/error.h"
-
-void pw_rtype_init(pw_rtype *r) { r->dim = r->zero = r->wrapped = -1; }
-
-static int promote_opt(int a, int b) { return a < 0 ? b : b < 0 ? a : (int)dt_dtype_promote(a, b); }
-
-void pw_rtype_tensor(pw_rtype *r, const dt_tensor *t) {
-  if (t->ndim > 0) r->dim = promote_opt(r->dim, t->dtype);
-  else r->zero = promote_opt(r->zero, t->dtype);
-}
-
-void pw_rtype_number(pw_rtype *r, int is_int) {
-  r->wrapped = promote_opt(r->wrapped, is_int ? DT_INT64 : DT_DEFAULT_FLOAT);
-}
-
-/* c10's combine_categories: the higher tier wins unless the lower one is of a higher category. */
-static int combine(int hi, int lo) {
-  if (hi < 0) return lo;
-  if (lo < 0 || dt_dtype_is_float(hi)) return hi;
-  if (hi == DT_BOOL || dt_dtype_is_float(lo)) return dt_dtype_promote(hi, lo);
-  return hi;
-}
-
-dt_dtype pw_rtype_result(const pw_rtype *r) {
-  int t = combine(r->dim, combine(r->zero, r->wrapped));
-  return t < 0 ? DT_DEFAULT_FLOAT : (dt_dtype)t;
-}
-
-dt_dtype pw_binary_type(const dt_op_args *a) {
-  pw_rtype r;
-  pw_rtype_init(&r);
-  pw_rtype_tensor(&r, a->in[0]);
-  if (a->flags & DT_ARG_SCALAR) pw_rtype_number(&r, a->flags & DT_ARG_SCALAR_INT);
-  else pw_rtype_tensor(&r, a->in[1]);
-  return pw_rtype_result(&r);
-}
-
-dt_dtype pw_clamp_type(const dt_op_args *a) {
-  pw_rtype r;
-  pw_rtype_init(&r);
-  pw_rtype_tensor(&r, a->in[0]);
-  if (a->flags & (DT_ARG_HAS_MIN | DT_ARG_HAS_MAX)) pw_rtype_number(&r, a->flags & DT_ARG_SCALAR_INT);
-  return pw_rtype_result(&r);
-}
-
-dt_dtype pw_where_type(const dt_op_args *a) {
-  pw_rtype r;
-  pw_rtype_init(&r);
-  if (a->in[1]) pw_rtype_tensor(&r, a->in[1]);
-  else pw_rtype_number(&r, a->flags & DT_ARG_WHERE_A_INT);
-  if (a->in[2]) pw_rtype_tensor(&r, a->in[2]);
-  else pw_rtype_number(&r, a->flags & DT_ARG_WHERE_B_INT);
-  return pw_rtype_result(&r);
-}
 
 dt_dtype pw_compute(dt_dtype t) {
   if (t == DT_FLOAT64) return DT_FLOAT64;
   return dt_dtype_is_float(t) ? DT_FLOAT32 : DT_INT64;
-}
-
-int pw_can_cast(dt_dtype from, dt_dtype to) {
-  if (dt_dtype_is_float(from) && !dt_dtype_is_float(to)) return 0;
-  if (from != DT_BOOL && to == DT_BOOL) return 0;
-  return 1;
 }
 
 int pw_partial_overlap(const dt_tensor *out, const dt_tensor *t) {

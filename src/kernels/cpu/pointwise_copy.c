@@ -3,7 +3,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/pointwise.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 
 int dt_cpu_clone(const dt_op_args *a, dt_tensor **out) { return dt_tensor_copy_(out[0], a->in[0], a->name); }
 

@@ -4,7 +4,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/pointwise.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 
 /* NAME over (out, x): EXPR reads x (type T) and c (pw_ctx). */
 #define PW_UN(NAME, T, EXPR)                                                  \

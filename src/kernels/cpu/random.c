@@ -183,19 +183,6 @@ int dt_rng_fill_range(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t
   return DT_OK;
 }
 
-void dt_rng_region_whole(dt_rng_region *r, int ndim, const int64_t *shape) {
-  r->ndim = ndim;
-  for (int d = 0; d < ndim; d++) r->gshape[d] = r->shape[d] = shape[d], r->start[d] = 0;
-}
-
-int dt_rng_region_of(const dt_op_args *a, const dt_tensor *t, dt_rng_region *r) {
-  if (!a->region) return dt_rng_region_whole(r, t->ndim, t->shape), DT_OK;
-  *r = *a->region;
-  if (r->ndim != t->ndim || memcmp(r->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)
-    return dt_error("%s: the random region does not match the local tensor's shape", a->name);
-  return DT_OK;
-}
-
 /* Walks the region as runs of consecutive global indices: the trailing dims the block
  * covers whole, times the first partial dim from the end. */
 int dt_rng_fill_region(const dt_rng_fill *f, const dt_rng_region *r) {
@@ -219,12 +206,4 @@ int dt_rng_fill_region(const dt_rng_fill *f, const dt_rng_region *r) {
     while (k >= 0 && ++idx[k] == r->shape[k]) idx[k--] = 0;
     if (k < 0) return DT_OK;
   }
-}
-
-uint64_t dt_rng_randperm_words(int64_t n) {
-  return dt_rng_round_words((uint64_t)n * ((uint64_t)n > 0xffffffffull ? 2u : 1u));
-}
-
-uint64_t dt_rng_multinomial_words(int64_t rows, int64_t cats, int64_t samples, int replacement) {
-  return dt_rng_round_words(2u * (uint64_t)rows * (uint64_t)(replacement ? samples : cats));
 }

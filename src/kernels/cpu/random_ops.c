@@ -3,7 +3,7 @@
  * arrives in ints[DT_RNG_SLOT_SEED/OFFSET]; advancing it is the caller's job. */
 #include "base/error.h"
 #include "kernels/random.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 
 static dt_rng_fill fill_of(const dt_op_args *a, dt_rng_kind kind, dt_dtype dtype, void *dst) {
   dt_rng_fill f = {.kind = kind, .dtype = dtype, .dst = dst, .seed = dt_rng_args_seed(a),

@@ -6,7 +6,7 @@
 #include "base/error.h"
 #include "kernels/philox.h"
 #include "kernels/random.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 
 /* 64 random bits from words p, p+1 (high word first). */
 static uint64_t word64(uint64_t seed, uint64_t p) {

@@ -4,7 +4,7 @@
  * innermost reduced dim is converted in chunks into a double (or, for exact integer
  * results, int64) buffer, and an accumulator folds the chunk in. */
 #include "base/error.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 #include "ops/shape_reduce.h"
 
 #include <math.h>

@@ -2,7 +2,7 @@
  * The input is made contiguous in its compute dtype (bf16/f16 compute in f32) and seen as
  * [outer, n, inner]; each line of n elements takes three passes (max, exp+sum, scale). */
 #include "base/error.h"
-#include "ops/ops.h"
+#include "kernels/cpu/kernel_table.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -1,8 +1,9 @@
-/* Helpers shared by the cat/stack shape rules (src/ops/shape_join.c) and kernels. */
-#ifndef DT_KERNELS_CPU_JOIN_H
-#define DT_KERNELS_CPU_JOIN_H
+/* The join rules (torch.cat's), device-neutral: shared by the cat/stack shape rules
+ * (shape_join.c) and every device's join kernels. */
+#ifndef DT_OPS_JOIN_H
+#define DT_OPS_JOIN_H
 
-#include "kernels/kernel_args.h"
+#include "ops/op_args.h"
 
 /* The input the others are checked against: the first that is not a 1-d empty tensor. */
 const dt_tensor *dt_join_ref(const dt_op_args *a);

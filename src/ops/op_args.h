@@ -1,9 +1,10 @@
-/* The calling convention every kernel shares.  Dims in here are 0-based and already
- * normalised (the Lua bindings convert); shapes and dtypes have been validated by the
- * op's shape rule before a kernel runs. */
-#ifndef DT_KERNELS_KERNEL_ARGS_H
-#define DT_KERNELS_KERNEL_ARGS_H
+/* The op calling convention: what shape rules and every device's kernels receive.  Dims
+ * in here are 0-based and already normalised (the Lua bindings convert); shapes and dtypes
+ * have been validated by the op's shape rule before a kernel runs. */
+#ifndef DT_OPS_OP_ARGS_H
+#define DT_OPS_OP_ARGS_H
 
+#include "ops/op_id.h"
 #include "tensor/tensor.h"
 
 #define DT_OP_MAX_INTS (2 * DT_MAX_DIMS)
@@ -16,9 +17,15 @@
 #define DT_ARG_ALL_DIMS 8    /* reduction over every dim */
 #define DT_ARG_HAS_MIN 16    /* clamp: scalar[0] is a lower bound */
 #define DT_ARG_HAS_MAX 32    /* clamp: scalar[1] is an upper bound */
+/* Flags private to the pointwise ops (high bits: the generic ones above use the low ones). */
+#define DT_ARG_ALPHA_FLOAT (1 << 20) /* add/sub: alpha (scalar[1]) is a non-integer Lua number */
+#define DT_ARG_WHERE_A_INT (1 << 21) /* where: scalar a (in[1] == NULL) is an integer, in ints[0] */
+#define DT_ARG_WHERE_B_INT (1 << 22) /* where: scalar b (in[2] == NULL) is an integer, in ints[1] */
+#define DT_ARG_GELU_TANH 1           /* gelu: tanh approximation */
 
 typedef struct dt_op_args {
-  const char *name;     /* the op's name, set by the front door, for error messages */
+  dt_op_id op;          /* the op, set by the local op (and by callers of a shape rule) */
+  const char *name;     /* the op's name, set likewise, for error messages */
   dt_tensor *const *in; /* tensor operands (cat/stack take many) */
   int nin;
   double scalar[4]; /* numbers: the scalar operand, alpha, eps, fill value, clamp bounds... */
@@ -30,7 +37,7 @@ typedef struct dt_op_args {
   dt_dtype dtype; /* requested dtype (factories, casts), valid when has_dtype */
   int has_dtype;
   /* Random ops on a shard (dist/rng.c): the block of the global tensor that the local
-   * tensors are, so each element draws at its global index (kernels/random.h).  NULL: the
+   * tensors are, so each element draws at its global index (ops/random.h).  NULL: the
    * whole tensor. */
   const struct dt_rng_region *region;
 } dt_op_args;

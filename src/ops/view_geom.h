@@ -1,10 +1,10 @@
-/* View geometry: the shape, strides and offset a view op gives its input.  Shared by
- * the shape rules (src/ops/shape_view.c, which only need the shape) and the view
- * kernels (view.c, which build the view), so both validate the same way. */
-#ifndef DT_KERNELS_CPU_VIEW_H
-#define DT_KERNELS_CPU_VIEW_H
+/* View geometry: the shape, strides and offset a view op gives its input.  Device-neutral,
+ * shared by the shape rules (shape_view.c, which only need the shape) and every device's
+ * view kernels (which build the view), so both validate the same way. */
+#ifndef DT_OPS_VIEW_GEOM_H
+#define DT_OPS_VIEW_GEOM_H
 
-#include "kernels/kernel_args.h"
+#include "ops/op_args.h"
 
 typedef struct dt_view_geom {
   int ndim;
@@ -26,5 +26,9 @@ int dt_view_squeeze(const dt_op_args *a, dt_view_geom *g);
 int dt_view_target_shape(const dt_op_args *a, int *ndim, int64_t *shape);  /* view, reshape: one -1 inferred */
 int dt_view_flatten_shape(const dt_op_args *a, int *ndim, int64_t *shape); /* flatten */
 int dt_view_expand_shape(const dt_op_args *a, int *ndim, int64_t *shape);  /* expand: -1 keeps */
+
+/* PyTorch's computeStride: strides for viewing x as shape (1), or 0 when x's memory layout
+ * cannot express it. */
+int dt_view_strides(const dt_tensor *x, int ndim, const int64_t *shape, int64_t *stride);
 
 #endif

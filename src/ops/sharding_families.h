@@ -1,0 +1,9 @@
+/* The sharding-rule families, once each: DT_SHARDING(F, "name") is DT_SHARDING_<F>.  The op
+ * rows (op_list.h) name one each; the distributed layer maps each to its rule function. */
+DT_SHARDING(LOCAL_ONLY, "local_only") /* never dispatched on DTensors */
+DT_SHARDING(POINTWISE, "pointwise")
+DT_SHARDING(MATMUL, "matmul")
+DT_SHARDING(REDUCE, "reduce")
+DT_SHARDING(VIEW, "view")
+DT_SHARDING(NN, "nn")
+DT_SHARDING(RANDOM, "random") /* the DT_OPF_RANDOM rows: the RNG tracker (distributed/rng.c), no priced rule */
