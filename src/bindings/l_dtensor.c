@@ -91,7 +91,6 @@ static dt_tensor *from_src(dt_context *ctx, const dt_dspec *s, dt_tensor *t, int
   if (!sharded) {
     dt_tensor *buf = t ? dt_tensor_clone(t) : dt_tensor_empty(s->dtype, s->ndim, s->shape, DT_CPU);
     if (!buf) return NULL;
-    dt_comm_debug_record(ctx, "broadcast", (size_t)dt_tensor_numel(buf) * es, g->n);
     if (dt_comm_broadcast(g->comm, dt_tensor_data(buf), (size_t)dt_tensor_numel(buf), s->dtype, root) != DT_OK)
       return dt_tensor_release(buf), NULL;
     return buf;
@@ -102,7 +101,6 @@ static dt_tensor *from_src(dt_context *ctx, const dt_dspec *s, dt_tensor *t, int
   int64_t count = dt_shape_numel(s->ndim, shape);
   dt_tensor *send = t ? scatter_blocks(s, g, t, count) : NULL, *recv = dt_tensor_empty(s->dtype, 1, &count, DT_CPU);
   if ((t && !send) || !recv) return dt_tensor_release(send), dt_tensor_release(recv), NULL;
-  dt_comm_debug_record(ctx, "scatter", t ? (size_t)(count * g->n) * es : 0, g->n);
   int st = dt_comm_scatter(g->comm, send ? dt_tensor_data(send) : NULL, dt_tensor_data(recv), (size_t)count, s->dtype, root);
   dt_tensor_release(send);
   if (st != DT_OK) return dt_tensor_release(recv), NULL;
@@ -155,7 +153,6 @@ static int l_distribute_tensor(lua_State *L) {
     memcpy(meta + 2, t->shape, sizeof(int64_t) * (size_t)t->ndim);
   }
   if (!local_chunk && m->me >= 0) {
-    dt_comm_debug_record(ctx, "broadcast", sizeof meta, m->size);
     if (dt_comm_broadcast(m->groups[all_mask(m)]->comm, meta, META_LEN, DT_INT64, root) != DT_OK) return dt_lua_raise(L);
     if (meta[0] < 0) return luaL_error(L, "%s: src_rank %d passed no tensor (argument #1)", op, src);
   }
@@ -202,7 +199,6 @@ static dt_tensor *run_check(dt_context *ctx, const dt_dspec *s, dt_tensor *t) {
   memcpy(mine + 2, t->shape, sizeof(int64_t) * (size_t)t->ndim);
   int64_t *all = malloc(sizeof(int64_t) * META_LEN * (size_t)g->n);
   if (!all) return dt_error("from_local: out of memory"), NULL;
-  dt_comm_debug_record(ctx, "all_gather", sizeof mine, g->n);
   if (dt_comm_all_gather(g->comm, mine, all, META_LEN, DT_INT64) != DT_OK) return free(all), NULL;
   for (int r = 0; r < g->n; r++) {
     int coord[DT_MESH_MAX_DIMS];
@@ -227,7 +223,6 @@ static dt_tensor *run_check(dt_context *ctx, const dt_dspec *s, dt_tensor *t) {
   dt_tensor *x = dt_tensor_clone(t);
   for (int i = 0; x && i < m->ndim; i++) {
     if (s->p[i].kind != DT_REPLICATE || m->shape[i] == 1) continue;
-    dt_comm_debug_record(ctx, "broadcast", (size_t)dt_tensor_numel(x) * dt_dtype_size(x->dtype), m->shape[i]);
     if (dt_comm_broadcast(dt_mesh_comm(m, i), dt_tensor_data(x), (size_t)dt_tensor_numel(x), x->dtype,
                           dt_mesh_group_rank_of(m, i, 0)) != DT_OK)
       dt_tensor_release(x), x = NULL;
