@@ -93,7 +93,8 @@ static dt_tensor *from_src(const dt_dspec *s, dt_tensor *t, int root) {
   int64_t count = dt_shape_numel(s->ndim, shape);
   dt_tensor *send = t ? scatter_blocks(s, g, t, count) : NULL, *recv = dt_tensor_empty(s->dtype, 1, &count, DT_CPU);
   if ((t && !send) || !recv) return dt_tensor_release(send), dt_tensor_release(recv), NULL;
-  int st = dt_comm_scatter(g->comm, send ? dt_tensor_data(send) : NULL, dt_tensor_data(recv), (size_t)count, s->dtype, root);
+  int st = dt_comm_scatter(g->comm, send ? dt_tensor_data(send) : NULL, dt_tensor_data(recv), (size_t)count, s->dtype,
+                           root);
   dt_tensor_release(send);
   if (st != DT_OK) return dt_tensor_release(recv), NULL;
   dt_dspec_my_local(s, &(int){0}, shape, off);
@@ -317,7 +318,8 @@ static void add_step(text *t, const dt_dspec *s, const dt_redist_step *st, int i
     if ((st->mask >> d) & 1) {
       char one[48];
       snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%d", dims[0] ? "+" : "", d + 1);
-      snprintf(f + strlen(f), sizeof f - strlen(f), "%s%s", f[0] ? " " : "", dt_placement_format(cur[d], one, sizeof one));
+      dt_placement_format(cur[d], one, sizeof one);
+      snprintf(f + strlen(f), sizeof f - strlen(f), "%s%s", f[0] ? " " : "", one);
       ranks *= s->mesh->shape[d];
       cur[d] = st->to;
     }

@@ -16,11 +16,11 @@
 /* src_rank of dt_distribute_tensor: every rank chunks its own tensor, no communication. */
 #define DT_SRC_LOCAL INT_MIN
 
-/* A DTensor of placements p (Shard dims as the user wrote them) on mesh m from the tensor t
- * of world rank src_rank: its metadata is broadcast, then its data (broadcast when nothing
- * is sharded, else one scatter of the shards); Partial placements start as the value on
- * coordinate 0 (sum) and zeros elsewhere.  t may be NULL on ranks other than src_rank.
- * src_rank = DT_SRC_LOCAL: every mesh rank passes the same t and keeps its own chunk. */
+/* A DTensor of placements p (Shard dims 0-based, negative from the end) on mesh m from
+ * the tensor t of world rank src_rank: its metadata is broadcast, then its data (broadcast
+ * when nothing is sharded, else one scatter of the shards); Partial placements start as the
+ * value on coordinate 0 (sum) and zeros elsewhere.  t may be NULL on ranks other than
+ * src_rank.  src_rank = DT_SRC_LOCAL: every mesh rank passes the same t and keeps its chunk. */
 int dt_distribute_tensor(dt_context *ctx, dt_tensor *t, dt_mesh *m, const dt_placement *p, int src_rank,
                          dt_value *out);
 
