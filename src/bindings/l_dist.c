@@ -7,7 +7,6 @@
 
 #include "base/error.h"
 #include "comm/spin_wait.h"
-#include "distributed/comm_debug.h"
 #include "bindings/l_dist.h"
 #include "bindings/l_tensor.h"
 
@@ -74,11 +73,6 @@ static dt_comm *check_group(lua_State *L, int idx, const char *op) {
   return g->e->comm;
 }
 
-/* dt.comm_debug counts each call once, with the bytes of this rank's tensor (metadata
- * exchanges inside a call are not counted). */
-static void record(lua_State *L, const char *name, const dt_tensor *t, const dt_comm *c) {
-  dt_comm_debug_record(dt_lua_context(L), name, t ? (size_t)dt_tensor_numel(t) * dt_dtype_size(t->dtype) : 0, c->size);
-}
 
 static int l_new_group(lua_State *L) {
   dt_context *ctx = dt_lua_context(L);
@@ -155,7 +149,6 @@ static int l_local_rank(lua_State *L) { return lua_pushinteger(L, dt_lua_context
 static int l_backend(lua_State *L) { return lua_pushstring(L, dt_lua_context(L)->backend), 1; }
 static int l_barrier(lua_State *L) {
   dt_comm *c = check_group(L, 1, "barrier");
-  record(L, "barrier", NULL, c);
   if (dt_comm_barrier(c) != DT_OK) return dt_lua_raise(L);
   return 0;
 }
@@ -285,7 +278,6 @@ static int l_all_reduce(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "all_reduce");
   dt_reduce_op op = check_op(L, 2, "all_reduce");
   dt_comm *c = check_group(L, 3, "all_reduce");
-  record(L, "all_reduce", t, c);
   return run_inplace(L, t, c, ar_fn, &op, "all_reduce");
 }
 
@@ -297,7 +289,6 @@ static int l_broadcast(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "broadcast");
   dt_comm *c = check_group(L, 3, "broadcast");
   int src = check_peer(L, 2, c, "broadcast", "src");
-  record(L, "broadcast", t, c);
   return run_inplace(L, t, c, bc_fn, &src, "broadcast");
 }
 
@@ -309,7 +300,6 @@ static int l_recv(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "recv");
   dt_comm *c = check_group(L, 3, "recv");
   int src = check_peer(L, 2, c, "recv", "src");
-  record(L, "recv", t, c);
   return run_inplace(L, t, c, recv_fn, &src, "recv");
 }
 
@@ -320,7 +310,6 @@ static int l_send(lua_State *L) {
   int dst = check_peer(L, 2, c, "send", "dst");
   dt_tensor *in = dt_tensor_contiguous(t);
   if (!in) return dt_lua_raise(L);
-  record(L, "send", t, c);
   int st = dt_comm_send(c, dt_tensor_data(in), (size_t)dt_tensor_numel(in), in->dtype, dst);
   dt_tensor_release(in);
   return st == DT_OK ? 0 : dt_lua_raise(L);
@@ -335,7 +324,6 @@ static int l_all_gather(lua_State *L) {
   rows_of(t, &rows, &inner);
   dt_tensor *out = out_or_new(L, 3, t, rows * c->size, "all_gather"), *in = out ? input_apart(t, out) : NULL;
   if (!in) return finish(L, DT_ERR, NULL, out);
-  record(L, "all_gather", t, c);
   int st = dt_comm_all_gather(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows * inner), t->dtype);
   return finish_out(L, st, in, out, 3);
 }
@@ -348,7 +336,10 @@ static int64_t *gather_meta(dt_comm *c, const dt_tensor *t) {
   for (int i = 0; i < t->ndim; i++) mine[2 + i] = t->shape[i];
   int64_t *all = malloc(sizeof(int64_t) * META_LEN * (size_t)c->size);
   if (!all) return dt_error("out of memory"), NULL;
-  if (dt_comm_all_gather(c, mine, all, META_LEN, DT_INT64) != DT_OK) return free(all), NULL;
+  dt_comm_pause_observer(c); /* metadata: dt.comm_debug counts the data collective only */
+  int st = dt_comm_all_gather(c, mine, all, META_LEN, DT_INT64);
+  dt_comm_resume_observer(c);
+  if (st != DT_OK) return free(all), NULL;
   return all;
 }
 
@@ -377,7 +368,6 @@ static int l_all_gather_v(lua_State *L) {
   }
   if (!counts) return free(meta), luaL_error(L, "all_gather_v: out of memory");
   dt_tensor *in = dt_tensor_contiguous(t), *out = in ? new_with_rows(t, total) : NULL;
-  record(L, "all_gather", t, c);
   int st = out ? dt_comm_all_gather_v(c, dt_tensor_data(in), dt_tensor_data(out), counts, t->dtype) : DT_ERR;
   free(counts);
   if (st != DT_OK) return free(meta), finish(L, st, in, out);
@@ -406,7 +396,6 @@ static int l_reduce_scatter(lua_State *L) {
   rows_of(t, &rows, &inner);
   dt_tensor *out = out_or_new(L, 4, t, rows / c->size, "reduce_scatter"), *in = out ? input_apart(t, out) : NULL;
   if (!in) return finish(L, DT_ERR, NULL, out);
-  record(L, "reduce_scatter", t, c);
   int st = dt_comm_reduce_scatter(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
                                   t->dtype, op);
   return finish_out(L, st, in, out, 4);
@@ -422,7 +411,6 @@ static int l_all_to_all(lua_State *L) {
   rows_of(t, &rows, &inner);
   dt_tensor *out = out_or_new(L, 3, t, rows, "all_to_all"), *in = out ? input_apart(t, out) : NULL;
   if (!in) return finish(L, DT_ERR, NULL, out);
-  record(L, "all_to_all", t, c);
   int st = dt_comm_all_to_all(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner), t->dtype);
   return finish_out(L, st, in, out, 3);
 }
@@ -462,10 +450,13 @@ static int l_all_to_all_v(lua_State *L) {
   if (sum != rows)
     return free(splits), free(counts), luaL_error(L, "all_to_all_v: send_splits add up to %d, but dim 1 has size %d", (int)sum, (int)rows);
   int st = DT_OK;
-  if (lua_isnoneornil(L, 4)) st = dt_comm_all_to_all(c, splits, splits + n, 1, DT_INT64);
+  if (lua_isnoneornil(L, 4)) { /* metadata: not counted by dt.comm_debug */
+    dt_comm_pause_observer(c);
+    st = dt_comm_all_to_all(c, splits, splits + n, 1, DT_INT64);
+    dt_comm_resume_observer(c);
+  }
   for (int r = 0; r < n; r++) counts[r] = (size_t)(splits[r] * inner), counts[n + r] = (size_t)(splits[n + r] * inner), rsum += splits[n + r];
   dt_tensor *in = st == DT_OK ? dt_tensor_contiguous(t) : NULL, *out = in ? new_with_rows(t, rsum) : NULL;
-  record(L, "all_to_all", t, c);
   if (out) st = dt_comm_all_to_all_v(c, dt_tensor_data(in), counts, dt_tensor_data(out), counts + n, t->dtype);
   else st = DT_ERR;
   free(counts);
@@ -490,7 +481,10 @@ static int l_scatter(lua_State *L) {
     for (int i = 0; i < t->ndim; i++) meta[2 + i] = t->shape[i];
     if (t->ndim == 0 || t->shape[0] % c->size) meta[0] = -1; /* every rank raises below */
   }
-  if (dt_comm_broadcast(c, meta, META_LEN, DT_INT64, src) != DT_OK) return dt_lua_raise(L);
+  dt_comm_pause_observer(c); /* metadata: not counted by dt.comm_debug */
+  int mst = dt_comm_broadcast(c, meta, META_LEN, DT_INT64, src);
+  dt_comm_resume_observer(c);
+  if (mst != DT_OK) return dt_lua_raise(L);
   if (meta[0] < 0)
     return luaL_error(L, "scatter: the src rank's tensor must have dim 1 divisible by the group size %d", c->size);
   dt_tensor shape_of = {.ndim = (int)meta[0], .dtype = (dt_dtype)meta[1]};
@@ -499,7 +493,6 @@ static int l_scatter(lua_State *L) {
   for (int i = 1; i < shape_of.ndim; i++) inner *= meta[2 + i];
   dt_tensor *in = t ? dt_tensor_contiguous(t) : NULL, *out = new_with_rows(&shape_of, rows);
   if (!out || (t && !in)) return finish(L, DT_ERR, in, out);
-  record(L, "scatter", t, c);
   int st = dt_comm_scatter(c, in ? dt_tensor_data(in) : NULL, dt_tensor_data(out), (size_t)(rows * inner),
                            shape_of.dtype, src);
   return finish(L, st, in, out);
@@ -515,7 +508,6 @@ static int l_gather(lua_State *L) {
   rows_of(t, &rows, &inner);
   dt_tensor *in = dt_tensor_contiguous(t), *out = NULL;
   if (in && c->rank == dst && !(out = new_with_rows(t, rows * c->size))) return finish(L, DT_ERR, in, NULL);
-  record(L, "gather", t, c);
   int st = in ? dt_comm_gather(c, dt_tensor_data(in), out ? dt_tensor_data(out) : NULL, (size_t)(rows * inner),
                                t->dtype, dst)
               : DT_ERR;

@@ -37,13 +37,7 @@ static int l_manual_seed(lua_State *L) {
     sync = lua_toboolean(L, -1);
     lua_pop(L, 1);
   }
-  if (sync && dt_comm_broadcast(dt_lua_context(L)->world, &s, 1, DT_INT64, 0) != DT_OK) {
-    dt_error_prefix("manual_seed");
-    return dt_lua_raise(L);
-  }
-  dt_rng_state *st = dt_lua_rng_state(L);
-  st->seed = (uint64_t)s;
-  st->offset = 0;
+  if (dt_rng_manual_seed(dt_lua_context(L), (int64_t)s, sync) != DT_OK) return dt_lua_raise(L);
   return 0;
 }
 

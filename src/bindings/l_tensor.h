@@ -11,6 +11,7 @@
 
 #define DT_TENSOR_MT "dtensor.Tensor"
 
+#include "distributed/index_key.h"
 #include "distributed/value.h"
 
 /* The Tensor userdata is a dt_value (src/distributed/value.h): a plain tensor, or a DTensor
@@ -87,19 +88,9 @@ void dt_lua_open_op_table(lua_State *L, const dt_lua_targets *tg); /* l_op_table
 int dt_lua_tensor_index(lua_State *L);
 /* t[k] = v, from l_view.c. */
 int dt_lua_tensor_newindex(lua_State *L);
-/* A key of t[k] resolved against a (global) shape, per dim of t: untouched, one index
- * selected (the dim disappears) or a range start:stop:step (0-based, stop exclusive). */
-enum { DT_INDEX_ALL, DT_INDEX_SELECT, DT_INDEX_RANGE };
-typedef struct dt_lua_index {
-  int ndim;
-  int kind[DT_MAX_DIMS];
-  int64_t start[DT_MAX_DIMS], stop[DT_MAX_DIMS], step[DT_MAX_DIMS];
-} dt_lua_index;
-/* Parses the key at stack index key for a tensor of this shape; raises "indexing: ..." as
- * plain tensors do (doc/ops-views.md). */
-void dt_lua_parse_index(lua_State *L, int key, int ndim, const int64_t *shape, dt_lua_index *ix);
-/* Elements of dim d the key selects (1 for a selected index). */
-int64_t dt_lua_index_count(const dt_lua_index *ix, int d);
+/* Parses the key at stack index key for a tensor of this shape into ix (0-based); raises
+ * "indexing: ..." as plain tensors do (doc/ops-views.md). */
+void dt_lua_parse_index(lua_State *L, int key, int ndim, const int64_t *shape, dt_index_key *ix);
 /* A 0-d tensor holding the Lua number/boolean at idx (integers exact); raises otherwise. */
 dt_tensor *dt_lua_scalar_tensor(lua_State *L, int idx);
 /* t[k] = v for a DTensor t at 1 (key 2, value 3), from l_dtensor_index.c. */

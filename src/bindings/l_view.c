@@ -271,7 +271,7 @@ static void range_arg(lua_State *L, int entry, int64_t size, int d, int64_t *sta
   *start = s - 1, *stop = e, *step = v[2];
 }
 
-void dt_lua_parse_index(lua_State *L, int key, int ndim, const int64_t *shape, dt_lua_index *ix) {
+void dt_lua_parse_index(lua_State *L, int key, int ndim, const int64_t *shape, dt_index_key *ix) {
   memset(ix, 0, sizeof *ix);
   ix->ndim = ndim;
   for (int d = 0; d < ndim; d++) ix->stop[d] = shape[d], ix->step[d] = 1;
@@ -308,17 +308,12 @@ void dt_lua_parse_index(lua_State *L, int key, int ndim, const int64_t *shape, d
   }
 }
 
-int64_t dt_lua_index_count(const dt_lua_index *ix, int d) {
-  if (ix->kind[d] == DT_INDEX_SELECT) return 1;
-  return ix->stop[d] > ix->start[d] ? (ix->stop[d] - ix->start[d] + ix->step[d] - 1) / ix->step[d] : 0;
-}
-
 /* Leaves the view t[key] at the top of the stack; t at 1, key at 2.  The key is checked
  * against t's global shape (a DTensor's), and each step is a view op that DTensors take
  * through the dispatcher (so the same error on every rank, before any collective). */
 static void push_indexed(lua_State *L) {
   dt_value *u = dt_lua_check_value(L, 1);
-  dt_lua_index ix;
+  dt_index_key ix;
   dt_lua_parse_index(L, 2, dt_value_ndim(u), dt_value_shape(u), &ix);
   lua_pushvalue(L, 1);
   int slot = lua_gettop(L);

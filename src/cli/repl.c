@@ -221,7 +221,9 @@ static void repl_mesh(lua_State *L, dt_comm *c) {
     char *line = c->rank == 0 ? read_chunk(L) : NULL;
     /* waiting for the user to type is not a stuck collective: no timeout here */
     double timeout = dt_comm_set_timeout(c, 0);
+    dt_comm_pause_observer(c); /* the REPL's exchanges are not the program's (dt.comm_debug) */
     char *chunk = bcast_string(c, line, &failed);
+    dt_comm_resume_observer(c);
     dt_comm_set_timeout(c, timeout);
     free(line);
     if (!chunk) break;
@@ -236,10 +238,10 @@ static void repl_mesh(lua_State *L, dt_comm *c) {
     }
     run_chunk(L, chunk);
     free(chunk);
-    if (gather_and_show(c, lua_tostring(L, 1), all_ranks) != DT_OK) {
-      failed = 1;
-      break;
-    }
+    dt_comm_pause_observer(c);
+    failed = gather_and_show(c, lua_tostring(L, 1), all_ranks) != DT_OK;
+    dt_comm_resume_observer(c);
+    if (failed) break;
   }
   if (failed) {
     fprintf(stderr, "dtlua: rank %d: the REPL lost its peers: %s\n", c->rank, dt_error_message());

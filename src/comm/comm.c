@@ -1,5 +1,6 @@
 /* The front of the collectives interface: argument checks shared by every backend, the
- * equal-size forms expressed through the _v forms, and rank-list helpers. */
+ * observer report (one per call, so dt.comm_debug records every collective in one place),
+ * the equal-size forms expressed through the _v forms, and rank-list helpers. */
 #include "comm/comm.h"
 
 #include <stdio.h>
@@ -18,20 +19,32 @@ static int check_dtype(dt_dtype dt, const char *who) {
   return DT_OK;
 }
 
+/* Reports a call of count elements sent by this rank to c's observer. */
+static void observe(dt_comm *c, const char *name, size_t count, dt_dtype dt) {
+  if (c->observer && c->observer_paused == 0) c->observer(c->observer_ud, name, count * dt_dtype_size(dt), c->size);
+}
+
+static size_t *equal_counts(const dt_comm *c, size_t count) {
+  size_t *counts = malloc(sizeof *counts * (size_t)c->size);
+  for (int r = 0; counts && r < c->size; r++) counts[r] = count;
+  return counts;
+}
+
 int dt_comm_all_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
   if (check_dtype(dt, "all_reduce") || dt_reduce_op_check(op, dt, "all_reduce")) return DT_ERR;
+  observe(c, "all_reduce", count, dt);
   return c->ops->all_reduce(c, send, recv, count, dt, op);
 }
 
 int dt_comm_all_gather_v(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt) {
   if (check_dtype(dt, "all_gather")) return DT_ERR;
+  observe(c, "all_gather", counts[c->rank], dt);
   return c->ops->all_gather_v(c, send, recv, counts, dt);
 }
 
 int dt_comm_all_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt) {
-  size_t *counts = malloc(sizeof *counts * (size_t)c->size);
+  size_t *counts = equal_counts(c, count);
   if (!counts) return dt_error("all_gather: out of memory");
-  for (int r = 0; r < c->size; r++) counts[r] = count;
   int st = dt_comm_all_gather_v(c, send, recv, counts, dt);
   free(counts);
   return st;
@@ -39,19 +52,22 @@ int dt_comm_all_gather(dt_comm *c, const void *send, void *recv, size_t count, d
 
 int dt_comm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
   if (check_dtype(dt, "reduce_scatter") || dt_reduce_op_check(op, dt, "reduce_scatter")) return DT_ERR;
+  observe(c, "reduce_scatter", count * (size_t)c->size, dt);
   return c->ops->reduce_scatter(c, send, recv, count, dt, op);
 }
 
 int dt_comm_all_to_all_v(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
                          const size_t *recvcounts, dt_dtype dt) {
   if (check_dtype(dt, "all_to_all")) return DT_ERR;
+  size_t total = 0;
+  for (int r = 0; r < c->size; r++) total += sendcounts[r];
+  observe(c, "all_to_all", total, dt);
   return c->ops->all_to_all_v(c, send, sendcounts, recv, recvcounts, dt);
 }
 
 int dt_comm_all_to_all(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt) {
-  size_t *counts = malloc(sizeof *counts * (size_t)c->size);
+  size_t *counts = equal_counts(c, count);
   if (!counts) return dt_error("all_to_all: out of memory");
-  for (int r = 0; r < c->size; r++) counts[r] = count;
   int st = dt_comm_all_to_all_v(c, send, counts, recv, counts, dt);
   free(counts);
   return st;
@@ -59,32 +75,40 @@ int dt_comm_all_to_all(dt_comm *c, const void *send, void *recv, size_t count, d
 
 int dt_comm_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root) {
   if (check_dtype(dt, "broadcast") || check_rank(c, root, "broadcast", "src")) return DT_ERR;
+  observe(c, "broadcast", count, dt);
   return c->ops->broadcast(c, buf, count, dt, root);
 }
 
 int dt_comm_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
   if (check_dtype(dt, "scatter") || check_rank(c, root, "scatter", "src")) return DT_ERR;
+  observe(c, "scatter", c->rank == root ? count * (size_t)c->size : 0, dt);
   return c->ops->scatter(c, send, recv, count, dt, root);
 }
 
 int dt_comm_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
   if (check_dtype(dt, "gather") || check_rank(c, root, "gather", "dst")) return DT_ERR;
+  observe(c, "gather", count, dt);
   return c->ops->gather(c, send, recv, count, dt, root);
 }
 
 int dt_comm_send(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int dst) {
   if (check_dtype(dt, "send") || check_rank(c, dst, "send", "dst")) return DT_ERR;
   if (dst == c->rank) return dt_error("send: rank %d cannot send to itself", c->world_ranks[c->rank]);
+  observe(c, "send", count, dt);
   return c->ops->send(c, buf, count, dt, dst);
 }
 
 int dt_comm_recv(dt_comm *c, void *buf, size_t count, dt_dtype dt, int src) {
   if (check_dtype(dt, "recv") || check_rank(c, src, "recv", "src")) return DT_ERR;
   if (src == c->rank) return dt_error("recv: rank %d cannot receive from itself", c->world_ranks[c->rank]);
+  observe(c, "recv", count, dt);
   return c->ops->recv(c, buf, count, dt, src);
 }
 
-int dt_comm_barrier(dt_comm *c) { return c->ops->barrier(c); }
+int dt_comm_barrier(dt_comm *c) {
+  observe(c, "barrier", 0, DT_UINT8);
+  return c->ops->barrier(c);
+}
 
 int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out) {
   *out = NULL;
@@ -93,11 +117,25 @@ int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out) {
     if (dt_comm_group_rank(c, ranks[i]) < 0) return dt_error("new_group: rank %d is not in the parent group", ranks[i]);
     if (i > 0 && ranks[i] <= ranks[i - 1]) return dt_error("new_group: ranks must be distinct and sorted");
   }
-  return c->ops->new_group(c, ranks, n, out);
+  dt_comm_pause_observer(c); /* a backend may agree on the list through c (MPI) */
+  int st = c->ops->new_group(c, ranks, n, out);
+  dt_comm_resume_observer(c);
+  return st;
 }
 
 void dt_comm_destroy(dt_comm *c) {
   if (c) c->ops->destroy(c);
+}
+
+void dt_comm_set_observer(dt_comm *c, dt_comm_observer_fn fn, void *ud) {
+  c->observer = fn;
+  c->observer_ud = ud;
+}
+
+void dt_comm_pause_observer(dt_comm *c) { c->observer_paused++; }
+
+void dt_comm_resume_observer(dt_comm *c) {
+  if (c->observer_paused > 0) c->observer_paused--;
 }
 
 double dt_comm_set_timeout(dt_comm *c, double seconds) {

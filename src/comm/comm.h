@@ -16,6 +16,12 @@
 
 typedef struct dt_comm dt_comm;
 
+/* Sees every collective run on a communicator (dt.comm_debug records through it): each
+ * dt_comm_* call reports once, after its argument checks, its name (a static string:
+ * "all_gather" for both all_gather forms, "all_to_all" likewise), the bytes of this rank's
+ * send buffer (scatter: the root's whole buffer, 0 elsewhere; barrier: 0) and the group size. */
+typedef void (*dt_comm_observer_fn)(void *ud, const char *name, size_t bytes, int group_size);
+
 typedef struct dt_comm_ops {
   int (*all_reduce)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op);
   /* recv = concatenation of every rank's send; counts[r] = elements from rank r. */
@@ -48,6 +54,9 @@ struct dt_comm {
   int *world_ranks; /* size entries, owned */
   double timeout;   /* seconds before a stuck call fails (<= 0: never); this rank's own
                        setting, so that one rank may wait without limit (the REPL) */
+  dt_comm_observer_fn observer; /* NULL: none (the front sets these, backends leave them zero) */
+  void *observer_ud;
+  int observer_paused; /* > 0: calls are not reported (dt_comm_pause_observer) */
 };
 
 /* ---- calls (argument checks, then the backend) ---- */
@@ -66,6 +75,13 @@ int dt_comm_recv(dt_comm *c, void *buf, size_t count, dt_dtype dt, int src);
 int dt_comm_barrier(dt_comm *c);
 int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out);
 void dt_comm_destroy(dt_comm *c);
+
+/* Installs c's observer (fn NULL: none). */
+void dt_comm_set_observer(dt_comm *c, dt_comm_observer_fn fn, void *ud);
+/* Suspends c's observer until the matching resume (nestable): the metadata exchanges inside
+ * one user-visible call, and the runtime's own agreements, are not collectives of the user. */
+void dt_comm_pause_observer(dt_comm *c);
+void dt_comm_resume_observer(dt_comm *c);
 
 /* Sets c's timeout (<= 0: none) and returns the previous one. */
 double dt_comm_set_timeout(dt_comm *c, double seconds);

@@ -12,8 +12,8 @@ static dt_comm_debug *get(dt_context *ctx) {
   return ctx->comm_debug;
 }
 
-void dt_comm_debug_record(dt_context *ctx, const char *name, size_t bytes, int group_size) {
-  dt_comm_debug *d = ctx->comm_debug;
+void dt_comm_debug_observe(void *ud, const char *name, size_t bytes, int group_size) {
+  dt_comm_debug *d = ((dt_context *)ud)->comm_debug;
   if (!d || d->depth == 0) return;
   if (d->n == d->cap) {
     int cap = d->cap ? 2 * d->cap : 16;

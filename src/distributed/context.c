@@ -15,6 +15,7 @@ dt_context *dt_context_new(dt_comm *world, int local_rank) {
   dt_context *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return dt_error("context: out of memory"), NULL;
   ctx->world = world;
+  dt_comm_set_observer(world, dt_comm_debug_observe, ctx);
   ctx->rank = world->rank;
   ctx->world_size = world->size;
   ctx->local_rank = local_rank;
@@ -83,6 +84,7 @@ int dt_context_group(dt_context *ctx, const int *ranks, int n, const dt_group_en
    * collective).  Every rank takes this branch alike, so MPI stays collective-consistent. */
   if (n == ctx->world_size) comm = ctx->world;
   else if (dt_comm_new_group(ctx->world, sorted, n, &comm) != DT_OK) return free(e), free(sorted), DT_ERR;
+  if (comm) dt_comm_set_observer(comm, dt_comm_debug_observe, ctx);
   ctx->groups[ctx->ngroups++] = e;
   e->n = n;
   e->ranks = sorted;

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "distributed/comm_debug.h"
 
 /* A view of t narrowed to [start, start + len) along d. */
 static dt_tensor *narrow(const dt_tensor *t, int d, int64_t start, int64_t len) {
@@ -51,7 +50,6 @@ typedef struct step_ctx {
   const dt_placement *p; /* the state before the step */
   int m, n, me;          /* mesh dim, its size, this rank's coordinate on it */
   dt_comm *comm;
-  size_t elsize;
 } step_ctx;
 
 static int group_rank(const step_ctx *c, int coord) { return dt_mesh_group_rank_of(c->s->mesh, c->m, coord); }
@@ -83,10 +81,7 @@ static dt_tensor *all_gather(const step_ctx *c, dt_tensor *x, int d) {
     counts[group_rank(c, cc)] = (size_t)(len * inner);
   }
   for (int r = 1; ok && r < c->n; r++) pos[r] = pos[r - 1] + (int64_t)counts[r - 1];
-  if (ok) {
-    dt_comm_debug_record(c->ctx, "all_gather", (size_t)dt_tensor_numel(x) * c->elsize, c->n);
-    ok = dt_comm_all_gather_v(c->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
-  }
+  if (ok) ok = dt_comm_all_gather_v(c->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
   for (int cc = 0; ok && !in_place && cc < c->n; cc++) {
     dt_chunk(L, c->n, cc, &st, &len);
     dt_tensor *b = block_view(recv, x, d, len, pos[group_rank(c, cc)]);
@@ -131,10 +126,7 @@ static dt_tensor *all_to_all(const step_ctx *c, dt_tensor *x, int d, int e) {
     ok = b && dt_tensor_copy_(b, src, "redistribute") == DT_OK;
     dt_tensor_release(src), dt_tensor_release(b);
   }
-  if (ok) {
-    dt_comm_debug_record(c->ctx, "all_to_all", (size_t)dt_tensor_numel(x) * c->elsize, c->n);
-    ok = dt_comm_all_to_all_v(c->comm, dt_tensor_data(send), cnt, dt_tensor_data(recv), cnt + c->n, x->dtype) == DT_OK;
-  }
+  if (ok) ok = dt_comm_all_to_all_v(c->comm, dt_tensor_data(send), cnt, dt_tensor_data(recv), cnt + c->n, x->dtype) == DT_OK;
   for (int cc = 0; ok && !in_place && cc < c->n; cc++) {
     dt_chunk(Ld, c->n, cc, &st, &len);
     dt_tensor *b = block_view(recv, out, d, len, pos[c->n + group_rank(c, cc)]);
@@ -162,10 +154,7 @@ static dt_tensor *reduce_scatter(const step_ctx *c, dt_tensor *x, int d, dt_redu
     ok = b && dt_tensor_copy_(b, src, "redistribute") == DT_OK;
     dt_tensor_release(src), dt_tensor_release(b);
   }
-  if (ok) {
-    dt_comm_debug_record(c->ctx, "reduce_scatter", (size_t)(c->n * chunk * inner) * c->elsize, c->n);
-    ok = dt_comm_reduce_scatter(c->comm, dt_tensor_data(send), dt_tensor_data(recv), (size_t)(chunk * inner), x->dtype, op) == DT_OK;
-  }
+  if (ok) ok = dt_comm_reduce_scatter(c->comm, dt_tensor_data(send), dt_tensor_data(recv), (size_t)(chunk * inner), x->dtype, op) == DT_OK;
   dt_tensor *out = NULL;
   if (ok) {
     dt_chunk(L, c->n, c->me, &st, &len);
@@ -201,10 +190,7 @@ static dt_tensor *all_gather_multi(const step_ctx *c, int mask, dt_tensor *x) {
     total += (int64_t)counts[r];
   }
   ok = ok && (recv = new_flat(x, total));
-  if (ok) {
-    dt_comm_debug_record(c->ctx, "all_gather", (size_t)dt_tensor_numel(x) * c->elsize, g->n);
-    ok = dt_comm_all_gather_v(g->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
-  }
+  if (ok) ok = dt_comm_all_gather_v(g->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
   for (int r = 0, pos = 0; ok && r < g->n; pos += (int)counts[r], r++) {
     int64_t *sh = geo + r * 2 * DT_MAX_DIMS, *off = sh + DT_MAX_DIMS, stride[DT_MAX_DIMS];
     dt_contiguous_strides(x->ndim, sh, stride);
@@ -224,7 +210,6 @@ static dt_tensor *all_gather_multi(const step_ctx *c, int mask, dt_tensor *x) {
 static dt_tensor *all_reduce(const step_ctx *c, dt_tensor *x, dt_reduce_op op) {
   dt_tensor *out = dt_tensor_clone(x);
   if (!out) return NULL;
-  dt_comm_debug_record(c->ctx, "all_reduce", (size_t)dt_tensor_numel(x) * c->elsize, c->n);
   if (dt_comm_all_reduce(c->comm, dt_tensor_data(out), dt_tensor_data(out), (size_t)dt_tensor_numel(out), out->dtype,
                          op) != DT_OK)
     return dt_tensor_release(out), NULL;
@@ -269,7 +254,7 @@ int dt_redistribute_exec(dt_context *ctx, const dt_dspec *s, const dt_redist_pla
   for (int i = 0; x && i < plan->n; i++) {
     const dt_redist_step *st = &plan->steps[i];
     step_ctx c = {ctx, s, p, st->mesh_dim, s->mesh->shape[st->mesh_dim], s->mesh->coord[st->mesh_dim],
-                  dt_mesh_comm(s->mesh, st->mesh_dim), dt_dtype_size(s->dtype)};
+                  dt_mesh_comm(s->mesh, st->mesh_dim)};
     dt_tensor *y = st->mask != 1 << st->mesh_dim ? all_gather_multi(&c, st->mask, x) : run_step(&c, st, x);
     dt_tensor_release(x);
     x = y;

@@ -95,13 +95,28 @@ static int run_local(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt
   return st;
 }
 
+int dt_rng_manual_seed(dt_context *ctx, int64_t seed, int sync) {
+  if (sync) {
+    dt_comm_pause_observer(ctx->world); /* the runtime's own agreement, not a user collective */
+    int st = dt_comm_broadcast(ctx->world, &seed, 1, DT_INT64, 0);
+    dt_comm_resume_observer(ctx->world);
+    if (st != DT_OK) return dt_error_prefix("manual_seed"), DT_ERR;
+  }
+  ctx->rng.seed = (uint64_t)seed;
+  ctx->rng.offset = 0;
+  return DT_OK;
+}
+
 /* Every rank of the world learns whether a value check failed anywhere, so that all raise
  * together (a rank may hold no bad value, or no shard at all). */
 static int agree(dt_context *ctx, int st, const char *name) {
   int64_t mine = st != DT_OK, any = 0;
   char msg[512] = "";
   if (mine) snprintf(msg, sizeof msg, "%s", dt_error_message());
-  if (dt_comm_all_reduce(ctx->world, &mine, &any, 1, DT_INT64, DT_REDUCE_MAX) != DT_OK) return DT_ERR;
+  dt_comm_pause_observer(ctx->world); /* the runtime's own agreement, not a user collective */
+  int agreed = dt_comm_all_reduce(ctx->world, &mine, &any, 1, DT_INT64, DT_REDUCE_MAX);
+  dt_comm_resume_observer(ctx->world);
+  if (agreed != DT_OK) return DT_ERR;
   if (mine) return dt_error("%s", msg);
   if (any) return dt_error("%s: a value check failed on another rank (its error names the value)", name);
   return DT_OK;

@@ -11,6 +11,10 @@
 #include "distributed/dtensor.h"
 #include "kernels/local_op.h"
 
+/* Sets the generator to (seed, offset 0).  sync: every rank of the world takes rank 0's seed
+ * (a broadcast over the world: every rank calls it); else each rank keeps its own seed. */
+int dt_rng_manual_seed(dt_context *ctx, int64_t seed, int sync);
+
 /* Words random op id consumes (what the offset advances by): a holds the GLOBAL operands
  * (headers suffice), out the global output metadata from the op's shape rule. */
 uint64_t dt_rng_op_words(dt_op_id id, const dt_op_args *a, const dt_meta *out);
