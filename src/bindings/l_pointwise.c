@@ -178,6 +178,50 @@ static int l_clamp(lua_State *L) {
   return dt_lua_call(L, DT_OP_CLAMP, &a, &x, 1);
 }
 
+/* A number argument at idx, or field `name` of an options table at 2; def when absent. */
+static double opt_param(lua_State *L, int idx, const char *name, double def, const char *op) {
+  if (lua_istable(L, 2) && !dt_lua_test_value(L, 2)) {
+    lua_getfield(L, 2, name);
+    idx = lua_gettop(L);
+  }
+  if (lua_isnoneornil(L, idx)) return def;
+  if (lua_type(L, idx) != LUA_TNUMBER) luaL_error(L, "%s: %s must be a number, got %s", op, name, luaL_typename(L, idx));
+  return lua_tonumber(L, idx);
+}
+
+/* hardtanh(x, min_val = -1, max_val = 1), or hardtanh(x, {min_val =, max_val =}). */
+static int l_hardtanh(lua_State *L) {
+  dt_value *x = dt_lua_check_value(L, 1);
+  dt_op_args a = {.nscalar = 2};
+  a.scalar[0] = opt_param(L, 2, "min_val", -1, "hardtanh");
+  a.scalar[1] = opt_param(L, 3, "max_val", 1, "hardtanh");
+  return dt_lua_call(L, DT_OP_HARDTANH, &a, &x, 1);
+}
+
+/* leaky_relu(x, negative_slope = 0.01), or leaky_relu(x, {negative_slope =}). */
+static int l_leaky_relu(lua_State *L) {
+  dt_value *x = dt_lua_check_value(L, 1);
+  dt_op_args a = {.nscalar = 1};
+  a.scalar[0] = opt_param(L, 2, "negative_slope", 0.01, "leaky_relu");
+  return dt_lua_call(L, DT_OP_LEAKY_RELU, &a, &x, 1);
+}
+
+/* masked_fill(x, mask, value): value (a number or a boolean) where mask is true. */
+static int l_masked_fill(lua_State *L) {
+  dt_value *in[2] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2)};
+  dt_op_args a = {.nscalar = 1};
+  if (lua_isboolean(L, 3)) {
+    a.ints[0] = lua_toboolean(L, 3);
+    a.scalar[0] = (double)a.ints[0];
+    a.flags |= DT_ARG_SCALAR_INT;
+  } else if (set_number(L, 3, &a, 0) == 2) {
+    a.flags |= DT_ARG_SCALAR_INT;
+  } else if (lua_type(L, 3) != LUA_TNUMBER) {
+    return luaL_error(L, "masked_fill: value must be a number or a boolean, got %s", luaL_typename(L, 3));
+  }
+  return dt_lua_call(L, DT_OP_MASKED_FILL, &a, in, 2);
+}
+
 /* ---- where(cond, a, b): a and b tensors or numbers; x:where(cond, y) is where(cond, x, y) ---- */
 static int where_at(lua_State *L, int cond, int x, int y) {
   dt_value *ins[3] = {dt_lua_check_value(L, cond), NULL, NULL};
@@ -290,6 +334,7 @@ static const luaL_Reg both[] = { /* Tensor methods and dt.* functions */
     {"sqrt", l_sqrt},       {"rsqrt", l_rsqrt},   {"tanh", l_tanh},     {"sigmoid", l_sigmoid},
     {"relu", l_relu},       {"gelu", l_gelu},     {"silu", l_silu},     {"sin", l_sin},
     {"cos", l_cos},         {"clamp", l_clamp},   {"clip", l_clamp},    {"clone", l_clone},
+    {"hardtanh", l_hardtanh}, {"leaky_relu", l_leaky_relu}, {"masked_fill", l_masked_fill},
     {NULL, NULL},
 };
 

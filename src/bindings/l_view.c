@@ -209,6 +209,25 @@ static int l_split(lua_State *L) {
   return push_pieces(L, t, d, n, sizes);
 }
 
+/* index_select(dim, index): the slices of dim at the index's values (1-based, as every index
+ * held in a tensor); the index is an int64/int32 tensor (or DTensor) of 0 or 1 dims. */
+static int l_index_select(lua_State *L) {
+  dt_value *x = dt_lua_check_value(L, 1);
+  int ndim = dt_value_ndim(x);
+  int d = dt_lua_check_dim(L, 2, ndim ? ndim : 1, 0, "index_select");
+  dt_value *ix = dt_lua_check_value(L, 3);
+  dt_dtype it = dt_value_dtype(ix);
+  if (it != DT_INT64 && it != DT_INT32)
+    return luaL_error(L, "index_select: index must be an int64 or int32 tensor, got %s", dt_dtype_name(it));
+  dt_op_args one = {.flags = DT_ARG_SCALAR | DT_ARG_SCALAR_INT, .nscalar = 1}; /* 1-based -> 0-based */
+  one.scalar[0] = 1, one.ints[0] = 1;
+  dt_lua_call(L, DT_OP_SUB, &one, &ix, 1);
+  dt_value *in[2] = {x, lua_touserdata(L, -1)};
+  dt_op_args a = {.nints = 1};
+  a.ints[0] = d;
+  return dt_lua_call(L, DT_OP_INDEX_SELECT, &a, in, 2);
+}
+
 /* ---- joins ---- */
 
 /* cat/stack(list, dim = 1): the tensors stay referenced by the list during the call. */
@@ -393,7 +412,7 @@ static const luaL_Reg view_funcs[] = {
     {"reshape", l_reshape},     {"transpose", l_transpose}, {"permute", l_permute}, {"t", l_t},
     {"narrow", l_narrow},       {"select", l_select},       {"unsqueeze", l_unsqueeze},
     {"squeeze", l_squeeze},     {"flatten", l_flatten},     {"chunk", l_chunk},
-    {"split", l_split},         {NULL, NULL},
+    {"split", l_split},         {"index_select", l_index_select}, {NULL, NULL},
 };
 
 static const luaL_Reg join_funcs[] = {{"cat", l_cat}, {"stack", l_stack}, {"concat", l_cat}, {NULL, NULL}};

@@ -45,6 +45,8 @@ DT_OP(SILU, silu, unary_float, 1, 0, POINTWISE, NULL, "silu(Tensor x) -> Tensor"
 DT_OP(SIN, sin, unary_float, 1, 0, POINTWISE, NULL, "sin(Tensor x) -> Tensor")
 DT_OP(COS, cos, unary_float, 1, 0, POINTWISE, NULL, "cos(Tensor x) -> Tensor")
 DT_OP(CLAMP, clamp, unary, 1, 0, POINTWISE, NULL, "clamp(Tensor x, scalar min?, scalar max?; DT_ARG_HAS_MIN/MAX; DT_ARG_SCALAR_INT: both bounds integers, also in ints[0], ints[1]) -> Tensor")
+DT_OP(HARDTANH, hardtanh, unary_float_only, 1, 0, POINTWISE, NULL, "hardtanh(Tensor x (floating), scalar[0] min_val, scalar[1] max_val) -> Tensor")
+DT_OP(LEAKY_RELU, leaky_relu, unary_float_only, 1, 0, POINTWISE, NULL, "leaky_relu(Tensor x (floating), scalar[0] negative_slope) -> Tensor")
 
 /* ---- pointwise binary (tensor-tensor, or tensor-scalar with DT_ARG_SCALAR: nin 1, the number in
  *      scalar[0], and with DT_ARG_SCALAR_INT also exactly in ints[0]) ---- */
@@ -62,6 +64,7 @@ DT_OP(GT, gt, compare, 1, 0, POINTWISE, NULL, "gt(Tensor a, Tensor|scalar b) -> 
 DT_OP(GE, ge, compare, 1, 0, POINTWISE, NULL, "ge(Tensor a, Tensor|scalar b) -> Tensor(bool)")
 DT_OP(ADD_, add_, inplace, 1, DT_OPF_INPLACE, POINTWISE, NULL, "add_(Tensor self, Tensor|scalar b, scalar alpha) -> self")
 DT_OP(MUL_, mul_, inplace, 1, DT_OPF_INPLACE, POINTWISE, NULL, "mul_(Tensor self, Tensor|scalar b) -> self")
+DT_OP(MASKED_FILL, masked_fill, masked_fill, 1, 0, POINTWISE, NULL, "masked_fill(Tensor x, Tensor(bool) mask (broadcast to x), scalar[0] value; DT_ARG_SCALAR_INT: exact in ints[0]) -> Tensor")
 DT_OP(WHERE, where, where, 1, 0, POINTWISE, NULL, "where(Tensor cond (bool), Tensor|scalar a, Tensor|scalar b; a NULL in[1]/in[2] is scalar[0]/scalar[1], ints[0]/ints[1] with DT_ARG_WHERE_A_INT/B_INT) -> Tensor")
 
 /* ---- reductions (ints = dims to reduce, or DT_ARG_ALL_DIMS) ---- */
@@ -98,6 +101,9 @@ DT_OP(UNSQUEEZE, unsqueeze, unsqueeze, 1, DT_OPF_VIEW, VIEW, NULL, "unsqueeze(Te
 DT_OP(SQUEEZE, squeeze, squeeze, 1, DT_OPF_VIEW, VIEW, NULL, "squeeze(Tensor x, ints dims | all) -> Tensor")
 DT_OP(EXPAND, expand, expand, 1, DT_OPF_VIEW, VIEW, NULL, "expand(Tensor x, ints shape, -1 keeps) -> Tensor")
 DT_OP(FLATTEN, flatten, flatten, 1, DT_OPF_VIEW, VIEW, NULL, "flatten(Tensor x, int start, int end) -> Tensor")
+
+/* ---- indexing (index values 0-based here; the bindings convert Lua's 1-based ones) ---- */
+DT_OP(INDEX_SELECT, index_select, index_select, 1, 0, INDEX, NULL, "index_select(Tensor x, Tensor index (int64|int32, 0-d or 1-d), ints[0]=dim) -> Tensor (x's dim replaced by the index's length)")
 
 /* ---- joins (LOCAL_ONLY here and below: on DTensors they are composed in Lua today,
  *      lua/dtensor/dtensor_ops.lua and dtensor_nn.lua) ---- */

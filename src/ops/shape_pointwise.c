@@ -64,6 +64,37 @@ int dt_shape_unary_float(const dt_op_args *a, dt_meta *out) {
   return DT_OK;
 }
 
+static int same_shape(int na, const int64_t *sa, int nb, const int64_t *sb);
+
+/* Floating dtypes only, kept (hardtanh, leaky_relu: torch has no integer kernels for them). */
+int dt_shape_unary_float_only(const dt_op_args *a, dt_meta *out) {
+  if (need_inputs(a, 1) != DT_OK) return DT_ERR;
+  dt_dtype t = a->in[0]->dtype;
+  if (!dt_dtype_is_float(t)) return dt_error("%s: expects a floating-point tensor, got %s", a->name, dt_dtype_name(t));
+  if (a->op == DT_OP_HARDTANH && a->scalar[0] > a->scalar[1])
+    return dt_error("hardtanh: min_val (%g) must not exceed max_val (%g)", a->scalar[0], a->scalar[1]);
+  meta_of(out, t, a->in[0]);
+  return DT_OK;
+}
+
+/* masked_fill(x, mask, v): x's shape and dtype; the mask broadcasts to x, v fits x's dtype. */
+int dt_shape_masked_fill(const dt_op_args *a, dt_meta *out) {
+  if (need_inputs(a, 2) != DT_OK) return DT_ERR;
+  const dt_tensor *x = a->in[0], *m = a->in[1];
+  if (m->dtype != DT_BOOL)
+    return dt_error("masked_fill: mask must be a bool tensor, got %s (compare it, e.g. t:gt(0))", dt_dtype_name(m->dtype));
+  dt_meta b;
+  char s1[160], s2[160];
+  if (dt_broadcast_shapes(a->name, x->ndim, x->shape, m->ndim, m->shape, &b.ndim, b.shape) != DT_OK ||
+      !same_shape(b.ndim, b.shape, x->ndim, x->shape))
+    return dt_error("masked_fill: mask of shape %s does not broadcast to the tensor's shape %s",
+                    dt_format_shape(s1, sizeof s1, m->ndim, m->shape), dt_format_shape(s2, sizeof s2, x->ndim, x->shape));
+  if (dt_check_value_fits(a->name, x->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[0], a->scalar[0]) != DT_OK)
+    return DT_ERR;
+  meta_of(out, x->dtype, x);
+  return DT_OK;
+}
+
 /* ---- binary ---- */
 /* Output shape and the checks every binary op shares; rt is the common dtype.  Comparisons
  * compute in int64, so any integer is fine there. */

@@ -199,3 +199,28 @@ describe("where", function()
     assert.matches("where: values must be tensors or numbers, got string", err, 1, true)
   end)
 end)
+
+describe("masked_fill", function()
+  local function err(f) local ok, e = pcall(f) assert.is_false(ok) return tostring(e) end
+  it("fills where the (broadcast) mask is true, in the tensor's dtype", function()
+    local x = dt.arange(6):reshape(2, 3)
+    assert.are.same({{-1, 1, -1}, {-1, 4, -1}}, x:masked_fill(dt.tensor({true, false, true}), -1):totable())
+    assert.are.same({{0, 1, 2}, {9, 9, 9}}, dt.masked_fill(x, x:gt(2), 9.7):totable()) -- int64 keeps int64 (truncates)
+    assert.are.same({true, false}, dt.zeros(2, {dtype = "bool"}):masked_fill(dt.tensor({true, false}), true):totable())
+    local e = dt.zeros(0, 3):masked_fill(dt.zeros(0, 3):eq(0), 1)
+    assert.are.same({0, 3}, e:size())
+  end)
+  it("reports a mask that does not broadcast, a non-bool mask and values that do not fit", function()
+    local x = dt.zeros(3, 4)
+    assert.matches("masked_fill: mask of shape {2} does not broadcast to the tensor's shape {3,4}",
+      err(function() return x:masked_fill(dt.tensor({true, false}), 1) end), 1, true)
+    assert.matches("masked_fill: mask of shape {2,3,4} does not broadcast to the tensor's shape {3,4}",
+      err(function() return x:masked_fill(dt.zeros(2, 3, 4):eq(0), 1) end), 1, true)
+    assert.matches("masked_fill: mask must be a bool tensor, got float32",
+      err(function() return x:masked_fill(dt.ones(4), 1) end), 1, true)
+    assert.matches("masked_fill: value 300 cannot be converted to type uint8 without overflow",
+      err(function() return dt.zeros(2, {dtype = "uint8"}):masked_fill(dt.tensor({true, true}), 300) end), 1, true)
+    assert.matches("masked_fill: value must be a number or a boolean, got string",
+      err(function() return x:masked_fill(x:eq(0), "a") end), 1, true)
+  end)
+end)

@@ -158,3 +158,23 @@ do
     end)
   end)
 end
+
+describe("hardtanh and leaky_relu", function()
+  local function err(f) local ok, e = pcall(f) assert.is_false(ok) return tostring(e) end
+  it("clamp to [min_val, max_val] and scale the negative part, keeping the dtype", function()
+    local x = dt.tensor({-2.5, -0.5, 0, 0.5, 3})
+    assert.are.same({-1, -0.5, 0, 0.5, 1}, x:hardtanh():totable())
+    assert.are.same({-2, -0.5, 0, 0.5, 2}, dt.F.hardtanh(x, {min_val = -2, max_val = 2}):totable())
+    assert.are.same({-0.25, -0.05, 0, 0.5, 3}, dt.F.leaky_relu(x:double(), 0.1):totable())
+    assert.are.equal("float32", x:leaky_relu().dtype)
+    local nan = dt.tensor({0 / 0}, {dtype = "float64"})
+    assert.is_true(nan:hardtanh():item() ~= nan:hardtanh():item())
+    assert.is_true(nan:leaky_relu():item() ~= nan:leaky_relu():item())
+  end)
+  it("refuse integer tensors and crossed bounds", function()
+    assert.matches("hardtanh: expects a floating-point tensor, got int64", err(function() return dt.arange(3):hardtanh() end), 1, true)
+    assert.matches("leaky_relu: expects a floating-point tensor, got bool", err(function() return dt.tensor({true}):leaky_relu() end), 1, true)
+    assert.matches("hardtanh: min_val (2) must not exceed max_val (1)", err(function() return dt.ones(2):hardtanh(2, 1) end), 1, true)
+    assert.matches("leaky_relu: negative_slope must be a number, got string", err(function() return dt.ones(2):leaky_relu("a") end), 1, true)
+  end)
+end)

@@ -128,3 +128,27 @@ describe("assignment", function()
     assert.matches("index 3 out of range for dim 1 of size 2", err(function() x[3] = 1 end), 1, true)
   end)
 end)
+
+describe("index_select", function()
+  it("selects slices by 1-based indices (repeats, any order, empty, 0-d index)", function()
+    local m = seq({3, 4})
+    assert.are.same({{9, 10, 11, 12}, {1, 2, 3, 4}}, m:index_select(1, dt.tensor({3, 1})):totable())
+    assert.are.same({{4, 4, 2}, {8, 8, 6}, {12, 12, 10}}, dt.index_select(m, -1, dt.tensor({4, 4, 2}, {dtype = "int32"})):totable())
+    assert.are.same({3, 0}, m:index_select(2, dt.tensor({}, {dtype = "int64"})):size())
+    assert.are.same({{2}, {6}, {10}}, m:index_select(2, dt.tensor(2)):totable())
+    local i = dt.tensor({1, 4})
+    assert.are.same(m:index_select(2, i):totable(), m:t():index_select(1, i):t():totable()) -- a non-contiguous input
+  end)
+  it("reports indices out of range, bad index tensors and dims", function()
+    local m = seq({3, 4})
+    assert.matches("index_select: index 4 out of range for dim 1 of size 3 (indices are 1-based: 1..3)",
+      err(function() return m:index_select(1, dt.tensor({1, 4})) end), 1, true)
+    assert.matches("index_select: index 0 out of range for dim 2 of size 4 (indices are 1-based: 1..4)",
+      err(function() return m:index_select(2, dt.tensor({0})) end), 1, true)
+    assert.matches("index_select: index must be an int64 or int32 tensor, got float32",
+      err(function() return m:index_select(1, dt.ones(1)) end), 1, true)
+    assert.matches("index_select: index must be 0-d or 1-d, got a 2-d tensor",
+      err(function() return m:index_select(1, dt.ones(1, 1, {dtype = "int64"})) end), 1, true)
+    assert.matches("index_select: dim 3 out of range", err(function() return m:index_select(3, dt.tensor({1})) end), 1, true)
+  end)
+end)

@@ -195,3 +195,47 @@ for _, entry in ipairs(H.meshes()) do
     end)
   end)
 end
+
+-- index_select on DTensors: random shapes, placements (Partial(sum) included) and indices
+-- (replicated or sharded), against the same call on the global tensors.
+for _, entry in ipairs(H.meshes()) do
+  local name, mesh = entry[1], entry[2]
+  describe("index_select on DTensors on mesh " .. name, function()
+    it("equals index_select of the global tensors; Partial(sum) stays Partial", function()
+      local rng = H.prng(97)
+      for case = 1, 20 do
+        local ndim = rng.int(1, 3)
+        local shape = H.shape_of(rng, ndim, 1)
+        local X, dim = global(rng, shape, "float64"), rng.int(1, ndim)
+        local ids = {}
+        for k = 1, rng.int(0, 5) do ids[k] = rng.int(1, shape[dim]) end
+        local I = dt.tensor(ids, {dtype = "int64"})
+        local px = placements(rng, mesh, ndim, true)
+        local pi = placements(rng, mesh, 1, false)
+        local x, i = dist(X, mesh, px), dist(I, mesh, pi)
+        local y = x:index_select(dim, i)
+        same(y, X:index_select(dim, I), "case " .. case .. ": x " .. H.placement_string(px) .. " index " .. H.placement_string(pi))
+        for m = 1, mesh.ndim do
+          local p = x.placements[m]
+          if p:is_partial() then assert.is_true(y.placements[m]:is_partial(), "case " .. case .. ": Partial kept") end
+          if p:is_shard() and p.dim ~= dim then assert.are.equal(tostring(p), tostring(y.placements[m])) end
+        end
+      end
+    end)
+
+    it("raises the plain call's errors on the mesh's ranks", function()
+      local x = dist(global(H.prng(5), {3, 4}, "float64"), mesh, H.placements(H.prng(6), mesh, 2, false))
+      local r = {}
+      for m = 1, mesh.ndim do r[m] = dt.Replicate() end
+      local i = dist(dt.tensor({1, 4}), mesh, r)
+      if mesh:get_coordinate() then
+        fails("index_select: index 4 out of range for dim 1 of size 3 (indices are 1-based: 1..3)", function()
+          return x:index_select(1, i)
+        end)
+      end
+      fails("index_select: index must be an int64 or int32 tensor, got float32", function()
+        return x:index_select(1, i:float())
+      end)
+    end)
+  end)
+end

@@ -81,6 +81,9 @@ end
 function F.relu(x) return x:relu() end
 function F.gelu(x, approximate) return x:gelu(approximate) end
 function F.silu(x) return x:silu() end
+-- hardtanh(x, min_val = -1, max_val = 1); leaky_relu(x, negative_slope = 0.01) (also as options tables)
+function F.hardtanh(x, min_val, max_val) return x:hardtanh(min_val, max_val) end
+function F.leaky_relu(x, negative_slope) return x:leaky_relu(negative_slope) end
 function F.softmax(x, dim) return x:softmax(dim) end
 function F.log_softmax(x, dim) return x:log_softmax(dim) end
 

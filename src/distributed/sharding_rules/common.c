@@ -26,6 +26,7 @@ static const dt_rule_fn family_rules[] = {
     [DT_SHARDING_REDUCE] = dt_rule_reduce,
     [DT_SHARDING_VIEW] = dt_rule_view,
     [DT_SHARDING_NN] = dt_rule_nn,
+    [DT_SHARDING_INDEX] = dt_rule_index,
     [DT_SHARDING_RANDOM] = NULL,
 };
 _Static_assert(sizeof family_rules / sizeof family_rules[0] == DT_SHARDING_COUNT,

@@ -36,6 +36,7 @@ int dt_rule_matmul(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_nn(const dt_rule_args *r, dt_strategy *s, int *n);
+int dt_rule_index(const dt_rule_args *r, dt_strategy *s, int *n);
 /* Static args of the local call that differ from the global one (sizes of view/reshape/
  * expand: the local output shape; squeeze: the global size-1 dims).  in/out: the specs. */
 int dt_rule_view_local_args(dt_op_id op, const dt_dspec *in, const dt_dspec *out, dt_op_args *la);

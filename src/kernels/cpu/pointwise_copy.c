@@ -117,3 +117,13 @@ done:
     if (own[k]) dt_tensor_release(own[k]);
   return rc;
 }
+
+/* masked_fill(x, mask, v) is where(mask, v, x) computed in x's dtype (the output's). */
+int dt_cpu_masked_fill(const dt_op_args *a, dt_tensor **out) {
+  dt_tensor *in[3] = {a->in[1], NULL, a->in[0]};
+  dt_op_args w = *a;
+  w.in = in;
+  w.nin = 3;
+  w.flags = (a->flags & DT_ARG_SCALAR_INT) ? DT_ARG_WHERE_A_INT : 0;
+  return dt_cpu_where(&w, out);
+}

@@ -55,6 +55,8 @@ static inline int64_t clampi_(int64_t x, const pw_ctx *c) {
 PW_UN(clamp_f32, float, clampf_(x, c))
 PW_UN(clamp_f64, double, clampd_(x, c))
 PW_UN(clamp_i64, int64_t, clampi_(x, c))
+PW_UN(leaky_relu_f32, float, x > 0 ? x : x * (float)c->lo) /* NaN * slope stays NaN */
+PW_UN(leaky_relu_f64, double, x > 0 ? x : x * c->lo)
 
 /* ---- floating point only ---- */
 PW_UN(exp_f32, float, expf(x))
@@ -127,4 +129,20 @@ int dt_cpu_clamp(const dt_op_args *a, dt_tensor **out) {
   c.loi = is_int ? a->ints[0] : (int64_t)c.lo;
   c.hii = is_int ? a->ints[1] : (int64_t)c.hi;
   return unary(a, out[0], clamp_f32, clamp_f64, clamp_i64, &c);
+}
+
+/* hardtanh: clamp to [scalar[0], scalar[1]] (floating dtypes; NaN passes through). */
+int dt_cpu_hardtanh(const dt_op_args *a, dt_tensor **out) {
+  pw_ctx c = {0};
+  c.has_lo = c.has_hi = 1;
+  c.lo = a->scalar[0];
+  c.hi = a->scalar[1];
+  return unary(a, out[0], clamp_f32, clamp_f64, NULL, &c);
+}
+
+/* leaky_relu: x, or x * scalar[0] (the negative slope) where x <= 0. */
+int dt_cpu_leaky_relu(const dt_op_args *a, dt_tensor **out) {
+  pw_ctx c = {0};
+  c.lo = a->scalar[0];
+  return unary(a, out[0], leaky_relu_f32, leaky_relu_f64, NULL, &c);
 }

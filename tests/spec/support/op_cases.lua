@@ -497,6 +497,15 @@ end, {tol = 0, static = function(rng)
   return {lo = k ~= 2 and rng.int(-8, 0) / 4 or nil, hi = k ~= 1 and rng.int(0, 8) / 4 or nil}
 end})
 
+ops.hardtanh = unary(function(x, s) return x:hardtanh(s.lo, s.hi) end,
+  function(v, s) return math.min(math.max(v, s.lo), s.hi) end, {tol = 0, static = function(rng)
+    local lo = rng.int(-8, 0) / 4
+    return {lo = lo, hi = lo + rng.int(0, 8) / 4}
+  end})
+ops.leaky_relu = unary(function(x, s) return dt.F.leaky_relu(x, s.slope) end,
+  function(v, s) return v > 0 and v or v * s.slope end,
+  {tol = 0, static = function(rng) return {slope = rng.int(0, 8) / 16} end})
+
 -- ---------------------------------------------------------------- pointwise binary
 local function lua_rem(a, b) return a - math.floor(a / b) * b end
 ops.add = binary(function(a, b) return a:add(b) end, function(a, b) return a + b end,
@@ -562,6 +571,26 @@ ops.where = {
     return build(broadcast_shape(c.shape, a.shape, b.shape), function(k)
       return at(c, k) ~= 0 and at(a, k) or at(b, k)
     end)
+  end,
+}
+
+ops.masked_fill = {
+  family = "pointwise", exact = true, tol = 0,
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local sx = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+      local x = t_of(rng, sx, i == 2 and "float32" or "float64")
+      local mask = t_of(rng, broadcastable(rng, sx)):gt(0)
+      if i == 3 then x, mask = noncontig(x), noncontig(mask) end
+      list[#list + 1] = {inputs = {x, mask}, static = {v = rng.int(-8, 8) / 4}, label = "case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return i[1]:masked_fill(i[2], s.v) end,
+  ref = function(i, s)
+    local x, m = ref_of(i[1]), ref_of(i[2])
+    return build(x.shape, function(c) return at(m, c) ~= 0 and s.v or at(x, c) end)
   end,
 }
 
@@ -900,6 +929,36 @@ for _, name in ipairs {"cat", "stack"} do
   }
 end
 
+-- ---------------------------------------------------------------- indexing
+ops.index_select = {
+  family = "index", exact = true, tol = 0,
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local shape = rand_shape(rng, rng.int(1, 3), 1)
+      local dim = rng.int(1, #shape)
+      local ids = {}
+      for k = 1, (i == 4 and 0 or rng.int(1, 5)) do ids[k] = rng.int(1, shape[dim]) end
+      local x = t_of(rng, shape)
+      if i == 3 then x = noncontig(x) end
+      list[#list + 1] = {inputs = {x, make(ids, {#ids}, i == 2 and "int32" or "int64")}, static = {dim = dim},
+                         label = "dim " .. dim .. ", " .. #ids .. " indices"}
+    end
+    return list
+  end,
+  run = function(i, s) return i[1]:index_select(s.dim, i[2]) end,
+  ref = function(i, s)
+    local x, ids = ref_of(i[1]), ref_of(i[2])
+    local shape = {table.unpack(x.shape)}
+    shape[s.dim] = #ids.data
+    return build(shape, function(c)
+      local o = {table.unpack(c)}
+      o[s.dim] = ids.data[c[s.dim]]
+      return x.data[flat_index(o, x.shape)]
+    end)
+  end,
+}
+
 -- ---------------------------------------------------------------- neural-network functions
 ops.embedding = {
   family = "nn", exact = true, tol = 0,
@@ -1200,8 +1259,7 @@ ops.multinomial = random_entry {
         local hot = rng.int(1, c)
         for j = 1, c do w[(row - 1) * c + j] = onehot and (j == hot and 1 or 0) or (j == 1 and 1 or rng.int(0, 4) / 2) end
       end
-      local x = make(w, i == 4 and {c} or {r, c})
-      if i == 4 then x = make({table.unpack(w, 1, c)}, {c}) end
+      local x = i == 4 and make({table.unpack(w, 1, c)}, {c}) or make(w, {r, c})
       local replacement = i ~= 3
       local k = replacement and rng.int(1, 4) or 1
       list[#list + 1] = {inputs = {x}, static = {k = k, replacement = replacement}, label = "case " .. i}

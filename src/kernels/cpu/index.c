@@ -1,0 +1,32 @@
+/* Indexing kernels: index_select copies the selected slices one by one (strided copies). */
+#include "base/error.h"
+#include "kernels/cpu/kernel_table.h"
+
+/* The slice of t at position i of dim d (a view, d kept with size 1; 0-d tensors: t itself). */
+static dt_tensor *slice_at(const dt_tensor *t, int d, int64_t i) {
+  if (t->ndim == 0) return dt_tensor_view_of(t, 0, t->shape, t->stride, t->offset);
+  int64_t shape[DT_MAX_DIMS];
+  for (int k = 0; k < t->ndim; k++) shape[k] = k == d ? 1 : t->shape[k];
+  return dt_tensor_view_of(t, t->ndim, shape, t->stride, t->offset + i * t->stride[d]);
+}
+
+int dt_cpu_index_select(const dt_op_args *a, dt_tensor **out) {
+  const dt_tensor *x = a->in[0], *ix = a->in[1];
+  int d = (int)a->ints[0];
+  int64_t n = dt_tensor_numel(ix), size = x->ndim ? x->shape[d] : 1;
+  const char *base = dt_tensor_data(ix);
+  for (int64_t j = 0; j < n; j++) {
+    int64_t off = 0, rem = j; /* ix may be strided: its element j */
+    for (int k = ix->ndim - 1; k >= 0; k--) off += (rem % ix->shape[k]) * ix->stride[k], rem /= ix->shape[k];
+    int64_t i = dt_load_i64(base + off * (int64_t)dt_dtype_size(ix->dtype), ix->dtype);
+    if (i < 0 || i >= size) /* shown 1-based, as Lua users wrote it */
+      return dt_error("index_select: index %lld out of range for dim %d of size %lld (indices are 1-based: 1..%lld)",
+                      (long long)i + 1, d + 1, (long long)size, (long long)size);
+    dt_tensor *src = slice_at(x, d, i), *dst = slice_at(out[0], d, j);
+    int rc = src && dst ? dt_tensor_copy_(dst, src, a->name) : dt_error("index_select: out of memory");
+    if (src) dt_tensor_release(src);
+    if (dst) dt_tensor_release(dst);
+    if (rc != DT_OK) return rc;
+  }
+  return DT_OK;
+}
