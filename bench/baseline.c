@@ -2,6 +2,7 @@
  * the CBLAS sgemm dtlua's matmul calls, memcpy/memset, and a monotonic clock.
  * Built by `make` (not installed); loaded with package.cpath = "bench/.libs/?.so;..". */
 #include "config.h"
+#include "base/export.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -122,8 +123,8 @@ static int l_memory_seconds(lua_State *L) {
   return 2;
 }
 
-int luaopen_baseline(lua_State *L);
-int luaopen_baseline(lua_State *L) {
+DT_API int luaopen_baseline(lua_State *L);
+DT_API int luaopen_baseline(lua_State *L) {
   static const luaL_Reg funcs[] = {
       {"now", l_now}, {"sgemm_gflops", l_sgemm_gflops}, {"memcpy_gbps", l_memcpy_gbps},
       {"memory_seconds", l_memory_seconds}, {NULL, NULL}};

@@ -2,6 +2,8 @@
 #ifndef DT_BASE_DTYPE_H
 #define DT_BASE_DTYPE_H
 
+#include "base/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -20,21 +22,21 @@ typedef enum dt_dtype {
 
 #define DT_DEFAULT_FLOAT DT_FLOAT32
 
-size_t dt_dtype_size(dt_dtype t);
-const char *dt_dtype_name(dt_dtype t);
+DT_API size_t dt_dtype_size(dt_dtype t);
+DT_API const char *dt_dtype_name(dt_dtype t);
 /* Accepts "float32", "float", "f32", "float64", "double", "bfloat16", "bf16", "float16", "half",
  * "f16", "int64", "long", "int32", "int", "uint8", "bool".  Returns DT_OK or DT_ERR. */
-int dt_dtype_from_name(const char *name, dt_dtype *out);
-int dt_dtype_is_float(dt_dtype t);    /* f32 f64 bf16 f16 */
-int dt_dtype_is_integer(dt_dtype t);  /* i64 i32 u8 (not bool) */
+DT_API int dt_dtype_from_name(const char *name, dt_dtype *out);
+DT_API int dt_dtype_is_float(dt_dtype t);    /* f32 f64 bf16 f16 */
+DT_API int dt_dtype_is_integer(dt_dtype t);  /* i64 i32 u8 (not bool) */
 /* Category for promotion: 0 bool, 1 integer, 2 floating. */
-int dt_dtype_category(dt_dtype t);
+DT_API int dt_dtype_category(dt_dtype t);
 /* PyTorch's promote_types for two dimensioned tensors. */
-dt_dtype dt_dtype_promote(dt_dtype a, dt_dtype b);
+DT_API dt_dtype dt_dtype_promote(dt_dtype a, dt_dtype b);
 /* torch.can_cast: no float into an integer, nothing but bool into bool. */
-int dt_dtype_can_cast(dt_dtype from, dt_dtype to);
+DT_API int dt_dtype_can_cast(dt_dtype from, dt_dtype to);
 /* dtype kernels compute in: bf16/f16 -> f32, everything else itself. */
-dt_dtype dt_dtype_compute(dt_dtype t);
+DT_API dt_dtype dt_dtype_compute(dt_dtype t);
 
 /* ---- half-precision conversions (round to nearest even) ---------------------- */
 static inline float dt_bf16_to_f32(uint16_t h) {
@@ -50,17 +52,17 @@ static inline uint16_t dt_f32_to_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
 }
-float dt_f16_to_f32(uint16_t h);
-uint16_t dt_f32_to_f16(float f);
+DT_API float dt_f16_to_f32(uint16_t h);
+DT_API uint16_t dt_f32_to_f16(float f);
 
 /* ---- generic scalar access (slow path; typed loops are the fast path) -------- */
-double dt_load_f64(const void *p, dt_dtype t);
-void dt_store_f64(void *p, dt_dtype t, double v);
-int64_t dt_load_i64(const void *p, dt_dtype t);
-void dt_store_i64(void *p, dt_dtype t, int64_t v);
+DT_API double dt_load_f64(const void *p, dt_dtype t);
+DT_API void dt_store_f64(void *p, dt_dtype t, double v);
+DT_API int64_t dt_load_i64(const void *p, dt_dtype t);
+DT_API void dt_store_i64(void *p, dt_dtype t, int64_t v);
 
 /* DT_OK when the number (vi when is_int, else v) fits t's range, else DT_ERR with
  * "<op>: value 300 cannot be converted to type uint8 without overflow". */
-int dt_check_value_fits(const char *op, dt_dtype t, int is_int, int64_t vi, double v);
+DT_API int dt_check_value_fits(const char *op, dt_dtype t, int is_int, int64_t vi, double v);
 
 #endif

@@ -3,6 +3,8 @@
 #ifndef DT_BASE_REDUCE_OP_H
 #define DT_BASE_REDUCE_OP_H
 
+#include "base/export.h"
+
 #include "base/dtype.h"
 
 typedef enum dt_reduce_op {
@@ -14,10 +16,10 @@ typedef enum dt_reduce_op {
   DT_NREDUCE_OPS
 } dt_reduce_op;
 
-const char *dt_reduce_op_name(dt_reduce_op op);
+DT_API const char *dt_reduce_op_name(dt_reduce_op op);
 /* "sum", "avg"/"mean", "max", "min", "product"/"prod"; DT_ERR + message otherwise. */
-int dt_reduce_op_from_name(const char *name, dt_reduce_op *out);
+DT_API int dt_reduce_op_from_name(const char *name, dt_reduce_op *out);
 /* avg needs a floating dtype (as in PyTorch); DT_ERR + message naming `who` otherwise. */
-int dt_reduce_op_check(dt_reduce_op op, dt_dtype dtype, const char *who);
+DT_API int dt_reduce_op_check(dt_reduce_op op, dt_dtype dtype, const char *who);
 
 #endif

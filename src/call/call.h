@@ -8,6 +8,8 @@
 #ifndef DT_CALL_CALL_H
 #define DT_CALL_CALL_H
 
+#include "base/export.h"
+
 #include "distributed/context.h"
 #include "distributed/value.h"
 #include "ops/ops.h"
@@ -17,6 +19,6 @@
  * (nout = the op's) are initialised with new values owned by the caller; in-place ops write
  * in[0] and leave out untouched (out may be NULL).  On error nothing is initialised and
  * dt_error holds the message.  ctx may be NULL for calls on plain tensors only. */
-int dt_call(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in, int nin, dt_value *const *out);
+DT_API int dt_call(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in, int nin, dt_value *const *out);
 
 #endif

@@ -9,6 +9,8 @@
 #ifndef DT_COMM_COMM_H
 #define DT_COMM_COMM_H
 
+#include "base/export.h"
+
 #include <stddef.h>
 
 #include "base/dtype.h"
@@ -60,62 +62,62 @@ struct dt_comm {
 };
 
 /* ---- calls (argument checks, then the backend) ---- */
-int dt_comm_all_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op);
-int dt_comm_all_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
-int dt_comm_all_gather_v(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt);
-int dt_comm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op);
-int dt_comm_all_to_all(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
-int dt_comm_all_to_all_v(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
+DT_API int dt_comm_all_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op);
+DT_API int dt_comm_all_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
+DT_API int dt_comm_all_gather_v(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt);
+DT_API int dt_comm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op);
+DT_API int dt_comm_all_to_all(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
+DT_API int dt_comm_all_to_all_v(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
                          const size_t *recvcounts, dt_dtype dt);
-int dt_comm_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root);
-int dt_comm_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
-int dt_comm_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
-int dt_comm_send(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int dst);
-int dt_comm_recv(dt_comm *c, void *buf, size_t count, dt_dtype dt, int src);
-int dt_comm_barrier(dt_comm *c);
-int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out);
-void dt_comm_destroy(dt_comm *c);
+DT_API int dt_comm_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root);
+DT_API int dt_comm_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
+DT_API int dt_comm_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
+DT_API int dt_comm_send(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int dst);
+DT_API int dt_comm_recv(dt_comm *c, void *buf, size_t count, dt_dtype dt, int src);
+DT_API int dt_comm_barrier(dt_comm *c);
+DT_API int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out);
+DT_API void dt_comm_destroy(dt_comm *c);
 
 /* Installs c's observer (fn NULL: none). */
-void dt_comm_set_observer(dt_comm *c, dt_comm_observer_fn fn, void *ud);
+DT_API void dt_comm_set_observer(dt_comm *c, dt_comm_observer_fn fn, void *ud);
 /* Suspends c's observer until the matching resume (nestable): the metadata exchanges inside
  * one user-visible call, and the runtime's own agreements, are not collectives of the user. */
-void dt_comm_pause_observer(dt_comm *c);
-void dt_comm_resume_observer(dt_comm *c);
+DT_API void dt_comm_pause_observer(dt_comm *c);
+DT_API void dt_comm_resume_observer(dt_comm *c);
 
 /* Sets c's timeout (<= 0: none) and returns the previous one. */
-double dt_comm_set_timeout(dt_comm *c, double seconds);
+DT_API double dt_comm_set_timeout(dt_comm *c, double seconds);
 /* Rank of world rank w in c, or -1. */
-int dt_comm_group_rank(const dt_comm *c, int w);
+DT_API int dt_comm_group_rank(const dt_comm *c, int w);
 /* "{0,2,3}" into buf; returns buf. */
-char *dt_comm_format_ranks(char *buf, size_t len, const int *ranks, int n);
+DT_API char *dt_comm_format_ranks(char *buf, size_t len, const int *ranks, int n);
 
 /* ---- the threads backend: N ranks as N threads of one process ---- */
 typedef struct dt_threads_world dt_threads_world;
 /* timeout_s <= 0: no timeout. */
-dt_threads_world *dt_threads_world_new(int size, double timeout_s);
-void dt_threads_world_free(dt_threads_world *w);
+DT_API dt_threads_world *dt_threads_world_new(int size, double timeout_s);
+DT_API void dt_threads_world_free(dt_threads_world *w);
 /* The world communicator of one rank (each rank's thread calls it once). */
-dt_comm *dt_threads_world_comm(dt_threads_world *w, int rank);
+DT_API dt_comm *dt_threads_world_comm(dt_threads_world *w, int rank);
 /* Tears the world down: every rank waiting now or later in a collective fails with
  * "aborted: <reason>".  Safe from any thread; the first reason wins. */
-void dt_threads_world_abort(dt_threads_world *w, const char *reason);
+DT_API void dt_threads_world_abort(dt_threads_world *w, const char *reason);
 /* Records that a rank's program ended, so peers waiting for it fail instead of hanging. */
-void dt_threads_world_rank_exited(dt_threads_world *w, int rank);
+DT_API void dt_threads_world_rank_exited(dt_threads_world *w, int rank);
 
 /* ---- the MPI backend (when built with MPI) ---- */
 /* Initialises MPI (once per process) and returns the world communicator. */
-dt_comm *dt_mpi_world_comm(int *argc, char ***argv);
-int dt_mpi_available(void);
+DT_API dt_comm *dt_mpi_world_comm(int *argc, char ***argv);
+DT_API int dt_mpi_available(void);
 /* The end of this rank's program (DTLUA_DEBUG=collectives: fails peers waiting for it). */
-int dt_mpi_finish(dt_comm *world);
-void dt_mpi_finalize(void);
-void dt_mpi_abort(int code);
+DT_API int dt_mpi_finish(dt_comm *world);
+DT_API void dt_mpi_finalize(void);
+DT_API void dt_mpi_abort(int code);
 
 /* ---- benchmark references (bench/collectives.lua) ---- */
 /* Seconds per call of the MPI collective `coll` ("all_reduce", "all_gather",
  * "reduce_scatter", "all_to_all") on MPI_COMM_WORLD with a float32 buffer of `bytes`
  * (the full tensor, as bench/collectives.lua counts it), called directly from C. */
-int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds);
+DT_API int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds);
 
 #endif

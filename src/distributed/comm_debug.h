@@ -8,6 +8,8 @@
 #ifndef DT_DISTRIBUTED_COMM_DEBUG_H
 #define DT_DISTRIBUTED_COMM_DEBUG_H
 
+#include "base/export.h"
+
 #include <stddef.h>
 
 #include "distributed/context.h"
@@ -25,16 +27,16 @@ typedef struct dt_comm_debug {
 } dt_comm_debug;
 
 /* Every collective name a region reports (zero when unused), NULL-terminated. */
-extern const char *const dt_comm_debug_names[];
+extern DT_API const char *const dt_comm_debug_names[];
 
 /* The observer the context installs on its communicators (ud: the dt_context): records one
  * collective if a region is open (out of memory drops the record). */
-void dt_comm_debug_observe(void *ctx, const char *name, size_t bytes, int group_size);
+DT_API void dt_comm_debug_observe(void *ctx, const char *name, size_t bytes, int group_size);
 /* Opens a region; returns the index its records start at. */
-int dt_comm_debug_begin(dt_context *ctx);
+DT_API int dt_comm_debug_begin(dt_context *ctx);
 /* Closes a region opened at start (records stay readable until the outermost one closes and a
  * new one begins). */
-void dt_comm_debug_end(dt_context *ctx);
-void dt_comm_debug_free(dt_comm_debug *d);
+DT_API void dt_comm_debug_end(dt_context *ctx);
+DT_API void dt_comm_debug_free(dt_comm_debug *d);
 
 #endif

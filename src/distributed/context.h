@@ -4,8 +4,10 @@
 #ifndef DT_DISTRIBUTED_CONTEXT_H
 #define DT_DISTRIBUTED_CONTEXT_H
 
+#include "base/export.h"
+
 #include "comm/comm.h"
-#include "kernels/random.h"
+#include "ops/random.h"
 #include "ops/ops.h"
 
 struct dt_context;
@@ -54,16 +56,16 @@ typedef struct dt_context {
 } dt_context;
 
 /* Takes ownership of world.  NULL + dt_error on out of memory. */
-dt_context *dt_context_new(dt_comm *world, int local_rank);
-void dt_context_free(dt_context *ctx);
+DT_API dt_context *dt_context_new(dt_comm *world, int local_rank);
+DT_API void dt_context_free(dt_context *ctx);
 /* The group over `ranks` (world ranks, any order, distinct), created on first use and
  * cached: later calls with the same set return the same entry. */
-int dt_context_group(dt_context *ctx, const int *ranks, int n, const dt_group_entry **out);
+DT_API int dt_context_group(dt_context *ctx, const int *ranks, int n, const dt_group_entry **out);
 
 /* The mesh context stack: push retains m; pop_to releases down to depth; current is the
  * innermost mesh or NULL. */
-int dt_context_push_mesh(dt_context *ctx, struct dt_mesh *m);
-void dt_context_pop_mesh_to(dt_context *ctx, int depth);
+DT_API int dt_context_push_mesh(dt_context *ctx, struct dt_mesh *m);
+DT_API void dt_context_pop_mesh_to(dt_context *ctx, int depth);
 struct dt_mesh *dt_context_current_mesh(const dt_context *ctx);
 
 #endif

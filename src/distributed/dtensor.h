@@ -5,6 +5,8 @@
 #ifndef DT_DISTRIBUTED_DTENSOR_H
 #define DT_DISTRIBUTED_DTENSOR_H
 
+#include "base/export.h"
+
 #include "distributed/mesh.h"
 #include "distributed/placement.h"
 #include "tensor/tensor.h"
@@ -18,28 +20,28 @@ typedef struct dt_dspec {
 } dt_dspec;
 
 /* Chunk c of n of a size L: start and length (torch.chunk). */
-void dt_chunk(int64_t L, int n, int c, int64_t *start, int64_t *len);
+DT_API void dt_chunk(int64_t L, int n, int c, int64_t *start, int64_t *len);
 /* A spec retaining mesh; Shard dims as written by the user (1-based or negative) are
  * normalised.  Errors name the placements and the shape.  Free with dt_dspec_free. */
-int dt_dspec_new(dt_mesh *mesh, const dt_placement *p, int ndim, const int64_t *shape, dt_dtype dtype,
+DT_API int dt_dspec_new(dt_mesh *mesh, const dt_placement *p, int ndim, const int64_t *shape, dt_dtype dtype,
                  const char *op, dt_dspec **out);
-dt_dspec *dt_dspec_copy(const dt_dspec *s);
-void dt_dspec_free(dt_dspec *s);
+DT_API dt_dspec *dt_dspec_copy(const dt_dspec *s);
+DT_API void dt_dspec_free(dt_dspec *s);
 /* Local shape and global offset of the shard at mesh coordinates coord, with placements p
  * (so that planners can ask about intermediate states). */
-void dt_dspec_local(const dt_dspec *s, const dt_placement *p, const int *coord, int64_t *shape, int64_t *offset);
+DT_API void dt_dspec_local(const dt_dspec *s, const dt_placement *p, const int *coord, int64_t *shape, int64_t *offset);
 /* Size of tensor dim d as seen by mesh dim m: chunked by the mesh dims before m that
  * shard d (at coord), not by m and later ones. */
-int64_t dt_dspec_logical_size(const dt_dspec *s, const dt_placement *p, const int *coord, int d, int m);
+DT_API int64_t dt_dspec_logical_size(const dt_dspec *s, const dt_placement *p, const int *coord, int d, int m);
 /* This rank's local shape (an empty {0} off-mesh). */
-void dt_dspec_my_local(const dt_dspec *s, int *ndim, int64_t *shape, int64_t *offset);
-int dt_dspec_has_partial(const dt_placement *p, int n);
+DT_API void dt_dspec_my_local(const dt_dspec *s, int *ndim, int64_t *shape, int64_t *offset);
+DT_API int dt_dspec_has_partial(const dt_placement *p, int n);
 /* A tensor header with the spec's global shape, dtype and contiguous strides, no storage:
  * what shape rules read when an op is decided on global metadata. */
-void dt_dspec_global_header(const dt_dspec *s, dt_tensor *g);
+DT_API void dt_dspec_global_header(const dt_dspec *s, dt_tensor *g);
 /* Writing a value v into a DTensor of spec s in place: does this rank hold v, or zeros?  On
  * a Partial(sum) mesh dim only coordinate 0 holds v, so that the pending sum is v once
  * (avg/max/min and the other placements hold v everywhere).  A mesh rank only. */
-int dt_dspec_holds_value(const dt_dspec *s);
+DT_API int dt_dspec_holds_value(const dt_dspec *s);
 
 #endif

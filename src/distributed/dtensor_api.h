@@ -8,6 +8,8 @@
 #ifndef DT_DISTRIBUTED_DTENSOR_API_H
 #define DT_DISTRIBUTED_DTENSOR_API_H
 
+#include "base/export.h"
+
 #include <limits.h>
 
 #include "distributed/index_key.h"
@@ -21,7 +23,7 @@
  * when nothing is sharded, else one scatter of the shards); Partial placements start as the
  * value on coordinate 0 (sum) and zeros elsewhere.  t may be NULL on ranks other than
  * src_rank.  src_rank = DT_SRC_LOCAL: every mesh rank passes the same t and keeps its chunk. */
-int dt_distribute_tensor(dt_context *ctx, dt_tensor *t, dt_mesh *m, const dt_placement *p, int src_rank,
+DT_API int dt_distribute_tensor(dt_context *ctx, dt_tensor *t, dt_mesh *m, const dt_placement *p, int src_rank,
                          dt_value *out);
 
 /* The DTensor whose shard on this rank is local (taken as is, retained).  shape (ndim
@@ -29,29 +31,29 @@ int dt_distribute_tensor(dt_context *ctx, dt_tensor *t, dt_mesh *m, const dt_pla
  * local shape times the ranks sharding each dim.  run_check: every rank's dtype and local
  * shape are checked against the spec (an all_gather of metadata), and Replicate mesh dims
  * are made to agree (a broadcast from coordinate 0); the local is then a copy. */
-int dt_from_local(dt_context *ctx, dt_tensor *local, dt_mesh *m, const dt_placement *p, int run_check, int ndim,
+DT_API int dt_from_local(dt_context *ctx, dt_tensor *local, dt_mesh *m, const dt_placement *p, int run_check, int ndim,
                   const int64_t *shape, dt_value *out);
 
 /* This rank's shard of the DTensor v, retained (no communication). */
-int dt_to_local(const dt_value *v, dt_tensor **out);
+DT_API int dt_to_local(const dt_value *v, dt_tensor **out);
 
 /* The whole global tensor of the DTensor v on every mesh rank (to Replicate everywhere);
  * off-mesh ranks get their empty local. */
-int dt_full_tensor(dt_context *ctx, const dt_value *v, dt_tensor **out);
+DT_API int dt_full_tensor(dt_context *ctx, const dt_value *v, dt_tensor **out);
 
 /* v with placements `to` on mesh (NULL: v's; another mesh is refused).  Partial targets are
  * refused unless v already has that placement on that mesh dim. */
-int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *to, dt_value *out);
+DT_API int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *to, dt_value *out);
 
 /* dt_redistribute's plan as text (one line per step, then the total), malloc'd in *text; no
  * collective runs. */
-int dt_explain_redistribute(dt_context *ctx, const dt_value *v, const dt_placement *to, char **text);
+DT_API int dt_explain_redistribute(dt_context *ctx, const dt_value *v, const dt_placement *to, char **text);
 
 /* dst[key] = src in place, dst's placements kept (key resolved against dst's global shape).
  * src: a DTensor on dst's mesh (redistributed so that each rank finds what it writes in its
  * own block), or a plain tensor of one element (a scalar: the same everywhere; the caller
  * checks that a Lua number fits dst's dtype), or of several inside implicit replication.
  * Partial(sum) targets: ranks off coordinate 0 of a Partial(sum) mesh dim write 0. */
-int dt_dtensor_write(dt_context *ctx, dt_value *dst, const dt_index_key *key, const dt_value *src);
+DT_API int dt_dtensor_write(dt_context *ctx, dt_value *dst, const dt_index_key *key, const dt_value *src);
 
 #endif

@@ -5,6 +5,8 @@
 #ifndef DT_DISTRIBUTED_MESH_H
 #define DT_DISTRIBUTED_MESH_H
 
+#include "base/export.h"
+
 #include <stdatomic.h>
 
 #include "distributed/context.h"
@@ -28,27 +30,27 @@ typedef struct dt_mesh {
 
 /* A mesh over `ranks` (world ranks, row-major over shape); names may be NULL or hold
  * NULL/"" entries.  Collective over the world (creates the groups). */
-int dt_mesh_new(dt_context *ctx, const char *device, int ndim, const int *shape, const int *ranks,
+DT_API int dt_mesh_new(dt_context *ctx, const char *device, int ndim, const int *shape, const int *ranks,
                 const char *const *names, dt_mesh **out);
-void dt_mesh_retain(dt_mesh *m);
-void dt_mesh_release(dt_mesh *m);
+DT_API void dt_mesh_retain(dt_mesh *m);
+DT_API void dt_mesh_release(dt_mesh *m);
 /* The sub-mesh over dims[0..n) (0-based, distinct, any order) containing this rank. */
-int dt_mesh_slice(const dt_mesh *m, const int *dims, int n, dt_mesh **out);
+DT_API int dt_mesh_slice(const dt_mesh *m, const int *dims, int n, dt_mesh **out);
 /* A 1-d mesh over every rank of m, named name (may be NULL). */
-int dt_mesh_flatten(const dt_mesh *m, const char *name, dt_mesh **out);
+DT_API int dt_mesh_flatten(const dt_mesh *m, const char *name, dt_mesh **out);
 /* The dim called name, or -1. */
-int dt_mesh_dim_by_name(const dt_mesh *m, const char *name);
+DT_API int dt_mesh_dim_by_name(const dt_mesh *m, const char *name);
 /* Same layout, shape and names. */
-int dt_mesh_equal(const dt_mesh *a, const dt_mesh *b);
+DT_API int dt_mesh_equal(const dt_mesh *a, const dt_mesh *b);
 /* This rank's communicator over mesh dim d (NULL off-mesh). */
 static inline dt_comm *dt_mesh_comm(const dt_mesh *m, int d) { return m->groups[1 << d]->comm; }
 /* Coordinates of position idx of the layout (row-major). */
-void dt_mesh_coord_of(const dt_mesh *m, int idx, int *coord);
+DT_API void dt_mesh_coord_of(const dt_mesh *m, int idx, int *coord);
 /* Coordinates of world rank w (which must be in the mesh). */
-void dt_mesh_coord_of_rank(const dt_mesh *m, int w, int *coord);
+DT_API void dt_mesh_coord_of_rank(const dt_mesh *m, int w, int *coord);
 /* The rank of the group over dim d holding coordinate c along d (groups sort ranks). */
-int dt_mesh_group_rank_of(const dt_mesh *m, int d, int c);
+DT_API int dt_mesh_group_rank_of(const dt_mesh *m, int d, int c);
 /* "DeviceMesh('cpu', [[0, 1], [2, 3]], mesh_dim_names=('dp', 'tp'))" into buf. */
-char *dt_mesh_format(const dt_mesh *m, char *buf, size_t len);
+DT_API char *dt_mesh_format(const dt_mesh *m, char *buf, size_t len);
 
 #endif

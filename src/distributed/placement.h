@@ -2,6 +2,8 @@
 #ifndef DT_DISTRIBUTED_PLACEMENT_H
 #define DT_DISTRIBUTED_PLACEMENT_H
 
+#include "base/export.h"
+
 #include <stddef.h>
 
 #include "base/reduce_op.h"
@@ -14,14 +16,14 @@ typedef struct dt_placement {
   dt_reduce_op op; /* Partial */
 } dt_placement;
 
-int dt_placement_equal(dt_placement a, dt_placement b);
+DT_API int dt_placement_equal(dt_placement a, dt_placement b);
 /* Lists of n placements, element by element. */
-int dt_placements_equal(const dt_placement *a, const dt_placement *b, int n);
+DT_API int dt_placements_equal(const dt_placement *a, const dt_placement *b, int n);
 /* "Shard(2)" (dims shown 1-based), "Replicate()", "Partial(sum)". */
-char *dt_placement_format(dt_placement p, char *buf, size_t len);
+DT_API char *dt_placement_format(dt_placement p, char *buf, size_t len);
 /* "(Shard(1), Replicate())" for a list. */
-char *dt_placements_format(const dt_placement *p, int n, char *buf, size_t len);
+DT_API char *dt_placements_format(const dt_placement *p, int n, char *buf, size_t len);
 /* Shorthand "S1", "S-1", "R", "P", "P(max)": the dim as written (1-based or negative). */
-int dt_placement_parse(const char *s, dt_placement *out);
+DT_API int dt_placement_parse(const char *s, dt_placement *out);
 
 #endif

@@ -5,6 +5,8 @@
 #ifndef DT_DISTRIBUTED_REDISTRIBUTE_H
 #define DT_DISTRIBUTED_REDISTRIBUTE_H
 
+#include "base/export.h"
+
 #include "distributed/dtensor.h"
 
 typedef enum dt_step_kind {
@@ -43,15 +45,15 @@ typedef struct dt_redist_plan {
  * those dims when the cost model says so (same bytes, fewer latencies).
  * Cached per rank in ctx (key: mesh shape, global shape, dtype size, both placement lists).
  * allow_partial: the target may add Partial placements (distribute_tensor, internal). */
-int dt_redistribute_plan(dt_context *ctx, const dt_dspec *s, const dt_placement *to, int allow_partial,
+DT_API int dt_redistribute_plan(dt_context *ctx, const dt_dspec *s, const dt_placement *to, int allow_partial,
                          const dt_redist_plan **out);
 /* Runs plan on this rank's local shard `local` of spec s; *out is the new local shard
  * (local itself, retained, when the plan is empty).  Off-mesh ranks: *out = local. */
-int dt_redistribute_exec(dt_context *ctx, const dt_dspec *s, const dt_redist_plan *plan, dt_tensor *local,
+DT_API int dt_redistribute_exec(dt_context *ctx, const dt_dspec *s, const dt_redist_plan *plan, dt_tensor *local,
                          dt_tensor **out);
-const char *dt_step_name(dt_step_kind k);
+DT_API const char *dt_step_name(dt_step_kind k);
 
 typedef struct dt_plan_cache dt_plan_cache;
-void dt_plan_cache_free(dt_plan_cache *c);
+DT_API void dt_plan_cache_free(dt_plan_cache *c);
 
 #endif

@@ -8,16 +8,18 @@
 #ifndef DT_DISTRIBUTED_RNG_H
 #define DT_DISTRIBUTED_RNG_H
 
+#include "base/export.h"
+
 #include "distributed/dtensor.h"
 #include "kernels/local_op.h"
 
 /* Sets the generator to (seed, offset 0).  sync: every rank of the world takes rank 0's seed
  * (a broadcast over the world: every rank calls it); else each rank keeps its own seed. */
-int dt_rng_manual_seed(dt_context *ctx, int64_t seed, int sync);
+DT_API int dt_rng_manual_seed(dt_context *ctx, int64_t seed, int sync);
 
 /* Words random op id consumes (what the offset advances by): a holds the GLOBAL operands
  * (headers suffice), out the global output metadata from the op's shape rule. */
-uint64_t dt_rng_op_words(dt_op_id id, const dt_op_args *a, const dt_meta *out);
+DT_API uint64_t dt_rng_op_words(dt_op_id id, const dt_op_args *a, const dt_meta *out);
 
 /* A random op with DTensor operands (the dispatcher's path for rows flagged DT_OPF_RANDOM).
  * sp[i]: the spec of a->in[i] (a->in are the local shards).  The outputs follow the input's
@@ -25,16 +27,16 @@ uint64_t dt_rng_op_words(dt_op_id id, const dt_op_args *a, const dt_meta *out);
  * 0 of each Partial(sum) mesh dim, zeros elsewhere); bernoulli and dropout turn Partial into
  * Replicate (reading the values redistributes them first); multinomial is replicated.
  * Outputs and specs as dt_dispatch returns them. */
-int dt_rng_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp, dt_tensor **out,
+DT_API int dt_rng_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp, dt_tensor **out,
                     dt_dspec **out_spec);
 /* What dt_rng_dispatch would do, one line for dt.explain (no op runs, no state changes). */
-int dt_rng_explain(dt_op_id id, const dt_op_args *a, const dt_dspec *in, char *buf, size_t len);
+DT_API int dt_rng_explain(dt_op_id id, const dt_op_args *a, const dt_dspec *in, char *buf, size_t len);
 
 /* A random factory on a mesh (rand, randn, randint: any Shard/Replicate placements;
  * randperm: replicated only).  a: the op's args with the GLOBAL shape (randperm: n); p: the
  * placements as the user wrote them; a->name, when set, names the call in errors (rand_like).
  * *out: this rank's block, *out_spec: new. */
-int dt_rng_factory(dt_context *ctx, dt_op_id id, const dt_op_args *a, dt_mesh *mesh, const dt_placement *p,
+DT_API int dt_rng_factory(dt_context *ctx, dt_op_id id, const dt_op_args *a, dt_mesh *mesh, const dt_placement *p,
                    dt_tensor **out, dt_dspec **out_spec);
 
 #endif

@@ -6,6 +6,8 @@
 #ifndef DT_DISTRIBUTED_VALUE_H
 #define DT_DISTRIBUTED_VALUE_H
 
+#include "base/export.h"
+
 #include "distributed/dtensor.h"
 
 struct dt_grad_meta; /* src/autograd (the autograd issue): requires_grad, grad, grad_fn */
@@ -19,7 +21,7 @@ typedef struct dt_value {
 static inline void dt_value_init(dt_value *v, dt_tensor *local, dt_dspec *spec) {
   v->local = local, v->spec = spec, v->grad = NULL;
 }
-void dt_value_clear(dt_value *v);
+DT_API void dt_value_clear(dt_value *v);
 
 static inline int dt_value_is_dtensor(const dt_value *v) { return v->spec != NULL; }
 /* What the user sees: the global metadata of a DTensor, the tensor's own otherwise. */

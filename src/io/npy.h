@@ -5,11 +5,13 @@
 #ifndef DT_IO_NPY_H
 #define DT_IO_NPY_H
 
+#include "base/export.h"
+
 #include "tensor/tensor.h"
 
 /* Writes t atomically (temp file + rename); errors "save_npy: <path>: ...". */
-int dt_npy_save(const char *path, dt_tensor *t);
+DT_API int dt_npy_save(const char *path, dt_tensor *t);
 /* A new contiguous tensor, or NULL with "load_npy: <path>: ...". */
-dt_tensor *dt_npy_load(const char *path);
+DT_API dt_tensor *dt_npy_load(const char *path);
 
 #endif

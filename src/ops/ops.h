@@ -3,6 +3,8 @@
 #ifndef DT_OPS_OPS_H
 #define DT_OPS_OPS_H
 
+#include "base/export.h"
+
 #include "ops/op_args.h"
 
 #define DT_OPF_VIEW 1
@@ -37,11 +39,11 @@ typedef struct dt_op_def {
   dt_backward_fn backward; /* NULL until the autograd issue */
 } dt_op_def;
 
-const dt_op_def *dt_op_get(dt_op_id id);
+DT_API const dt_op_def *dt_op_get(dt_op_id id);
 /* Looks an op up by its Lua name; DT_ERR when unknown. */
-int dt_op_find(const char *name, dt_op_id *id);
+DT_API int dt_op_find(const char *name, dt_op_id *id);
 /* "pointwise", "local_only", ... */
-const char *dt_sharding_family_name(dt_sharding_family f);
+DT_API const char *dt_sharding_family_name(dt_sharding_family f);
 
 /* Declarations of every shape rule named by the table. */
 #define DT_RULE(name) int dt_shape_##name(const dt_op_args *a, dt_meta *out);

@@ -7,6 +7,8 @@
 #ifndef DT_OPS_RANDOM_H
 #define DT_OPS_RANDOM_H
 
+#include "base/export.h"
+
 #include <stdint.h>
 
 #include "ops/op_args.h"
@@ -38,11 +40,11 @@ typedef struct dt_rng_region {
 } dt_rng_region;
 
 /* The region covering a whole tensor of this shape. */
-void dt_rng_region_whole(dt_rng_region *r, int ndim, const int64_t *shape);
+DT_API void dt_rng_region_whole(dt_rng_region *r, int ndim, const int64_t *shape);
 
 /* The block of the global tensor a random op's args fill: a->region, or (NULL) the whole
  * tensor t; DT_ERR when the region's block shape is not t's. */
-int dt_rng_region_of(const dt_op_args *a, const dt_tensor *t, dt_rng_region *r);
+DT_API int dt_rng_region_of(const dt_op_args *a, const dt_tensor *t, dt_rng_region *r);
 
 /* Generator position of a random op's args. */
 static inline uint64_t dt_rng_args_seed(const dt_op_args *a) { return (uint64_t)a->ints[DT_RNG_SLOT_SEED]; }
@@ -57,7 +59,7 @@ static inline uint64_t dt_rng_words(int wide, int64_t numel) {
 }
 
 /* Words randperm (of n values) and multinomial draw: every device's kernels keep these. */
-uint64_t dt_rng_randperm_words(int64_t n);
-uint64_t dt_rng_multinomial_words(int64_t rows, int64_t cats, int64_t samples, int replacement);
+DT_API uint64_t dt_rng_randperm_words(int64_t n);
+DT_API uint64_t dt_rng_multinomial_words(int64_t rows, int64_t cats, int64_t samples, int replacement);
 
 #endif

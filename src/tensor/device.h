@@ -5,6 +5,8 @@
 #ifndef DT_TENSOR_DEVICE_H
 #define DT_TENSOR_DEVICE_H
 
+#include "base/export.h"
+
 #include <stddef.h>
 
 typedef enum dt_device_type { DT_CPU = 0, DT_CUDA, DT_NDEVICES } dt_device_type;
@@ -29,9 +31,9 @@ typedef struct dt_device {
 } dt_device;
 
 /* The device of type t, NULL when this build has none. */
-const dt_device *dt_device_get(dt_device_type t);
+DT_API const dt_device *dt_device_get(dt_device_type t);
 /* "cpu", "cuda": known whether or not this build has the device. */
-const char *dt_device_name(dt_device_type t);
+DT_API const char *dt_device_name(dt_device_type t);
 static inline int dt_device_is_host(dt_device_type t) {
   const dt_device *d = dt_device_get(t);
   return d && d->is_host;

@@ -3,6 +3,8 @@
 #ifndef DT_TENSOR_STORAGE_H
 #define DT_TENSOR_STORAGE_H
 
+#include "base/export.h"
+
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -21,8 +23,8 @@ typedef struct dt_storage {
 
 /* New storage of nbytes on device, uninitialised (64-byte aligned on the CPU); NULL +
  * dt_error on failure. */
-dt_storage *dt_storage_new(size_t nbytes, dt_device_type device);
-void dt_storage_retain(dt_storage *s);
-void dt_storage_release(dt_storage *s);
+DT_API dt_storage *dt_storage_new(size_t nbytes, dt_device_type device);
+DT_API void dt_storage_retain(dt_storage *s);
+DT_API void dt_storage_release(dt_storage *s);
 
 #endif

@@ -3,6 +3,8 @@
 #ifndef DT_TENSOR_TENSOR_H
 #define DT_TENSOR_TENSOR_H
 
+#include "base/export.h"
+
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -23,18 +25,18 @@ typedef struct dt_tensor {
 
 /* ---- lifetime ---------------------------------------------------------------------- */
 /* Contiguous, uninitialised.  NULL + dt_error on bad shape or out of memory. */
-dt_tensor *dt_tensor_empty(dt_dtype dtype, int ndim, const int64_t *shape, dt_device_type device);
-dt_tensor *dt_tensor_zeros(dt_dtype dtype, int ndim, const int64_t *shape, dt_device_type device);
-dt_tensor *dt_tensor_full(dt_dtype dtype, int ndim, const int64_t *shape, double value, dt_device_type device);
+DT_API dt_tensor *dt_tensor_empty(dt_dtype dtype, int ndim, const int64_t *shape, dt_device_type device);
+DT_API dt_tensor *dt_tensor_zeros(dt_dtype dtype, int ndim, const int64_t *shape, dt_device_type device);
+DT_API dt_tensor *dt_tensor_full(dt_dtype dtype, int ndim, const int64_t *shape, double value, dt_device_type device);
 /* Copies the element at p (elsize bytes) over elements 1..n-1 that follow it. */
-void dt_fill_repeat(void *p, size_t elsize, int64_t n);
+DT_API void dt_fill_repeat(void *p, size_t elsize, int64_t n);
 /* Same dtype/shape as t, contiguous, uninitialised. */
-dt_tensor *dt_tensor_empty_like(const dt_tensor *t);
+DT_API dt_tensor *dt_tensor_empty_like(const dt_tensor *t);
 /* A new tensor object sharing base's storage.  No bounds check: callers validate. */
-dt_tensor *dt_tensor_view_of(const dt_tensor *base, int ndim, const int64_t *shape, const int64_t *stride,
+DT_API dt_tensor *dt_tensor_view_of(const dt_tensor *base, int ndim, const int64_t *shape, const int64_t *stride,
                              int64_t offset);
-void dt_tensor_retain(dt_tensor *t);
-void dt_tensor_release(dt_tensor *t);
+DT_API void dt_tensor_retain(dt_tensor *t);
+DT_API void dt_tensor_release(dt_tensor *t);
 
 /* ---- properties -------------------------------------------------------------------- */
 static inline int64_t dt_shape_numel(int ndim, const int64_t *shape) {
@@ -49,40 +51,40 @@ static inline void *dt_tensor_data(const dt_tensor *t) {
   return (char *)t->storage->data + t->offset * (int64_t)dt_dtype_size(t->dtype);
 }
 static inline dt_device_type dt_tensor_device(const dt_tensor *t) { return t->storage->device; }
-int dt_tensor_is_contiguous(const dt_tensor *t);
+DT_API int dt_tensor_is_contiguous(const dt_tensor *t);
 /* Row-major contiguous strides for shape. */
-void dt_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
-int dt_same_shape(const dt_tensor *a, const dt_tensor *b);
+DT_API void dt_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+DT_API int dt_same_shape(const dt_tensor *a, const dt_tensor *b);
 
 /* ---- copies and conversions ---------------------------------------------------------- */
 /* dst[...] = src[...], broadcasting src to dst's shape and converting dtype.  Between
  * devices (or on a device that is not the host): contiguous tensors of one dtype and shape
  * only, through the device interface.  `op` names the caller in error messages. */
-int dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src, const char *op);
+DT_API int dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src, const char *op);
 /* A contiguous tensor with t's values: t itself (retained) when already contiguous. */
-dt_tensor *dt_tensor_contiguous(dt_tensor *t);
+DT_API dt_tensor *dt_tensor_contiguous(dt_tensor *t);
 /* A new contiguous tensor (always a copy). */
-dt_tensor *dt_tensor_clone(const dt_tensor *t);
+DT_API dt_tensor *dt_tensor_clone(const dt_tensor *t);
 /* t converted to dtype: t itself (retained) when the dtype already matches. */
-dt_tensor *dt_tensor_to_dtype(dt_tensor *t, dt_dtype dtype);
+DT_API dt_tensor *dt_tensor_to_dtype(dt_tensor *t, dt_dtype dtype);
 /* A contiguous copy of t in dtype if t is not already contiguous in dtype, else t retained. */
-dt_tensor *dt_tensor_contiguous_as(dt_tensor *t, dt_dtype dtype);
+DT_API dt_tensor *dt_tensor_contiguous_as(dt_tensor *t, dt_dtype dtype);
 /* t on device (contiguous when copied): t itself (retained) when already there. */
-dt_tensor *dt_tensor_to_device(dt_tensor *t, dt_device_type device);
+DT_API dt_tensor *dt_tensor_to_device(dt_tensor *t, dt_device_type device);
 /* t in memory the host can read (dt_tensor_data): t itself (retained) when it already is.
  * The path by which bindings, files and printing read tensor values. */
-dt_tensor *dt_tensor_to_host(dt_tensor *t);
+DT_API dt_tensor *dt_tensor_to_host(dt_tensor *t);
 /* t's values contiguous in host memory (files, messages): t itself (retained) when it
  * already is. */
-dt_tensor *dt_tensor_host_contiguous(dt_tensor *t);
+DT_API dt_tensor *dt_tensor_host_contiguous(dt_tensor *t);
 
 /* ---- shapes -------------------------------------------------------------------------- */
 /* Broadcast two shapes (numpy rules).  On failure: "<op>: shapes {2,3} and {4} cannot broadcast". */
-int dt_broadcast_shapes(const char *op, int na, const int64_t *sa, int nb, const int64_t *sb, int *nout,
+DT_API int dt_broadcast_shapes(const char *op, int na, const int64_t *sa, int nb, const int64_t *sb, int *nout,
                         int64_t *out);
 /* A view of t expanded (stride 0) to shape; t's shape must broadcast to it. */
-dt_tensor *dt_tensor_expand(const dt_tensor *t, int ndim, const int64_t *shape, const char *op);
+DT_API dt_tensor *dt_tensor_expand(const dt_tensor *t, int ndim, const int64_t *shape, const char *op);
 /* Validate a shape (0 <= ndim <= DT_MAX_DIMS, sizes >= 0).  op names the caller. */
-int dt_check_shape(const char *op, int ndim, const int64_t *shape);
+DT_API int dt_check_shape(const char *op, int ndim, const int64_t *shape);
 
 #endif
