@@ -9,12 +9,28 @@ dt_placement dt_rule_R(void) { return (dt_placement){.kind = DT_REPLICATE}; }
 dt_placement dt_rule_S(int d) { return (dt_placement){.kind = DT_SHARD, .dim = d}; }
 dt_placement dt_rule_P(dt_reduce_op op) { return (dt_placement){.kind = DT_PARTIAL, .op = op}; }
 
+static int same(const dt_strategy *a, const dt_strategy *b) {
+  return memcmp(a->out, b->out, sizeof a->out) == 0 && memcmp(a->in, b->in, sizeof *a->in * (size_t)a->nin) == 0;
+}
+
 int dt_rule_push(dt_strategy *s, int *n, const dt_strategy *st) {
   for (int i = 0; i < *n; i++)
-    if (memcmp(&s[i], st, sizeof *st) == 0) return DT_OK;
+    if (same(&s[i], st)) return DT_OK;
   if (*n >= DT_RULE_MAX_STRATEGIES) return DT_OK; /* enough to choose from */
-  s[(*n)++] = *st;
+  dt_strategy_copy(&s[(*n)++], st);
   return DT_OK;
+}
+
+void dt_strategy_copy(dt_strategy *dst, const dt_strategy *src) {
+  dst->nin = src->nin;
+  memcpy(dst->in, src->in, sizeof *src->in * (size_t)src->nin);
+  memcpy(dst->out, src->out, sizeof src->out);
+}
+
+dt_strategy dt_rule_strategy(const dt_rule_args *r) {
+  dt_strategy st = {.nin = r->a->nin, .in = r->work};
+  memset(r->work, 0, sizeof *r->work * (size_t)r->a->nin);
+  return st;
 }
 
 dt_rule_fn dt_rule_for(dt_op_id op) {
@@ -39,6 +55,7 @@ dt_rule_fn dt_rule_for(dt_op_id op) {
     return dt_rule_view;
   case DT_OP_LAYER_NORM: case DT_OP_RMS_NORM: case DT_OP_SDPA:
     return dt_rule_nn;
+  case DT_OP_CAT: case DT_OP_STACK: return dt_rule_join;
   default:
     return NULL;
   }
