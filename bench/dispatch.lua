@@ -2,8 +2,9 @@
 -- on a 1-d mesh of every rank) with a cache hit and with a cache miss (the cache cleared
 -- before each call), next to the same op on a plain 1-element tensor, in the same run.
 --   dtlua -n 4 bench/dispatch.lua [iterations]
--- Then the ops composed in Lua (decisions cached in lua/dtensor/decisions.lua): an op of
--- dt.register_op (forward x * 2) on the same DTensor and dt.cat of two 1-d ones, hit and miss.
+-- Then an op composed in Lua (its decisions named in the dispatcher's cache): an op of
+-- dt.register_op (forward x * 2) on the same DTensor; and dt.cat of two 1-d ones (an op of the
+-- table with a list of inputs), hit and miss.
 -- Times are per call on rank 0, best of 5 loops (all ranks start each loop together).
 local baseline = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/load_baseline.lua")
 local now = baseline.now
@@ -38,8 +39,8 @@ end) - clear
 dt.print0(string.format(
   "a + a, 1 element, %d ranks (%s): plain %.2f us, DTensor cache hit %.2f us (+%.2f), cache miss %.2f us (+%.2f)",
   dt.world_size(), dt.backend(), plain * 1e6, hit * 1e6, (hit - plain) * 1e6, miss * 1e6, (miss - plain) * 1e6))
--- the Lua-op path: hit vs miss (the miss pays the Lua rule, its strategies' prices and
--- the key; both pay redistribute (nothing moves here), forward and from_local)
+-- the Lua-op path: hit vs miss (the miss pays the Lua rule and its strategies' prices;
+-- both pay the key, redistribute (nothing moves here), forward and from_local)
 local twice = dt.register_op {
   name = "bench_twice", forward = function(x) return x * 2 end,
   sharding = function(schema) return {{inputs = {schema.inputs[1].placements}, output = schema.inputs[1].placements}} end,

@@ -1,11 +1,99 @@
 -- The Lua side of the sharding dispatcher (src/distributed/dispatch.c, doc/dispatch.md):
--- dt.register_sharding, dt.register_op / dt.ops, dt.explain, and the plugins of the
--- directories in DTLUA_PLUGINS (loaded last, once every DTensor op is in place).
--- Installs itself into the dt module.
+-- the decisions of the ops composed from other ops, dt.register_sharding, dt.register_op /
+-- dt.ops, dt.explain, and the plugins of the directories in DTLUA_PLUGINS (loaded last, once
+-- every DTensor op is in place).  Installs itself into the dt module.
 return function(dt)
   local T = dt.Tensor
   dt.ops = dt.ops or {}
   local lua_ops = {} -- name -> {forward =, sharding =}
+
+  -- ---- decisions of the composed ops (embedding, cross_entropy, *_like, ops of
+  -- dt.register_op): kept in the dispatcher's cache, keyed by name, static args (a string)
+  -- and the DTensors' global shapes, dtypes, placements and mesh shape; counted in
+  -- dt.dispatch_stats() and logged under DTLUA_LOG=dispatch like its own.  A decision is a
+  -- table of placements, lists, numbers, strings and booleans; `inputs` (target placements
+  -- per DTensor) and `outputs` (placement lists) are what the log shows, `cost` its price.
+  -- The cache holds it encoded as a Lua constructor; `decoded` memoises the decoding (weak:
+  -- the key -> decision map is the dispatcher's alone).  Decisions are read-only.
+  local lookup, store = dt._decision_lookup, dt._decision_store
+  local decoded = setmetatable({}, {__mode = "v"})
+  local env = {Shard = dt.Shard, Replicate = dt.Replicate, Partial = dt.Partial, sum = "sum", avg = "avg", max = "max",
+               min = "min"}
+
+  local function encode(v)
+    local t = type(v)
+    if t == "table" then
+      local parts, keys = {}, {}
+      for i = 1, #v do parts[i] = encode(v[i]) end
+      for k in pairs(v) do
+        if not (math.type(k) == "integer" and k >= 1 and k <= #v) then keys[#keys + 1] = k end
+      end
+      table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+      for _, k in ipairs(keys) do parts[#parts + 1] = "[" .. encode(k) .. "]=" .. encode(v[k]) end
+      return "{" .. table.concat(parts, ",") .. "}"
+    elseif t == "number" then
+      if v ~= v then return "(0/0)" end
+      if v == math.huge or v == -math.huge then return v > 0 and "(1/0)" or "(-1/0)" end
+      return string.format(math.type(v) == "integer" and "%d" or "%.17g", v)
+    elseif t == "string" then return string.format("%q", v)
+    elseif t == "boolean" then return tostring(v)
+    elseif t == "userdata" then return tostring(v) -- a placement: Shard(1), Replicate(), Partial(sum)
+    end
+    error("decision: cannot keep a " .. t, 0)
+  end
+
+  local function decode(blob)
+    local d = assert(load("return " .. blob, "=decision", "t", env))()
+    decoded[blob] = d
+    return d
+  end
+
+  -- dt._decide(name, static, tensors, compute): the cached decision for these DTensors and
+  -- static args, else compute()'s, stored.
+  function dt._decide(name, static, tensors, compute)
+    local blob = lookup(name, static, false, tensors)
+    if blob then return decoded[blob] or decode(blob) end
+    local d = compute()
+    blob = encode(d)
+    decoded[blob] = d
+    store(name, static, false, tensors, blob, d.inputs, d.outputs, d.cost)
+    return d
+  end
+
+  -- dt._memo(name, static, tensors[, value]): a value an op remembers beside its decision
+  -- (not a decision: not counted, not logged), read, or stored when value is given.
+  function dt._memo(name, static, tensors, value)
+    if value == nil then
+      local blob = lookup(name, static, true, tensors)
+      return blob and (decoded[blob] or decode(blob))
+    end
+    local blob = encode(value)
+    decoded[blob] = value
+    store(name, static, true, tensors, blob)
+  end
+
+  -- A new rule for a composed op: its decisions are forgotten (as register_sharding does for
+  -- a dispatched op, with the whole cache).
+  function dt._forget_decisions() dt.dispatch_cache_clear() end
+
+  -- A plain tensor t beside DTensors on mesh in op `name` (`what`: "argument 2", ...), as a
+  -- replicated DTensor: one element, or any inside dt.implicit_replication; else the C
+  -- dispatcher's error saying to convert it.
+  function dt._replicated(name, what, t, mesh)
+    local ok, err = pcall(dt._check_plain, name, what, t)
+    if not ok then error((tostring(err):gsub("^[^\n]-:%d+: ", "")), 0) end
+    local r = {}
+    for m = 1, mesh.ndim do r[m] = dt.Replicate() end
+    return dt.from_local(t, mesh, r)
+  end
+
+  -- The C dispatcher's error for DTensor operands on two meshes, raised `level` frames above
+  -- the caller (as error()'s level).
+  function dt._check_same_mesh(name, mesh, other, level)
+    if mesh ~= other then
+      error(name .. ": DTensor operands on different meshes: " .. tostring(mesh) .. " and " .. tostring(other), level + 1)
+    end
+  end
 
   local function traceback_call(what, f, ...)
     local res = table.pack(xpcall(f, debug.traceback, ...))
@@ -20,7 +108,7 @@ return function(dt)
     end
     if lua_ops[name] then
       lua_ops[name].sharding = fn
-      dt._forget_decisions(name)
+      dt._forget_decisions()
       return
     end
     dt._register_sharding(name, fn)
@@ -163,7 +251,7 @@ return function(dt)
     end
     local op = {forward = spec.forward, sharding = spec.sharding}
     lua_ops[name] = op
-    dt._forget_decisions(name)
+    dt._forget_decisions()
     local function call(...)
       local args = table.pack(...)
       local tensors, pos, mesh = {}, {}, nil
@@ -202,7 +290,7 @@ return function(dt)
       -- the output's global shape and dtype: the strategy's shape (on a mesh of the whole
       -- world), else agreed once per decision and non-tensor arguments, then remembered
       local sig = static_signature(args)
-      local known = sig and best.metas and best.metas[sig]
+      local known = sig and dt._memo(name, "shape " .. sig, tensors)
       if not known and best.shape and mesh:size() == dt.world_size() then known = {shape = best.shape} end
       local y, shape, dtype
       if known then
@@ -210,10 +298,7 @@ return function(dt)
         shape, dtype = known.shape, known.dtype
       else
         y, shape, dtype = agreed_output(name, mesh, best.output, run)
-        if sig then
-          best.metas = best.metas or {}
-          best.metas[sig] = {shape = shape, dtype = dtype}
-        end
+        if sig then dt._memo(name, "shape " .. sig, tensors, {shape = shape, dtype = dtype}) end
       end
       local out = placement_list(best.output, mesh.ndim, #shape, name .. ": the strategy's output")
       return dt.from_local(y or dt.empty(0, {dtype = dtype}), mesh, out, {shape = shape})
@@ -222,9 +307,9 @@ return function(dt)
     return call
   end
 
-  -- the ops whose decisions are taken in Lua (lua/dtensor/decisions.lua), not by the C
-  -- dispatcher: explain would run them (collectives included) rather than explain them
-  local composed_in_lua = {cat = true, concat = true, stack = true, embedding = true, cross_entropy = true, linear = true,
+  -- the ops composed in Lua from dispatched ops (their decisions in the dispatcher's cache,
+  -- named): explain would run them (collectives included) rather than explain them
+  local composed_in_lua = {embedding = true, cross_entropy = true, linear = true,
                            zeros_like = true, ones_like = true, empty_like = true, full_like = true,
                            rand_like = true, randn_like = true}
 

@@ -1,6 +1,7 @@
 -- DTensor forms of functions that are not single rows of the operator table (doc/dispatch.md):
--- x:item() / x:equal(y) (answers every rank of the world agrees on), the *_like factories,
--- dt.cat / dt.stack.  Installs itself into the dt module.
+-- x:item() / x:equal(y) (answers every rank of the world agrees on), the *_like factories.
+-- (cat/stack of DTensors are ops of the table: src/distributed/sharding_rules/join.c.)
+-- Installs itself into the dt module.
 return function(dt)
   local T = dt.Tensor
   -- ---- scalar answers: the same on every rank of the world ----
@@ -133,91 +134,4 @@ return function(dt)
     if dt.is_dtensor(x) then return dt.full(x:size(), value, like_opts("full_like", x, opts)) end
     return (plain.full_like(x, value, opts))
   end
-
-  -- ---- cat/stack of DTensors: the joined dim is replicated first (and Partial reduced), the
-  -- other dims keep the first input's sharding, which every input is brought to. ----
-  local function join(name, plain_join, list, dim, is_stack)
-    local mesh
-    for _, x in ipairs(list) do
-      if dt.is_dtensor(x) then mesh = mesh or x.device_mesh end
-    end
-    local elements = {}
-    for i, x in ipairs(list) do
-      if not dt.is_dtensor(x) then -- replicated where the dispatcher would take it, else its error
-        local ok, err = pcall(dt._replicated, name, "element " .. i .. " of the list", x, mesh)
-        if not ok then error(err, 3) end
-        x = err
-      else
-        dt._check_same_mesh(name, mesh, x.device_mesh, 3)
-      end
-      elements[i] = x
-    end
-    list = elements
-    local first = list[1]
-    local shape = first:size()
-    local ndim = #shape
-    local d = dim or 1
-    if math.type(d) ~= "integer" then error(name .. ": dim must be an integer, got " .. type(d), 3) end
-    if ndim == 0 and not is_stack then error(name .. ": zero-dimensional tensors cannot be concatenated (use stack)", 3) end
-    local hi = is_stack and ndim + 1 or ndim -- plain tensors' dim errors (src/bindings/l_args.c)
-    if d == 0 then error(string.format("%s: dim 0 is invalid (dims are 1-based: 1..%d or -%d..-1)", name, hi, hi), 3) end
-    if d < -hi or d > hi then
-      error(string.format("%s: dim %d out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)", name, d, ndim,
-                          hi, hi), 3)
-    end
-    if d < 0 then d = d + hi + 1 end
-    -- the plain rule's shape check on the global shapes, before any collective: every rank
-    -- raises it (local shards may agree where the global shapes do not)
-    for i = 2, #list do
-      local s = list[i]:size()
-      local ok = #s == ndim
-      for k = 1, ndim do ok = ok and (s[k] == shape[k] or (k == d and not is_stack)) end
-      if not ok then
-        error(string.format("%s: tensor %d has shape {%s} but tensor 1 has shape {%s} (%s)", name, i,
-                            table.concat(s, ","), table.concat(shape, ","),
-                            is_stack and "all shapes must be equal" or "sizes must match except in dim " .. d), 3)
-      end
-    end
-    local dec = dt._decide(name, tostring(d), list, function()
-      local target, out = {}, {}
-      for m, p in ipairs(first.placements) do
-        local keep = p:is_shard() and (is_stack or p.dim ~= d)
-        target[m] = keep and p or dt.Replicate()
-        out[m] = keep and dt.Shard((is_stack and p.dim >= d) and p.dim + 1 or p.dim) or dt.Replicate()
-      end
-      local inputs = {}
-      for i = 1, #list do inputs[i] = target end
-      return {inputs = inputs, outputs = {out}, target = target, out = out}
-    end)
-    local target, out = dec.target, dec.out
-    local locals, total = {}, 0
-    for i, x in ipairs(list) do
-      locals[i] = x:redistribute(target):to_local()
-      total = total + (x:size()[d] or 0)
-    end
-    local y
-    if mesh:get_coordinate() then y = plain_join(locals, d)
-    else -- off-mesh: only the promoted dtype matters
-      for i, x in ipairs(list) do locals[i] = dt.empty(0, {dtype = x.dtype}) end
-      y = plain_join(locals, 1)
-    end
-    if is_stack then table.insert(shape, d, #list) else shape[d] = total end
-    return dt.from_local(y, mesh, out, {shape = shape})
-  end
-  local plain_cat, plain_stack = dt.cat, dt.stack
-  local function has_dtensor(list)
-    if type(list) ~= "table" or dt.is_tensor(list) then return false end
-    for _, x in ipairs(list) do if dt.is_dtensor(x) then return true end end
-    return false
-  end
-  function dt.cat(list, dim)
-    if has_dtensor(list) then return join("cat", plain_cat, list, dim, false) end
-    return (plain_cat(list, dim))
-  end
-  function dt.stack(list, dim)
-    if has_dtensor(list) then return join("stack", plain_stack, list, dim, true) end
-    return (plain_stack(list, dim))
-  end
-  dt.concat = dt.cat
-
 end

@@ -14,7 +14,6 @@ dt.nn.functional = require "dtensor.nn.functional"
 dt.F = dt.nn.functional
 
 require "dtensor.dtensor"(dt) -- DTensor factories on a mesh, visualize_sharding
-require "dtensor.decisions"(dt) -- the decision cache of the ops composed in Lua
 require "dtensor.dtensor_ops"(dt) -- item/equal, *_like, cat/stack on DTensors
 require "dtensor.dtensor_nn"(dt) -- F.embedding, F.cross_entropy on DTensors
 require "dtensor.dispatch"(dt) -- register_sharding/register_op, explain; DTLUA_PLUGINS last

@@ -40,8 +40,11 @@ static void push_shape(lua_State *L, int ndim, const int64_t *shape) {
  * them with its own). */
 static void push_builtin(lua_State *L, const dt_rule_args *r) {
   dt_rule_fn rule = dt_rule_for(r->op);
-  int n = 0;
-  dt_strategy *s = lua_newuserdatauv(L, sizeof *s * DT_RULE_MAX_STRATEGIES, 0); /* freed by the GC on errors */
+  int n = 0, nin = r->a->nin;
+  /* the strategies, then their rows; freed by the GC on errors */
+  dt_strategy *s = lua_newuserdatauv(L, (sizeof *s + sizeof(dt_placement_row) * (size_t)nin) * DT_RULE_MAX_STRATEGIES, 0);
+  dt_placement_row *rows = (dt_placement_row *)(s + DT_RULE_MAX_STRATEGIES);
+  for (int k = 0; k < DT_RULE_MAX_STRATEGIES; k++) s[k].nin = nin, s[k].in = rows + (size_t)k * (size_t)nin;
   if (rule && rule(r, s, &n) != DT_OK) dt_lua_raise(L);
   lua_createtable(L, n, 0);
   for (int k = 0; k < n; k++) {
@@ -153,7 +156,7 @@ static int plugin_body(lua_State *L) {
   for (int i = 0; i < r->a->nin; i++) ntensor += r->spec[i] != NULL;
   int ns = (int)luaL_len(L, res);
   for (int k = 1; k <= ns; k++) {
-    dt_strategy st = {0};
+    dt_strategy st = dt_rule_strategy(r);
     char where[96];
     lua_geti(L, res, k);
     int sidx = lua_gettop(L);
@@ -327,53 +330,67 @@ static int l_check_plain(lua_State *L) {
   return 0;
 }
 
-/* dt._dispatch_note(name, hit[, inputs, choice, moves, cost]): counts a decision of an op
- * composed in Lua; returns whether DTLUA_LOG=dispatch is on (then the texts are logged). */
-static int l_dispatch_note(lua_State *L) {
-  dt_context *ctx = dt_lua_context(L);
-  const char *name = luaL_checkstring(L, 1);
-  int log = dt_dispatch_logging(ctx);
-  if (!lua_isnone(L, 2))
-    dt_dispatch_note_lua(ctx, name, log ? luaL_optstring(L, 3, "") : "", log ? luaL_optstring(L, 4, "") : "",
-                         log ? luaL_optstring(L, 5, "") : "", lua_toboolean(L, 2), luaL_optnumber(L, 6, -1));
-  lua_pushboolean(L, log);
+/* The DTensors of the list at idx, in a block on the Lua stack (freed by the GC). */
+static const dt_value **decision_values(lua_State *L, int idx, int *n) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  *n = (int)luaL_len(L, idx);
+  const dt_value **v = lua_newuserdatauv(L, sizeof *v * (size_t)(*n ? *n : 1), 0);
+  for (int i = 0; i < *n; i++) {
+    lua_geti(L, idx, i + 1);
+    v[i] = dt_lua_test_value(L, -1);
+    if (!v[i] || !v[i]->spec) luaL_error(L, "decision: tensor %d of the list is not a DTensor", i + 1);
+    lua_pop(L, 1); /* the list keeps it */
+  }
+  return v;
+}
+
+/* dt._decision_lookup(name, static, quiet, tensors): the blob of the cached decision of a
+ * composed op for these DTensors and static args, or nil (doc/dispatch.md). */
+static int l_decision_lookup(lua_State *L) {
+  size_t nstat;
+  const char *name = luaL_checkstring(L, 1), *stat = luaL_checklstring(L, 2, &nstat);
+  int n, hit, quiet = lua_toboolean(L, 3);
+  lua_settop(L, 4); /* the values' block goes above the arguments */
+  const dt_value **v = decision_values(L, 4, &n);
+  const char *blob;
+  size_t nblob;
+  if (dt_dispatch_named_lookup(dt_lua_context(L), name, stat, nstat, v, n, quiet, &blob, &nblob, &hit) != DT_OK)
+    return dt_lua_raise(L);
+  if (!hit) return lua_pushnil(L), 1;
+  lua_pushlstring(L, blob, nblob);
   return 1;
 }
 
-/* dt._dispatch_key(name, static, ...): the cache key of a decision taken in Lua -- name, the
- * static args that matter (a string) and, per tensor argument, its global shape, dtype,
- * placements and mesh shape (decisions depend on the mesh's shape, not on its ranks).
- * Arguments that are not tensors only mark their position. */
-static int l_dispatch_key(lua_State *L) {
-  int top = lua_gettop(L);
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  size_t len;
-  const char *s = luaL_checklstring(L, 1, &len);
-  luaL_addlstring(&b, s, len + 1);
-  s = luaL_optlstring(L, 2, "", &len);
-  luaL_addlstring(&b, s, len + 1);
-  for (int i = 3; i <= top; i++) {
-    dt_value *u = dt_lua_test_value(L, i);
-    int64_t w[2 + DT_MAX_DIMS + 1 + 3 * DT_MESH_MAX_DIMS];
-    int n = 0;
-    if (!u) {
-      w[n++] = -1;
-    } else if (u->spec) {
-      const dt_dspec *sp = u->spec;
-      w[n++] = sp->ndim, w[n++] = sp->dtype;
-      for (int d = 0; d < sp->ndim; d++) w[n++] = sp->shape[d];
-      w[n++] = sp->mesh->ndim;
-      for (int m = 0; m < sp->mesh->ndim; m++)
-        w[n++] = sp->mesh->shape[m], w[n++] = sp->p[m].kind, w[n++] = sp->p[m].kind == DT_SHARD ? sp->p[m].dim : (int64_t)sp->p[m].op;
-    } else {
-      w[n++] = -2 - u->local->ndim, w[n++] = u->local->dtype;
-      for (int d = 0; d < u->local->ndim; d++) w[n++] = u->local->shape[d];
-    }
-    luaL_addlstring(&b, (const char *)w, sizeof(int64_t) * (size_t)n);
+/* Placement lists at idx (a list of count lists, or nil: NULL) into rows. */
+static dt_placement_row *decision_rows(lua_State *L, int idx, int count, int nm, const char *what) {
+  if (lua_isnil(L, idx)) return NULL;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  dt_placement_row *rows = lua_newuserdatauv(L, sizeof *rows * (size_t)(count ? count : 1), 0);
+  for (int i = 0; i < count; i++) {
+    lua_geti(L, idx, i + 1);
+    dt_lua_check_placements(L, lua_gettop(L), nm, rows[i], what);
+    lua_pop(L, 1);
   }
-  luaL_pushresult(&b);
-  return 1;
+  return rows; /* stays on the stack until the call returns */
+}
+
+/* dt._decision_store(name, static, quiet, tensors, blob, inputs, outputs[, cost]): stores a
+ * composed op's decision: inputs (target placements per DTensor, or nil), outputs (a list of
+ * placement lists), the cost (nil: not priced) and the blob it keeps. */
+static int l_decision_store(lua_State *L) {
+  size_t nstat, nblob;
+  const char *name = luaL_checkstring(L, 1), *stat = luaL_checklstring(L, 2, &nstat);
+  int n, quiet = lua_toboolean(L, 3);
+  lua_settop(L, 8); /* the blocks below go above the arguments */
+  const dt_value **v = decision_values(L, 4, &n);
+  const char *blob = luaL_checklstring(L, 5, &nblob);
+  int nm = n ? v[0]->spec->mesh->ndim : 0, nout = lua_istable(L, 7) ? (int)luaL_len(L, 7) : 0;
+  if (nout > DT_OP_MAX_OUT) return luaL_error(L, "%s: a decision has at most %d outputs, got %d", name, DT_OP_MAX_OUT, nout);
+  dt_named_decision d = {.in = decision_rows(L, 6, n, nm, name), .nout = nout, .cost = luaL_optnumber(L, 8, -1),
+                         .blob = blob, .nblob = nblob};
+  d.out = decision_rows(L, 7, nout, nm, name);
+  if (dt_dispatch_named_store(dt_lua_context(L), name, stat, nstat, v, n, quiet, &d) != DT_OK) return dt_lua_raise(L);
+  return 0;
 }
 
 int dt_lua_implicit_replication(lua_State *L) { return dt_lua_context(L)->modes.implicit_replication > 0; }
@@ -386,9 +403,9 @@ void dt_lua_open_dispatch(lua_State *L, const dt_lua_targets *tg) {
       {"_register_sharding", l_register_sharding}, /* dt.register_sharding (lua/dtensor/dispatch.lua) */
       {"_explain", l_explain_call},                /* dt.explain */
       {"_redistribute_cost", l_redistribute_cost}, /* Lua ops' strategy prices */
-      {"_dispatch_note", l_dispatch_note},         /* Lua ops' decisions: stats and log */
       {"_check_plain", l_check_plain},             /* Lua ops' plain operands */
-      {"_dispatch_key", l_dispatch_key},           /* Lua ops' decisions: cache keys */
+      {"_decision_lookup", l_decision_lookup},     /* composed ops' decisions, in the dispatcher's cache */
+      {"_decision_store", l_decision_store},
       {NULL, NULL},
   };
   lua_pushvalue(L, tg->module);

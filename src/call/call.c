@@ -24,13 +24,12 @@ static void rng_advance(dt_context *ctx, dt_op_id op, const dt_op_args *args, co
 }
 
 static int run(dt_context *ctx, dt_op_id op, const dt_op_def *def, dt_op_args *args, dt_value *const *in, int nin,
-               dt_tensor **loc, dt_tensor **res, dt_dspec **res_spec) {
-  const dt_dspec *specs[DT_DISPATCH_MAX_IN];
+               dt_tensor **loc, const dt_dspec **specs, dt_tensor **res, dt_dspec **res_spec) {
   int distributed = 0;
   for (int i = 0; i < nin; i++) {
     loc[i] = in[i] ? in[i]->local : NULL;
-    if (in[i] && in[i]->spec) distributed = 1;
-    if (i < DT_DISPATCH_MAX_IN) specs[i] = in[i] ? in[i]->spec : NULL;
+    specs[i] = in[i] ? in[i]->spec : NULL;
+    if (specs[i]) distributed = 1;
   }
   args->in = loc;
   args->nin = nin;
@@ -43,19 +42,20 @@ static int run(dt_context *ctx, dt_op_id op, const dt_op_def *def, dt_op_args *a
     return DT_OK;
   }
   if (!ctx) return dt_error("%s: DTensor operands need a runtime context", def->name);
-  if (nin > DT_DISPATCH_MAX_IN)
-    return dt_error("%s: %d DTensor operands (the dispatcher takes at most %d)", def->name, nin,
-                    DT_DISPATCH_MAX_IN);
   return dt_dispatch(ctx, op, args, specs, res, res_spec);
 }
 
 int dt_call(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in, int nin, dt_value *const *out) {
   const dt_op_def *def = dt_op_get(op);
   dt_tensor *small[SMALL_IN], **loc = small;
-  if (nin > SMALL_IN && !(loc = malloc(sizeof *loc * (size_t)nin))) return dt_error("%s: out of memory", def->name);
+  const dt_dspec *small_specs[SMALL_IN], **specs = small_specs;
+  if (nin > SMALL_IN) { /* one block: the locals, then the specs */
+    if (!(loc = malloc((sizeof *loc + sizeof *specs) * (size_t)nin))) return dt_error("%s: out of memory", def->name);
+    specs = (const dt_dspec **)(loc + nin);
+  }
   dt_tensor *res[DT_OP_MAX_OUT] = {0};
   dt_dspec *res_spec[DT_OP_MAX_OUT] = {0};
-  int st = run(ctx, op, def, args, in, nin, loc, res, res_spec);
+  int st = run(ctx, op, def, args, in, nin, loc, specs, res, res_spec);
   args->in = NULL; /* loc is gone after this call */
   if (loc != small) free(loc);
   if (st != DT_OK) return st;

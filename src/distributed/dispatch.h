@@ -11,15 +11,17 @@
 #include "base/export.h"
 
 #include "distributed/dtensor.h"
+#include "distributed/value.h"
 #include "kernels/local_op.h"
 
-#define DT_DISPATCH_MAX_IN 4
+/* Per mesh dim, one tensor's placements (a strategy holds one row per input). */
+typedef dt_placement dt_placement_row[DT_MESH_MAX_DIMS];
 
 typedef struct dt_dispatch_stats {
   long long hits, misses;
 } dt_dispatch_stats;
 
-/* Runs op id on distributed operands: specs[i] for a->in[i] (NULL: a plain tensor, or an absent
+/* Runs op id on distributed operands, any number of them: specs[i] for a->in[i] (NULL: a plain tensor, or an absent
  * optional operand when a->in[i] is NULL).  The per-rank modes (implicit replication, explain)
  * and rule overrides come from ctx.  Explain mode decides without the cache, describes every
  * strategy with its cost (dt_dispatch_explain_text), runs nothing and returns DT_ERR with
@@ -37,12 +39,29 @@ DT_API void dt_dispatch_cache_clear(dt_context *ctx);
 typedef struct dt_dispatch_state dt_dispatch_state;
 DT_API void dt_dispatch_state_free(dt_dispatch_state *s);
 
-/* Decisions of the ops composed in Lua (embedding, cross_entropy, cat/stack, *_like, ops of
- * dt.register_op), cached on the Lua side: count a hit or a miss in the stats and, under
- * DTLUA_LOG=dispatch, log a line in the dispatcher's format (cost < 0: not priced). */
-DT_API void dt_dispatch_note_lua(dt_context *ctx, const char *name, const char *inputs, const char *choice, const char *moves,
-                          int hit, double cost);
-DT_API int dt_dispatch_logging(dt_context *ctx);
+/* Named decisions: those of the ops composed from other ops (embedding, cross_entropy, *_like,
+ * ops of dt.register_op), kept in the same cache as the dispatcher's own.  The key is the
+ * name, a static key (the static args that matter, any bytes) and, per DTensor value, its
+ * global shape, dtype, placements and mesh shape.  A decision holds the inputs' target
+ * placements (in: one row per value; NULL: they stay), the outputs' (out), a cost (< 0: not
+ * priced) for the log, and a blob: whatever else the op keeps (its caller's encoding). */
+typedef struct dt_named_decision {
+  const dt_placement_row *in;
+  const dt_placement_row *out;
+  int nout; /* at most DT_OP_MAX_OUT */
+  double cost;
+  const char *blob;
+  size_t nblob;
+} dt_named_decision;
+
+/* Looks a named decision up: its blob (valid until the cache changes) and *hit = 1, or
+ * *hit = 0.  A hit counts in the stats and logs a line under DTLUA_LOG=dispatch unless
+ * quiet (then it is a memo of the op's, not a decision). */
+DT_API int dt_dispatch_named_lookup(dt_context *ctx, const char *name, const char *stat, size_t nstat,
+                             const dt_value *const *v, int n, int quiet, const char **blob, size_t *nblob, int *hit);
+/* Stores (or replaces) a named decision; unless quiet it counts a miss and logs it. */
+DT_API int dt_dispatch_named_store(dt_context *ctx, const char *name, const char *stat, size_t nstat,
+                            const dt_value *const *v, int n, int quiet, const dt_named_decision *d);
 
 /* A plain tensor t beside DTensors in op `name` (`what`: "argument 2", ...): one element, or
  * any under implicit replication, is taken as replicated (a warning once per rank for one

@@ -107,8 +107,8 @@ DT_OP(INDEX_SELECT, index_select, index_select, 1, 0, INDEX, NULL, "index_select
 
 /* ---- joins (LOCAL_ONLY here and below: on DTensors they are composed in Lua today,
  *      lua/dtensor/dtensor_ops.lua and dtensor_nn.lua) ---- */
-DT_OP(CAT, cat, cat, 1, 0, LOCAL_ONLY, NULL, "cat(Tensor... xs, int dim) -> Tensor")
-DT_OP(STACK, stack, stack, 1, 0, LOCAL_ONLY, NULL, "stack(Tensor... xs, int dim) -> Tensor")
+DT_OP(CAT, cat, cat, 1, 0, JOIN, NULL, "cat(Tensor... xs, int dim) -> Tensor")
+DT_OP(STACK, stack, stack, 1, 0, JOIN, NULL, "stack(Tensor... xs, int dim) -> Tensor")
 
 /* ---- neural-network functions ---- */
 DT_OP(EMBEDDING, embedding, embedding, 1, 0, LOCAL_ONLY, NULL, "embedding(Tensor ids int (0-based), Tensor weight[v,d]) -> Tensor")

@@ -18,7 +18,7 @@ describe("DTLUA_LOG=dispatch", function()
     local w = dt.distribute_tensor(dt.ones(6, 3), mesh, {dt.Replicate()})
     local y = x:matmul(w)          -- S(k) x R: w moves to S(1), the output is Partial(sum)
     y = x:matmul(w)                -- the same call: a hit
-    local c = dt.cat({x, x}, 2)    -- Lua-composed: the joined (sharded) dim is replicated first
+    local c = dt.cat({x, x}, 2)    -- the joined (sharded) dim is replicated first
     c = dt.cat({x, x}, 2)
     local z = x + 1                -- follows x, nothing moves
   ]]
@@ -38,7 +38,8 @@ describe("DTLUA_LOG=dispatch", function()
       assert.are.equal(p .. "matmul(float32{4,6} (Shard(2)), float32{6,3} (Replicate())): chose (Shard(2)), (Shard(1)) " ..
                        "-> (Partial(sum)) | cache hit | redistribute input 2 (Replicate()) -> (Shard(1)) | cost 0 s", l[2])
       local cat = p .. "cat(float32{4,6} (Shard(2)), float32{4,6} (Shard(2))): chose (Replicate()), (Replicate()) -> " ..
-                  "(Replicate()) | cache %s | redistribute input 1 (Shard(2)) -> (Replicate()), input 2 (Shard(2)) -> (Replicate())"
+                  "(Replicate()) | cache %s | redistribute input 1 (Shard(2)) -> (Replicate()), input 2 (Shard(2)) -> (Replicate()) " ..
+                  "| cost 2e-05 s"
       assert.are.equal(cat:format("miss"), l[3])
       assert.are.equal(cat:format("hit"), l[4])
       assert.are.equal(p .. "add(float32{4,6} (Shard(2))): chose (Shard(2)) -> (Shard(2)) | cache miss | no redistribution | cost 0 s", l[5])

@@ -264,6 +264,103 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("cat and stack of 6 DTensors with mixed placements and sizes equal the global op", function()
+      local rng = H.prng(41)
+      for case = 1, 6 do
+        local shape = {rng.int(1, 4), rng.int(1, 4), rng.int(1, 3)}
+        local Xs, xs, Cs, cs = {}, {}, {}, {}
+        for i = 1, 6 do
+          Xs[i] = randn(rng, shape)
+          xs[i] = dist(Xs[i], mesh, placements(rng, mesh, 3, true))
+          local cshape = {rng.int(1, 4), shape[2], shape[3]} -- cat along dim 1: sizes differ there
+          Cs[i] = randn(rng, cshape)
+          cs[i] = dist(Cs[i], mesh, placements(rng, mesh, 3, true))
+        end
+        local what = name .. " join6 case " .. case
+        close(dt.cat(cs, 1), dt.cat(Cs, 1), what .. " cat 1 (sizes differ)")
+        for _, d in ipairs {1, 2, 3, -1} do
+          close(dt.cat(xs, d), dt.cat(Xs, d), what .. " cat " .. d)
+          close(dt.stack(xs, d), dt.stack(Xs, d), what .. " stack " .. d)
+        end
+        close(dt.stack(xs, 4), dt.stack(Xs, 4), what .. " stack 4")
+      end
+    end)
+
+    it("cat/stack of many: agreeing shardings and Partials pass without a collective; 1-d empty inputs are skipped", function()
+      local X = dt.arange(6 * 4):to("float64"):reshape(6, 4)
+      local Xs, xs, ps = {}, {}, {}
+      for m = 1, mesh.ndim do ps[m] = m == 1 and dt.Shard(2) or dt.Replicate() end
+      for i = 1, 7 do
+        Xs[i] = X + i
+        xs[i] = dist(Xs[i], mesh, ps)
+      end
+      local y
+      local c = dt.comm_debug(function() y = dt.cat(xs, 1) end)
+      assert.are.equal(0, #c.ops, name .. ": cat along an unsharded dim moves nothing")
+      assert.are.equal("Shard(2)", tostring(y.placements[1]))
+      close(y, dt.cat(Xs, 1), name .. " cat of 7")
+      c = dt.comm_debug(function() y = dt.stack(xs, 2) end)
+      assert.are.equal(0, #c.ops, name .. ": stack before the sharded dim moves nothing")
+      assert.are.equal("Shard(3)", tostring(y.placements[1]))
+      close(y, dt.stack(Xs, 2), name .. " stack of 7")
+      -- Partial(sum) parts from_local, mixed signs: cat of sums is the sum of cats
+      local coord = mesh:get_coordinate()
+      local parts, Ps = {}, {}
+      for m = 1, mesh.ndim do parts[m] = m == 1 and dt.Partial("sum") or dt.Replicate() end
+      local k = mesh:shape()[1]
+      for i = 1, 5 do
+        local Y = -(X * i):remainder(5)
+        Ps[i] = X * i
+        local mine = coord and (coord[1] == 0 and Ps[i] - Y * (k - 1) or Y) or dt.empty(0, {dtype = "float64"})
+        xs[i] = dt.from_local(mine, mesh, parts, {shape = {6, 4}})
+      end
+      local five = {xs[1], xs[2], xs[3], xs[4], xs[5]}
+      c = dt.comm_debug(function() y = dt.cat(five, 2) end)
+      assert.are.equal(0, #c.ops, name .. ": a Partial(sum) every input has passes through")
+      if k > 1 then assert.are.equal("Partial(sum)", tostring(y.placements[1])) end
+      close(y, dt.cat(Ps, 2), name .. " cat of Partial(sum)")
+      -- a 1-d empty input is skipped by cat, whatever the others' shapes
+      local E = dt.zeros(0, {dtype = "float64"})
+      local ep = {}
+      for m = 1, mesh.ndim do ep[m] = m == 1 and dt.Shard(1) or dt.Replicate() end
+      local e = dist(E, mesh, ep)
+      close(dt.cat({e, xs[6], e, xs[7]}, 2), dt.cat({E, Xs[6], E, Xs[7]}, 2), name .. " cat with empty inputs")
+    end)
+
+    it("cat/stack of many: the plain op's errors on every rank, before any collective; the cache key", function()
+      local X = dt.arange(12):to("float32"):reshape(3, 4)
+      local xs, Xs = {}, {}
+      for i = 1, 6 do
+        Xs[i] = i == 5 and X:narrow(2, 1, 3):contiguous() or X
+        xs[i] = dist(Xs[i], mesh, i % 2 == 0 and {dt.Shard(2), table.unpack(placements(H.prng(i), mesh, 2), 2)}
+                                                or placements(H.prng(i), mesh, 2))
+      end
+      local c = dt.comm_debug(function()
+        local _, want = pcall(dt.stack, Xs)
+        fails(tostring(want), dt.stack, xs)
+        assert.matches("stack: tensor 5 has shape {3,3} but tensor 1 has shape {3,4}", want, 1, true)
+        _, want = pcall(dt.cat, Xs, 1)
+        fails(tostring(want), dt.cat, xs, 1)
+      end)
+      assert.are.equal(0, #c.ops, name .. ": the errors come before any collective")
+      fails("cat: element 6 of the list is a plain tensor of 12 elements mixed with DTensors", dt.cat, {xs[1], xs[2], xs[3], xs[4], xs[6], X})
+      -- the same call twice is a hit; another dim or another order of inputs a miss (a mesh of
+      -- the same shape may have decided these before: the mesh enters the key by shape)
+      dt.dispatch_cache_clear()
+      local ys = {xs[1], xs[2], xs[3], xs[4], xs[6], xs[1]}
+      dt.cat(ys, 1)
+      local s1 = dt.dispatch_stats()
+      dt.cat(ys, 1)
+      local s2 = dt.dispatch_stats()
+      assert.are.same({s1.hits + 1, s1.misses}, {s2.hits, s2.misses})
+      dt.cat(ys, 2)
+      ys[1], ys[2] = ys[2], ys[1]
+      dt.cat(ys, 1)
+      local s3 = dt.dispatch_stats()
+      assert.are.equal(s2.misses + (H.placement_string(xs[1].placements) == H.placement_string(xs[2].placements) and 1 or 2),
+                       s3.misses, name)
+    end)
+
     it("in-place ops keep the placements", function()
       local X = randn(H.prng(2), {5, 3})
       local x = dist(X:clone(), mesh, placements(H.prng(4), mesh, 2, false)) -- 1 rank: no copy

@@ -9,12 +9,28 @@ dt_placement dt_rule_R(void) { return (dt_placement){.kind = DT_REPLICATE}; }
 dt_placement dt_rule_S(int d) { return (dt_placement){.kind = DT_SHARD, .dim = d}; }
 dt_placement dt_rule_P(dt_reduce_op op) { return (dt_placement){.kind = DT_PARTIAL, .op = op}; }
 
+static int same(const dt_strategy *a, const dt_strategy *b) {
+  return memcmp(a->out, b->out, sizeof a->out) == 0 && memcmp(a->in, b->in, sizeof *a->in * (size_t)a->nin) == 0;
+}
+
 int dt_rule_push(dt_strategy *s, int *n, const dt_strategy *st) {
   for (int i = 0; i < *n; i++)
-    if (memcmp(&s[i], st, sizeof *st) == 0) return DT_OK;
+    if (same(&s[i], st)) return DT_OK;
   if (*n >= DT_RULE_MAX_STRATEGIES) return DT_OK; /* enough to choose from */
-  s[(*n)++] = *st;
+  dt_strategy_copy(&s[(*n)++], st);
   return DT_OK;
+}
+
+void dt_strategy_copy(dt_strategy *dst, const dt_strategy *src) {
+  dst->nin = src->nin;
+  memcpy(dst->in, src->in, sizeof *src->in * (size_t)src->nin);
+  memcpy(dst->out, src->out, sizeof src->out);
+}
+
+dt_strategy dt_rule_strategy(const dt_rule_args *r) {
+  dt_strategy st = {.nin = r->a->nin, .in = r->work};
+  memset(r->work, 0, sizeof *r->work * (size_t)r->a->nin);
+  return st;
 }
 
 /* The rule of each family of the op rows' sharding column; NULL for LOCAL_ONLY (never
@@ -27,6 +43,7 @@ static const dt_rule_fn family_rules[] = {
     [DT_SHARDING_VIEW] = dt_rule_view,
     [DT_SHARDING_NN] = dt_rule_nn,
     [DT_SHARDING_INDEX] = dt_rule_index,
+    [DT_SHARDING_JOIN] = dt_rule_join,
     [DT_SHARDING_RANDOM] = NULL,
 };
 _Static_assert(sizeof family_rules / sizeof family_rules[0] == DT_SHARDING_COUNT,

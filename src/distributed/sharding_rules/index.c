@@ -6,7 +6,7 @@
 int dt_rule_index(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
   int d = (int)r->a->ints[0];
-  dt_strategy st = {0};
+  dt_strategy st = dt_rule_strategy(r);
   for (int m = 0; m < r->mesh_ndim; m++) {
     dt_placement p = x->p[m];
     int keep = (p.kind == DT_SHARD && p.dim != d) || (p.kind == DT_PARTIAL && p.op == DT_REDUCE_SUM);

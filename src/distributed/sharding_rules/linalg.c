@@ -98,7 +98,7 @@ int dt_rule_matmul(const dt_rule_args *r, dt_strategy *s, int *n) {
   build(r, &e);
   int nchoice = e.nlab + e.nop + 1, total = 1;
   for (int m = 0; m < r->mesh_ndim; m++) total *= nchoice;
-  dt_strategy st = {0};
+  dt_strategy st = dt_rule_strategy(r);
   for (int t = 0; t < total; t++) {
     int ok = 1, rest = t;
     for (int m = 0; m < r->mesh_ndim && ok; m++, rest /= nchoice) ok = apply(r, &e, rest % nchoice, m, &st);

@@ -10,7 +10,7 @@
 static int norm_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
   int k = (int)r->a->ints[0], first = x->ndim - k;
-  dt_strategy st = {0};
+  dt_strategy st = dt_rule_strategy(r);
   for (int m = 0; m < r->mesh_ndim; m++) {
     dt_placement p = x->p[m];
     dt_placement keep = p.kind == DT_SHARD && p.dim < first ? p : dt_rule_R();
@@ -46,7 +46,7 @@ static void sdpa_follow(const dt_rule_args *r, int j, dt_strategy *st) {
 }
 
 static int sdpa_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
-  dt_strategy st = {0};
+  dt_strategy st = dt_rule_strategy(r);
   for (int j = 0; j < 3; j++) {
     sdpa_follow(r, j, &st);
     dt_rule_push(s, n, &st);

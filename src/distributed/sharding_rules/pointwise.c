@@ -64,7 +64,7 @@ static void complete(const dt_rule_args *r, dt_strategy *st) {
 
 int dt_rule_pointwise(const dt_rule_args *r, dt_strategy *s, int *n) {
   int m, i, nin = r->a->nin;
-  dt_strategy st = {0};
+  dt_strategy st = dt_rule_strategy(r);
   if (dt_op_get(r->op)->flags & DT_OPF_INPLACE) { /* the output keeps self's placements */
     for (m = 0; m < r->mesh_ndim; m++) {
       dt_placement p = r->spec[0]->p[m];

@@ -44,7 +44,7 @@ static int out_dim(const dt_rule_args *r, int d) {
 int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
   int softmax = r->op == DT_OP_SOFTMAX || r->op == DT_OP_LOG_SOFTMAX;
-  dt_strategy st = {0};
+  dt_strategy st = dt_rule_strategy(r);
   for (int m = 0; m < r->mesh_ndim; m++) {
     dt_placement p = x->p[m], in = dt_rule_R(), out = dt_rule_R();
     if (p.kind == DT_SHARD && !(softmax ? p.dim == r->a->ints[0] : reduced(r->a, p.dim))) {

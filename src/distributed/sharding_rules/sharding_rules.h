@@ -8,8 +8,12 @@
 
 #define DT_RULE_MAX_STRATEGIES 256
 
+/* One row of placements per input (dt_placement_row): a call may have any number of inputs
+ * (cat/stack), so the rows live in storage the caller owns (the dispatcher's strategy list,
+ * or the rule args' work rows: dt_rule_strategy). */
 typedef struct dt_strategy {
-  dt_placement in[DT_DISPATCH_MAX_IN][DT_MESH_MAX_DIMS];
+  int nin;
+  dt_placement_row *in; /* nin rows */
   dt_placement out[DT_OP_MAX_OUT][DT_MESH_MAX_DIMS];
 } dt_strategy;
 
@@ -20,10 +24,11 @@ typedef struct dt_rule_args {
   int mesh_ndim;
   const dt_meta *out; /* global output metadata from the op's shape rule */
   int nout;
+  dt_placement_row *work; /* a->nin rows for the rule's working strategy (dt_rule_strategy) */
 } dt_rule_args;
 
-/* Appends strategies to s[*n] (at most DT_RULE_MAX_STRATEGIES); DT_ERR with dt_error on a
- * rule error. */
+/* Appends strategies to s[*n] (at most DT_RULE_MAX_STRATEGIES, each with its in rows
+ * allocated for a->nin inputs) with dt_rule_push; DT_ERR with dt_error on a rule error. */
 typedef int (*dt_rule_fn)(const dt_rule_args *r, dt_strategy *s, int *n);
 
 /* The rule of a sharding family; NULL for LOCAL_ONLY and RANDOM (not priced by a rule). */
@@ -37,12 +42,17 @@ int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_nn(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_index(const dt_rule_args *r, dt_strategy *s, int *n);
+int dt_rule_join(const dt_rule_args *r, dt_strategy *s, int *n);
 /* Static args of the local call that differ from the global one (sizes of view/reshape/
  * expand: the local output shape; squeeze: the global size-1 dims).  in/out: the specs. */
 int dt_rule_view_local_args(dt_op_id op, const dt_dspec *in, const dt_dspec *out, dt_op_args *la);
 
 /* Shared helpers (rules/common.c). */
-int dt_rule_push(dt_strategy *s, int *n, const dt_strategy *st); /* deduplicated */
+int dt_rule_push(dt_strategy *s, int *n, const dt_strategy *st); /* deduplicated, copies the rows */
+/* The rule's working strategy, all Replicate-zeroed, on r->work (one per rule call). */
+dt_strategy dt_rule_strategy(const dt_rule_args *r);
+/* Copies src's placements into dst, whose rows are allocated for src->nin. */
+void dt_strategy_copy(dt_strategy *dst, const dt_strategy *src);
 dt_placement dt_rule_R(void);
 dt_placement dt_rule_S(int d);
 dt_placement dt_rule_P(dt_reduce_op op);

@@ -83,7 +83,7 @@ static int map_dim(const dt_rule_args *r, int d) {
 
 int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
-  dt_strategy st = {0};
+  dt_strategy st = dt_rule_strategy(r);
   for (int m = 0; m < r->mesh_ndim; m++) {
     dt_placement p = x->p[m];
     st.in[0][m] = st.out[0][m] = dt_rule_R();
