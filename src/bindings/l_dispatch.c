@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "distributed/dispatch.h"
-#include "distributed/redistribute.h"
+#include "distributed/dtensor_api.h"
 #include "distributed/sharding_rules/sharding_rules.h"
 #include "bindings/l_dist.h"
 #include "bindings/l_dtensor.h"
@@ -274,14 +274,10 @@ static int l_redistribute_cost(lua_State *L) {
   dt_value *x = dt_lua_check_dtensor(L, 1, "redistribute_cost");
   dt_placement p[DT_MESH_MAX_DIMS];
   dt_lua_check_placements(L, 2, x->spec->mesh->ndim, p, "redistribute_cost");
-  dt_dspec *sp;
-  if (dt_dspec_new(x->spec->mesh, p, x->spec->ndim, x->spec->shape, x->spec->dtype, "redistribute_cost", &sp) != DT_OK)
-    return dt_lua_raise(L);
-  const dt_redist_plan *plan;
-  int st = dt_redistribute_plan(dt_lua_context(L), x->spec, sp->p, 0, &plan);
-  dt_dspec_free(sp);
-  if (st != DT_OK) return lua_pushnil(L), 1;
-  lua_pushnumber(L, plan->cost);
+  double cost;
+  if (dt_redistribute_cost(dt_lua_context(L), x, p, &cost) != DT_OK) return dt_lua_raise(L);
+  if (cost < 0) return lua_pushnil(L), 1;
+  lua_pushnumber(L, cost);
   return 1;
 }
 

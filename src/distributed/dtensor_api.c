@@ -328,6 +328,17 @@ static void add_step(text *t, const dt_dspec *s, const dt_redist_step *st, int i
       st->bytes, st->cost * 1e6);
 }
 
+int dt_redistribute_cost(dt_context *ctx, const dt_value *v, const dt_placement *target, double *cost) {
+  const char *op = "redistribute_cost";
+  if (need_dtensor(v, op) != DT_OK) return DT_ERR;
+  dt_placement to[DT_MESH_MAX_DIMS];
+  memcpy(to, target, sizeof(dt_placement) * (size_t)v->spec->mesh->ndim);
+  if (normalise(v->spec->mesh, to, v->spec->ndim, v->spec->shape, op) != DT_OK) return DT_ERR;
+  const dt_redist_plan *plan;
+  *cost = dt_redistribute_plan(ctx, v->spec, to, 0, &plan) == DT_OK ? plan->cost : -1;
+  return DT_OK;
+}
+
 int dt_explain_redistribute(dt_context *ctx, const dt_value *v, const dt_placement *target, char **out) {
   const char *op = "explain_redistribute";
   if (need_dtensor(v, op) != DT_OK) return DT_ERR;

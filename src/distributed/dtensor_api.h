@@ -48,6 +48,10 @@ DT_API int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, co
 /* dt_redistribute's plan as text (one line per step, then the total), malloc'd in *text; no
  * collective runs. */
 DT_API int dt_explain_redistribute(dt_context *ctx, const dt_value *v, const dt_placement *to, char **text);
+/* The redistribute planner's price (seconds) of moving v to placements `to`, or -1 when no
+ * plan reaches them (strategies of the ops composed in Lua are priced with it).  DT_ERR for
+ * placements that do not fit v. */
+DT_API int dt_redistribute_cost(dt_context *ctx, const dt_value *v, const dt_placement *to, double *cost);
 
 /* dst[key] = src in place, dst's placements kept (key resolved against dst's global shape).
  * src: a DTensor on dst's mesh (redistributed so that each rank finds what it writes in its
