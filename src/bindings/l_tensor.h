@@ -11,7 +11,7 @@
 
 #define DT_TENSOR_MT "dtensor.Tensor"
 
-#include "distributed/index_key.h"
+#include "ops/index_key.h"
 #include "distributed/value.h"
 
 /* The Tensor userdata is a dt_value (src/distributed/value.h): a plain tensor, or a DTensor
@@ -93,8 +93,6 @@ int dt_lua_tensor_newindex(lua_State *L);
 void dt_lua_parse_index(lua_State *L, int key, int ndim, const int64_t *shape, dt_index_key *ix);
 /* A 0-d tensor holding the Lua number/boolean at idx (integers exact); raises otherwise. */
 dt_tensor *dt_lua_scalar_tensor(lua_State *L, int idx);
-/* t[k] = v for a DTensor t at 1 (key 2, value 3), from l_dtensor_index.c. */
-int dt_lua_dtensor_newindex(lua_State *L);
 /* l_dispatch.c: inside dt.implicit_replication (plain tensors taken as replicated)? */
 int dt_lua_implicit_replication(lua_State *L);
 

@@ -372,34 +372,27 @@ dt_tensor *dt_lua_scalar_tensor(lua_State *L, int idx) {
   return s;
 }
 
-/* t[k] = v: v (number, boolean or tensor, broadcast and converted) is copied into t[k]. */
+/* t[k] = v: v (a number or boolean, refused when t's dtype cannot hold it; a tensor; a
+ * DTensor) is broadcast and converted into t[k], through the op index_put_ (DTensors: each rank
+ * writes its block, src/distributed/dtensor_write.c). */
 int dt_lua_tensor_newindex(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) return luaL_error(L, "cannot set field '%s' of a tensor", lua_tostring(L, 2));
   lua_settop(L, 3);
-  if (dt_lua_check_value(L, 1)->spec) return dt_lua_dtensor_newindex(L);
-  dt_value *vu = dt_lua_test_value(L, 3);
-  if (vu && vu->spec)
-    return luaL_error(L, "indexing assignment: the value is a DTensor and the tensor is not; use v:full_tensor() "
-                         "or distribute the tensor");
-  int is_num = lua_type(L, 3) == LUA_TNUMBER, is_int = lua_isinteger(L, 3);
-  lua_Integer vi = lua_tointeger(L, 3);
-  lua_Number v = lua_tonumber(L, 3);
-  dt_tensor *src = dt_lua_test_tensor(L, 3);
-  if (src) {
-    if (src->storage == dt_lua_check_tensor(L, 1)->storage) src = dt_tensor_clone(src); /* may overlap */
-    else dt_tensor_retain(src);
-  } else {
-    src = dt_lua_scalar_tensor(L, 3);
+  dt_value *t = dt_lua_check_value(L, 1);
+  dt_index_key key;
+  dt_lua_parse_index(L, 2, dt_value_ndim(t), dt_value_shape(t), &key);
+  if (!dt_lua_test_value(L, 3)) { /* a number: a 0-d tensor, owned by Lua from here */
+    int is_int = lua_isinteger(L, 3);
+    dt_lua_push_tensor(L, dt_lua_scalar_tensor(L, 3));
+    if (lua_type(L, 3) == LUA_TNUMBER &&
+        dt_check_value_fits("indexing assignment", dt_value_dtype(t), is_int, lua_tointeger(L, 3), lua_tonumber(L, 3)) != DT_OK)
+      return dt_lua_raise(L);
+    lua_replace(L, 3);
   }
-  dt_lua_push_tensor(L, src); /* owned by Lua from here: no leak if indexing raises */
-  lua_insert(L, 3);
-  lua_settop(L, 3);
-  push_indexed(L);
-  dt_tensor *dst = dt_lua_check_tensor(L, -1);
-  /* a number the target cannot hold is refused (uint8 300), as torch */
-  if (is_num && dt_check_value_fits("indexing assignment", dst->dtype, is_int, vi, v) != DT_OK) return dt_lua_raise(L);
-  if (dt_tensor_copy_(dst, src, "indexing assignment") != DT_OK) return dt_lua_raise(L);
-  return 0;
+  dt_value *in[2] = {t, dt_lua_check_value(L, 3)};
+  dt_op_args a = {.name = "indexing assignment"}; /* errors read as for t[k] = v, not index_put_ */
+  dt_index_key_to_args(&key, &a);
+  return dt_lua_call_inplace(L, 1, DT_OP_INDEX_PUT_, &a, in, 2), 0;
 }
 
 /* Methods only (torch has no torch.view / torch.expand). */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "distributed/dtensor_api.h"
 #include "distributed/redistribute.h"
 #include "distributed/rng.h"
 #include "distributed/sharding_rules/sharding_rules.h"
@@ -484,9 +485,26 @@ static int common_mesh(const dt_op_def *op, const dt_op_args *a, const dt_dspec 
   return DT_OK;
 }
 
+/* t[k] = v on DTensors (the WRITE family): each rank writes its own block of dst, in place,
+ * through dt_dtensor_write; no strategy is priced.  The values borrow the operands. */
+static int dispatch_write(dt_context *ctx, const dt_op_def *op, const dt_op_args *a, const dt_dspec *const *specs,
+                          dt_tensor **out, dt_dspec **out_spec) {
+  if (ctx->modes.explain) return dt_error("%s: writes into DTensors are not explained (nothing is chosen)", op->name);
+  dt_value dst, src;
+  dt_value_init(&dst, a->in[0], (dt_dspec *)specs[0]);
+  dt_value_init(&src, a->in[1], (dt_dspec *)specs[1]);
+  dt_index_key k;
+  dt_index_key_from_args(a, &k);
+  if (dt_dtensor_write(ctx, &dst, &k, &src) != DT_OK) return DT_ERR;
+  if (!(out_spec[0] = dt_dspec_copy(specs[0]))) return dt_error("%s: out of memory", a->name);
+  dt_tensor_retain(out[0] = a->in[0]);
+  return DT_OK;
+}
+
 int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *specs, dt_tensor **out,
                 dt_dspec **out_spec) {
   const dt_op_def *op = dt_op_get(id);
+  if (op->sharding == DT_SHARDING_WRITE) return dispatch_write(ctx, op, a, specs, out, out_spec);
   if (!ctx->rule_overrides[id].fn && !dt_rule_for(id) && !(op->flags & DT_OPF_RANDOM))
     return dt_error("%s: no sharding rule for DTensor arguments yet; use to_local()/full_tensor()", op->name);
   if (!state(ctx)) return dt_error("%s: out of memory", op->name);

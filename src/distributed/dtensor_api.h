@@ -12,7 +12,7 @@
 
 #include <limits.h>
 
-#include "distributed/index_key.h"
+#include "ops/index_key.h"
 #include "distributed/value.h"
 
 /* src_rank of dt_distribute_tensor: every rank chunks its own tensor, no communication. */

@@ -176,7 +176,8 @@ static int write_block(const dt_dspec *ts, dt_tensor *local, const dt_index_key 
 }
 
 int dt_dtensor_write(dt_context *ctx, dt_value *dst, const dt_index_key *key, const dt_value *src) {
-  if (!dst->spec) return dt_error("%s: the target is a plain tensor, not a DTensor", OP);
+  if (!dst->spec)
+    return dt_error("%s: the value is a DTensor and the tensor is not; use v:full_tensor() or distribute the tensor", OP);
   const dt_dspec *ts = dst->spec;
   region r;
   region_of(key, &r);

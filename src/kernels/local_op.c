@@ -13,7 +13,7 @@ dt_kernel_fn dt_kernel_get(dt_device_type dev, dt_op_id id) {
 int dt_op_call(dt_op_id id, dt_op_args *a, dt_tensor **out) {
   const dt_op_def *op = dt_op_get(id);
   a->op = id;
-  a->name = op->name;
+  if (!a->name) a->name = op->name; /* a caller may name the user-facing function (t[k] = v) */
   dt_device_type dev = DT_HOST;
   for (int i = 0; i < a->nin; i++) {
     if (!a->in[i]) continue; /* optional operand */

@@ -7,7 +7,7 @@
 #include "ops/op_id.h"
 #include "tensor/tensor.h"
 
-#define DT_OP_MAX_INTS (2 * DT_MAX_DIMS)
+#define DT_OP_MAX_INTS (4 * DT_MAX_DIMS) /* index_put_: four per dim */
 #define DT_OP_MAX_OUT 2
 
 /* flags */

@@ -1,5 +1,8 @@
 /* Shape rules of the indexing ops: index_select. */
+#include <string.h>
+
 #include "base/error.h"
+#include "ops/index_key.h"
 #include "ops/ops.h"
 
 /* index_select(x, index, dim): x's shape with dim replaced by the index's length. */
@@ -13,5 +16,45 @@ int dt_shape_index_select(const dt_op_args *a, dt_meta *out) {
   if (d < 0 || d >= nd) return dt_error("index_select: dim %lld out of range for a %d-d tensor", (long long)d + 1, x->ndim);
   *out = (dt_meta){.dtype = x->dtype, .ndim = x->ndim};
   for (int i = 0; i < x->ndim; i++) out->shape[i] = i == d ? dt_tensor_numel(ix) : x->shape[i];
+  return DT_OK;
+}
+
+/* One dim of an index_put_ key against a size; errors name the dim 1-based. */
+static int check_key_dim(const dt_op_args *a, const dt_index_key *k, int d, int64_t size) {
+  int64_t s = k->start[d], e = k->stop[d];
+  int ok = k->kind[d] == DT_INDEX_ALL ||
+           (k->kind[d] == DT_INDEX_SELECT && s >= 0 && s < size) ||
+           (k->kind[d] == DT_INDEX_RANGE && k->step[d] > 0 && s >= 0 && s <= size && e >= s && e <= size);
+  return ok ? DT_OK : dt_error("%s: the key of dim %d is out of range for size %lld", a->name, d + 1, (long long)size);
+}
+
+/* index_put_(self, src, key): self's metadata; src broadcasts to the region self[key]. */
+int dt_shape_index_put(const dt_op_args *a, dt_meta *out) {
+  if (a->nin < 2 || !a->in[0] || !a->in[1]) return dt_error("%s: expected a tensor and a value tensor", a->name);
+  const dt_tensor *t = a->in[0], *v = a->in[1];
+  dt_index_key k;
+  dt_index_key_from_args(a, &k);
+  if (a->nints % 4 || k.ndim > t->ndim)
+    return dt_error("%s: a key of %d entries for a %d-d tensor", a->name, a->nints / 4, t->ndim);
+  int64_t region[DT_MAX_DIMS];
+  int rnd = 0;
+  for (int d = 0; d < t->ndim; d++) {
+    if (d >= k.ndim) k.kind[d] = DT_INDEX_ALL;
+    if (check_key_dim(a, &k, d, t->shape[d]) != DT_OK) return DT_ERR;
+    if (k.kind[d] == DT_INDEX_SELECT) continue;
+    region[rnd++] = k.kind[d] == DT_INDEX_ALL ? t->shape[d] : dt_index_key_count(&k, d);
+    if (t->stride[d] == 0 && region[rnd - 1] > 1)
+      return dt_error("%s: cannot write in place into a tensor whose elements overlap (an expanded view); "
+                      "clone() it first", a->name);
+  }
+  int ok = v->ndim <= rnd;
+  for (int e = 0; ok && e < v->ndim; e++) ok = v->shape[e] == region[rnd - v->ndim + e] || v->shape[e] == 1;
+  if (!ok) {
+    char s1[160], s2[160];
+    return dt_error("%s: shape %s does not broadcast to %s", a->name, dt_format_shape(s1, sizeof s1, v->ndim, v->shape),
+                    dt_format_shape(s2, sizeof s2, rnd, region));
+  }
+  *out = (dt_meta){.dtype = t->dtype, .ndim = t->ndim};
+  memcpy(out->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
   return DT_OK;
 }

@@ -34,7 +34,8 @@ dt_strategy dt_rule_strategy(const dt_rule_args *r) {
 }
 
 /* The rule of each family of the op rows' sharding column; NULL for LOCAL_ONLY (never
- * dispatched) and RANDOM (the RNG tracker, distributed/rng.c, takes those rows). */
+ * dispatched), RANDOM (the RNG tracker, distributed/rng.c, takes those rows) and WRITE (the
+ * block writes of distributed/dtensor_write.c). */
 static const dt_rule_fn family_rules[] = {
     [DT_SHARDING_LOCAL_ONLY] = NULL,
     [DT_SHARDING_POINTWISE] = dt_rule_pointwise,
@@ -44,6 +45,7 @@ static const dt_rule_fn family_rules[] = {
     [DT_SHARDING_NN] = dt_rule_nn,
     [DT_SHARDING_INDEX] = dt_rule_index,
     [DT_SHARDING_JOIN] = dt_rule_join,
+    [DT_SHARDING_WRITE] = NULL,
     [DT_SHARDING_RANDOM] = NULL,
 };
 _Static_assert(sizeof family_rules / sizeof family_rules[0] == DT_SHARDING_COUNT,

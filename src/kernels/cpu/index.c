@@ -1,6 +1,8 @@
-/* Indexing kernels: index_select copies the selected slices one by one (strided copies). */
+/* Indexing kernels: index_select copies the selected slices one by one (strided copies);
+ * index_put_ copies a value into the view t[key]. */
 #include "base/error.h"
 #include "kernels/cpu/kernel_table.h"
+#include "ops/index_key.h"
 
 /* The slice of t at position i of dim d (a view, d kept with size 1; 0-d tensors: t itself). */
 static dt_tensor *slice_at(const dt_tensor *t, int d, int64_t i) {
@@ -29,4 +31,37 @@ int dt_cpu_index_select(const dt_op_args *a, dt_tensor **out) {
     if (rc != DT_OK) return rc;
   }
   return DT_OK;
+}
+
+/* The view t[key] (the shape rule validated the key). */
+static dt_tensor *key_view(const dt_tensor *t, const dt_index_key *k) {
+  int64_t shape[DT_MAX_DIMS], stride[DT_MAX_DIMS], off = t->offset;
+  int n = 0;
+  for (int d = 0; d < t->ndim; d++) {
+    dt_index_kind kind = d < k->ndim ? k->kind[d] : DT_INDEX_ALL;
+    if (kind == DT_INDEX_SELECT) {
+      off += k->start[d] * t->stride[d];
+      continue;
+    }
+    if (kind == DT_INDEX_ALL) {
+      shape[n] = t->shape[d], stride[n++] = t->stride[d];
+      continue;
+    }
+    off += k->start[d] * t->stride[d];
+    shape[n] = dt_index_key_count(k, d), stride[n++] = t->stride[d] * k->step[d];
+  }
+  return dt_tensor_view_of(t, n, shape, stride, off);
+}
+
+int dt_cpu_index_put_(const dt_op_args *a, dt_tensor **out) {
+  dt_index_key k;
+  dt_index_key_from_args(a, &k);
+  const dt_tensor *v = a->in[1];
+  /* a value that shares self's storage is read first (t[{2, 5}] = t[{1, 4}]) */
+  dt_tensor *src = v->storage == out[0]->storage ? dt_tensor_clone(v) : (dt_tensor_retain((dt_tensor *)v), (dt_tensor *)v);
+  dt_tensor *dst = src ? key_view(out[0], &k) : NULL;
+  int rc = dst ? dt_tensor_copy_(dst, src, a->name) : dt_error("%s: out of memory", a->name);
+  if (src) dt_tensor_release(src);
+  if (dst) dt_tensor_release(dst);
+  return rc;
 }

@@ -959,6 +959,55 @@ ops.index_select = {
   end,
 }
 
+-- t[k] = v (the op index_put_): random keys of selections, stepped ranges and whole dims
+ops.index_put_ = {
+  family = "inplace", exact = true, tol = 0,
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local shape = rand_shape(rng, rng.int(1, 3), 1)
+      local key, rshape = {}, {}
+      for d = 1, #shape do
+        local c = rng.int(1, 3)
+        if c == 1 then key[d] = rng.int(1, shape[d])
+        elseif c == 2 then
+          local a = rng.int(1, shape[d])
+          local b, st = rng.int(a, shape[d]), rng.int(1, 2)
+          key[d], rshape[#rshape + 1] = {a, b, st}, (b - a) // st + 1
+        else key[d], rshape[#rshape + 1] = {}, shape[d] end
+      end
+      local x = t_of(rng, shape)
+      if i == 3 then x = noncontig(x) end
+      local v = t_of(rng, rshape)
+      list[#list + 1] = {inputs = {x, v}, static = {key = key, num = i == 4 and 1.5 or nil},
+                         label = (i == 4 and "a number" or "a tensor") .. " into {" .. table.concat(shape, ",") .. "}"}
+    end
+    return list
+  end,
+  run = function(i, s)
+    local x = i[1]:clone()
+    x[s.key] = s.num or i[2]
+    return x
+  end,
+  ref = function(i, s)
+    local x, v = ref_of(i[1]), ref_of(i[2])
+    return build(x.shape, function(c)
+      local r = {}
+      for d = 1, #x.shape do
+        local k = s.key[d]
+        if type(k) == "number" then
+          if c[d] ~= k then return at(x, c) end
+        elseif #k == 0 then r[#r + 1] = c[d]
+        else
+          if c[d] < k[1] or c[d] > k[2] or (c[d] - k[1]) % k[3] ~= 0 then return at(x, c) end
+          r[#r + 1] = (c[d] - k[1]) // k[3] + 1
+        end
+      end
+      return s.num or at(v, r)
+    end)
+  end,
+}
+
 -- ---------------------------------------------------------------- neural-network functions
 ops.embedding = {
   family = "nn", exact = true, tol = 0,
