@@ -6,47 +6,9 @@ do
   local sh_quote, run = H.sh_quote, H.run
   local srcdir = os.getenv("srcdir") or "."
 
-  local function script(text)
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(text)
-    f:close()
-    return path
-  end
-
-  local function lines_matching(out, pat)
-    local t = {}
-    for l in out:gmatch("[^\n]+") do if l:match(pat) then t[#t + 1] = l end end
-    table.sort(t)
-    return t
-  end
-
-  local function count(s, needle)
-    local n, i = 0, 1
-    while true do
-      local a, b = s:find(needle, i, true)
-      if not a then return n end
-      n, i = n + 1, b + 1
-    end
-  end
-
   -- mpirun with the CI settings, or nil where there is none (or no MPI backend)
   local mpirun = H.mpirun_prefix()
   local mrun = H.mrun
-
-  local RANKS_PROG = "print(string.format('rank %d of %d local %d backend %s', dt.rank(), dt.world_size(), " ..
-                     "dt.local_rank(), dt.backend())) dt.barrier()\n"
-
-  -- runs RANKS_PROG as a script file with launch(path) and checks 4 ranks of the backend
-  local function four_ranks(launch, backend)
-    local path = script(RANKS_PROG)
-    local out, rc = launch(path)
-    os.remove(path)
-    assert.are.equal(0, rc, out)
-    local want = {}
-    for r = 0, 3 do want[r + 1] = string.format("rank %d of 4 local %d backend %s", r, r, backend) end
-    assert.are.same(want, lines_matching(out, "^rank"))
-  end
 
   describe("bench/collectives.lua", function()
     local bench = srcdir .. "/bench/collectives.lua"
@@ -70,16 +32,6 @@ do
   end)
 end
 do
-  local raises = require("tests.spec.support.io_nn_helpers").fails
-
-  local function vals(t) return t:flatten():totable() end
-
-  local function mean_var(t)
-    local x = t:to("float64")
-    local m = x:mean():item()
-    return m, ((x - m) * (x - m)):mean():item()
-  end
-
   describe("bench/rng.lua", function()
     it("prints GB/s for rand next to memset/memcpy in the same run", function()
       local srcdir = os.getenv("srcdir") or "."

@@ -55,20 +55,6 @@ end)
 -- The warning for a 1-element 1-d plain tensor mixed with DTensors: once per rank, none for 0-d.
 do
   local H = require("tests.spec.support.launch_helpers")
-
-  local function tmpdir()
-    local d = os.tmpname()
-    os.remove(d)
-    assert(os.execute("mkdir -p " .. H.sh_quote(d)))
-    return d
-  end
-
-  local function write(path, text)
-    local f = assert(io.open(path, "w"))
-    f:write(text)
-    f:close()
-  end
-
   local count = H.count
 
   describe("a 1-element plain tensor mixed with DTensors", function()

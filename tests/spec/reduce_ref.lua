@@ -36,8 +36,9 @@ function R.nest(flat, shape)
   return build(1)
 end
 
--- Row-major index -> list of 1-based coordinates, and back.
-local function coords(i, shape)
+-- Row-major index -> list of 1-based coordinates, and back (also used by
+-- tests/spec/support/op_cases.lua).
+function R.coords(i, shape)
   local c = {}
   for d = #shape, 1, -1 do
     c[d] = (i - 1) % shape[d] + 1
@@ -45,11 +46,12 @@ local function coords(i, shape)
   end
   return c
 end
-local function flat_index(c, shape)
+function R.flat_index(c, shape)
   local i = 0
   for d = 1, #shape do i = i * shape[d] + (c[d] - 1) end
   return i + 1
 end
+local coords, flat_index = R.coords, R.flat_index
 
 -- Reduces flat data of `shape` over the 1-based dims in `dims` (nil: all) with fn(list) -> value.
 -- Returns the nested result (keepdim keeps size-1 dims) and the result shape.

@@ -5,39 +5,7 @@
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local rank, n = dt.rank(), dt.world_size()
 local fails, dist = H.fails, H.dist
-
--- d a DTensor: its global metadata on every rank, its values on the mesh's ranks (nan and
--- inf where the reference has them; bfloat16/float16 to their precision).
-local function close(d, want, what)
-  assert.are.same(want:size(), d:size(), what)
-  assert.are.equal(want.dtype, d.dtype, what)
-  local got = d:full_tensor()
-  if not d.device_mesh:get_coordinate() or want:numel() == 0 then return end
-  local g, w = got:to("float64"), want:to("float64")
-  assert(dt.equal(g:ne(g), w:ne(w)), (what or "") .. ": nan at other places")
-  local same = g:eq(w)
-  g, w = dt.where(same, 0, g), dt.where(same, 0, w)
-  g, w = dt.where(g:ne(g), 0, g), dt.where(w:ne(w), 0, w)
-  local tol = (want.dtype == "bfloat16" or want.dtype == "float16") and 2e-2 or 1e-9
-  if want.dtype == "float32" then tol = 1e-5 end
-  local err = (g - w):abs():max():item()
-  assert(err <= tol * (1 + w:abs():max():item()), (what or "") .. ": max error " .. err)
-end
-
-local function values(shape, dtype)
-  local numel = 1
-  for _, v in ipairs(shape) do numel = numel * v end
-  return ((dt.arange(numel):to("float64") * 0.37):sin():reshape(shape) * 3):to(dtype or "float32")
-end
-
--- the plain op's error message on the global tensors (without its position)
-local function plain_error(f, ...)
-  local ok, err = pcall(f, ...)
-  assert(not ok, "the plain op was expected to fail")
-  return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
-end
-
-local FLOATS = {"float32", "float64", "bfloat16", "float16"}
+local close, values, plain_error = H.close, H.values, H.plain_error
 
 describe("Lua ops, Lua rules, explain, the ops composed in Lua", function()
   local mesh = dt.init_device_mesh("cpu", {n})

@@ -1,17 +1,10 @@
 -- Shared helpers of the DTensor SPMD specs: a PRNG seeded alike on every rank (so every
--- rank draws the same cases), the meshes of this world size, and a torch.chunk reference.
+-- rank draws the same cases), the meshes of this world size, a torch.chunk reference, and
+-- comparisons of DTensor results with the op on the global plain tensors.
+local assert = require "luassert" -- dofile runs in _G, outside busted's spec environment
 local H = {}
 
-function H.prng(seed) -- Park-Miller: deterministic and identical on every rank
-  local s = seed
-  local r = {}
-  function r.int(lo, hi)
-    s = (s * 48271) % 2147483647
-    return lo + s % (hi - lo + 1)
-  end
-  function r.pick(list) return list[r.int(1, #list)] end
-  return r
-end
+H.prng = require("tests.spec.support.spec_helpers").prng -- Park-Miller, the op-table cases' too
 
 H.DTYPES = {"float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool"}
 
@@ -82,8 +75,8 @@ function H.placement_string(list)
   return "{" .. table.concat(out, ", ") .. "}"
 end
 
--- pcall(f, ...) must fail with a message containing pattern (plain text).  (This file is
--- run with dofile, outside busted's environment: plain error() rather than luassert.)
+-- pcall(f, ...) must fail with a message containing pattern (plain text).  (Plain error() at
+-- level 2, so that the failure names the caller's line.)
 function H.fails(pattern, f, ...)
   local ok, err = pcall(f, ...)
   if ok then error("expected an error matching: " .. pattern, 2) end
@@ -102,6 +95,41 @@ function H.rng_states_agree()
   end
   return true
 end
+
+-- Asserts that d, a DTensor, equals want, the op on the global plain tensors: its global
+-- metadata on every rank, its values on the mesh's ranks (nan and inf where the reference has
+-- them; bfloat16/float16 to their precision).
+function H.close(d, want, what)
+  assert.are.same(want:size(), d:size(), what)
+  assert.are.equal(want.dtype, d.dtype, what)
+  local got = d:full_tensor()
+  if not d.device_mesh:get_coordinate() or want:numel() == 0 then return end
+  local g, w = got:to("float64"), want:to("float64")
+  assert(dt.equal(g:ne(g), w:ne(w)), (what or "") .. ": nan at other places")
+  local same = g:eq(w)
+  g, w = dt.where(same, 0, g), dt.where(same, 0, w)
+  g, w = dt.where(g:ne(g), 0, g), dt.where(w:ne(w), 0, w)
+  local tol = (want.dtype == "bfloat16" or want.dtype == "float16") and 2e-2 or 1e-9
+  if want.dtype == "float32" then tol = 1e-5 end
+  local err = (g - w):abs():max():item()
+  assert(err <= tol * (1 + w:abs():max():item()), (what or "") .. ": max error " .. err)
+end
+
+-- A global tensor of this shape and float dtype (default float32): 3 sin(0.37 k), k = 0, 1, ...
+function H.values(shape, dtype)
+  local numel = 1
+  for _, v in ipairs(shape) do numel = numel * v end
+  return ((dt.arange(numel):to("float64") * 0.37):sin():reshape(shape) * 3):to(dtype or "float32")
+end
+
+-- The plain op's error message on the global tensors (without its position).
+function H.plain_error(f, ...)
+  local ok, err = pcall(f, ...)
+  assert(not ok, "the plain op was expected to fail")
+  return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
+end
+
+H.FLOATS = {"float32", "float64", "bfloat16", "float16"}
 
 -- distribute_tensor of a global tensor every rank holds (no broadcast from a source rank).
 function H.dist(x, mesh, p) return dt.distribute_tensor(x, mesh, p, {src_rank = false}) end

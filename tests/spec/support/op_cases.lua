@@ -26,26 +26,14 @@
 --                            that placement family (raised on every rank)
 --   factory               the op takes mesh_opts instead of DTensor inputs
 local assert = require "luassert"
+local R = require "tests.spec.reduce_ref"
 local M = {}
 
 -- ---------------------------------------------------------------- data helpers
-local function numel(shape)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return n
-end
+local numel = R.numel
 M.numel = numel
 
-function M.prng(seed) -- Park-Miller: deterministic and identical on every rank
-  local s = seed
-  local r = {}
-  function r.int(lo, hi)
-    s = (s * 48271) % 2147483647
-    return lo + s % (hi - lo + 1)
-  end
-  function r.pick(list) return list[r.int(1, #list)] end
-  return r
-end
+M.prng = require("tests.spec.support.spec_helpers").prng
 
 -- flat row-major Lua values of t (booleans as 0/1)
 local function vals(t)
@@ -97,19 +85,7 @@ local function noncontig(t)
 end
 M.noncontig = noncontig
 
-local function coords(i, shape) -- 1-based flat index -> 1-based coordinates
-  local c = {}
-  for d = #shape, 1, -1 do
-    c[d] = (i - 1) % shape[d] + 1
-    i = (i - 1) // shape[d] + 1
-  end
-  return c
-end
-local function flat_index(c, shape)
-  local i = 0
-  for d = 1, #shape do i = i * shape[d] + (c[d] - 1) end
-  return i + 1
-end
+local coords, flat_index = R.coords, R.flat_index -- 1-based flat index <-> 1-based coordinates
 
 -- a reference result {shape, data} whose element at out coords oc is f(oc)
 local function build(shape, f)
@@ -287,7 +263,6 @@ local function reduce(method_dim, method_all, fn, o)
     end,
     ref = function(i, s)
       local x = ref_of(i[1])
-      local R = require "tests.spec.reduce_ref"
       local outs = {}
       for k = 1, o.nout or 1 do
         local f = o.nout and fn[k] or fn
@@ -595,7 +570,6 @@ ops.masked_fill = {
 }
 
 -- ---------------------------------------------------------------- reductions
-local R = require "tests.spec.reduce_ref"
 ops.sum = reduce(function(x, d, k) return x:sum(d, k) end, function(x) return x:sum() end, R.sum)
 ops.mean = reduce(function(x, d, k) return x:mean(d, k) end, function(x) return x:mean() end, R.mean)
 ops.prod = reduce(function(x, d, k) return x:prod(d, k) end, function(x) return x:prod() end, R.prod)
@@ -1381,6 +1355,14 @@ function M.missing()
   for name in pairs(ops) do if not rows[name] then extra[#extra + 1] = name end end
   table.sort(extra)
   return missing, extra
+end
+
+-- Asserts that every row of the table has an entry here and every entry a row.
+function M.assert_complete()
+  local missing, extra = M.missing()
+  assert(#missing == 0, "rows of src/ops/op_list.h without a case in tests/spec/support/op_cases.lua: " ..
+    table.concat(missing, ", "))
+  assert(#extra == 0, "cases without a row in src/ops/op_list.h: " .. table.concat(extra, ", "))
 end
 
 return M

@@ -1,6 +1,7 @@
 -- Small assertion helpers shared by the plain specs (create, tensor, view, pointwise, reduce,
 -- linalg, join, nn, io, interpreter specs): an error's message, an expected error, numbers
--- within a tolerance, temporary paths, and the built dtlua run as a subprocess.
+-- within a tolerance, temporary paths, the built dtlua run as a subprocess, and a PRNG that
+-- draws the same cases on every rank.
 local assert = require "luassert"
 local M = {}
 
@@ -42,6 +43,19 @@ function M.close(expected, actual, tol)
   else
     assert.is_true(math.abs(expected - actual) <= tol, ("expected %.9g, got %.9g"):format(expected, actual))
   end
+end
+
+-- A PRNG seeded alike on every rank: r.int(lo, hi) (inclusive) and r.pick(list).  Also the
+-- generator of the op-table cases (op_cases.lua) and of the DTensor specs (dtensor_helpers.lua).
+function M.prng(seed) -- Park-Miller: deterministic and identical on every rank
+  local s = seed
+  local r = {}
+  function r.int(lo, hi)
+    s = (s * 48271) % 2147483647
+    return lo + s % (hi - lo + 1)
+  end
+  function r.pick(list) return list[r.int(1, #list)] end
+  return r
 end
 
 -- A fresh temporary path ending in suffix (nothing created).
