@@ -19,11 +19,13 @@
 --     module's.  The DTLUA_PLUGINS, which may extend dt, are loaded last.
 local core = require "dtensor.core"
 local functional = require "dtensor.nn.functional" -- plain nn functions over tensors
+local factories = require "dtensor.dtensor" -- DTensor factories on a mesh, visualize_sharding
+local dispatch = require "dtensor.dispatch" -- decisions, register_sharding/register_op, explain
+local dtensor_ops = require "dtensor.dtensor_ops" -- item/equal/allclose, *_like on DTensors
+local dtensor_nn = require "dtensor.dtensor_nn" -- F.embedding, F.cross_entropy on DTensors
 local MODULES = { -- installed in this order
-  {"dtensor.dtensor", require "dtensor.dtensor"}, -- DTensor factories on a mesh, visualize_sharding
-  {"dtensor.dispatch", require "dtensor.dispatch"}, -- decisions, register_sharding/register_op, explain
-  {"dtensor.dtensor_ops", require "dtensor.dtensor_ops"}, -- item/equal/allclose, *_like on DTensors
-  {"dtensor.dtensor_nn", require "dtensor.dtensor_nn"}, -- F.embedding, F.cross_entropy on DTensors
+  {"dtensor.dtensor", factories}, {"dtensor.dispatch", dispatch},
+  {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn},
 }
 
 local function copy(t)
@@ -66,5 +68,5 @@ for _, m in ipairs(MODULES) do install(m[1], m[2]) end
 
 dt._VERSION = "dtlua 0.1.0"
 
-require("dtensor.dispatch").load_plugins(dt) -- last: plugins may extend dt
+dispatch.load_plugins(dt) -- last: plugins may extend dt
 return dt
