@@ -1,258 +1,261 @@
 -- F.embedding and F.cross_entropy on DTensors (doc/dispatch.md): composed from dispatched ops
--- and redistributions.  Installs itself into dt.nn.functional.
-return function(dt)
-  -- ---- embedding with a DTensor weight: per mesh dim, a row-wise (vocab) sharded weight
-  -- gives a masked local lookup and a Partial(sum) output, a column-wise one a Shard on the
-  -- output's last dim; a replicated weight lets the ids' sharding through.  The ids must be
-  -- replicated where the weight is sharded.  Ids outside the vocab are an error on every rank,
-  -- as for plain tensors: decided locally when every rank holds all the ids, else agreed by
-  -- one all_reduce of two integers (the smallest and the largest id). ----
-  local F = dt.nn.functional
+-- and redistributions.  Returns {functional = {...}}: init.lua installs it into
+-- dt.nn.functional over the plain functions of dtensor.nn.functional, which it wraps.
+local core = require "dtensor.core"
+local plain_F = require "dtensor.nn.functional" -- the plain embedding and cross_entropy
+local dispatch = require("dtensor.dispatch").module -- _decide, _replicated, _check_same_mesh
+local functional = {}
 
-  -- The value of v (this rank's integers, nil off-mesh) outside 1..limit that plain tensors
-  -- would name: the smallest when below 1, else the largest; nil when all are in range.
-  -- Agreed by one all_reduce of two integers unless every rank of the world holds every
-  -- value (all_here), so every rank raises the same error.
-  local NONE = -(1 << 62)
-  local function out_of_range(v, limit, all_here)
-    local lo, hi = NONE, NONE -- -min, max
-    if v and v:numel() > 0 then lo, hi = -v:min():item(), v:max():item() end
-    if not all_here then
-      local t = dt.tensor({lo, hi}, {dtype = "int64"})
-      dt.distributed.all_reduce(t, "max")
-      lo, hi = t[1]:item(), t[2]:item()
-    end
-    return (-lo < 1 and lo ~= NONE) and -lo or (hi > limit and hi or nil)
+-- ---- embedding with a DTensor weight: per mesh dim, a row-wise (vocab) sharded weight
+-- gives a masked local lookup and a Partial(sum) output, a column-wise one a Shard on the
+-- output's last dim; a replicated weight lets the ids' sharding through.  The ids must be
+-- replicated where the weight is sharded.  Ids outside the vocab are an error on every rank,
+-- as for plain tensors: decided locally when every rank holds all the ids, else agreed by
+-- one all_reduce of two integers (the smallest and the largest id). ----
+-- The value of v (this rank's integers, nil off-mesh) outside 1..limit that plain tensors
+-- would name: the smallest when below 1, else the largest; nil when all are in range.
+-- Agreed by one all_reduce of two integers unless every rank of the world holds every
+-- value (all_here), so every rank raises the same error.
+local NONE = -(1 << 62)
+local function out_of_range(v, limit, all_here)
+  local lo, hi = NONE, NONE -- -min, max
+  if v and v:numel() > 0 then lo, hi = -v:min():item(), v:max():item() end
+  if not all_here then
+    local t = core.tensor({lo, hi}, {dtype = "int64"})
+    core.distributed.all_reduce(t, "max")
+    lo, hi = t[1]:item(), t[2]:item()
   end
+  return (-lo < 1 and lo ~= NONE) and -lo or (hi > limit and hi or nil)
+end
 
-  local function integer_dtype(dtype) return dtype == "int64" or dtype == "int32" or dtype == "uint8" end
+local function integer_dtype(dtype) return dtype == "int64" or dtype == "int32" or dtype == "uint8" end
 
-  -- The mesh of two operands, at least one a DTensor, and the two as DTensors on it (a plain
-  -- one taken as replicated where the dispatcher would take it, else its error); errors at
-  -- the caller's caller.
-  local function common_mesh(name, a, b)
-    local mesh = (dt.is_dtensor(a) and a or b).device_mesh
-    if not dt.is_dtensor(a) then a = dt._replicated(name, "argument 1", a, mesh) end
-    if not dt.is_dtensor(b) then b = dt._replicated(name, "argument 2", b, mesh) end
-    dt._check_same_mesh(name, a.device_mesh, b.device_mesh, 3)
-    return a.device_mesh, a, b
-  end
+-- The mesh of two operands, at least one a DTensor, and the two as DTensors on it (a plain
+-- one taken as replicated where the dispatcher would take it, else its error); errors at
+-- the caller's caller.
+local function common_mesh(name, a, b)
+  local mesh = (core.is_dtensor(a) and a or b).device_mesh
+  if not core.is_dtensor(a) then a = dispatch._replicated(name, "argument 1", a, mesh) end
+  if not core.is_dtensor(b) then b = dispatch._replicated(name, "argument 2", b, mesh) end
+  dispatch._check_same_mesh(name, a.device_mesh, b.device_mesh, 3)
+  return a.device_mesh, a, b
+end
 
-  local plain_embedding = F.embedding
-  function F.embedding(ids, weight)
-    if not (dt.is_dtensor(ids) or dt.is_dtensor(weight)) then return (plain_embedding(ids, weight)) end
-    local mesh
-    mesh, ids, weight = common_mesh("embedding", ids, weight)
-    local wsize = weight:size()
-    if #wsize ~= 2 then error("embedding: weight must be 2-d [vocab, dim], got " .. #wsize .. "-d", 2) end
-    local dec = dt._decide("embedding", "", {ids, weight}, function()
-      local wt, it, out, rowwise = {}, {}, {}, false
-      local nd = #ids:size()
-      for m = 1, mesh.ndim do
-        local wp, ip = weight.placements[m], ids.placements[m]
-        if wp:is_shard() then
-          wt[m], it[m] = wp, dt.Replicate()
-          if wp.dim == 1 then out[m], rowwise = dt.Partial("sum"), true else out[m] = dt.Shard(nd + 1) end
-        else
-          wt[m] = dt.Replicate()
-          it[m] = ip:is_shard() and ip or dt.Replicate()
-          out[m] = it[m]
-        end
-      end
-      -- every rank of the world holds every id: the range check needs no collective
-      local all_here = mesh:size() == dt.world_size()
-      for m = 1, mesh.ndim do all_here = all_here and not it[m]:is_shard() end
-      return {inputs = {it, wt}, outputs = {out}, wt = wt, it = it, out = out, rowwise = rowwise, all_here = all_here}
-    end)
-    local wt, it, out, rowwise = dec.wt, dec.it, dec.out, dec.rowwise
-    local shape = ids:size()
-    shape[#shape + 1] = wsize[2]
-    if not integer_dtype(ids.dtype) then
-      error("embedding: ids must be an integer tensor, got " .. ids.dtype, 2)
-    end
-    local w2, i2 = weight:redistribute(wt), ids:redistribute(it)
-    local bad = out_of_range(mesh:get_coordinate() and i2:to_local() or nil, wsize[1], dec.all_here)
-    if bad then
-      error(string.format("embedding: id %d out of range for vocab size %d (ids are 1-based: 1..%d)", bad, wsize[1], wsize[1]), 2)
-    end
-    if not mesh:get_coordinate() then return dt.from_local(dt.empty(0, {dtype = weight.dtype}), mesh, out, {shape = shape}) end
-    local wl, il = w2:to_local(), i2:to_local()
-    local y
-    if rowwise then
-      local start, len = 0, wl:size(1)
-      for _, b in ipairs(dt._dtensor_shards(w2)) do
-        if b.rank == dt.rank() then start = b.offset[1] end
-      end
-      local shifted = il - start
-      local outside = (shifted:lt(1):long() + shifted:gt(len):long()):gt(0)
-      if len == 0 then
-        local ls = il:size()
-        ls[#ls + 1] = wl:size(2)
-        y = dt.zeros(ls, {dtype = wl.dtype})
+local plain_embedding = plain_F.embedding
+function functional.embedding(ids, weight)
+  if not (core.is_dtensor(ids) or core.is_dtensor(weight)) then return (plain_embedding(ids, weight)) end
+  local mesh
+  mesh, ids, weight = common_mesh("embedding", ids, weight)
+  local wsize = weight:size()
+  if #wsize ~= 2 then error("embedding: weight must be 2-d [vocab, dim], got " .. #wsize .. "-d", 2) end
+  local dec = dispatch._decide("embedding", "", {ids, weight}, function()
+    local wt, it, out, rowwise = {}, {}, {}, false
+    local nd = #ids:size()
+    for m = 1, mesh.ndim do
+      local wp, ip = weight.placements[m], ids.placements[m]
+      if wp:is_shard() then
+        wt[m], it[m] = wp, core.Replicate()
+        if wp.dim == 1 then out[m], rowwise = core.Partial("sum"), true else out[m] = core.Shard(nd + 1) end
       else
-        y = dt.where(outside:unsqueeze(-1), 0, plain_embedding(dt.where(outside, 1, shifted), wl))
+        wt[m] = core.Replicate()
+        it[m] = ip:is_shard() and ip or core.Replicate()
+        out[m] = it[m]
       end
+    end
+    -- every rank of the world holds every id: the range check needs no collective
+    local all_here = mesh:size() == core.world_size()
+    for m = 1, mesh.ndim do all_here = all_here and not it[m]:is_shard() end
+    return {inputs = {it, wt}, outputs = {out}, wt = wt, it = it, out = out, rowwise = rowwise, all_here = all_here}
+  end)
+  local wt, it, out, rowwise = dec.wt, dec.it, dec.out, dec.rowwise
+  local shape = ids:size()
+  shape[#shape + 1] = wsize[2]
+  if not integer_dtype(ids.dtype) then
+    error("embedding: ids must be an integer tensor, got " .. ids.dtype, 2)
+  end
+  local w2, i2 = weight:redistribute(wt), ids:redistribute(it)
+  local bad = out_of_range(mesh:get_coordinate() and i2:to_local() or nil, wsize[1], dec.all_here)
+  if bad then
+    error(string.format("embedding: id %d out of range for vocab size %d (ids are 1-based: 1..%d)", bad, wsize[1], wsize[1]), 2)
+  end
+  if not mesh:get_coordinate() then return core.from_local(core.empty(0, {dtype = weight.dtype}), mesh, out, {shape = shape}) end
+  local wl, il = w2:to_local(), i2:to_local()
+  local y
+  if rowwise then
+    local start, len = 0, wl:size(1)
+    for _, b in ipairs(core._dtensor_shards(w2)) do
+      if b.rank == core.rank() then start = b.offset[1] end
+    end
+    local shifted = il - start
+    local outside = (shifted:lt(1):long() + shifted:gt(len):long()):gt(0)
+    if len == 0 then
+      local ls = il:size()
+      ls[#ls + 1] = wl:size(2)
+      y = core.zeros(ls, {dtype = wl.dtype})
     else
-      y = plain_embedding(il, wl)
+      y = core.where(outside:unsqueeze(-1), 0, plain_embedding(core.where(outside, 1, shifted), wl))
     end
-    return dt.from_local(y, mesh, out, {shape = shape})
+  else
+    y = plain_embedding(il, wl)
   end
+  return core.from_local(y, mesh, out, {shape = shape})
+end
 
-  -- ---- cross_entropy on DTensor logits: batch/spatial shardings pass through (the target
-  -- follows); a class-sharded dim (loss parallel) is never gathered: the max, the sum of
-  -- exponentials and the target's logit are reduced across the class shards (Partial(max),
-  -- Partial(sum)), each rank reading only its own classes. ----
-  local plain_ce = F.cross_entropy
-  local function rebuild(x, mesh, placements, shape)
-    return dt.from_local(x, mesh, placements, {shape = shape})
+-- ---- cross_entropy on DTensor logits: batch/spatial shardings pass through (the target
+-- follows); a class-sharded dim (loss parallel) is never gathered: the max, the sum of
+-- exponentials and the target's logit are reduced across the class shards (Partial(max),
+-- Partial(sum)), each rank reading only its own classes. ----
+local plain_ce = plain_F.cross_entropy
+local function rebuild(x, mesh, placements, shape)
+  return core.from_local(x, mesh, placements, {shape = shape})
+end
+-- plain cross_entropy's argument checks, on the options and the global metadata: every
+-- rank raises them before any collective.  Returns ignore_index and the reduction.
+local ce_options = {ignore_index = true, reduction = true}
+local function ce_args(logits, target, opts)
+  if opts ~= nil and (type(opts) ~= "table" or core.is_tensor(opts)) then
+    error("cross_entropy: options must be a table, got " .. type(opts), 3)
   end
-  -- plain cross_entropy's argument checks, on the options and the global metadata: every
-  -- rank raises them before any collective.  Returns ignore_index and the reduction.
-  local ce_options = {ignore_index = true, reduction = true}
-  local function ce_args(logits, target, opts)
-    if opts ~= nil and (type(opts) ~= "table" or dt.is_tensor(opts)) then
-      error("cross_entropy: options must be a table, got " .. type(opts), 3)
-    end
-    opts = opts or {}
-    for k in pairs(opts) do
-      if not ce_options[k] then error("cross_entropy: unknown option '" .. tostring(k) .. "'", 3) end
-    end
-    local ignore, reduction = opts.ignore_index, opts.reduction or "mean"
-    if ignore == nil then ignore = -100 end
-    if math.type(ignore) ~= "integer" then error("cross_entropy: ignore_index must be an integer, got " .. tostring(ignore), 3) end
-    if reduction ~= "none" and reduction ~= "mean" and reduction ~= "sum" then
-      error('cross_entropy: reduction must be "none", "mean" or "sum", got "' .. tostring(reduction) .. '"', 3)
-    end
-    if not logits.dtype:match("float") then error("cross_entropy: logits must be a floating-point tensor, got " .. logits.dtype, 3) end
-    if not integer_dtype(target.dtype) then error("cross_entropy: targets must be an integer tensor, got " .. target.dtype, 3) end
-    local xs, ts = logits:size(), target:size()
-    if #xs == 0 then error("cross_entropy: logits must have at least 1 dim, got a 0-d tensor", 3) end
-    local ok = #ts == (#xs == 1 and 0 or #xs - 1)
-    if ok and #xs >= 2 then
-      ok = ts[1] == xs[1]
-      for d = 3, #xs do ok = ok and ts[d - 1] == xs[d] end
-    end
-    if not ok then
-      error("cross_entropy: target shape {" .. table.concat(ts, ",") .. "} does not match logits {" .. table.concat(xs, ",") ..
-            "} (expected logits [n, classes, ...] and target [n, ...])", 3)
-    end
-    return ignore, reduction
+  opts = opts or {}
+  for k in pairs(opts) do
+    if not ce_options[k] then error("cross_entropy: unknown option '" .. tostring(k) .. "'", 3) end
   end
+  local ignore, reduction = opts.ignore_index, opts.reduction or "mean"
+  if ignore == nil then ignore = -100 end
+  if math.type(ignore) ~= "integer" then error("cross_entropy: ignore_index must be an integer, got " .. tostring(ignore), 3) end
+  if reduction ~= "none" and reduction ~= "mean" and reduction ~= "sum" then
+    error('cross_entropy: reduction must be "none", "mean" or "sum", got "' .. tostring(reduction) .. '"', 3)
+  end
+  if not logits.dtype:match("float") then error("cross_entropy: logits must be a floating-point tensor, got " .. logits.dtype, 3) end
+  if not integer_dtype(target.dtype) then error("cross_entropy: targets must be an integer tensor, got " .. target.dtype, 3) end
+  local xs, ts = logits:size(), target:size()
+  if #xs == 0 then error("cross_entropy: logits must have at least 1 dim, got a 0-d tensor", 3) end
+  local ok = #ts == (#xs == 1 and 0 or #xs - 1)
+  if ok and #xs >= 2 then
+    ok = ts[1] == xs[1]
+    for d = 3, #xs do ok = ok and ts[d - 1] == xs[d] end
+  end
+  if not ok then
+    error("cross_entropy: target shape {" .. table.concat(ts, ",") .. "} does not match logits {" .. table.concat(xs, ",") ..
+          "} (expected logits [n, classes, ...] and target [n, ...])", 3)
+  end
+  return ignore, reduction
+end
 
-  -- plain cross_entropy's error for a target outside 1..classes (ignore_index excepted), on
-  -- every rank; t2: the target as redistributed, all_here: every rank holds all of it
-  local function check_targets(t2, mesh, classes, ignore, all_here)
-    local tl
+-- plain cross_entropy's error for a target outside 1..classes (ignore_index excepted), on
+-- every rank; t2: the target as redistributed, all_here: every rank holds all of it
+local function check_targets(t2, mesh, classes, ignore, all_here)
+  local tl
+  if mesh:get_coordinate() then
+    tl = t2:to_local()
+    tl = core.where(tl:eq(ignore), 1, tl)
+  end
+  local bad = out_of_range(tl, classes, all_here)
+  if bad then
+    error(string.format("cross_entropy: target %d out of range for %d classes (targets are 1-based: 1..%d)", bad,
+                        classes, classes), 3)
+  end
+end
+
+function functional.cross_entropy(logits, target, opts)
+  if not (core.is_dtensor(logits) or core.is_dtensor(target)) then return (plain_ce(logits, target, opts)) end
+  local mesh
+  mesh, logits, target = common_mesh("cross_entropy", logits, target)
+  local ignore, reduction = ce_args(logits, target, opts)
+  local shape = logits:size()
+  local cdim = #shape == 1 and 1 or 2
+  -- the placements: logits/target targets, the per-sample loss's, and those of the
+  -- class-reduced partial results (loss parallel)
+  local dec = dispatch._decide("cross_entropy", "", {logits, target}, function()
+    local lp, tp, batch, class = {}, {}, {}, false
+    for m = 1, mesh.ndim do
+      local p = logits.placements[m]
+      if p:is_shard() and p.dim == cdim then
+        lp[m], tp[m], batch[m], class = p, core.Replicate(), core.Replicate(), true
+      elseif p:is_shard() then
+        lp[m], tp[m], batch[m] = p, core.Shard(p.dim < cdim and p.dim or p.dim - 1), core.Shard(p.dim < cdim and p.dim or p.dim - 1)
+      else
+        lp[m], tp[m], batch[m] = core.Replicate(), core.Replicate(), core.Replicate()
+      end
+    end
+    local all_here = mesh:size() == core.world_size()
+    for m = 1, mesh.ndim do all_here = all_here and not tp[m]:is_shard() end
+    if not class then return {inputs = {lp, tp}, outputs = {batch}, lp = lp, tp = tp, batch = batch, all_here = all_here} end
+    local maxp, sump = {}, {}
+    for m = 1, mesh.ndim do
+      local classdim = lp[m]:is_shard() and lp[m].dim == cdim
+      maxp[m] = classdim and core.Partial("max") or batch[m]
+      sump[m] = classdim and core.Partial("sum") or batch[m]
+      if batch[m]:is_shard() and batch[m].dim >= cdim then -- kshape keeps the class dim
+        maxp[m] = classdim and maxp[m] or core.Shard(batch[m].dim + 1)
+        sump[m] = classdim and sump[m] or core.Shard(batch[m].dim + 1)
+      end
+    end
+    local kplace = {}
+    for m = 1, mesh.ndim do kplace[m] = (maxp[m]:is_partial()) and core.Replicate() or maxp[m] end
+    return {inputs = {lp, tp}, outputs = {batch}, lp = lp, tp = tp, batch = batch, class = true, maxp = maxp,
+            sump = sump, kplace = kplace, all_here = all_here}
+  end)
+  local lp, tp, batch, class = dec.lp, dec.tp, dec.batch, dec.class
+  local l2, t2 = logits:redistribute(lp), target:redistribute(tp)
+  check_targets(t2, mesh, shape[cdim], ignore, dec.all_here)
+  if not class then -- plain per-element losses on the shards, then the reduction as DTensor ops
+    local tshape = target:size()
+    local per
     if mesh:get_coordinate() then
-      tl = t2:to_local()
-      tl = dt.where(tl:eq(ignore), 1, tl)
-    end
-    local bad = out_of_range(tl, classes, all_here)
-    if bad then
-      error(string.format("cross_entropy: target %d out of range for %d classes (targets are 1-based: 1..%d)", bad,
-                          classes, classes), 3)
-    end
-  end
-
-  function F.cross_entropy(logits, target, opts)
-    if not (dt.is_dtensor(logits) or dt.is_dtensor(target)) then return (plain_ce(logits, target, opts)) end
-    local mesh
-    mesh, logits, target = common_mesh("cross_entropy", logits, target)
-    local ignore, reduction = ce_args(logits, target, opts)
-    local shape = logits:size()
-    local cdim = #shape == 1 and 1 or 2
-    -- the placements: logits/target targets, the per-sample loss's, and those of the
-    -- class-reduced partial results (loss parallel)
-    local dec = dt._decide("cross_entropy", "", {logits, target}, function()
-      local lp, tp, batch, class = {}, {}, {}, false
-      for m = 1, mesh.ndim do
-        local p = logits.placements[m]
-        if p:is_shard() and p.dim == cdim then
-          lp[m], tp[m], batch[m], class = p, dt.Replicate(), dt.Replicate(), true
-        elseif p:is_shard() then
-          lp[m], tp[m], batch[m] = p, dt.Shard(p.dim < cdim and p.dim or p.dim - 1), dt.Shard(p.dim < cdim and p.dim or p.dim - 1)
-        else
-          lp[m], tp[m], batch[m] = dt.Replicate(), dt.Replicate(), dt.Replicate()
-        end
-      end
-      local all_here = mesh:size() == dt.world_size()
-      for m = 1, mesh.ndim do all_here = all_here and not tp[m]:is_shard() end
-      if not class then return {inputs = {lp, tp}, outputs = {batch}, lp = lp, tp = tp, batch = batch, all_here = all_here} end
-      local maxp, sump = {}, {}
-      for m = 1, mesh.ndim do
-        local classdim = lp[m]:is_shard() and lp[m].dim == cdim
-        maxp[m] = classdim and dt.Partial("max") or batch[m]
-        sump[m] = classdim and dt.Partial("sum") or batch[m]
-        if batch[m]:is_shard() and batch[m].dim >= cdim then -- kshape keeps the class dim
-          maxp[m] = classdim and maxp[m] or dt.Shard(batch[m].dim + 1)
-          sump[m] = classdim and sump[m] or dt.Shard(batch[m].dim + 1)
-        end
-      end
-      local kplace = {}
-      for m = 1, mesh.ndim do kplace[m] = (maxp[m]:is_partial()) and dt.Replicate() or maxp[m] end
-      return {inputs = {lp, tp}, outputs = {batch}, lp = lp, tp = tp, batch = batch, class = true, maxp = maxp,
-              sump = sump, kplace = kplace, all_here = all_here}
-    end)
-    local lp, tp, batch, class = dec.lp, dec.tp, dec.batch, dec.class
-    local l2, t2 = logits:redistribute(lp), target:redistribute(tp)
-    check_targets(t2, mesh, shape[cdim], ignore, dec.all_here)
-    if not class then -- plain per-element losses on the shards, then the reduction as DTensor ops
-      local tshape = target:size()
-      local per
-      if mesh:get_coordinate() then
-        per = plain_ce(l2:to_local(), t2:to_local(), {ignore_index = ignore, reduction = "none"})
-      else
-        per = dt.empty(0, {dtype = logits.dtype})
-      end
-      local loss = rebuild(per, mesh, batch, tshape)
-      if reduction == "none" then return loss end
-      if reduction == "sum" then return loss:sum() end
-      return loss:sum() / t2:ne(ignore):sum()
-    end
-    local kshape = {}
-    for d = 1, #shape do kshape[d] = d == cdim and 1 or shape[d] end
-    local maxp, sump, kplace = dec.maxp, dec.sump, dec.kplace
-    local on = mesh:get_coordinate() ~= nil
-    local lx, tx = l2:to_local(), t2:to_local()
-    local start, len = 0, on and lx:size(cdim) or 0
-    if on then
-      for _, b in ipairs(dt._dtensor_shards(l2)) do
-        if b.rank == dt.rank() then start = b.offset[cdim] end
-      end
-    end
-    local function local_keep(fill) -- a local [.., 1, ..] tensor of fill (empty class shard)
-      local ls = on and lx:size() or {0}
-      if on then ls[cdim] = 1 end
-      return dt.full(ls, fill, {dtype = logits.dtype})
-    end
-    local mx = (on and len > 0) and lx:amax(cdim, true) or local_keep(-math.huge)
-    local gmax = rebuild(mx, mesh, maxp, kshape):redistribute(kplace):to_local()
-    local se = (on and len > 0) and (lx - gmax):exp():sum(cdim, true) or local_keep(0)
-    local gse = rebuild(se, mesh, sump, kshape):redistribute(kplace):to_local()
-    local picked
-    if on and len > 0 then
-      local tk = (#shape == 1) and tx:reshape(1) or tx:unsqueeze(cdim)
-      local classes = dt.arange(start + 1, start + len + 1):to(tx.dtype)
-      if #shape > 1 then
-        local cs = {}
-        for d = 1, #shape do cs[d] = d == cdim and len or 1 end
-        classes = classes:reshape(cs)
-      end
-      picked = (lx * classes:eq(tk):to(lx.dtype)):sum(cdim, true)
+      per = plain_ce(l2:to_local(), t2:to_local(), {ignore_index = ignore, reduction = "none"})
     else
-      picked = local_keep(0)
+      per = core.empty(0, {dtype = logits.dtype})
     end
-    local gp = rebuild(picked, mesh, sump, kshape):redistribute(kplace):to_local()
-    local per = dt.empty(0, {dtype = logits.dtype}) -- off-mesh
-    if on then
-      per = gse:log() + gmax - gp
-      per = (#shape == 1) and per:reshape({}) or per:squeeze(cdim)
-      per = dt.where(tx:eq(ignore), 0, per)
-    end
-    local loss = rebuild(per, mesh, batch, target:size())
+    local loss = rebuild(per, mesh, batch, tshape)
     if reduction == "none" then return loss end
     if reduction == "sum" then return loss:sum() end
     return loss:sum() / t2:ne(ignore):sum()
   end
-
+  local kshape = {}
+  for d = 1, #shape do kshape[d] = d == cdim and 1 or shape[d] end
+  local maxp, sump, kplace = dec.maxp, dec.sump, dec.kplace
+  local on = mesh:get_coordinate() ~= nil
+  local lx, tx = l2:to_local(), t2:to_local()
+  local start, len = 0, on and lx:size(cdim) or 0
+  if on then
+    for _, b in ipairs(core._dtensor_shards(l2)) do
+      if b.rank == core.rank() then start = b.offset[cdim] end
+    end
+  end
+  local function local_keep(fill) -- a local [.., 1, ..] tensor of fill (empty class shard)
+    local ls = on and lx:size() or {0}
+    if on then ls[cdim] = 1 end
+    return core.full(ls, fill, {dtype = logits.dtype})
+  end
+  local mx = (on and len > 0) and lx:amax(cdim, true) or local_keep(-math.huge)
+  local gmax = rebuild(mx, mesh, maxp, kshape):redistribute(kplace):to_local()
+  local se = (on and len > 0) and (lx - gmax):exp():sum(cdim, true) or local_keep(0)
+  local gse = rebuild(se, mesh, sump, kshape):redistribute(kplace):to_local()
+  local picked
+  if on and len > 0 then
+    local tk = (#shape == 1) and tx:reshape(1) or tx:unsqueeze(cdim)
+    local classes = core.arange(start + 1, start + len + 1):to(tx.dtype)
+    if #shape > 1 then
+      local cs = {}
+      for d = 1, #shape do cs[d] = d == cdim and len or 1 end
+      classes = classes:reshape(cs)
+    end
+    picked = (lx * classes:eq(tk):to(lx.dtype)):sum(cdim, true)
+  else
+    picked = local_keep(0)
+  end
+  local gp = rebuild(picked, mesh, sump, kshape):redistribute(kplace):to_local()
+  local per = core.empty(0, {dtype = logits.dtype}) -- off-mesh
+  if on then
+    per = gse:log() + gmax - gp
+    per = (#shape == 1) and per:reshape({}) or per:squeeze(cdim)
+    per = core.where(tx:eq(ignore), 0, per)
+  end
+  local loss = rebuild(per, mesh, batch, target:size())
+  if reduction == "none" then return loss end
+  if reduction == "sum" then return loss:sum() end
+  return loss:sum() / t2:ne(ignore):sum()
 end
+
+return {functional = functional}

@@ -1,7 +1,40 @@
--- The dtensor module: the C core plus what is best written in Lua.
+-- The dtensor module: the C core plus what is best written in Lua, composed here.
+--
+-- How the Lua library is put together:
+--   * dtensor.core (the C bindings) is never written: dt starts as a copy of it, and
+--     dt.nn.functional (dt.F) as a copy of dtensor.nn.functional, the plain nn functions.
+--   * Every other module returns a table and writes nowhere when required.  Its fields say
+--     where its functions go:
+--       module     = {name = fn}  -> dt.name
+--       methods    = {name = fn}  -> dt.Tensor.name (the C core's method table, which
+--                                    tensors read: the one table shared with the core)
+--       functional = {name = fn}  -> dt.nn.functional.name
+--       with_dt    = {name = fn}  -> dt.name, called as fn(dt, ...): it reads the composed dt
+--     Any other field is a helper for this file (dispatch.load_plugins).  A module takes
+--     the C functions it wraps from dtensor.core, and what it builds on from the modules it
+--     requires; so every module is required below before anything is installed, and the
+--     methods it captures from dt.Tensor are C's.
+--   * This file is the only writer of dt, dt.Tensor and dt.nn.functional.  It installs the
+--     modules in the order below; a module may replace a core function, never another
+--     module's.  The DTLUA_PLUGINS, which may extend dt, are loaded last.
 local core = require "dtensor.core"
+local functional = require "dtensor.nn.functional" -- plain nn functions over tensors
+local factories = require "dtensor.dtensor" -- DTensor factories on a mesh, visualize_sharding
+local dispatch = require "dtensor.dispatch" -- decisions, register_sharding/register_op, explain
+local dtensor_ops = require "dtensor.dtensor_ops" -- item/equal/allclose, *_like on DTensors
+local dtensor_nn = require "dtensor.dtensor_nn" -- F.embedding, F.cross_entropy on DTensors
+local MODULES = { -- installed in this order
+  {"dtensor.dtensor", factories}, {"dtensor.dispatch", dispatch},
+  {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn},
+}
 
-local dt = core
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+local dt = copy(core)
 
 -- dtype constants: dt.float32 == "float32", usable wherever a dtype is expected
 for _, name in ipairs {"float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool"} do
@@ -9,14 +42,31 @@ for _, name in ipairs {"float32", "float64", "bfloat16", "float16", "int64", "in
 end
 dt.float, dt.double, dt.half, dt.long, dt.int = "float32", "float64", "float16", "int64", "int32"
 
-dt.nn = dt.nn or {}
-dt.nn.functional = require "dtensor.nn.functional"
+dt.nn = {functional = copy(functional)}
 dt.F = dt.nn.functional
 
-require "dtensor.dtensor"(dt) -- DTensor factories on a mesh, visualize_sharding
-require "dtensor.dtensor_ops"(dt) -- item/equal, *_like, cat/stack on DTensors
-require "dtensor.dtensor_nn"(dt) -- F.embedding, F.cross_entropy on DTensors
-require "dtensor.dispatch"(dt) -- register_sharding/register_op, explain; DTLUA_PLUGINS last
+-- the table each field of a module's table goes into
+local targets = {module = dt, methods = dt.Tensor, functional = dt.nn.functional, with_dt = dt}
+local FIELDS = {"module", "methods", "functional", "with_dt"} -- a fixed order
+local owner = {module = {}, methods = {}, functional = {}} -- target -> name -> the module that installed it
+owner.with_dt = owner.module -- with_dt names are dt names too
+
+local function bind(fn) return function(...) return fn(dt, ...) end end
+
+local function install(name, provided)
+  for _, field in ipairs(FIELDS) do
+    for key, fn in pairs(provided[field] or {}) do
+      local before = owner[field][key]
+      if before then error(name .. ": " .. field .. "." .. key .. " is already installed by " .. before, 0) end
+      owner[field][key] = name
+      targets[field][key] = field == "with_dt" and bind(fn) or fn
+    end
+  end
+end
+
+for _, m in ipairs(MODULES) do install(m[1], m[2]) end
 
 dt._VERSION = "dtlua 0.1.0"
+
+dispatch.load_plugins(dt) -- last: plugins may extend dt
 return dt
