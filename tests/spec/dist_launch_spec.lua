@@ -397,7 +397,9 @@ do
       assert.are_not.equal(0, rc)
       assert.are.equal(1, count(out, "dtlua: rank 2: (command line):1: all_reduce: unknown reduce op 'bogus'"))
       assert.matches("stack traceback:", out, 1, true)
-      assert.matches("MPI_ABORT", out, 1, true)
+      -- Open MPI prints its MPI_ABORT notice through its help system, which under load sometimes
+      -- fails with "ORTE_ERROR_LOG: ... show_help.c" instead: both come from MPI_Abort
+      assert(out:find("MPI_ABORT", 1, true) or out:find("show_help.c", 1, true), "MPI_Abort's notice: " .. out)
     end)
 
     local mismatch = "local D = dt.distributed if dt.rank() == 0 then D.all_reduce(dt.ones(4)) " ..
