@@ -2,7 +2,7 @@
  * rows (op_list.h) name one each; the distributed layer maps each to its rule function. */
 DT_SHARDING(LOCAL_ONLY, "local_only") /* never dispatched on DTensors */
 DT_SHARDING(POINTWISE, "pointwise")
-DT_SHARDING(MATMUL, "matmul")
+DT_SHARDING(LINALG, "linalg") /* matmul mm bmm addmm */
 DT_SHARDING(REDUCE, "reduce")
 DT_SHARDING(VIEW, "view")
 DT_SHARDING(NN, "nn")

@@ -39,7 +39,7 @@ dt_strategy dt_rule_strategy(const dt_rule_args *r) {
 static const dt_rule_fn family_rules[] = {
     [DT_SHARDING_LOCAL_ONLY] = NULL,
     [DT_SHARDING_POINTWISE] = dt_rule_pointwise,
-    [DT_SHARDING_MATMUL] = dt_rule_matmul,
+    [DT_SHARDING_LINALG] = dt_rule_linalg,
     [DT_SHARDING_REDUCE] = dt_rule_reduce,
     [DT_SHARDING_VIEW] = dt_rule_view,
     [DT_SHARDING_NN] = dt_rule_nn,

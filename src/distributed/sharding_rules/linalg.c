@@ -93,7 +93,7 @@ static int apply(const dt_rule_args *r, const einsum *e, int choice, int m, dt_s
   return 1; /* replicated */
 }
 
-int dt_rule_matmul(const dt_rule_args *r, dt_strategy *s, int *n) {
+int dt_rule_linalg(const dt_rule_args *r, dt_strategy *s, int *n) {
   einsum e;
   build(r, &e);
   int nchoice = e.nlab + e.nop + 1, total = 1;

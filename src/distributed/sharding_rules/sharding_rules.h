@@ -37,7 +37,7 @@ dt_rule_fn dt_rule_of_family(dt_sharding_family f);
 dt_rule_fn dt_rule_for(dt_op_id op);
 
 int dt_rule_pointwise(const dt_rule_args *r, dt_strategy *s, int *n);
-int dt_rule_matmul(const dt_rule_args *r, dt_strategy *s, int *n);
+int dt_rule_linalg(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_nn(const dt_rule_args *r, dt_strategy *s, int *n);
