@@ -22,6 +22,7 @@
 #define DT_ARG_WHERE_A_INT (1 << 21) /* where: scalar a (in[1] == NULL) is an integer, in ints[0] */
 #define DT_ARG_WHERE_B_INT (1 << 22) /* where: scalar b (in[2] == NULL) is an integer, in ints[1] */
 #define DT_ARG_GELU_TANH 1           /* gelu: tanh approximation */
+#define DT_ARG_EQUAL_NAN 1           /* allclose: NaN is close to NaN */
 
 typedef struct dt_op_args {
   dt_op_id op;          /* the op, set by the local op (and by callers of a shape rule) */

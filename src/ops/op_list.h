@@ -65,6 +65,8 @@ DT_OP(GE, ge, compare, 1, 0, POINTWISE, NULL, "ge(Tensor a, Tensor|scalar b) -> 
 DT_OP(ADD_, add_, inplace, 1, DT_OPF_INPLACE, POINTWISE, NULL, "add_(Tensor self, Tensor|scalar b, scalar alpha) -> self")
 DT_OP(MUL_, mul_, inplace, 1, DT_OPF_INPLACE, POINTWISE, NULL, "mul_(Tensor self, Tensor|scalar b) -> self")
 DT_OP(MASKED_FILL, masked_fill, masked_fill, 1, 0, POINTWISE, NULL, "masked_fill(Tensor x, Tensor(bool) mask (broadcast to x), scalar[0] value; DT_ARG_SCALAR_INT: exact in ints[0]) -> Tensor")
+DT_OP(EQUAL, equal, compare_all, 1, 0, LOCAL_ONLY, NULL, "equal(Tensor a, Tensor b) -> Tensor(bool) 0-d: the same shape and values (after promotion; NaN unequal)")
+DT_OP(ALLCLOSE, allclose, compare_all, 1, 0, LOCAL_ONLY, NULL, "allclose(Tensor a, Tensor b, scalar[0] rtol, scalar[1] atol; flags DT_ARG_EQUAL_NAN) -> Tensor(bool) 0-d: every |a - b| <= atol + rtol |b|, broadcast")
 DT_OP(WHERE, where, where, 1, 0, POINTWISE, NULL, "where(Tensor cond (bool), Tensor|scalar a, Tensor|scalar b; a NULL in[1]/in[2] is scalar[0]/scalar[1], ints[0]/ints[1] with DT_ARG_WHERE_A_INT/B_INT) -> Tensor")
 
 /* ---- reductions (ints = dims to reduce, or DT_ARG_ALL_DIMS) ---- */

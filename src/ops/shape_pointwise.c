@@ -95,6 +95,16 @@ int dt_shape_masked_fill(const dt_op_args *a, dt_meta *out) {
   return DT_OK;
 }
 
+/* equal/allclose: one answer, a 0-d bool (their DTensor forms are composed in Lua, agreed
+ * over the world); allclose checks its tolerances and broadcasts (the kernel). */
+int dt_shape_compare_all(const dt_op_args *a, dt_meta *out) {
+  if (need_inputs(a, 2) != DT_OK) return DT_ERR;
+  if (a->op == DT_OP_ALLCLOSE && (!(a->scalar[0] >= 0) || !(a->scalar[1] >= 0)))
+    return dt_error("allclose: rtol and atol must be non-negative, got rtol=%g, atol=%g", a->scalar[0], a->scalar[1]);
+  *out = (dt_meta){.dtype = DT_BOOL, .ndim = 0};
+  return DT_OK;
+}
+
 /* ---- binary ---- */
 /* Output shape and the checks every binary op shares; rt is the common dtype.  Comparisons
  * compute in int64, so any integer is fine there. */

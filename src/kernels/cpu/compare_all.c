@@ -1,6 +1,7 @@
-/* equal and allclose over dt_iter: each run folds its verdict into ctx->ok. */
-#include "kernels/cpu/compare_all.h"
+/* equal and allclose over dt_iter: each run folds its verdict into ctx->ok; the answer is a
+ * 0-d bool tensor (the shape rule checked the arguments). */
 #include "base/error.h"
+#include "kernels/cpu/kernel_table.h"
 #include "tensor/iter.h"
 
 #include <math.h>
@@ -55,31 +56,26 @@ static int compare(const dt_tensor *a, const dt_tensor *b, int ndim, const int64
   return DT_OK;
 }
 
-static int check_devices(const dt_tensor *a, const dt_tensor *b, const char *op) {
-  if (dt_tensor_device(a) != DT_CPU || dt_tensor_device(b) != DT_CPU)
-    return dt_error("%s: only CPU tensors are supported", op);
-  return DT_OK;
-}
+static void answer(dt_tensor *out, int ok) { *(unsigned char *)dt_tensor_data(out) = (unsigned char)(ok != 0); }
 
-int dt_cpu_equal(const dt_tensor *a, const dt_tensor *b, int *result) {
-  if (check_devices(a, b, "equal") != DT_OK) return DT_ERR;
-  *result = 0;
-  if (!dt_same_shape(a, b)) return DT_OK;
+/* same shape and equal values (compared after promotion; NaN is unequal) */
+int dt_cpu_equal(const dt_op_args *a, dt_tensor **out) {
+  const dt_tensor *x = a->in[0], *y = a->in[1];
   cmp_ctx c = {0};
-  if (compare(a, b, a->ndim, a->shape, &c, "equal") != DT_OK) return DT_ERR;
-  *result = c.ok;
+  if (dt_same_shape(x, y) && compare(x, y, x->ndim, x->shape, &c, a->name) != DT_OK) return DT_ERR;
+  answer(out[0], dt_same_shape(x, y) && c.ok);
   return DT_OK;
 }
 
-int dt_cpu_allclose(const dt_tensor *a, const dt_tensor *b, double rtol, double atol, int equal_nan, int *result) {
-  if (check_devices(a, b, "allclose") != DT_OK) return DT_ERR;
-  if (!(rtol >= 0) || !(atol >= 0))
-    return dt_error("allclose: rtol and atol must be non-negative, got rtol=%g, atol=%g", rtol, atol);
+/* every |x - y| <= atol + rtol * |y| (broadcast; equal infinities are close; NaN is close to
+ * nothing unless equal_nan) */
+int dt_cpu_allclose(const dt_op_args *a, dt_tensor **out) {
+  const dt_tensor *x = a->in[0], *y = a->in[1];
   int ndim;
   int64_t shape[DT_MAX_DIMS];
-  if (dt_broadcast_shapes("allclose", a->ndim, a->shape, b->ndim, b->shape, &ndim, shape) != DT_OK) return DT_ERR;
-  cmp_ctx c = {.rtol = rtol, .atol = atol, .equal_nan = equal_nan, .close = 1};
-  if (compare(a, b, ndim, shape, &c, "allclose") != DT_OK) return DT_ERR;
-  *result = c.ok;
+  if (dt_broadcast_shapes(a->name, x->ndim, x->shape, y->ndim, y->shape, &ndim, shape) != DT_OK) return DT_ERR;
+  cmp_ctx c = {.rtol = a->scalar[0], .atol = a->scalar[1], .equal_nan = a->flags & DT_ARG_EQUAL_NAN, .close = 1};
+  if (compare(x, y, ndim, shape, &c, a->name) != DT_OK) return DT_ERR;
+  answer(out[0], c.ok);
   return DT_OK;
 }

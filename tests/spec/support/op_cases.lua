@@ -569,6 +569,51 @@ ops.masked_fill = {
   end,
 }
 
+-- whole-tensor answers (a Lua boolean, here as a 0-d 0/1 tensor); on DTensors dt.equal and
+-- dt.allclose are composed in Lua and agree the answer over the world (dtensor_compare_spec)
+local function compare_all(method, fn)
+  return {
+    family = "compare", exact = true, tol = 0,
+    dist = false, dist_reason = "a Lua boolean; DTensors: dt.equal/dt.allclose agree it over the world",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 5 do
+        local shape = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+        local a = t_of(rng, shape)
+        local b = a:clone()
+        if i == 2 and a:numel() > 0 then b = b + (rng.int(1, 4) / 4) end -- differs (by >= 0.25)
+        if i == 3 then b = noncontig(b):float() end -- same values, another layout and dtype
+        if i == 5 then b = t_of(rng, {shape[1] + 1}) end -- another shape
+        list[#list + 1] = {inputs = {a, b}, static = {}, label = "case " .. i}
+      end
+      return list
+    end,
+    run = function(i) return dt.tensor(method(i[1], i[2]) and 1 or 0) end,
+    ref = function(i)
+      local a, b = ref_of(i[1]), ref_of(i[2])
+      return {shape = {}, data = {fn(a, b) and 1 or 0}}
+    end,
+  }
+end
+local function same_values(a, b, close)
+  if #a.shape ~= #b.shape and not close then return false end
+  for d = 1, math.max(#a.shape, #b.shape) do if a.shape[d] ~= b.shape[d] then return false end end
+  for k, v in ipairs(a.data) do
+    if close then if math.abs(v - b.data[k]) > 1e-8 + 1e-5 * math.abs(b.data[k]) then return false end
+    elseif v ~= b.data[k] then return false end
+  end
+  return true
+end
+ops.equal = compare_all(function(a, b) return a:equal(b) end, function(a, b) return same_values(a, b) end)
+ops.allclose = compare_all(function(a, b) return a:allclose(b) end, function(a, b) return same_values(a, b, true) end)
+-- allclose broadcasts: other shapes are an error there, not false
+local allclose_cases = ops.allclose.cases
+ops.allclose.cases = function(rng)
+  local list = {}
+  for _, c in ipairs(allclose_cases(rng)) do if c.label ~= "case 5" then list[#list + 1] = c end end
+  return list
+end
+
 -- ---------------------------------------------------------------- reductions
 ops.sum = reduce(function(x, d, k) return x:sum(d, k) end, function(x) return x:sum() end, R.sum)
 ops.mean = reduce(function(x, d, k) return x:mean(d, k) end, function(x) return x:mean() end, R.mean)
