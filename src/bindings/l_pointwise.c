@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "kernels/cpu/pointwise.h"
 #include "distributed/dtensor.h"
 #include "bindings/l_tensor.h"
 
