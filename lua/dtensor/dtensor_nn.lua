@@ -1,17 +1,17 @@
--- F.embedding and F.cross_entropy on DTensors (doc/dispatch.md): composed from dispatched ops
--- and redistributions.  Returns {functional = {...}}: init.lua installs it into
+-- F.embedding and F.cross_entropy on DTensors (doc/dispatch.md): embedding is one op call
+-- after an agreed range check; cross_entropy is composed from dispatched ops and
+-- redistributions.  Returns {functional = {...}}: init.lua installs it into
 -- dt.nn.functional over the plain functions of dtensor.nn.functional, which it wraps.
 local core = require "dtensor.core"
 local plain_F = require "dtensor.nn.functional" -- the plain embedding and cross_entropy
 local dispatch = require("dtensor.dispatch").module -- _decide, _replicated, _check_same_mesh
 local functional = {}
 
--- ---- embedding with a DTensor weight: per mesh dim, a row-wise (vocab) sharded weight
--- gives a masked local lookup and a Partial(sum) output, a column-wise one a Shard on the
--- output's last dim; a replicated weight lets the ids' sharding through.  The ids must be
--- replicated where the weight is sharded.  Ids outside the vocab are an error on every rank,
--- as for plain tensors: decided locally when every rank holds all the ids, else agreed by
--- one all_reduce of two integers (the smallest and the largest id). ----
+-- ---- embedding on DTensors: one op through the front door (its strategies: the NN
+-- family's sharding rule, src/distributed/sharding_rules/nn.c).  Here only what needs the
+-- ids' values on every rank: an id outside the vocab is an error on every rank, as for
+-- plain tensors, decided locally when every rank holds all the ids, else agreed by one
+-- all_reduce of two integers (the smallest and the largest id). ----
 -- The value of v (this rank's integers, nil off-mesh) outside 1..limit that plain tensors
 -- would name: the smallest when below 1, else the largest; nil when all are in range.
 -- Agreed by one all_reduce of two integers unless every rank of the world holds every
@@ -48,57 +48,25 @@ function functional.embedding(ids, weight)
   mesh, ids, weight = common_mesh("embedding", ids, weight)
   local wsize = weight:size()
   if #wsize ~= 2 then error("embedding: weight must be 2-d [vocab, dim], got " .. #wsize .. "-d", 2) end
-  local dec = dispatch._decide("embedding", "", {ids, weight}, function()
-    local wt, it, out, rowwise = {}, {}, {}, false
-    local nd = #ids:size()
-    for m = 1, mesh.ndim do
-      local wp, ip = weight.placements[m], ids.placements[m]
-      if wp:is_shard() then
-        wt[m], it[m] = wp, core.Replicate()
-        if wp.dim == 1 then out[m], rowwise = core.Partial("sum"), true else out[m] = core.Shard(nd + 1) end
-      else
-        wt[m] = core.Replicate()
-        it[m] = ip:is_shard() and ip or core.Replicate()
-        out[m] = it[m]
-      end
-    end
-    -- every rank of the world holds every id: the range check needs no collective
-    local all_here = mesh:size() == core.world_size()
-    for m = 1, mesh.ndim do all_here = all_here and not it[m]:is_shard() end
-    return {inputs = {it, wt}, outputs = {out}, wt = wt, it = it, out = out, rowwise = rowwise, all_here = all_here}
-  end)
-  local wt, it, out, rowwise = dec.wt, dec.it, dec.out, dec.rowwise
-  local shape = ids:size()
-  shape[#shape + 1] = wsize[2]
   if not integer_dtype(ids.dtype) then
     error("embedding: ids must be an integer tensor, got " .. ids.dtype, 2)
   end
-  local w2, i2 = weight:redistribute(wt), ids:redistribute(it)
-  local bad = out_of_range(mesh:get_coordinate() and i2:to_local() or nil, wsize[1], dec.all_here)
+  -- a Partial of the ids is reduced first: the check reads their values (and the rule
+  -- would reduce it anyway, a lookup not being linear in its ids)
+  local ip, partial, all_here = {}, false, mesh:size() == core.world_size()
+  for m = 1, mesh.ndim do
+    local p = ids.placements[m]
+    partial = partial or p:is_partial()
+    ip[m] = p:is_partial() and core.Replicate() or p
+    all_here = all_here and not ip[m]:is_shard()
+  end
+  if partial then ids = ids:redistribute(ip) end
+  local bad = out_of_range(mesh:get_coordinate() and ids:to_local() or nil, wsize[1], all_here)
   if bad then
     error(string.format("embedding: id %d out of range for vocab size %d (ids are 1-based: 1..%d)", bad, wsize[1], wsize[1]), 2)
   end
-  if not mesh:get_coordinate() then return core.from_local(core.empty(0, {dtype = weight.dtype}), mesh, out, {shape = shape}) end
-  local wl, il = w2:to_local(), i2:to_local()
-  local y
-  if rowwise then
-    local start, len = 0, wl:size(1)
-    for _, b in ipairs(core._dtensor_shards(w2)) do
-      if b.rank == core.rank() then start = b.offset[1] end
-    end
-    local shifted = il - start
-    local outside = (shifted:lt(1):long() + shifted:gt(len):long()):gt(0)
-    if len == 0 then
-      local ls = il:size()
-      ls[#ls + 1] = wl:size(2)
-      y = core.zeros(ls, {dtype = wl.dtype})
-    else
-      y = core.where(outside:unsqueeze(-1), 0, plain_embedding(core.where(outside, 1, shifted), wl))
-    end
-  else
-    y = plain_embedding(il, wl)
-  end
-  return core.from_local(y, mesh, out, {shape = shape})
+  if ids.dtype == "uint8" then ids = ids:to("int64") end -- the op takes int64/int32 ids
+  return (core._embedding(ids, weight))
 end
 
 -- ---- cross_entropy on DTensor logits: batch/spatial shardings pass through (the target

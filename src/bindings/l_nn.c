@@ -50,14 +50,26 @@ static dt_value *push_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has
   return lua_touserdata(L, -1);
 }
 
-/* dt._embedding(ids, weight) */
+/* dt._embedding(ids, weight).  Plain ids are checked against the vocab and made 0-based
+ * here.  A DTensor's ids are not all on this rank, so its caller (F.embedding in
+ * lua/dtensor/dtensor_nn.lua) has agreed their range on every rank first; here they are
+ * made 0-based by the front door's sub, which keeps their placements. */
 static int l_embedding(lua_State *L) {
-  dt_tensor *ids = dt_lua_check_tensor(L, 1), *w = dt_lua_check_tensor(L, 2);
-  if (w->ndim != 2) {
+  dt_value *ids = dt_lua_check_value(L, 1), *w = dt_lua_check_value(L, 2);
+  if (dt_value_ndim(w) != 2) {
     char b[64];
-    return luaL_error(L, "embedding: weight must be 2-d [vocab, dim], got shape %s", dt_format_shape(b, sizeof b, w->ndim, w->shape));
+    return luaL_error(L, "embedding: weight must be 2-d [vocab, dim], got shape %s",
+                      dt_format_shape(b, sizeof b, dt_value_ndim(w), dt_value_shape(w)));
   }
-  dt_value *in[2] = {push_zero_based(L, ids, w->shape[0], 0, 0, "embedding", "id", "vocab size %I"), dt_lua_check_value(L, 2)};
+  dt_value *in[2] = {NULL, w};
+  if (!ids->spec) {
+    in[0] = push_zero_based(L, ids->local, dt_value_shape(w)[0], 0, 0, "embedding", "id", "vocab size %I");
+  } else {
+    dt_op_args one = {.flags = DT_ARG_SCALAR | DT_ARG_SCALAR_INT, .nscalar = 1}; /* 1-based -> 0-based */
+    one.scalar[0] = 1, one.ints[0] = 1;
+    dt_lua_call(L, DT_OP_SUB, &one, &ids, 1);
+    in[0] = lua_touserdata(L, -1);
+  }
   dt_op_args a = {0};
   return dt_lua_call(L, DT_OP_EMBEDDING, &a, in, 2);
 }

@@ -388,7 +388,8 @@ static int run_local(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt
   if (st == DT_OK) {
     dt_op_args la = *a;
     la.in = loc;
-    if (dt_rule_for(id) == dt_rule_view) st = dt_rule_view_local_args(id, sp[0], out_spec[0], &la);
+    dt_local_args_fn local_args = dt_local_args_for(id);
+    if (local_args) st = local_args(id, sp, &e->choice, (const dt_dspec *const *)out_spec, &la);
     if (st == DT_OK) st = dt_op_call(id, &la, out);
   }
   for (int i = 0; i < a->nin; i++)

@@ -23,6 +23,10 @@
 #define DT_ARG_WHERE_B_INT (1 << 22) /* where: scalar b (in[2] == NULL) is an integer, in ints[1] */
 #define DT_ARG_GELU_TANH 1           /* gelu: tanh approximation */
 #define DT_ARG_EQUAL_NAN 1           /* allclose: NaN is close to NaN */
+/* embedding: the weight holds only the vocab rows ints[0] .. ints[0] + its rows - 1 (a
+ * row-wise shard, set by the dispatcher's local args); an id outside them reads a row of
+ * zeros instead of being an error, so the shards' lookups sum to the whole one. */
+#define DT_ARG_VOCAB_SHARD (1 << 23)
 
 typedef struct dt_op_args {
   dt_op_id op;          /* the op, set by the local op (and by callers of a shape rule) */

@@ -108,13 +108,13 @@ DT_OP(FLATTEN, flatten, flatten, 1, DT_OPF_VIEW, VIEW, NULL, "flatten(Tensor x, 
 DT_OP(INDEX_PUT_, index_put_, index_put, 1, DT_OPF_INPLACE, WRITE, NULL, "index_put_(Tensor self, Tensor src; ints: per dim of self kind (DT_INDEX_*), start, stop, step, 0-based, stop exclusive) -> self (src broadcast to self[key] and cast; t[k] = v)")
 DT_OP(INDEX_SELECT, index_select, index_select, 1, 0, INDEX, NULL, "index_select(Tensor x, Tensor index (int64|int32, 0-d or 1-d), ints[0]=dim) -> Tensor (x's dim replaced by the index's length)")
 
-/* ---- joins (LOCAL_ONLY here and below: on DTensors they are composed in Lua today,
- *      lua/dtensor/dtensor_ops.lua and dtensor_nn.lua) ---- */
+/* ---- joins ---- */
 DT_OP(CAT, cat, cat, 1, 0, JOIN, NULL, "cat(Tensor... xs, int dim) -> Tensor")
 DT_OP(STACK, stack, stack, 1, 0, JOIN, NULL, "stack(Tensor... xs, int dim) -> Tensor")
 
-/* ---- neural-network functions ---- */
-DT_OP(EMBEDDING, embedding, embedding, 1, 0, LOCAL_ONLY, NULL, "embedding(Tensor ids int (0-based), Tensor weight[v,d]) -> Tensor")
+/* ---- neural-network functions (cross_entropy LOCAL_ONLY: on DTensors it is composed in
+ *      Lua, lua/dtensor/dtensor_nn.lua) ---- */
+DT_OP(EMBEDDING, embedding, embedding, 1, 0, NN, NULL, "embedding(Tensor ids int (0-based), Tensor weight[v,d]; flags&DT_ARG_VOCAB_SHARD: weight is rows ints[0].. of the vocab, other ids read zeros) -> Tensor")
 DT_OP(LAYER_NORM, layer_norm, layer_norm, 1, 0, NN, NULL, "layer_norm(Tensor x, Tensor? w, Tensor? b; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
 DT_OP(RMS_NORM, rms_norm, layer_norm, 1, 0, NN, NULL, "rms_norm(Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
 DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, LOCAL_ONLY, NULL, "cross_entropy(Tensor logits[n,c,d..] or [c], Tensor target[n,d..] or 0-d int (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> Tensor")

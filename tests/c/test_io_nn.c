@@ -126,6 +126,16 @@ static void test_nn_strided_inputs(void) {
   dt_tensor *out = NULL;
   CHECK(dt_op_call(DT_OP_EMBEDDING, &em, &out) == DT_ERR);
   CHECK(strcmp(dt_error_message(), "embedding: id 3 out of range for vocab size 3 (0-based)") == 0);
+  /* a row-wise shard of the vocab (rows 2..4 of it): ids outside read zeros, no error */
+  ((int64_t *)dt_tensor_data(ids))[0] = 1, ((int64_t *)dt_tensor_data(ids))[1] = 4;
+  dt_op_args shard = {.in = em_in, .nin = 2, .flags = DT_ARG_VOCAB_SHARD, .nints = 1, .ints = {2}};
+  CHECK(dt_op_call(DT_OP_EMBEDDING, &shard, &out) == DT_OK);
+  dt_tensor *xc = dt_tensor_contiguous(x);
+  const double *y = dt_tensor_data(out), *xr = dt_tensor_data(xc);
+  CHECK(y[0] == 0 && y[1] == 0 && y[2] == xr[4] && y[3] == xr[5]);
+  dt_tensor_release(xc);
+  dt_tensor_release(out);
+  out = NULL;
   ((int64_t *)dt_tensor_data(tg))[0] = 2;
   CHECK(dt_op_call(DT_OP_CROSS_ENTROPY, &ce, &out) == DT_ERR);
   CHECK(strcmp(dt_error_message(), "cross_entropy: target 2 out of range for 2 classes (0-based)") == 0);

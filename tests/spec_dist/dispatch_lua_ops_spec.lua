@@ -100,6 +100,20 @@ describe("Lua ops, Lua rules, explain, the ops composed in Lua", function()
     close(y, dt.F.embedding(I, W), "embedding ids S(1)")
   end)
 
+  it("embedding with a row-wise (vocab) sharded weight: one dispatched lookup, a Partial(sum), no all_gather", function()
+    local W = values({4 * n + 1, 3}) -- uneven rows: the last rank's shard is shorter
+    local I = dt.tensor({{1, 2, 4 * n + 1}, {n + 1, 3, 1}}, {dtype = "int64"})
+    local w, ids = dt.distribute_tensor(W, mesh, {"S1"}), dt.distribute_tensor(I, mesh, {"R"})
+    local y
+    local s0 = dt.dispatch_stats()
+    local c = dt.comm_debug(function() y = dt.F.embedding(ids, w) end)
+    local s1 = dt.dispatch_stats()
+    assert.are.equal("Partial(sum)", tostring(y.placements[1]))
+    assert.are.equal(0, #c.ops, "replicated ids on the whole world: no collective at all")
+    assert(s1.hits + s1.misses > s0.hits + s0.misses, "the lookup goes through the dispatcher")
+    close(y, dt.F.embedding(I, W), "embedding row-wise")
+  end)
+
   it("the ops composed in Lua and Lua ops take plain tensors as the dispatcher does", function()
     local W = values({4, 3})
     local w = dt.distribute_tensor(W, mesh, {"S1"})

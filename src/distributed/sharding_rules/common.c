@@ -56,3 +56,14 @@ dt_rule_fn dt_rule_of_family(dt_sharding_family f) {
 }
 
 dt_rule_fn dt_rule_for(dt_op_id op) { return dt_rule_of_family(dt_op_get(op)->sharding); }
+
+/* The families whose local calls need args of their own (sharding_rules.h); the others NULL. */
+static const dt_local_args_fn family_local_args[DT_SHARDING_COUNT] = {
+    [DT_SHARDING_VIEW] = dt_rule_view_local_args,
+    [DT_SHARDING_NN] = dt_rule_nn_local_args,
+};
+
+dt_local_args_fn dt_local_args_for(dt_op_id op) {
+  unsigned f = (unsigned)dt_op_get(op)->sharding;
+  return f < DT_SHARDING_COUNT ? family_local_args[f] : NULL;
+}

@@ -1,4 +1,8 @@
-/* Neural-network functions.  layer_norm/rms_norm: the normalised (last k) dims of x are
+/* Neural-network functions.  embedding: per mesh dim, a row-wise (vocab) sharded weight
+ * stays sharded with the ids replicated and gives a Partial(sum) output (each rank looks up
+ * its own rows, zeros for the others: dt_rule_nn_local_args), a column-wise one gives Shard on
+ * the output's last dim; otherwise the weight is replicated and the ids' sharding passes
+ * through.  layer_norm/rms_norm: the normalised (last k) dims of x are
  * replicated first, other dims stay sharded; weight and bias are replicated.  sdpa: a batch
  * or heads dim (any but the last two) sharded in q follows into k, v and the mask (where the
  * mask has that dim at full size) and the output; the sequence and embedding dims are
@@ -6,6 +10,48 @@
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #include "base/error.h"
+
+/* embedding(ids, weight): the strategy that follows the weight (above), then all replicated.
+ * A Partial weight is reduced (as the Lua composition did), and so are Partial ids (a
+ * lookup is not linear in its ids). */
+static int embedding_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
+  const dt_dspec *ids = r->spec[0], *w = r->spec[1];
+  int last = r->out[0].ndim - 1;
+  dt_strategy st = dt_rule_strategy(r);
+  for (int m = 0; m < r->mesh_ndim; m++) {
+    dt_placement wp = w->p[m], ip = ids->p[m];
+    if (wp.kind == DT_SHARD) {
+      st.in[0][m] = dt_rule_R(), st.in[1][m] = wp;
+      st.out[0][m] = wp.dim == 0 ? dt_rule_P(DT_REDUCE_SUM) : dt_rule_S(last);
+    } else {
+      st.in[1][m] = dt_rule_R();
+      st.in[0][m] = st.out[0][m] = ip.kind == DT_SHARD ? ip : dt_rule_R();
+    }
+  }
+  dt_rule_push(s, n, &st);
+  for (int m = 0; m < r->mesh_ndim; m++) st.in[0][m] = st.in[1][m] = st.out[0][m] = dt_rule_R();
+  return dt_rule_push(s, n, &st);
+}
+
+/* The first vocab row of this rank's weight shard when a mesh dim shards the vocab. */
+int dt_rule_nn_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
+                          const dt_dspec *const *out, dt_op_args *la) {
+  (void)out;
+  if (op != DT_OP_EMBEDDING) return DT_OK;
+  dt_dspec w = *in[1]; /* the weight's global spec with the chosen placements (a view: no reference taken) */
+  int rowwise = 0;
+  for (int m = 0; m < w.mesh->ndim; m++) {
+    w.p[m] = choice->in[1][m];
+    rowwise |= w.p[m].kind == DT_SHARD && w.p[m].dim == 0;
+  }
+  if (!rowwise) return DT_OK;
+  int nd;
+  int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
+  dt_dspec_my_local(&w, &nd, shape, off);
+  la->flags |= DT_ARG_VOCAB_SHARD;
+  la->ints[0] = off[0], la->nints = 1;
+  return DT_OK;
+}
 
 static int norm_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
@@ -60,5 +106,6 @@ static int sdpa_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
 
 int dt_rule_nn(const dt_rule_args *r, dt_strategy *s, int *n) {
   if (r->op == DT_OP_SDPA) return sdpa_rule(r, s, n);
+  if (r->op == DT_OP_EMBEDDING) return embedding_rule(r, s, n);
   return norm_rule(r, s, n);
 }

@@ -43,9 +43,26 @@ int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_nn(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_index(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_join(const dt_rule_args *r, dt_strategy *s, int *n);
-/* Static args of the local call that differ from the global one (sizes of view/reshape/
- * expand: the local output shape; squeeze: the global size-1 dims).  in/out: the specs. */
-int dt_rule_view_local_args(dt_op_id op, const dt_dspec *in, const dt_dspec *out, dt_op_args *la);
+
+/* Local args: the static args of the local call where they differ from the global call's,
+ * for the families whose kernels need to know which block of the global tensors they get.
+ * Called by the dispatcher after the inputs are redistributed, before the local op, with
+ * la a copy of the global args; derived from the chosen placements only (not from which
+ * rule chose them), so a Lua rule override gets them too.  in: the inputs' specs as called
+ * (global shapes; NULL for an absent operand), choice: the chosen strategy (the local
+ * inputs' placements), out: the output specs. */
+typedef int (*dt_local_args_fn)(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
+                                const dt_dspec *const *out, dt_op_args *la);
+/* The local-args function of op's family (its row's sharding column); NULL: the global args
+ * serve unchanged. */
+dt_local_args_fn dt_local_args_for(dt_op_id op);
+/* VIEW: sizes of view/reshape/expand (the local output shape), squeeze's global size-1 dims. */
+int dt_rule_view_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
+                            const dt_dspec *const *out, dt_op_args *la);
+/* NN: embedding with a row-wise (vocab) sharded weight: DT_ARG_VOCAB_SHARD and the rank's
+ * first vocab row (ops/op_args.h). */
+int dt_rule_nn_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
+                          const dt_dspec *const *out, dt_op_args *la);
 
 /* Shared helpers (rules/common.c). */
 int dt_rule_push(dt_strategy *s, int *n, const dt_strategy *st); /* deduplicated, copies the rows */

@@ -105,7 +105,10 @@ int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n) {
   return dt_rule_push(s, n, &st);
 }
 
-int dt_rule_view_local_args(dt_op_id op, const dt_dspec *in, const dt_dspec *out, dt_op_args *la) {
+int dt_rule_view_local_args(dt_op_id op, const dt_dspec *const *ins, const dt_strategy *choice,
+                            const dt_dspec *const *outs, dt_op_args *la) {
+  (void)choice; /* the sizes follow from the output's spec */
+  const dt_dspec *in = ins[0], *out = outs[0];
   if (op == DT_OP_VIEW || op == DT_OP_RESHAPE || op == DT_OP_EXPAND) {
     /* sizes: this rank's shard of the output */
     int nd;

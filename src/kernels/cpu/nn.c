@@ -67,7 +67,9 @@ static int out_finish(dt_tensor *out, dt_tensor *buf, const char *op) {
   return rc;
 }
 
-/* ---- embedding: a row gather, any weight dtype ---- */
+/* ---- embedding: a row gather, any weight dtype.  With DT_ARG_VOCAB_SHARD the weight is
+ * the vocab rows ints[0].. (a row-wise shard): ids outside them read zeros, and the caller
+ * has checked the ids against the whole vocab. ---- */
 int dt_cpu_embedding(const dt_op_args *a, dt_tensor **out) {
   dt_tensor *ids = dt_tensor_contiguous_as(a->in[0], DT_INT64);
   dt_tensor *w = ids ? dt_tensor_contiguous(a->in[1]) : NULL;
@@ -75,18 +77,24 @@ int dt_cpu_embedding(const dt_op_args *a, dt_tensor **out) {
     if (ids) dt_tensor_release(ids);
     return dt_error_prefix("%s", a->name);
   }
-  int64_t n = dt_tensor_numel(ids), vocab = w->shape[0];
+  int shard = (a->flags & DT_ARG_VOCAB_SHARD) != 0;
+  int64_t n = dt_tensor_numel(ids), vocab = w->shape[0], first = shard ? a->ints[0] : 0;
   size_t row = (size_t)w->shape[1] * dt_tensor_elsize(w);
   const int64_t *id = dt_tensor_data(ids);
   const char *src = dt_tensor_data(w);
   char *dst = dt_tensor_data(out[0]);
   int rc = DT_OK;
   for (int64_t i = 0; i < n; i++) {
-    if (id[i] < 0 || id[i] >= vocab) {
+    int64_t r = id[i] - first;
+    if (r < 0 || r >= vocab) {
+      if (shard) { /* another rank's row */
+        memset(dst + (size_t)i * row, 0, row);
+        continue;
+      }
       rc = dt_error("%s: id %lld out of range for vocab size %lld (0-based)", a->name, (long long)id[i], (long long)vocab);
       break;
     }
-    memcpy(dst + (size_t)i * row, src + (size_t)id[i] * row, row);
+    memcpy(dst + (size_t)i * row, src + (size_t)r * row, row);
   }
   dt_tensor_release(ids);
   dt_tensor_release(w);
