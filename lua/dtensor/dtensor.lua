@@ -84,7 +84,7 @@ end
 -- dt.randint(low, high, shape, opts) or dt.randint(high, shape, opts)
 function module.randint(...)
   local n = select("#", ...)
-  local opts = dist_opts((select(n, ...)))
+  local opts = n > 0 and dist_opts((select(n, ...))) or nil
   if not opts or n < 3 then return plain.randint(...) end
   local low, high, shape = ...
   if n == 3 then low, high, shape = 0, low, high end

@@ -71,5 +71,7 @@ void dt_lua_open_comm_debug(lua_State *L, const dt_lua_targets *tg) {
   lua_newtable(L);
   lua_pushcfunction(L, region_counts), lua_setfield(L, -2, "counts");
   lua_setfield(L, -2, "__index");
+  lua_pushstring(L, "CommDebugRegion"), lua_setfield(L, -2, "__name");
+  dt_lua_protect_meta(L, "CommDebugRegion");
   lua_pop(L, 1);
 }

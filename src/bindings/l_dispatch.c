@@ -305,6 +305,7 @@ static int l_implicit_replication(lua_State *L) {
     lua_pushboolean(L, 0);
     lua_pushcclosure(L, implicit_close, 1);
     lua_setfield(L, -2, "__close");
+    dt_lua_protect_meta(L, "ImplicitReplication");
     lua_setmetatable(L, -2);
     implicit_add(L, 1);
     return 1;

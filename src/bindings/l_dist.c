@@ -20,7 +20,8 @@ typedef struct owned_ctx { /* the 1-rank world of a stock lua5.4, freed with the
 } owned_ctx;
 
 static int owned_ctx_gc(lua_State *L) {
-  owned_ctx *o = lua_touserdata(L, 1);
+  owned_ctx *o = luaL_testudata(L, 1, CTX_KEY); /* by hand (debug library): anything else is ignored */
+  if (!o) return 0;
   dt_context_free(o->ctx);
   dt_threads_world_free(o->world);
   o->ctx = NULL, o->world = NULL;
@@ -44,9 +45,11 @@ dt_context *dt_lua_context(lua_State *L) {
   o->world = dt_threads_world_new(1, 0);
   dt_comm *c = o->world ? dt_threads_world_comm(o->world, 0) : NULL;
   o->ctx = c ? dt_context_new(c, 0) : NULL;
-  lua_newtable(L);
-  lua_pushcfunction(L, owned_ctx_gc);
-  lua_setfield(L, -2, "__gc");
+  if (luaL_newmetatable(L, CTX_KEY)) {
+    lua_pushcfunction(L, owned_ctx_gc);
+    lua_setfield(L, -2, "__gc");
+    dt_lua_protect_meta(L, "dtensor.context");
+  }
   lua_setmetatable(L, -2);
   if (!o->ctx) dt_lua_raise(L);
   lua_setfield(L, LUA_REGISTRYINDEX, CTX_KEY "_owner");
@@ -578,6 +581,8 @@ void dt_lua_open_dist(lua_State *L, const dt_lua_targets *tg) {
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, group_tostring);
     lua_setfield(L, -2, "__tostring");
+    lua_pushstring(L, "Group"), lua_setfield(L, -2, "__name");
+    dt_lua_protect_meta(L, "Group"); /* the entry is the context's: nothing to release */
   }
   lua_pop(L, 1);
 }

@@ -100,7 +100,7 @@ static int l_to_local(lua_State *L) {
 static int l_redistribute(lua_State *L) {
   const char *op = "redistribute";
   dt_value *u = dt_lua_check_dtensor(L, 1, op);
-  dt_mesh *m = dt_lua_test_mesh(L, 2);
+  dt_mesh *m = dt_lua_test_mesh(L, 2, op);
   int pidx = m || lua_isnil(L, 2) ? 3 : 2; /* x:redistribute(placements, opts) skips the mesh */
   dt_placement to[DT_MESH_MAX_DIMS];
   dt_lua_check_placements(L, pidx, u->spec->mesh->ndim, to, op);

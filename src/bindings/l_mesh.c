@@ -16,12 +16,23 @@ typedef struct lua_mesh {
   dt_mesh *m;
 } lua_mesh;
 
-dt_mesh *dt_lua_test_mesh(lua_State *L, int idx) {
-  lua_mesh *u = luaL_testudata(L, idx, MESH_MT);
-  return u ? u->m : NULL;
+/* A DeviceMesh userdata whose mesh is NULL has been released (__gc/__close, idempotent):
+ * every use of it raises "<op>: DeviceMesh has been released". */
+static dt_mesh *live_mesh(lua_State *L, lua_mesh *u, const char *op) {
+  if (!u->m) luaL_error(L, "%s: DeviceMesh has been released", op);
+  return u->m;
 }
 
-static dt_mesh *check_mesh(lua_State *L, int idx) { return ((lua_mesh *)luaL_checkudata(L, idx, MESH_MT))->m; }
+dt_mesh *dt_lua_test_mesh(lua_State *L, int idx, const char *op) {
+  lua_mesh *u = luaL_testudata(L, idx, MESH_MT);
+  return u ? live_mesh(L, u, op) : NULL;
+}
+
+static dt_mesh *check_mesh(lua_State *L, int idx, const char *op) {
+  lua_mesh *u = luaL_testudata(L, idx, MESH_MT);
+  if (!u) luaL_error(L, "%s: expected a DeviceMesh, got %s", op, dt_lua_typename(L, idx));
+  return live_mesh(L, u, op);
+}
 
 void dt_lua_push_mesh(lua_State *L, dt_mesh *m) {
   if (!m) dt_lua_raise(L);
@@ -30,7 +41,8 @@ void dt_lua_push_mesh(lua_State *L, dt_mesh *m) {
   luaL_setmetatable(L, MESH_MT);
 }
 
-static int mesh_gc(lua_State *L) {
+/* __gc and __close: one idempotent release. */
+static int mesh_release(lua_State *L) {
   lua_mesh *u = luaL_checkudata(L, 1, MESH_MT);
   dt_mesh_release(u->m);
   u->m = NULL;
@@ -48,8 +60,8 @@ static int l_current_mesh(lua_State *L) {
 
 dt_mesh *dt_lua_opt_mesh(lua_State *L, int idx, const char *op) {
   if (!lua_isnoneornil(L, idx)) {
-    dt_mesh *m = dt_lua_test_mesh(L, idx);
-    if (!m) luaL_error(L, "%s: expected a DeviceMesh, got %s", op, luaL_typename(L, idx));
+    dt_mesh *m = dt_lua_test_mesh(L, idx, op);
+    if (!m) luaL_error(L, "%s: expected a DeviceMesh, got %s", op, dt_lua_typename(L, idx));
     return m;
   }
   dt_mesh *m = dt_context_current_mesh(dt_lua_context(L));
@@ -60,7 +72,7 @@ dt_mesh *dt_lua_opt_mesh(lua_State *L, int idx, const char *op) {
 /* mesh:use(): pushes the mesh; the returned guard's __close pops back to the depth before,
  * so nesting restores properly also when a block raises. */
 static int mesh_use(lua_State *L) {
-  dt_mesh *m = check_mesh(L, 1);
+  dt_mesh *m = check_mesh(L, 1, "use");
   dt_context *ctx = dt_lua_context(L);
   lua_Integer *g = lua_newuserdatauv(L, sizeof *g, 0);
   *g = ctx->mesh_depth;
@@ -203,34 +215,34 @@ static int int_list(lua_State *L, const int *v, int n) {
 }
 
 static int mesh_shape(lua_State *L) {
-  dt_mesh *m = check_mesh(L, 1);
+  dt_mesh *m = check_mesh(L, 1, "shape");
   return int_list(L, m->shape, m->ndim);
 }
 static int mesh_size(lua_State *L) {
-  dt_mesh *m = check_mesh(L, 1);
+  dt_mesh *m = check_mesh(L, 1, "size");
   if (lua_isnoneornil(L, 2)) return lua_pushinteger(L, m->size), 1;
   return lua_pushinteger(L, m->shape[check_mesh_dim(L, m, 2, "size")]), 1;
 }
 static int mesh_dim_names(lua_State *L) {
-  dt_mesh *m = check_mesh(L, 1);
+  dt_mesh *m = check_mesh(L, 1, "dim_names");
   if (!m->names[0][0]) return lua_pushnil(L), 1;
   lua_createtable(L, m->ndim, 0);
   for (int i = 0; i < m->ndim; i++) lua_pushstring(L, m->names[i]), lua_rawseti(L, -2, i + 1);
   return 1;
 }
 static int mesh_get_coordinate(lua_State *L) {
-  dt_mesh *m = check_mesh(L, 1);
+  dt_mesh *m = check_mesh(L, 1, "get_coordinate");
   if (m->me < 0) return lua_pushnil(L), 1;
   return int_list(L, m->coord, m->ndim);
 }
 static int mesh_get_local_rank(lua_State *L) {
-  dt_mesh *m = check_mesh(L, 1);
+  dt_mesh *m = check_mesh(L, 1, "get_local_rank");
   int d = m->ndim == 1 && lua_isnoneornil(L, 2) ? 0 : check_mesh_dim(L, m, 2, "get_local_rank");
   if (m->me < 0) return lua_pushnil(L), 1;
   return lua_pushinteger(L, m->coord[d]), 1;
 }
 static int mesh_get_group(lua_State *L) {
-  dt_mesh *m = check_mesh(L, 1);
+  dt_mesh *m = check_mesh(L, 1, "get_group");
   if (m->ndim > 1 && lua_isnoneornil(L, 2))
     return luaL_error(L, "get_group: a %d-d mesh has one group per dim: pass the dim (1..%d or a name)", m->ndim, m->ndim);
   int d = lua_isnoneornil(L, 2) ? 0 : check_mesh_dim(L, m, 2, "get_group");
@@ -248,12 +260,12 @@ static void push_layout(lua_State *L, const dt_mesh *m, int d, int *idx) {
 }
 static int mesh_layout(lua_State *L) {
   int idx = 0;
-  push_layout(L, check_mesh(L, 1), 0, &idx);
+  push_layout(L, check_mesh(L, 1, "layout"), 0, &idx);
   return 1;
 }
 
 static int mesh_slice(lua_State *L) {
-  dt_mesh *m = check_mesh(L, 1);
+  dt_mesh *m = check_mesh(L, 1, "slice");
   int dims[DT_MESH_MAX_DIMS], n;
   if (lua_istable(L, 2)) {
     n = (int)luaL_len(L, 2);
@@ -274,7 +286,7 @@ static int mesh_slice(lua_State *L) {
 }
 
 static int mesh_flatten(lua_State *L) {
-  dt_mesh *m = check_mesh(L, 1), *f;
+  dt_mesh *m = check_mesh(L, 1, "flatten"), *f;
   const char *name = luaL_optstring(L, 2, NULL);
   char buf[DT_MESH_NAME_LEN * DT_MESH_MAX_DIMS + 8] = "";
   if (!name && m->names[0][0]) { /* PyTorch's default: the names joined by "_" */
@@ -288,12 +300,12 @@ static int mesh_flatten(lua_State *L) {
 
 static int mesh_tostring(lua_State *L) {
   char buf[1024];
-  lua_pushstring(L, dt_mesh_format(check_mesh(L, 1), buf, sizeof buf));
+  lua_pushstring(L, dt_mesh_format(check_mesh(L, 1, "tostring"), buf, sizeof buf));
   return 1;
 }
 static int mesh_eq(lua_State *L) {
-  dt_mesh *a = dt_lua_test_mesh(L, 1), *b = dt_lua_test_mesh(L, 2);
-  return lua_pushboolean(L, a && b && dt_mesh_equal(a, b)), 1;
+  lua_mesh *a = luaL_testudata(L, 1, MESH_MT), *b = luaL_testudata(L, 2, MESH_MT);
+  return lua_pushboolean(L, a && b && a->m && b->m && dt_mesh_equal(a->m, b->m)), 1; /* released: unequal */
 }
 
 static const luaL_Reg mesh_methods[] = {
@@ -312,11 +324,11 @@ static const luaL_Reg mesh_methods[] = {
 
 /* mesh.ndim, mesh.device_type, mesh:method, mesh["name"] (a 1-d slice). */
 static int mesh_index(lua_State *L) {
-  dt_mesh *m = check_mesh(L, 1);
   if (lua_type(L, 2) == LUA_TSTRING) {
     const char *k = lua_tostring(L, 2);
     lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1; /* a method: it checks the mesh */
+    dt_mesh *m = check_mesh(L, 1, k);
     if (strcmp(k, "ndim") == 0) return lua_pushinteger(L, m->ndim), 1;
     if (strcmp(k, "device_type") == 0) return lua_pushstring(L, m->device_type), 1;
     if (dt_mesh_dim_by_name(m, k) < 0) return luaL_error(L, "DeviceMesh: no field or dim named '%s'", k);
@@ -345,13 +357,17 @@ void dt_lua_open_mesh(lua_State *L, const dt_lua_targets *tg) {
   luaL_setfuncs(L, funcs, 0);
   lua_pop(L, 1);
   dt_lua_new_meta(L, MESH_MT, mesh_methods, mesh_index);
-  lua_pushcfunction(L, mesh_gc), lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, mesh_release), lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, mesh_release), lua_setfield(L, -2, "__close");
   lua_pushcfunction(L, mesh_tostring), lua_setfield(L, -2, "__tostring");
   lua_pushcfunction(L, mesh_eq), lua_setfield(L, -2, "__eq");
   lua_pushstring(L, "DeviceMesh"), lua_setfield(L, -2, "__name");
+  dt_lua_protect_meta(L, "DeviceMesh");
   lua_pop(L, 1);
   dt_lua_open_placement(L, tg);
   luaL_newmetatable(L, GUARD_MT);
   lua_pushcfunction(L, guard_close), lua_setfield(L, -2, "__close");
+  lua_pushstring(L, "MeshGuard"), lua_setfield(L, -2, "__name");
+  dt_lua_protect_meta(L, "MeshGuard");
   lua_pop(L, 1);
 }

@@ -10,7 +10,7 @@
 #include "distributed/placement.h"
 #include "bindings/l_tensor.h"
 
-dt_mesh *dt_lua_test_mesh(lua_State *L, int idx);
+dt_mesh *dt_lua_test_mesh(lua_State *L, int idx, const char *op); /* NULL if not a mesh; a released one raises */
 /* The mesh at idx, or the current mesh (mesh:use()) when idx is nil; raises naming op. */
 dt_mesh *dt_lua_opt_mesh(lua_State *L, int idx, const char *op);
 /* Pushes a mesh userdata owning m's reference (m NULL raises the dt_error). */

@@ -1,7 +1,9 @@
 /* Bindings: the core functions behind dt.nn.functional (dt._embedding, dt._layer_norm,
  * dt._rms_norm, dt._cross_entropy, dt._sdpa).  The friendly API with defaults and options
  * lives in lua/dtensor/nn/functional.lua; here only argument checking and the 1-based ->
- * 0-based conversion of ids and targets. */
+ * 0-based conversion of ids and targets.  Users reach these through F.*, so every error
+ * names the public function (scaled_dot_product_attention, not _sdpa): no luaL_check*,
+ * whose messages name the C function. */
 #include "base/error.h"
 #include "bindings/l_tensor.h"
 
@@ -55,7 +57,7 @@ static dt_value *push_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has
  * lua/dtensor/dtensor_nn.lua) has agreed their range on every rank first; here they are
  * made 0-based by the front door's sub, which keeps their placements. */
 static int l_embedding(lua_State *L) {
-  dt_value *ids = dt_lua_check_value(L, 1), *w = dt_lua_check_value(L, 2);
+  dt_value *ids = dt_lua_check_value_for(L, 1, "embedding", "ids"), *w = dt_lua_check_value_for(L, 2, "embedding", "weight");
   if (dt_value_ndim(w) != 2) {
     char b[64];
     return luaL_error(L, "embedding: weight must be 2-d [vocab, dim], got shape %s",
@@ -92,45 +94,59 @@ static void check_normalized_shape(lua_State *L, int idx, dt_op_args *a, const c
 
 static dt_value *opt_value(lua_State *L, int idx, const char *op, const char *what) {
   if (lua_isnoneornil(L, idx)) return NULL;
-  if (!dt_lua_test_value(L, idx)) luaL_error(L, "%s: %s must be a tensor or nil, got %s", op, what, luaL_typename(L, idx));
-  return dt_lua_check_value(L, idx);
+  if (!luaL_testudata(L, idx, DT_TENSOR_MT))
+    luaL_error(L, "%s: %s must be a tensor or nil, got %s", op, what, dt_lua_typename(L, idx));
+  return dt_lua_check_value_for(L, idx, op, what);
+}
+
+/* An optional number (eps, scale): nil -> def. */
+static double opt_number(lua_State *L, int idx, const char *op, const char *what, double def) {
+  if (lua_isnoneornil(L, idx)) return def;
+  if (lua_type(L, idx) != LUA_TNUMBER) luaL_error(L, "%s: %s must be a number, got %s", op, what, dt_lua_typename(L, idx));
+  return lua_tonumber(L, idx);
 }
 
 /* dt._layer_norm(x, normalized_shape, weight?, bias?, eps) */
 static int l_layer_norm(lua_State *L) {
-  dt_value *in[3] = {dt_lua_check_value(L, 1), NULL, NULL};
+  dt_value *in[3] = {dt_lua_check_value_for(L, 1, "layer_norm", "input"), NULL, NULL};
   dt_op_args a = {.nscalar = 1};
   check_normalized_shape(L, 2, &a, "layer_norm");
   in[1] = opt_value(L, 3, "layer_norm", "weight");
   in[2] = opt_value(L, 4, "layer_norm", "bias");
-  a.scalar[0] = luaL_optnumber(L, 5, 1e-5);
+  a.scalar[0] = opt_number(L, 5, "layer_norm", "eps", 1e-5);
   return dt_lua_call(L, DT_OP_LAYER_NORM, &a, in, 3);
 }
 
 /* dt._rms_norm(x, normalized_shape, weight?, eps?): eps nil -> the machine epsilon of the
  * compute type (float32's for float32/bfloat16/float16), as torch does for eps=None. */
 static int l_rms_norm(lua_State *L) {
-  dt_value *in[2] = {dt_lua_check_value(L, 1), NULL};
+  dt_value *in[2] = {dt_lua_check_value_for(L, 1, "rms_norm", "input"), NULL};
   dt_op_args a = {.nscalar = 1};
   check_normalized_shape(L, 2, &a, "rms_norm");
   in[1] = opt_value(L, 3, "rms_norm", "weight");
-  a.scalar[0] = luaL_optnumber(L, 4, dt_value_dtype(in[0]) == DT_FLOAT64 ? DBL_EPSILON : FLT_EPSILON);
+  a.scalar[0] = opt_number(L, 4, "rms_norm", "eps", dt_value_dtype(in[0]) == DT_FLOAT64 ? DBL_EPSILON : FLT_EPSILON);
   return dt_lua_call(L, DT_OP_RMS_NORM, &a, in, 2);
 }
 
 /* dt._cross_entropy(logits, target, ignore_index, reduction): target and ignore_index 1-based. */
 static int l_cross_entropy(lua_State *L) {
-  dt_tensor *x = dt_lua_check_tensor(L, 1), *t = dt_lua_check_tensor(L, 2);
-  lua_Integer ignore = luaL_checkinteger(L, 3);
+  const char *op = "cross_entropy";
+  dt_value *xv = dt_lua_check_value_for(L, 1, op, "logits"), *tv = dt_lua_check_value_for(L, 2, op, "target");
+  if (xv->spec || tv->spec) /* F.cross_entropy sends DTensors to its DTensor form: only a direct call lands here */
+    return luaL_error(L, "%s: DTensor arguments go through dt.nn.functional.cross_entropy", op);
+  dt_tensor *x = xv->local, *t = tv->local;
+  if (!lua_isinteger(L, 3)) return luaL_error(L, "%s: ignore_index must be an integer, got %s", op, dt_lua_typename(L, 3));
+  lua_Integer ignore = lua_tointeger(L, 3);
   static const char *const reductions[] = {"none", "mean", "sum", NULL};
-  const char *r = luaL_checkstring(L, 4);
+  const char *r = lua_type(L, 4) == LUA_TSTRING ? lua_tostring(L, 4) : NULL;
   int red = -1;
-  for (int i = 0; reductions[i]; i++)
+  for (int i = 0; r && reductions[i]; i++)
     if (strcmp(r, reductions[i]) == 0) red = i;
+  if (!r) return luaL_error(L, "%s: reduction must be \"none\", \"mean\" or \"sum\", got %s", op, dt_lua_typename(L, 4));
   if (red < 0) return luaL_error(L, "cross_entropy: reduction must be \"none\", \"mean\" or \"sum\", got \"%s\"", r);
   if (x->ndim == 0) return luaL_error(L, "cross_entropy: logits must have at least 1 dim, got a 0-d tensor");
   int64_t classes = x->shape[x->ndim == 1 ? 0 : 1];
-  dt_value *in[2] = {dt_lua_check_value(L, 1), push_zero_based(L, t, classes, 1, ignore, "cross_entropy", "target", "%I classes")};
+  dt_value *in[2] = {xv, push_zero_based(L, t, classes, 1, ignore, "cross_entropy", "target", "%I classes")};
   dt_op_args a = {.nints = 2};
   a.ints[0] = ignore - 1; /* shifted with the targets, so it still matches */
   a.ints[1] = red;
@@ -139,12 +155,14 @@ static int l_cross_entropy(lua_State *L) {
 
 /* dt._sdpa(q, k, v, attn_mask?, is_causal, scale?) */
 static int l_sdpa(lua_State *L) {
-  dt_value *in[4] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2), dt_lua_check_value(L, 3), NULL};
-  in[3] = opt_value(L, 4, "scaled_dot_product_attention", "attn_mask");
+  const char *op = "scaled_dot_product_attention";
+  dt_value *in[4] = {dt_lua_check_value_for(L, 1, op, "query"), dt_lua_check_value_for(L, 2, op, "key"),
+                     dt_lua_check_value_for(L, 3, op, "value"), NULL};
+  in[3] = opt_value(L, 4, op, "attn_mask");
   dt_op_args a = {0};
   a.flags = lua_toboolean(L, 5) ? 1 : 0;
   if (!lua_isnoneornil(L, 6)) {
-    a.scalar[0] = luaL_checknumber(L, 6);
+    a.scalar[0] = opt_number(L, 6, op, "scale", 0);
     a.nscalar = 1;
   }
   return dt_lua_call(L, DT_OP_SDPA, &a, in, 4);

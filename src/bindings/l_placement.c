@@ -122,5 +122,6 @@ void dt_lua_open_placement(lua_State *L, const dt_lua_targets *tg) {
   lua_pushcfunction(L, placement_tostring), lua_setfield(L, -2, "__tostring");
   lua_pushcfunction(L, placement_eq), lua_setfield(L, -2, "__eq");
   lua_pushstring(L, "Placement"), lua_setfield(L, -2, "__name");
+  dt_lua_protect_meta(L, "Placement"); /* an immutable value: nothing to release */
   lua_pop(L, 1);
 }

@@ -66,6 +66,7 @@ static void opt_alpha(lua_State *L, dt_op_args *a, const char *op) {
   a->scalar[1] = lua_tonumber(L, idx);
   a->nscalar = 2;
   if (!lua_isinteger(L, idx)) a->flags |= DT_ARG_ALPHA_FLOAT;
+  else a->ints[1] = lua_tointeger(L, idx), a->flags |= DT_ARG_ALPHA_INT; /* exact, beyond 2^53 too */
 }
 
 static int add_sub(lua_State *L, dt_op_id id, const char *op) {

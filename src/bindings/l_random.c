@@ -197,9 +197,10 @@ static int l_multinomial(lua_State *L) {
 
 /* dt._dropout(x, p) -> x * keep / (1 - p), keep (bool): the mask a backward reuses. */
 static int l_dropout(lua_State *L) {
-  dt_value *t = dt_lua_check_value(L, 1);
+  dt_value *t = dt_lua_check_value_for(L, 1, "dropout", "input"); /* reached through F.dropout: its name */
   dt_op_args a = {0};
-  a.scalar[0] = luaL_checknumber(L, 2), a.nscalar = 1;
+  if (lua_type(L, 2) != LUA_TNUMBER) return luaL_error(L, "dropout: p must be a number, got %s", dt_lua_typename(L, 2));
+  a.scalar[0] = lua_tonumber(L, 2), a.nscalar = 1;
   return call_random(L, DT_OP_DROPOUT, &a, t);
 }
 
@@ -251,6 +252,8 @@ void dt_lua_open_random(lua_State *L, const dt_lua_targets *tg) {
     lua_pushcfunction(L, fork_restore);
     lua_setfield(L, -2, "restore");
     lua_setfield(L, -2, "__index");
+    lua_pushstring(L, "RngFork"), lua_setfield(L, -2, "__name");
+    dt_lua_protect_meta(L, "RngFork");
   }
   lua_pop(L, 1);
 }

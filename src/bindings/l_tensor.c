@@ -27,6 +27,23 @@ dt_value *dt_lua_check_value(lua_State *L, int idx) {
   return u;
 }
 
+const char *dt_lua_typename(lua_State *L, int idx) {
+  int t = luaL_getmetafield(L, idx, "__name"); /* pushes nothing when absent */
+  const char *name = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL; /* the metatable keeps it alive */
+  if (t != LUA_TNIL) lua_pop(L, 1);
+  return name ? name : luaL_typename(L, idx);
+}
+
+dt_value *dt_lua_check_value_for(lua_State *L, int idx, const char *op, const char *what) {
+  dt_value *u = luaL_testudata(L, idx, DT_TENSOR_MT);
+  if (!u) {
+    if (what) luaL_error(L, "%s: expected a tensor for %s, got %s", op, what, dt_lua_typename(L, idx));
+    luaL_error(L, "%s: expected a tensor, got %s", op, dt_lua_typename(L, idx));
+  }
+  if (!u->local) luaL_error(L, "%s: %s has been released (closed)", op, what ? what : "tensor");
+  return u;
+}
+
 dt_tensor *dt_lua_check_tensor(lua_State *L, int idx) {
   dt_value *u = dt_lua_check_value(L, idx);
   if (u->spec) luaL_argerror(L, idx, NO_RULE);
@@ -34,6 +51,11 @@ dt_tensor *dt_lua_check_tensor(lua_State *L, int idx) {
 }
 
 int dt_lua_raise(lua_State *L) { return luaL_error(L, "%s", dt_error_message()); }
+
+void dt_lua_protect_meta(lua_State *L, const char *name) {
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "__metatable");
+}
 
 /* Lua's collector sees only the small userdata, not the storage behind it, so a loop making
  * large temporaries would let them pile up.  Storage bytes are counted per thread (a rank is
@@ -234,6 +256,9 @@ int dt_lua_open(lua_State *L) {
   lua_setfield(L, meta, "__len");
   lua_pushstring(L, "Tensor");
   lua_setfield(L, meta, "__name");
+  lua_pushvalue(L, meta);
+  dt_lua_protect_meta(L, "Tensor");
+  lua_pop(L, 1);
   lua_pushvalue(L, methods);
   lua_pushcclosure(L, tensor_index, 1);
   lua_setfield(L, meta, "__index");

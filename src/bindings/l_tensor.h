@@ -25,6 +25,12 @@ dt_tensor *dt_lua_test_tensor(lua_State *L, int idx);    /* NULL if not a (live)
 /* Any tensor, plain or distributed (live), or NULL / a type error. */
 dt_value *dt_lua_test_value(lua_State *L, int idx);
 dt_value *dt_lua_check_value(lua_State *L, int idx);
+/* The same, with errors naming the user-facing op (for functions reached through Lua
+ * wrappers, whose C name would mislead): "<op>: expected a tensor for <what>, got nil"
+ * (what NULL: "<op>: expected a tensor, got nil"), "<op>: <what> has been released (closed)". */
+dt_value *dt_lua_check_value_for(lua_State *L, int idx, const char *op, const char *what);
+/* The type name of the value at idx as errors show it (its __name, as luaL_typeerror). */
+const char *dt_lua_typename(lua_State *L, int idx);
 /* Pushes a DTensor owning local's reference and spec (either NULL raises the dt_error). */
 void dt_lua_push_dtensor(lua_State *L, dt_tensor *local, struct dt_dspec *spec);
 /* __index for the DTensor-only keys (device_mesh, placements); from l_dtensor.c. */
@@ -33,6 +39,10 @@ int dt_lua_dtensor_field(lua_State *L, dt_value *u, const char *k);
 void dt_lua_push_tensor(lua_State *L, dt_tensor *t);
 /* Raises dt_error_message() as a Lua error (never returns). */
 int dt_lua_raise(lua_State *L);
+/* Protects the metatable on the stack top: getmetatable(x) returns name, and
+ * setmetatable refuses, so Lua code cannot reach __gc/__close (debug.getmetatable still
+ * can: every release is idempotent and every use of a released object raises). */
+void dt_lua_protect_meta(lua_State *L, const char *name);
 
 /* ---- arguments ---- */
 /* Converts a Lua dim (1-based, negative from the end) at idx into 0-based for a tensor of

@@ -19,6 +19,7 @@
 #define DT_ARG_HAS_MAX 32    /* clamp: scalar[1] is an upper bound */
 /* Flags private to the pointwise ops (high bits: the generic ones above use the low ones). */
 #define DT_ARG_ALPHA_FLOAT (1 << 20) /* add/sub: alpha (scalar[1]) is a non-integer Lua number */
+#define DT_ARG_ALPHA_INT (1 << 24)   /* add/sub: alpha is a Lua integer, exactly ints[1] (scalar[1] rounds it) */
 #define DT_ARG_WHERE_A_INT (1 << 21) /* where: scalar a (in[1] == NULL) is an integer, in ints[0] */
 #define DT_ARG_WHERE_B_INT (1 << 22) /* where: scalar b (in[2] == NULL) is an integer, in ints[1] */
 #define DT_ARG_GELU_TANH 1           /* gelu: tanh approximation */

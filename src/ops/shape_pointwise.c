@@ -129,6 +129,8 @@ static int binary_check(const dt_op_args *a, dt_dtype rt, int compare, dt_meta *
   if (scalar && (a->flags & DT_ARG_SCALAR_INT) && !compare &&
       dt_check_value_fits(a->name, rt, 1, a->ints[0], a->scalar[0]) != DT_OK)
     return DT_ERR;
+  if ((a->flags & DT_ARG_ALPHA_INT) && dt_check_value_fits(a->name, rt, 1, a->ints[1], a->scalar[1]) != DT_OK)
+    return DT_ERR; /* alpha converts to the result's dtype, as in torch */
   return DT_OK;
 }
 

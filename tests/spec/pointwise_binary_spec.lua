@@ -63,6 +63,27 @@ describe("pointwise binary", function()
     assert.are.equal("float32", (dt.tensor({5}) / dt.tensor({2})).dtype)
   end)
 
+  it("wraps like torch's int64 when sub/add negate or scale math.mininteger (no UB)", function()
+    local fails = require("tests.spec.support.spec_helpers").fails
+    local mi, ma = math.mininteger, math.maxinteger
+    local t = dt.tensor({1, -1, 0})
+    assert.are.same({mi + 1, ma, mi}, (t - mi):totable()) -- 1 - mi wraps to mi + 1
+    assert.are.same({ma, mi + 1, mi}, (mi - t):totable())
+    assert.are.same({mi + 1, ma, 0}, t:sub(t, mi):totable()) -- alpha = mi: -alpha wraps to mi
+    assert.are.same({mi + 1, ma, mi}, dt.sub(t, dt.tensor({1, 1, 1}), {alpha = mi}):totable())
+    assert.are.same({mi + 1, ma, mi}, t:add(dt.tensor({1, 1, 1}), mi):totable())
+    assert.are.same({mi + 2, mi, mi + 1}, t:sub(dt.tensor({1, 1, 1}), ma):totable())
+    assert.are.same({ma, ma - 2, ma - 1}, dt.sub(t, dt.tensor({2, 2, 2}), {alpha = (1 << 62) + 1}):totable()) -- exact alpha
+    assert.are.same({0}, dt.sub(mi, dt.tensor({1}), mi):totable()) -- mi - mi * 1
+    local i32 = dt.tensor({1}, {dtype = "int32"})
+    fails("sub: value -9223372036854775808 cannot be converted to type int32 without overflow", function() return i32 - mi end)
+    fails("sub: value -9223372036854775808 cannot be converted to type int32 without overflow", i32.sub, i32, i32, mi)
+    fails("add: value 4294967296 cannot be converted to type int32 without overflow", i32.add, i32, i32, 1 << 32)
+    assert.are.same({7}, i32:add(dt.tensor({2}, {dtype = "int32"}), 3):totable())
+    assert.are.same({-math.huge}, (dt.tensor({1.5}) - 1e300 * 1e10):totable())
+    assert.are.same({-math.huge}, dt.tensor({1.5}):sub(dt.tensor({1.0}), 1e300 * 1e300):totable())
+  end)
+
   it("handles bool arithmetic like torch (add is or, mul is and)", function()
     local t, f = dt.tensor({true, true, false, false}), dt.tensor({true, false, true, false})
     assert.are.same({true, true, true, false}, (t + f):totable())

@@ -449,6 +449,8 @@ describe("random: errors", function()
     raises("randint: values in [0, 300) do not fit dtype uint8", dt.randint, 300, {2}, {dtype = "uint8"})
     raises("randint: shape must be a table", dt.randint, 0, 5, 2)
     raises("randint: high must be an integer, got number", dt.randint, 0, 5.5, {2})
+    raises("randint: ", dt.randint) -- no arguments: randint, not 'select'
+    raises("randint: ", function() return dt.randint() end)
     raises("bernoulli: probabilities must be in [0, 1], got 1.5", dt.bernoulli, dt.tensor({0.5, 1.5}))
     raises("bernoulli: probability must be in [0, 1], got -0.5", dt.bernoulli, dt.zeros(2), -0.5)
     raises("bernoulli: probabilities must be a floating dtype", dt.bernoulli, dt.full({2}, 1))

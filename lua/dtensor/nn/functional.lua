@@ -15,8 +15,25 @@ local function check_opts(op, opts, allowed)
   return opts
 end
 
+-- The type of v as errors name it: a userdata's protected metatable is its type name.
+local function type_name(v)
+  local mt = getmetatable(v)
+  return type(mt) == "string" and mt or type(v)
+end
+
+-- Raises "<op>: expected a tensor, got nil" (or "... a tensor for <what> ...") unless v is a
+-- Tensor (a released one goes on: its method says it was released, naming the op).
+local function check_tensor(op, v, what)
+  if getmetatable(v) ~= "Tensor" then
+    error(op .. ": expected a tensor" .. (what and " for " .. what or "") .. ", got " .. type_name(v), 3)
+  end
+end
+
 -- y = x @ w^T + b, with w [out, in] and b [out] (composite over matmul, t and +).
 function F.linear(x, w, b)
+  check_tensor("linear", x, "input")
+  check_tensor("linear", w, "weight")
+  if b ~= nil then check_tensor("linear", b, "bias") end
   local y = x:matmul(w:t())
   if b ~= nil then y = y + b end
   return y
@@ -77,14 +94,14 @@ function F.scaled_dot_product_attention(q, k, v, opts, ...)
   return core._sdpa(q, k, v, opts.attn_mask, opts.is_causal and true or false, opts.scale)
 end
 
--- Thin aliases of the tensor methods.
-function F.relu(x) return x:relu() end
-function F.gelu(x, approximate) return x:gelu(approximate) end
-function F.silu(x) return x:silu() end
+-- Thin aliases of the tensor methods (checked here: `nil:relu()` would not name relu).
+function F.relu(x) check_tensor("relu", x) return x:relu() end
+function F.gelu(x, approximate) check_tensor("gelu", x) return x:gelu(approximate) end
+function F.silu(x) check_tensor("silu", x) return x:silu() end
 -- hardtanh(x, min_val = -1, max_val = 1); leaky_relu(x, negative_slope = 0.01) (also as options tables)
-function F.hardtanh(x, min_val, max_val) return x:hardtanh(min_val, max_val) end
-function F.leaky_relu(x, negative_slope) return x:leaky_relu(negative_slope) end
-function F.softmax(x, dim) return x:softmax(dim) end
-function F.log_softmax(x, dim) return x:log_softmax(dim) end
+function F.hardtanh(x, min_val, max_val) check_tensor("hardtanh", x) return x:hardtanh(min_val, max_val) end
+function F.leaky_relu(x, negative_slope) check_tensor("leaky_relu", x) return x:leaky_relu(negative_slope) end
+function F.softmax(x, dim) check_tensor("softmax", x) return x:softmax(dim) end
+function F.log_softmax(x, dim) check_tensor("log_softmax", x) return x:log_softmax(dim) end
 
 return F

@@ -12,6 +12,15 @@
 /* Integer arithmetic wraps (two's complement) instead of being undefined on overflow. */
 static inline int64_t wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline int64_t wmul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static inline int64_t wneg(int64_t a) { return (int64_t)(0 - (uint64_t)a); } /* -INT64_MIN wraps to itself */
+/* A double as int64 without the UB of an out-of-range cast (only integral compute reads it,
+ * and there the number was an integer: saturating is never observable). */
+static inline int64_t sat_i64(double v) {
+  if (!(v == v)) return 0;
+  if (v >= 9223372036854775807.0) return INT64_MAX;
+  if (v <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)v;
+}
 
 /* torch.remainder: the result has the sign of the divisor (Lua's % and Python's %). */
 static inline float remf_(float a, float b) {
@@ -145,17 +154,18 @@ int pw_binary(const dt_op_args *a, dt_tensor *out, int op) {
   int scalar = a->flags & DT_ARG_SCALAR, left = scalar && (a->flags & DT_ARG_SCALAR_LEFT);
   pw_ctx c = {0};
   c.s = a->scalar[0];
-  c.si = (a->flags & DT_ARG_SCALAR_INT) ? a->ints[0] : (int64_t)a->scalar[0];
+  c.si = (a->flags & DT_ARG_SCALAR_INT) ? a->ints[0] : sat_i64(a->scalar[0]);
   if (compare && scalar && dt_dtype_is_float(rt)) { /* the number rounds to the common dtype, as in torch */
     char buf[8];
     dt_store_f64(buf, rt, c.s);
     c.s = dt_load_f64(buf, rt);
   }
-  /* sub is add with -alpha; a scalar operand absorbs alpha */
+  /* sub is add with -alpha; a scalar operand absorbs alpha.  Integer arithmetic wraps as
+   * torch's int64 does: a - alpha*b == a + (-alpha)*b modulo 2^64, -INT64_MIN included. */
   if (fam == F_ADD) {
     c.alpha = a->nscalar >= 2 ? a->scalar[1] : 1;
-    c.alphai = (int64_t)c.alpha;
-    if (op == DT_OP_SUB) c.alpha = -c.alpha, c.alphai = -c.alphai;
+    c.alphai = a->nscalar < 2 ? 1 : (a->flags & DT_ARG_ALPHA_INT) ? a->ints[1] : sat_i64(c.alpha);
+    if (op == DT_OP_SUB) c.alpha = -c.alpha, c.alphai = wneg(c.alphai);
     if (scalar && !left) c.s *= c.alpha, c.si = wmul(c.si, c.alphai);
     else if (c.alpha != 1) fam = F_ADDA;
   }
