@@ -97,11 +97,7 @@ describe("size limits", function()
     end)
   end)
 
-  describe("meshes and DTensors", function()
-    it("a mesh shape whose product overflows is refused", function()
-      fails("init_device_mesh", dt.init_device_mesh, "cpu", {2^32, 2^32})
-      fails("init_device_mesh", dt.init_device_mesh, "cpu", {2^62, 2^62, 4})
-    end)
+  describe("DTensors", function()
     it("a DTensor's global shape is checked", function()
       local mesh = dt.init_device_mesh("cpu", {1})
       fails("from_local: shape {4294967296,4294967296} " .. BIG, dt.from_local, dt.ones(2, 2), mesh, {dt.Replicate()},
