@@ -18,6 +18,7 @@ static int create_filled(lua_State *L, const char *op, dt_op_id id, double value
   a.has_dtype = 1;
   a.scalar[0] = value;
   a.nscalar = 1;
+  a.name = op; /* errors past the shape check (out of memory) name zeros/ones too */
   return dt_lua_call(L, id, &a, NULL, 0);
 }
 

@@ -3,10 +3,12 @@
  * Lua dims and indices are 1-based, negative from the end; ranges in slices are
  * inclusive ({1, 2} is the first two), as in Torch7 and Lua's for loops. */
 #include "base/error.h"
+#include "base/size.h"
 #include "distributed/dtensor.h"
 #include "bindings/l_compare.h"
 #include "bindings/l_tensor.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,6 +143,12 @@ static int l_flatten(lua_State *L) {
   return call_view(L, DT_OP_FLATTEN, t, &a);
 }
 
+/* A list of n pieces must fit a Lua table (and its sizes array, in bytes, a size_t). */
+static void check_pieces(lua_State *L, const char *op, int64_t n) {
+  if (n > INT_MAX)
+    luaL_error(L, "%s: %I pieces are more than a list can hold (at most %d)", op, (lua_Integer)n, INT_MAX);
+}
+
 /* Pushes a list of narrow views of t along dim d with the given sizes. */
 static int push_pieces(lua_State *L, dt_value *t, int d, int n, const int64_t *sizes) {
   lua_createtable(L, n, 0);
@@ -157,10 +165,11 @@ static int push_pieces(lua_State *L, dt_value *t, int d, int n, const int64_t *s
 }
 
 /* Pieces of `size` (the last one shorter), at least one piece, as torch.split. */
-static int split_even(lua_State *L, dt_value *t, int d, int64_t size) {
+static int split_even(lua_State *L, const char *op, dt_value *t, int d, int64_t size) {
   int64_t len = user_size(t, d);
-  int64_t n = size > 0 ? (len + size - 1) / size : 1;
+  int64_t n = size > 0 ? len / size + (len % size != 0) : 1;
   if (n < 1) n = 1;
+  check_pieces(L, op, n);
   int64_t *sizes = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0); /* freed by the GC on error */
   for (int64_t i = 0; i < n; i++) sizes[i] = i < n - 1 ? size : len - size * (n - 1);
   return push_pieces(L, t, d, (int)n, sizes);
@@ -175,11 +184,12 @@ static int l_chunk(lua_State *L) {
   int d = lua_isnoneornil(L, 3) ? 0 : dt_lua_check_dim(L, 3, dt_value_ndim(t), 0, "chunk");
   int64_t len = user_size(t, d);
   if (len == 0) { /* n empty pieces, as torch */
+    check_pieces(L, "chunk", n);
     int64_t *sizes = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)n, 0);
     for (lua_Integer i = 0; i < n; i++) sizes[i] = 0;
     return push_pieces(L, t, d, (int)n, sizes);
   }
-  return split_even(L, t, d, (len + n - 1) / n);
+  return split_even(L, "chunk", t, d, len / n + (len % n != 0));
 }
 
 /* split(size, dim = 1) or split({s1, s2, ...}, dim = 1) (sizes must add up to the dim). */
@@ -191,7 +201,7 @@ static int l_split(lua_State *L) {
     lua_Integer size = luaL_checkinteger(L, 2);
     if (size < 0 || (size == 0 && user_size(t, d) > 0))
       return luaL_error(L, "split: split size must be positive, got %I", (lua_Integer)size);
-    return split_even(L, t, d, size);
+    return split_even(L, "split", t, d, size);
   }
   int n = (int)luaL_len(L, 2);
   int64_t *sizes = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n ? n : 1), 0), sum = 0;
@@ -201,7 +211,8 @@ static int l_split(lua_State *L) {
     sizes[i] = lua_tointegerx(L, -1, &ok);
     lua_pop(L, 1);
     if (!ok || sizes[i] < 0) return luaL_error(L, "split: sizes must be non-negative integers (entry %d)", i + 1);
-    sum += sizes[i];
+    if (dt_add_size(sum, sizes[i], &sum) != DT_OK)
+      return luaL_error(L, "split: sizes add up to more than %I (entry %d)", (lua_Integer)INT64_MAX, i + 1);
   }
   if (sum != user_size(t, d))
     return luaL_error(L, "split: sizes add up to %I but dim %d has size %I", (lua_Integer)sum, d + 1,

@@ -261,7 +261,7 @@ static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_ds
   dt_op_args ga = *a;
   ga.in = b.gin;
   ga.op = id, ga.name = op->name;
-  if (op->shape(&ga, e->out) != DT_OK) return free(blk), DT_ERR;
+  if (dt_op_shape(op, &ga, e->out) != DT_OK) return free(blk), DT_ERR;
   e->nout = op->nout;
   dt_rule_args r = {.op = id, .a = &ga, .spec = sp, .mesh_ndim = nm, .out = e->out, .nout = op->nout, .work = b.work};
   int n = 0;

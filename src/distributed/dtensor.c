@@ -15,6 +15,7 @@ void dt_chunk(int64_t L, int n, int c, int64_t *start, int64_t *len) {
 
 int dt_dspec_new(dt_mesh *mesh, const dt_placement *p, int ndim, const int64_t *shape, dt_dtype dtype,
                  const char *op, dt_dspec **out) {
+  if (dt_check_shape(op, ndim, shape) != DT_OK) return DT_ERR; /* every DTensor's global shape */
   dt_dspec *s = calloc(1, sizeof *s);
   if (!s) return dt_error("%s: out of memory", op);
   for (int i = 0; i < mesh->ndim; i++) {

@@ -1,11 +1,13 @@
 /* DeviceMesh construction, slicing and flattening (see mesh.h). */
 #include "distributed/mesh.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/size.h"
 
 static dt_mesh *mesh_alloc(int ndim, const int *shape, const char *device) {
   dt_mesh *m = calloc(1, sizeof *m);
@@ -71,6 +73,16 @@ int dt_mesh_new(dt_context *ctx, const char *device, int ndim, const int *shape,
     return dt_error("DeviceMesh: a mesh has 1..%d dims, got %d", DT_MESH_MAX_DIMS, ndim);
   for (int i = 0; i < ndim; i++)
     if (shape[i] < 1) return dt_error("DeviceMesh: mesh dim %d has size %d (sizes must be >= 1)", i + 1, shape[i]);
+  /* the product (an int: the mesh's size) is checked before anything is sized by it; the
+   * layout's checks below then find a rank outside the world or a repeated one */
+  int64_t size = 1;
+  for (int i = 0; i < ndim; i++)
+    if (dt_mul_size(size, shape[i], &size) != DT_OK || size > INT_MAX) {
+      char buf[160] = "{";
+      for (int j = 0; j < ndim; j++) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%d", j ? "," : "", shape[j]);
+      return dt_error("DeviceMesh: mesh shape %s} has more ranks than fit in an int (the world has %d)", buf,
+                      ctx->world_size);
+    }
   dt_mesh *m = mesh_alloc(ndim, shape, device);
   if (!m) return dt_error("DeviceMesh: out of memory");
   char *seen = calloc((size_t)ctx->world_size, 1);

@@ -145,7 +145,7 @@ int dt_rng_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_
   dt_op_args ga = *a;
   ga.in = gin, ga.op = id, ga.name = op->name, ga.region = NULL;
   dt_meta meta[DT_OP_MAX_OUT];
-  if (op->shape(&ga, meta) != DT_OK) return DT_ERR;
+  if (dt_op_shape(op, &ga, meta) != DT_OK) return DT_ERR;
   uint64_t words = dt_rng_op_words(id, &ga, meta);
 
   int st = DT_OK;
@@ -196,7 +196,7 @@ int dt_rng_factory(dt_context *ctx, dt_op_id id, const dt_op_args *a, dt_mesh *m
   dt_op_args ga = *a;
   ga.op = id, ga.name = a->name ? a->name : op->name, ga.region = NULL; /* rand_like names itself */
   dt_meta meta[DT_OP_MAX_OUT];
-  if (op->shape(&ga, meta) != DT_OK) return DT_ERR;
+  if (dt_op_shape(op, &ga, meta) != DT_OK) return DT_ERR;
   char buf[128];
   if (dt_dspec_has_partial(p, mesh->ndim))
     return dt_error("%s: factories take Shard and Replicate placements only, got %s", ga.name,

@@ -1,6 +1,7 @@
 /* .npy reader and writer; see npy.h for the format. */
 #include "io/npy.h"
 #include "base/error.h"
+#include "base/size.h"
 #include "io/file.h"
 
 #include <stdio.h>
@@ -184,10 +185,11 @@ static dt_tensor *load_body(const char *path, FILE *f, int64_t fsize) {
   if (rc == DT_OK) rc = parse_dict(path, text, (size_t)hlen, &dtype, &ndim, shape);
   free(text);
   if (rc != DT_OK) return NULL;
-  int64_t numel = 1;
-  for (int d = 0; d < ndim; d++) {
-    if (shape[d] && numel > INT64_MAX / 16 / shape[d]) return dt_error("load_npy: %s: shape is too large", path), NULL;
-    numel *= shape[d];
+  int64_t numel;
+  if (dt_shape_numel_checked(ndim, shape, &numel) != DT_OK) { /* a 0 dim does not hide the others */
+    char op[400];
+    snprintf(op, sizeof op, "load_npy: %.300s", path);
+    return dt_check_numel(op, ndim, shape), NULL;
   }
   int64_t nbytes = numel * (int64_t)dt_dtype_size(dtype), have = fsize - start - hlen;
   if (have != nbytes) {

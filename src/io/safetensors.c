@@ -1,6 +1,7 @@
 /* safetensors reader and writer; see safetensors.h for the format. */
 #include "io/safetensors.h"
 #include "base/error.h"
+#include "base/size.h"
 #include "io/file.h"
 #include "io/json.h"
 
@@ -142,8 +143,11 @@ static int parse_entry(const char *path, const char *name, const dt_json *e, ent
     if (s->type != DT_JSON_INT) return fail(path, name, "shape entries must be integers");
     if (s->integer < 0) return dt_error("load: %s: tensor '%s': negative dim %lld in shape", path, name, (long long)s->integer);
     range->shape[d] = s->integer;
-    if (s->integer && numel > INT64_MAX / 16 / s->integer) return fail(path, name, "shape is too large");
-    numel *= s->integer;
+  }
+  if (dt_shape_numel_checked(js->n, range->shape, &numel) != DT_OK) { /* a 0 dim does not hide the others */
+    char op[600];
+    snprintf(op, sizeof op, "load: %.300s: tensor '%.200s'", path, name);
+    return dt_check_numel(op, js->n, range->shape);
   }
   if (!jo || jo->type != DT_JSON_ARRAY || jo->n != 2 || jo->items[0]->type != DT_JSON_INT || jo->items[1]->type != DT_JSON_INT)
     return fail(path, name, "\"data_offsets\" must be [begin, end] integers");

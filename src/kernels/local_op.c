@@ -27,7 +27,7 @@ int dt_op_call(dt_op_id id, dt_op_args *a, dt_tensor **out) {
   if (!kernel) return dt_error("%s: not implemented on device %s", op->name, dt_device_name(dev));
 
   dt_meta meta[DT_OP_MAX_OUT];
-  if (op->shape(a, meta) != DT_OK) return DT_ERR;
+  if (dt_op_shape(op, a, meta) != DT_OK) return DT_ERR;
   if (op->flags & DT_OPF_VIEW) return kernel(a, out);
   if (op->flags & DT_OPF_INPLACE) {
     out[0] = a->in[0];
@@ -39,7 +39,7 @@ int dt_op_call(dt_op_id id, dt_op_args *a, dt_tensor **out) {
     out[i] = dt_tensor_empty(meta[i].dtype, meta[i].ndim, meta[i].shape, dev);
     if (!out[i]) {
       for (int j = 0; j < i; j++) dt_tensor_release(out[j]), out[j] = NULL;
-      return dt_error_prefix("%s", op->name);
+      return dt_error_prefix("%s", a->name);
     }
   }
   if (kernel(a, out) != DT_OK) { /* outputs NULL again: callers' cleanup must not release them twice */

@@ -19,6 +19,13 @@ static const char *const family_names[DT_SHARDING_COUNT] = {
 
 const dt_op_def *dt_op_get(dt_op_id id) { return &op_table[id]; }
 
+int dt_op_shape(const dt_op_def *op, const dt_op_args *a, dt_meta *out) {
+  if (op->shape(a, out) != DT_OK) return DT_ERR;
+  for (int i = 0; i < op->nout; i++)
+    if (dt_check_shape(a->name ? a->name : op->name, out[i].ndim, out[i].shape) != DT_OK) return DT_ERR;
+  return DT_OK;
+}
+
 const char *dt_sharding_family_name(dt_sharding_family f) {
   return (unsigned)f < DT_SHARDING_COUNT ? family_names[f] : "?";
 }

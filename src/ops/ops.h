@@ -40,6 +40,10 @@ typedef struct dt_op_def {
 } dt_op_def;
 
 DT_API const dt_op_def *dt_op_get(dt_op_id id);
+/* Runs op's shape rule on a (a->name set) and checks each output shape (sizes
+ * non-negative, element count within DT_MAX_NUMEL): the one place every op's output shapes
+ * pass, on local tensors and on DTensors' global metadata.  Call it, not op->shape. */
+DT_API int dt_op_shape(const dt_op_def *op, const dt_op_args *a, dt_meta *out);
 /* Looks an op up by its Lua name; DT_ERR when unknown. */
 DT_API int dt_op_find(const char *name, dt_op_id *id);
 /* "pointwise", "local_only", ... */

@@ -2,6 +2,7 @@
  * indices are 0-based here; error messages show them 1-based, as Lua users wrote them. */
 #include "ops/view_geom.h"
 #include "base/error.h"
+#include "base/size.h"
 
 #include <string.h>
 
@@ -80,8 +81,9 @@ int dt_view_slice(const dt_op_args *a, dt_view_geom *g) {
     return dt_error("%s: range %lld..%lld out of bounds for dim %d of size %lld", a->name, (long long)start + 1,
                     (long long)stop, d + 1, (long long)size);
   geom_of(x, g);
-  g->shape[d] = (stop - start + step - 1) / step;
-  g->stride[d] = x->stride[d] * step;
+  g->shape[d] = (stop - start) / step + ((stop - start) % step != 0);
+  /* step > size leaves at most one element, whose stride does not matter: keep it in range */
+  if (dt_mul_size(x->stride[d], step, &g->stride[d]) != DT_OK) g->stride[d] = x->stride[d];
   g->offset += start * x->stride[d];
   return DT_OK;
 }
@@ -130,12 +132,6 @@ int dt_view_squeeze(const dt_op_args *a, dt_view_geom *g) {
   return DT_OK;
 }
 
-static int64_t shape_numel_except(int ndim, const int64_t *shape, int skip) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++)
-    if (i != skip) n *= shape[i];
-  return n;
-}
 
 int dt_view_target_shape(const dt_op_args *a, int *ndim, int64_t *shape) {
   const dt_tensor *x = a->in[0];
@@ -152,10 +148,12 @@ int dt_view_target_shape(const dt_op_args *a, int *ndim, int64_t *shape) {
   }
   memcpy(shape, a->ints, sizeof(int64_t) * a->nints);
   *ndim = a->nints;
-  int64_t n = dt_tensor_numel(x), rest = shape_numel_except(a->nints, a->ints, infer);
+  int64_t n = dt_tensor_numel(x), rest, m;
+  if (infer >= 0) shape[infer] = 1;
+  if (dt_shape_numel_checked(a->nints, shape, &rest) != DT_OK) goto bad; /* more elements than any tensor has */
   if (infer >= 0 && rest != 0 && n % rest == 0) shape[infer] = n / rest;
   else if (infer >= 0) goto bad; /* rest == 0: the -1 is ambiguous */
-  if (dt_shape_numel(*ndim, shape) == n) return DT_OK;
+  if (dt_shape_numel_checked(*ndim, shape, &m) == DT_OK && m == n) return DT_OK;
 bad:
   return dt_error("%s: shape %s is invalid for a tensor of shape %s (%lld elements)", a->name,
                   dt_format_shape(b1, sizeof b1, a->nints, a->ints), dt_format_shape(b2, sizeof b2, x->ndim, x->shape),

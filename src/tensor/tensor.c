@@ -1,5 +1,6 @@
 #include "tensor/tensor.h"
 #include "base/error.h"
+#include "base/size.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,7 @@ int dt_check_shape(const char *op, int ndim, const int64_t *shape) {
   if (ndim < 0 || ndim > DT_MAX_DIMS) return dt_error("%s: %d dimensions (at most %d supported)", op, ndim, DT_MAX_DIMS);
   for (int i = 0; i < ndim; i++)
     if (shape[i] < 0) return dt_error("%s: negative size %lld in dim %d", op, (long long)shape[i], i + 1);
-  return DT_OK;
+  return dt_check_numel(op, ndim, shape);
 }
 
 void dt_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
@@ -28,15 +29,21 @@ static dt_tensor *tensor_alloc(void) {
 
 dt_tensor *dt_tensor_empty(dt_dtype dtype, int ndim, const int64_t *shape, dt_device_type device) {
   if (dt_check_shape("empty", ndim, shape) != DT_OK) return NULL;
-  int64_t n = dt_shape_numel(ndim, shape);
-  if (n > (int64_t)1 << 46) {
-    dt_error("empty: %lld elements is too large", (long long)n);
+  int64_t n = dt_shape_numel(ndim, shape), nbytes; /* checked: n <= DT_MAX_NUMEL */
+  if (dt_mul_size(n, (int64_t)dt_dtype_size(dtype), &nbytes) != DT_OK) {
+    char buf[200];
+    dt_error("empty: shape %s of %s has more bytes than fit in memory", dt_format_shape(buf, sizeof buf, ndim, shape),
+             dt_dtype_name(dtype));
     return NULL;
   }
   dt_tensor *t = tensor_alloc();
   if (!t) return NULL;
-  t->storage = dt_storage_new((size_t)n * dt_dtype_size(dtype), device);
-  if (!t->storage) return free(t), NULL;
+  t->storage = dt_storage_new((size_t)nbytes, device);
+  if (!t->storage) {
+    char buf[200];
+    dt_error_prefix("shape %s of %s", dt_format_shape(buf, sizeof buf, ndim, shape), dt_dtype_name(dtype));
+    return free(t), NULL;
+  }
   t->ndim = ndim;
   t->dtype = dtype;
   memcpy(t->shape, shape, sizeof(int64_t) * ndim);
@@ -81,6 +88,9 @@ dt_tensor *dt_tensor_empty_like(const dt_tensor *t) {
 
 dt_tensor *dt_tensor_view_of(const dt_tensor *base, int ndim, const int64_t *shape, const int64_t *stride,
                              int64_t offset) {
+  /* The callers validated the view against base; this guards the invariant every tensor
+   * keeps (its element count is checked), whatever a new view op forgets. */
+  if (dt_check_shape("view", ndim, shape) != DT_OK) return NULL;
   dt_tensor *t = tensor_alloc();
   if (!t) return NULL;
   t->storage = base->storage;
@@ -145,6 +155,7 @@ dt_tensor *dt_tensor_expand(const dt_tensor *t, int ndim, const int64_t *shape, 
     else if (t->shape[j] == 1) stride[i] = 0;
     else goto bad;
   }
+  if (dt_check_shape(op, ndim, shape) != DT_OK) return NULL;
   return dt_tensor_view_of(t, ndim, shape, stride, t->offset);
 bad:;
   char bufa[160], bufb[160];

@@ -5,6 +5,7 @@
 
 #include "base/dtype.h"
 #include "base/error.h"
+#include "base/size.h"
 #include "kernels/local_op.h"
 #include "tensor/block_cache.h"
 #include "tensor/tensor.h"
@@ -97,6 +98,34 @@ static void test_block_cache_reuses_large_blocks(void) {
   dt_block_free(d, cap3);
 }
 
+/* Checked size arithmetic: overflow is reported, a 0 dim hides nothing, every tensor
+ * (allocated, expanded or viewed) keeps its element count within DT_MAX_NUMEL. */
+static void test_size_arithmetic_is_checked(void) {
+  int64_t r;
+  CHECK(dt_mul_size(INT64_C(1) << 31, INT64_C(1) << 31, &r) == DT_OK && r == INT64_C(1) << 62);
+  CHECK(dt_mul_size(INT64_C(1) << 32, INT64_C(1) << 32, &r) != DT_OK);
+  CHECK(dt_add_size(INT64_MAX, 1, &r) != DT_OK);
+  int64_t ok[3] = {0, INT64_C(1) << 40, 4}, zero_big[3] = {0, INT64_C(1) << 62, 4}, wrap[2] = {INT64_C(1) << 32, INT64_C(1) << 32};
+  CHECK(dt_shape_numel_checked(3, ok, &r) == DT_OK && r == 0);
+  CHECK(dt_shape_numel_checked(3, zero_big, &r) != DT_OK);
+  CHECK(dt_shape_numel_checked(2, wrap, &r) != DT_OK);
+  CHECK(dt_check_shape("zeros", 2, wrap) == DT_ERR);
+  CHECK(strcmp(dt_error_message(),
+               "zeros: shape {4294967296,4294967296} has more elements than fit in memory (2^64; at most 2^59)") == 0);
+  CHECK(dt_tensor_empty(DT_FLOAT32, 3, zero_big, DT_HOST) == NULL);
+  int64_t huge[1] = {INT64_C(1) << 58}; /* within the limit, more bytes than any machine has */
+  CHECK(dt_tensor_empty(DT_FLOAT64, 1, huge, DT_HOST) == NULL);
+  CHECK(strstr(dt_error_message(), "out of memory allocating 2305843009213693952 bytes") != NULL);
+  int64_t one[2] = {1, 1};
+  dt_tensor *t = dt_tensor_zeros(DT_FLOAT32, 2, one, DT_HOST);
+  CHECK(t != NULL);
+  CHECK(dt_tensor_expand(t, 2, wrap, "expand") == NULL);
+  CHECK(strstr(dt_error_message(), "expand: shape {4294967296,4294967296} has more elements") != NULL);
+  int64_t st[2] = {0, 0};
+  CHECK(dt_tensor_view_of(t, 2, wrap, st, 0) == NULL);
+  dt_tensor_release(t);
+}
+
 int main(void) {
   TEST_CASE(test_dtype_promotion);
   TEST_CASE(test_half_conversions);
@@ -104,5 +133,6 @@ int main(void) {
   TEST_CASE(test_broadcast_error_names_op);
   TEST_CASE(test_op_table_front_door);
   TEST_CASE(test_block_cache_reuses_large_blocks);
+  TEST_CASE(test_size_arithmetic_is_checked);
   return CTEST_END();
 }
