@@ -1,6 +1,7 @@
 /* Lua bindings of DeviceMesh (dt.init_device_mesh, dt.DeviceMesh, the per-rank mesh
  * context stack); placements are in l_placement.c.  Mesh dims and
  * tensor dims are 1-based (or names); ranks and coordinates are 0-based. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,21 +163,25 @@ static int l_init_device_mesh(lua_State *L) {
   int ndim = (int)luaL_len(L, 2), shape[DT_MESH_MAX_DIMS], world = dt_lua_context(L)->world_size;
   if (ndim < 1 || ndim > DT_MESH_MAX_DIMS)
     return luaL_error(L, "init_device_mesh: a mesh has 1..%d dims, got %d", DT_MESH_MAX_DIMS, ndim);
-  int64_t total = 1;
+  lua_Integer size[DT_MESH_MAX_DIMS];
+  int64_t total = 1; /* saturates at INT_MAX + 1: huge sizes cannot overflow it */
   for (int i = 0; i < ndim; i++) {
     lua_geti(L, 2, i + 1);
     int isint;
-    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    size[i] = lua_tointegerx(L, -1, &isint);
     lua_pop(L, 1);
-    if (!isint || v < 1) return luaL_error(L, "init_device_mesh: mesh sizes must be integers >= 1");
-    shape[i] = (int)v;
-    total *= v;
+    if (!isint || size[i] < 1) return luaL_error(L, "init_device_mesh: mesh sizes must be integers >= 1");
+    total = size[i] > INT_MAX || total * size[i] > INT_MAX ? (int64_t)INT_MAX + 1 : total * size[i];
   }
   if (total != world) {
-    char buf[96] = "{";
-    for (int i = 0; i < ndim; i++) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%d", i ? "," : "", shape[i]);
+    char buf[256] = "{";
+    for (int i = 0; i < ndim; i++)
+      snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%lld", i ? "," : "", (long long)size[i]);
+    if (total > INT_MAX)
+      return luaL_error(L, "init_device_mesh: mesh shape %s} has more than %d ranks, but the world has %d", buf, INT_MAX, world);
     return luaL_error(L, "init_device_mesh: mesh shape %s} has %d ranks, but the world has %d", buf, (int)total, world);
   }
+  for (int i = 0; i < ndim; i++) shape[i] = (int)size[i];
   int *ranks = lua_newuserdatauv(L, sizeof(int) * (size_t)total, 0);
   for (int i = 0; i < total; i++) ranks[i] = i;
   return new_mesh(L, device, ndim, shape, ranks, 3);

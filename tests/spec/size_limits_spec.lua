@@ -103,5 +103,12 @@ describe("size limits", function()
       fails("from_local: shape {4294967296,4294967296} " .. BIG, dt.from_local, dt.ones(2, 2), mesh, {dt.Replicate()},
             {shape = {2^32, 2^32}})
     end)
+
+    it("mesh sizes whose product overflows are an error naming init_device_mesh", function()
+      fails("init_device_mesh: mesh shape {4294967296,4294967296} has more than 2147483647 ranks, but the world has 1",
+            dt.init_device_mesh, "cpu", {2^32, 2^32})
+      fails("init_device_mesh: mesh shape {9223372036854775807,3} has more than 2147483647 ranks",
+            dt.init_device_mesh, "cpu", {math.maxinteger, 3})
+    end)
   end)
 end)
