@@ -84,6 +84,7 @@ function module._forget_decisions() core.dispatch_cache_clear() end
 -- replicated DTensor: one element, or any inside dt.implicit_replication; else the C
 -- dispatcher's error saying to convert it.
 function module._replicated(name, what, t, mesh)
+  if not core.is_tensor(t) then error(("%s: %s must be a tensor, got %s"):format(name, what, type(t)), 0) end
   local ok, err = pcall(core._check_plain, name, what, t)
   if not ok then error((tostring(err):gsub("^[^\n]-:%d+: ", "")), 0) end
   local r = {}
@@ -320,6 +321,7 @@ local composed_in_lua = {embedding = true, cross_entropy = true, linear = true,
 -- dt.explain(op_name, args...): the strategies, their costs and the choice, as text.  An op
 -- named here may be any function of the composed dt, its methods or dt.nn.functional.
 function with_dt.explain(dt, name, ...)
+  if type(name) ~= "string" then error("explain: the op's name must be a string, got " .. type(name), 2) end
   if lua_ops[name] then
     local tensors, mesh = {}, nil
     for i = 1, select("#", ...) do

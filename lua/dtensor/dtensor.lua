@@ -107,6 +107,7 @@ end
 -- or 2-d DTensor (ranges 1-based, inclusive).  Returns the string; prints it on rank 0
 -- unless opts.print == false.
 function module.visualize_sharding(x, opts)
+  if opts ~= nil and type(opts) ~= "table" then error("visualize_sharding: opts must be a table, got " .. type(opts), 2) end
   if not core.is_dtensor(x) then error("visualize_sharding: expected a DTensor", 2) end
   local size = x:size()
   if #size < 1 or #size > 2 then

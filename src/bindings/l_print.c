@@ -164,7 +164,8 @@ static void add_suffix(luaL_Buffer *b, const char *s, int indent) {
 }
 
 static int tensor_tostring(lua_State *L) {
-  const dt_tensor *t = dt_lua_check_tensor(L, 1);
+  /* named: tostring/print of a released tensor said "bad argument #1 to '?'" */
+  const dt_tensor *t = dt_lua_check_value_for(L, 1, "tostring", NULL)->local;
   /* values are read on the host: a copy only for a device tensor (not leaked by raises otherwise) */
   dt_tensor *h = dt_device_is_host(dt_tensor_device(t)) ? NULL : dt_tensor_to_host((dt_tensor *)t);
   if (!dt_device_is_host(dt_tensor_device(t)) && !h) return dt_lua_raise(L);

@@ -27,6 +27,7 @@ local function check_tensor(op, v, what)
   if getmetatable(v) ~= "Tensor" then
     error(op .. ": expected a tensor" .. (what and " for " .. what or "") .. ", got " .. type_name(v), 3)
   end
+  if not pcall(v.dim, v) then error(op .. ": " .. (what or "tensor") .. " has been released (closed)", 3) end
 end
 
 -- y = x @ w^T + b, with w [out, in] and b [out] (composite over matmul, t and +).
@@ -34,6 +35,7 @@ function F.linear(x, w, b)
   check_tensor("linear", x, "input")
   check_tensor("linear", w, "weight")
   if b ~= nil then check_tensor("linear", b, "bias") end
+  if w:dim() > 2 then error("linear: weight must be [out, in], got " .. w:dim() .. "-d", 2) end
   local y = x:matmul(w:t())
   if b ~= nil then y = y + b end
   return y
@@ -75,7 +77,7 @@ function F.dropout(x, p, training)
   p = p or 0.5
   if training == nil then training = true end
   if type(p) ~= "number" or p < 0 or p > 1 then
-    error("dropout: p must be a number in [0, 1], got " .. tostring(p), 2)
+    error("dropout: p must be a number in [0, 1], got " .. (type(p) == "number" and tostring(p) or type(p)), 2)
   end
   if not training or p == 0 then return x end
   return (core._dropout(x, p))
