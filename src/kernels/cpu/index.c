@@ -21,9 +21,10 @@ int dt_cpu_index_select(const dt_op_args *a, dt_tensor **out) {
     int64_t off = 0, rem = j; /* ix may be strided: its element j */
     for (int k = ix->ndim - 1; k >= 0; k--) off += (rem % ix->shape[k]) * ix->stride[k], rem /= ix->shape[k];
     int64_t i = dt_load_i64(base + off * (int64_t)dt_dtype_size(ix->dtype), ix->dtype);
-    if (i < 0 || i >= size) /* shown 1-based, as Lua users wrote it */
-      return dt_error("index_select: index %lld out of range for dim %d of size %lld (indices are 1-based: 1..%lld)",
-                      (long long)i + 1, d + 1, (long long)size, (long long)size);
+    if (i < 0 || i >= size) /* shown 1-based, as Lua users wrote it (unsigned: i may be INT64_MAX) */
+      return dt_error("index_select: index %s%llu out of range for dim %d of size %lld (indices are 1-based: 1..%lld)",
+                      i < -1 ? "-" : "", i < -1 ? 0ULL - ((unsigned long long)i + 1) : (unsigned long long)i + 1,
+                      d + 1, (long long)size, (long long)size);
     dt_tensor *src = slice_at(x, d, i), *dst = slice_at(out[0], d, j);
     int rc = src && dst ? dt_tensor_copy_(dst, src, a->name) : dt_error("index_select: out of memory");
     if (src) dt_tensor_release(src);
