@@ -40,7 +40,6 @@ local known_failures = {
 -- Functions not fuzzed at all, with why.  Point-to-point and rank-divergent calls would deadlock
 -- the other ranks (their arguments cannot be the same on every rank by construction).
 local skip = {
-  -- (the rooted collectives below are skipped only on several ranks: see known_failures)
   ["dt.distributed.send"] = "point-to-point: the peer never posts the matching call",
   ["dt.distributed.recv"] = "point-to-point: waits for a send that never comes",
   ["dt.distributed._bench_mpi"] = "a benchmark loop, not an API",
@@ -288,15 +287,12 @@ local function main()
   local calls, failures = 0, {}
   local refresh_every = 64
   while true do
-    -- every rank stops after the same number of calls: the budget is checked on a fixed schedule
-    -- and agreed by rank 0's clock only through the seed-independent count; on several ranks the
-    -- time is read on rank 0 and broadcast is not needed because each rank measures its own CPU
-    -- time over the same calls, so they may differ: bound by calls as well.
+    -- every 256 calls: out of time?  On several ranks the ranks agree (MAX of their answers),
+    -- so every rank stops after the same call and no collective is left waiting
     if calls % 256 == 0 then
       local spent = os.time() - wall0
       local stop = spent >= seconds
       if world > 1 then
-        -- agree on stopping (a collective, identical on every rank)
         local flag = dt.tensor({stop and 1 or 0})
         dt.distributed.all_reduce(flag, dt.distributed.MAX)
         stop = flag:item() > 0
