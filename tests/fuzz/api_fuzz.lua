@@ -19,9 +19,10 @@ for i = 1, arg and #arg or 0 do if arg[i] == "-v" then verbose = true end end
 verbose = verbose or os.getenv("DTLUA_FUZZ_VERBOSE") == "1"
 
 local world = dt.world_size()
--- files written by dt.save/save_npy go here (made by rank 0, removed at the end)
-local tmpdir = os.getenv("TMPDIR") or "/tmp"
-tmpdir = ("%s/dtlua-api-fuzz-%d-%d"):format(tmpdir, seed, math.floor(os.time()))
+-- files written by dt.save/save_npy go here (one directory per rank, removed at the end)
+local tmpdir = os.tmpname() -- a unique name; a file that the directory's name extends
+os.remove(tmpdir)
+tmpdir = ("%s-api-fuzz-rank%d"):format(tmpdir, dt.rank())
 local here = (arg and arg[0] or "tests/fuzz/api_fuzz.lua"):match("^(.*)/[^/]*$") or "."
 local allow = dofile(here .. "/allowlist.lua")
 
@@ -350,7 +351,7 @@ local function main()
     ::continue::
   end
   print = real_print
-  if dt.rank() == 0 then os.execute("rm -rf '" .. tmpdir .. "'") end
+  os.execute("rm -rf '" .. tmpdir .. "'")
   local cpu = os.clock() - t0
   local rank = dt.rank()
   io.stderr:write(("[%d] api_fuzz seed %d: %d calls over %d targets in %.1f s cpu (%.0f calls/s), %d unnamed errors\n")
