@@ -134,9 +134,12 @@ int dt_shape_randperm(const dt_op_args *a, dt_meta *out) {
   case DT_FLOAT64: max = INT64_C(1) << 53; break;
   default: break;
   }
-  if (n > 0 && a->ints[1] + n - 1 > max)
-    return dt_error("%s: values up to %lld do not fit dtype %s", a->name, (long long)(a->ints[1] + n - 1),
-                    dt_dtype_name(out->dtype));
+  int64_t last; /* the largest value, first + n - 1, computed without overflow */
+  if (n > 0 && __builtin_add_overflow(a->ints[1], n - 1, &last))
+    return dt_error("%s: values up to %lld + %lld do not fit dtype %s", a->name, (long long)a->ints[1],
+                    (long long)(n - 1), dt_dtype_name(out->dtype));
+  if (n > 0 && last > max)
+    return dt_error("%s: values up to %lld do not fit dtype %s", a->name, (long long)last, dt_dtype_name(out->dtype));
   return DT_OK;
 }
 

@@ -33,9 +33,6 @@ local allow = dofile(here .. "/allowlist.lua")
 -- Remove an entry once it is fixed.
 -- With `message` instead of `args`, the call is made and an error matching it is tolerated.
 local known_failures = {
-  {call = "dt.randperm", args = "^dt%.randperm%(math%.maxinteger",
-   repro = "dtlua -e 'dt.randperm(math.maxinteger)'  (sanitizer build)",
-   what = "UBSan: signed overflow in src/ops/shape_random.c:137 (a->ints[1] + n - 1), the dtype range check"},
 }
 
 -- Functions not fuzzed at all, with why.  Point-to-point and rank-divergent calls would deadlock
