@@ -112,21 +112,25 @@ static int tensor_release(lua_State *L) {
   return 0;
 }
 
+/* dt_call on this rank's context, which learns the calling state (for Lua sharding rules);
+ * raises on error. */
+static void call(lua_State *L, dt_op_id id, dt_op_args *a, dt_value *const *in, int nin, dt_value *const *out) {
+  dt_context *ctx = dt_lua_context(L);
+  ctx->host = L;
+  if (dt_call(ctx, id, a, in, nin, out) != DT_OK) dt_lua_raise(L);
+}
+
 int dt_lua_call(lua_State *L, dt_op_id id, dt_op_args *a, dt_value *const *in, int nin) {
   dt_value *out[DT_OP_MAX_OUT];
   int n = dt_op_get(id)->nout;
   for (int o = 0; o < n; o++) out[o] = new_value(L); /* empty until the call fills them */
-  dt_context *ctx = dt_lua_context(L);
-  ctx->host = L;
-  if (dt_call(ctx, id, a, in, nin, out) != DT_OK) return dt_lua_raise(L);
+  call(L, id, a, in, nin, out);
   for (int o = 0; o < n; o++) account_storage(L, out[o]->local);
   return n;
 }
 
 int dt_lua_call_inplace(lua_State *L, int self, dt_op_id id, dt_op_args *a, dt_value *const *in, int nin) {
-  dt_context *ctx = dt_lua_context(L);
-  ctx->host = L;
-  if (dt_call(ctx, id, a, in, nin, NULL) != DT_OK) return dt_lua_raise(L);
+  call(L, id, a, in, nin, NULL);
   lua_pushvalue(L, self);
   return 1;
 }
