@@ -125,3 +125,25 @@ lua_Integer dt_lua_check_integer(lua_State *L, int idx, const char *op, const ch
   if (!ok) luaL_error(L, "%s: %s must be an integer, got %s", op, what, luaL_typename(L, idx));
   return v;
 }
+
+/* Index values held in tensors are 1-based in Lua and 0-based in the core.  Both directions
+ * are ops through the front door, so a DTensor's values convert on every rank alike. */
+static void add_integer(dt_op_args *a, lua_Integer k) {
+  a->flags = DT_ARG_SCALAR | DT_ARG_SCALAR_INT, a->nscalar = 1;
+  a->ints[0] = k, a->scalar[0] = (double)k;
+}
+
+dt_value *dt_lua_push_zero_based(lua_State *L, dt_value *ix) {
+  dt_op_args a = {0};
+  add_integer(&a, 1);
+  dt_lua_call(L, DT_OP_SUB, &a, &ix, 1);
+  return lua_touserdata(L, -1);
+}
+
+void dt_lua_to_one_based(lua_State *L, int idx) {
+  dt_value *v = dt_lua_check_value(L, idx);
+  dt_op_args a = {0};
+  add_integer(&a, 1);
+  dt_lua_call_inplace(L, lua_absindex(L, idx), DT_OP_ADD_, &a, &v, 1);
+  lua_pop(L, 1);
+}

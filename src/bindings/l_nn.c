@@ -67,10 +67,7 @@ static int l_embedding(lua_State *L) {
   if (!ids->spec) {
     in[0] = push_zero_based(L, ids->local, dt_value_shape(w)[0], 0, 0, "embedding", "id", "vocab size %I");
   } else {
-    dt_op_args one = {.flags = DT_ARG_SCALAR | DT_ARG_SCALAR_INT, .nscalar = 1}; /* 1-based -> 0-based */
-    one.scalar[0] = 1, one.ints[0] = 1;
-    dt_lua_call(L, DT_OP_SUB, &one, &ids, 1);
-    in[0] = lua_touserdata(L, -1);
+    in[0] = dt_lua_push_zero_based(L, ids);
   }
   dt_op_args a = {0};
   return dt_lua_call(L, DT_OP_EMBEDDING, &a, in, 2);

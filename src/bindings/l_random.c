@@ -177,12 +177,6 @@ static int l_bernoulli(lua_State *L) {
   return call_random(L, DT_OP_BERNOULLI, &a, t);
 }
 
-/* Indices held in tensors are 1-based in Lua: shift the C core's 0-based result. */
-static void to_lua_indices(dt_tensor *t) {
-  int64_t *d = dt_tensor_data(t), n = dt_tensor_numel(t);
-  for (int64_t i = 0; i < n; i++) d[i] += 1;
-}
-
 /* multinomial(weights, n, replacement=false) -> int64 category indices, 1-based. */
 static int l_multinomial(lua_State *L) {
   dt_value *t = dt_lua_check_value(L, 1);
@@ -191,7 +185,7 @@ static int l_multinomial(lua_State *L) {
   a.ints[1] = lua_toboolean(L, 3);
   a.nints = 2;
   call_random(L, DT_OP_MULTINOMIAL, &a, t);
-  to_lua_indices(dt_lua_check_value(L, -1)->local);
+  dt_lua_to_one_based(L, -1);
   return 1;
 }
 

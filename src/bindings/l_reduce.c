@@ -82,20 +82,13 @@ static int l_prod(lua_State *L) { return reduce_simple(L, DT_OP_PROD, "prod"); }
 static int l_amax(lua_State *L) { return reduce_simple(L, DT_OP_AMAX, "amax"); }
 static int l_amin(lua_State *L) { return reduce_simple(L, DT_OP_AMIN, "amin"); }
 
-/* The C core's 0-based indices (fresh contiguous int64) become Lua's 1-based ones. */
-static void one_based(lua_State *L, int idx) {
-  dt_tensor *t = dt_lua_check_value(L, idx)->local; /* a DTensor's shard: the same +1 */
-  int64_t *p = dt_tensor_data(t), n = dt_tensor_numel(t);
-  for (int64_t i = 0; i < n; i++) p[i] += 1;
-}
-
 /* One dim; the last of the nres results holds 0-based indices, made 1-based here. */
 static int with_indices(lua_State *L, dt_op_id id, const char *op, int nres) {
   dt_value *x = dt_lua_check_value(L, 1);
   dt_op_args a = {0};
   parse_dims(L, 2, x, &a, op, 0);
   dt_lua_call(L, id, &a, &x, 1);
-  one_based(L, -1);
+  dt_lua_to_one_based(L, -1);
   return nres;
 }
 

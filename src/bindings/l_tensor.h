@@ -72,6 +72,10 @@ double dt_lua_opt_number_field(lua_State *L, int idx, const char *field, double 
 int dt_lua_call(lua_State *L, dt_op_id id, dt_op_args *a, dt_value *const *in, int nin);
 /* The same for an in-place op: pushes the value at stack index self (in[0]'s userdata). */
 int dt_lua_call_inplace(lua_State *L, int self, dt_op_id id, dt_op_args *a, dt_value *const *in, int nin);
+/* Index values (ids, indices, targets) between Lua's 1-based and the core's 0-based: pushes
+ * ix - 1 and returns it; or adds 1 in place to the (int64) result at idx. */
+dt_value *dt_lua_push_zero_based(lua_State *L, dt_value *ix);
+void dt_lua_to_one_based(lua_State *L, int idx);
 
 /* ---- registration ---- */
 /* Each binding file adds its functions: module (dt table), methods (Tensor methods),

@@ -230,10 +230,7 @@ static int l_index_select(lua_State *L) {
   dt_dtype it = dt_value_dtype(ix);
   if (it != DT_INT64 && it != DT_INT32)
     return luaL_error(L, "index_select: index must be an int64 or int32 tensor, got %s", dt_dtype_name(it));
-  dt_op_args one = {.flags = DT_ARG_SCALAR | DT_ARG_SCALAR_INT, .nscalar = 1}; /* 1-based -> 0-based */
-  one.scalar[0] = 1, one.ints[0] = 1;
-  dt_lua_call(L, DT_OP_SUB, &one, &ix, 1);
-  dt_value *in[2] = {x, lua_touserdata(L, -1)};
+  dt_value *in[2] = {x, dt_lua_push_zero_based(L, ix)};
   dt_op_args a = {.nints = 1};
   a.ints[0] = d;
   return dt_lua_call(L, DT_OP_INDEX_SELECT, &a, in, 2);
