@@ -36,19 +36,6 @@ static void region_of(const dt_index_key *ix, region *r) {
     if (ix->kind[d] != DT_INDEX_SELECT) r->tdim[r->nd] = d, r->shape[r->nd++] = dt_index_key_count(ix, d);
 }
 
-/* A value of this shape must broadcast to the region (the plain copy's rule and words). */
-static int check_broadcast(int vnd, const int64_t *vshape, const region *r) {
-  int ok = vnd <= r->nd;
-  for (int e = 0; ok && e < vnd; e++) {
-    int64_t n = r->shape[r->nd - vnd + e];
-    ok = vshape[e] == n || vshape[e] == 1;
-  }
-  if (ok) return DT_OK;
-  char a[160], b[160];
-  return dt_error("%s: shape %s does not broadcast to %s", OP, dt_format_shape(a, sizeof a, vnd, vshape),
-                  dt_format_shape(b, sizeof b, r->nd, r->shape));
-}
-
 /* Does the key take the whole of dim d (start 0, step 1, every element)? */
 static int whole(const dt_index_key *ix, const int64_t *shape, int d) {
   return ix->kind[d] != DT_INDEX_SELECT && ix->start[d] == 0 && ix->step[d] == 1 && ix->stop[d] == shape[d];
@@ -85,7 +72,7 @@ static int value_from_dtensor(dt_context *ctx, const dt_dspec *ts, const dt_inde
     return dt_error("%s: DTensor operands on different meshes: %s and %s", OP, dt_mesh_format(ts->mesh, a, sizeof a),
                     dt_mesh_format(vs->mesh, b, sizeof b));
   }
-  if (check_broadcast(vs->ndim, vs->shape, r) != DT_OK) return DT_ERR;
+  if (dt_index_check_value(OP, vs->ndim, vs->shape, r->nd, r->shape) != DT_OK) return DT_ERR;
   dt_dspec moved = *vs;
   value_target(ts, ix, vs, r, moved.p);
   const dt_redist_plan *plan;
@@ -107,7 +94,7 @@ static int value_from_plain(dt_context *ctx, const region *r, const dt_value *v,
     return dt_error("%s: the value is a plain tensor of %lld elements assigned into a DTensor; convert it with "
                     "dt.from_local or dt.distribute_tensor (or run inside dt.implicit_replication)",
                     OP, (long long)dt_tensor_numel(t));
-  if (check_broadcast(t->ndim, t->shape, r) != DT_OK) return DT_ERR;
+  if (dt_index_check_value(OP, t->ndim, t->shape, r->nd, r->shape) != DT_OK) return DT_ERR;
   out->nd = t->ndim;
   memcpy(out->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
   memset(out->off, 0, sizeof out->off);

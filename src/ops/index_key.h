@@ -23,6 +23,10 @@ static inline int64_t dt_index_key_count(const dt_index_key *k, int d) {
   return k->stop[d] > k->start[d] ? (k->stop[d] - k->start[d] + k->step[d] - 1) / k->step[d] : 0;
 }
 
+/* A value of shape vshape written into a region of shape `region` must broadcast to it (one
+ * way: the region's shape is kept); the error is op's (shape_index.c). */
+int dt_index_check_value(const char *op, int vnd, const int64_t *vshape, int rnd, const int64_t *region);
+
 /* The key in an op's static args, and back (index_put_). */
 static inline void dt_index_key_to_args(const dt_index_key *k, dt_op_args *a) {
   for (int d = 0; d < k->ndim; d++) {

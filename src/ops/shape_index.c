@@ -19,6 +19,15 @@ int dt_shape_index_select(const dt_op_args *a, dt_meta *out) {
   return DT_OK;
 }
 
+int dt_index_check_value(const char *op, int vnd, const int64_t *vshape, int rnd, const int64_t *region) {
+  int ok = vnd <= rnd;
+  for (int e = 0; ok && e < vnd; e++) ok = vshape[e] == region[rnd - vnd + e] || vshape[e] == 1;
+  if (ok) return DT_OK;
+  char s1[160], s2[160];
+  return dt_error("%s: shape %s does not broadcast to %s", op, dt_format_shape(s1, sizeof s1, vnd, vshape),
+                  dt_format_shape(s2, sizeof s2, rnd, region));
+}
+
 /* One dim of an index_put_ key against a size; errors name the dim 1-based. */
 static int check_key_dim(const dt_op_args *a, const dt_index_key *k, int d, int64_t size) {
   int64_t s = k->start[d], e = k->stop[d];
@@ -47,13 +56,7 @@ int dt_shape_index_put(const dt_op_args *a, dt_meta *out) {
       return dt_error("%s: cannot write in place into a tensor whose elements overlap (an expanded view); "
                       "clone() it first", a->name);
   }
-  int ok = v->ndim <= rnd;
-  for (int e = 0; ok && e < v->ndim; e++) ok = v->shape[e] == region[rnd - v->ndim + e] || v->shape[e] == 1;
-  if (!ok) {
-    char s1[160], s2[160];
-    return dt_error("%s: shape %s does not broadcast to %s", a->name, dt_format_shape(s1, sizeof s1, v->ndim, v->shape),
-                    dt_format_shape(s2, sizeof s2, rnd, region));
-  }
+  if (dt_index_check_value(a->name, v->ndim, v->shape, rnd, region) != DT_OK) return DT_ERR;
   *out = (dt_meta){.dtype = t->dtype, .ndim = t->ndim};
   memcpy(out->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
   return DT_OK;

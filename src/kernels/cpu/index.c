@@ -54,15 +54,16 @@ static dt_tensor *key_view(const dt_tensor *t, const dt_index_key *k) {
   return dt_tensor_view_of(t, n, shape, stride, off);
 }
 
+/* copy_ into the view t[key]: copy_ reads a value that overlaps it first (t[{2, 5}] = t[{1, 4}]). */
 int dt_cpu_index_put_(const dt_op_args *a, dt_tensor **out) {
   dt_index_key k;
   dt_index_key_from_args(a, &k);
-  const dt_tensor *v = a->in[1];
-  /* a value that shares self's storage is read first (t[{2, 5}] = t[{1, 4}]) */
-  dt_tensor *src = v->storage == out[0]->storage ? dt_tensor_clone(v) : (dt_tensor_retain((dt_tensor *)v), (dt_tensor *)v);
-  dt_tensor *dst = src ? key_view(out[0], &k) : NULL;
-  int rc = dst ? dt_tensor_copy_(dst, src, a->name) : dt_error("%s: out of memory", a->name);
-  if (src) dt_tensor_release(src);
-  if (dst) dt_tensor_release(dst);
+  dt_tensor *view = key_view(out[0], &k);
+  if (!view) return dt_error("%s: out of memory", a->name);
+  dt_tensor *in[2] = {view, a->in[1]};
+  dt_op_args c = *a;
+  c.in = in, c.nin = 2;
+  int rc = dt_cpu_copy_(&c, &view);
+  dt_tensor_release(view);
   return rc;
 }
