@@ -223,6 +223,8 @@ static int tensor_index(lua_State *L) {
       lua_settop(L, 1);
       return tensor_size(L);
     }
+    int n = dt_lua_autograd_field(L, u, k);
+    if (n >= 0) return n;
     if (u->spec) return dt_lua_dtensor_field(L, u, k);
     return 0; /* unknown key: nil, as for any Lua table */
   }
@@ -284,6 +286,7 @@ int dt_lua_open(lua_State *L) {
   dt_lua_open_mesh(L, &tg);
   dt_lua_open_dtensor(L, &tg); /* after print: wraps __tostring */
   dt_lua_open_op_table(L, &tg);
+  dt_lua_open_autograd(L, &tg);
 
   lua_pushcfunction(L, core_is_tensor);
   lua_setfield(L, module, "is_tensor");

@@ -384,8 +384,11 @@ dt_tensor *dt_lua_scalar_tensor(lua_State *L, int idx) {
  * DTensor) is broadcast and converted into t[k], through the op index_put_ (DTensors: each rank
  * writes its block, src/distributed/dtensor_write.c). */
 int dt_lua_tensor_newindex(lua_State *L) {
-  if (lua_type(L, 2) == LUA_TSTRING) return luaL_error(L, "cannot set field '%s' of a tensor", lua_tostring(L, 2));
   lua_settop(L, 3);
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    if (dt_lua_autograd_set_field(L, dt_lua_check_value(L, 1), lua_tostring(L, 2))) return 0;
+    return luaL_error(L, "cannot set field '%s' of a tensor", lua_tostring(L, 2));
+  }
   dt_value *t = dt_lua_check_value(L, 1);
   dt_index_key key;
   dt_lua_parse_index(L, 2, dt_value_ndim(t), dt_value_shape(t), &key);

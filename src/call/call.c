@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/autograd.h"
 #include "base/error.h"
 #include "distributed/dispatch.h"
 #include "distributed/rng.h"
@@ -47,10 +48,16 @@ static int run(dt_context *ctx, dt_op_id op, const dt_op_def *def, dt_op_args *a
 
 int dt_call(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in, int nin, dt_value *const *out) {
   const dt_op_def *def = dt_op_get(op);
+  if (ctx && !ctx->call) ctx->call = dt_call; /* autograd's rules come back in through it */
+  dt_autograd_pending grad = {0};
+  if (dt_autograd_wants(ctx, in, nin) && dt_autograd_before(ctx, op, args, in, nin, &grad) != DT_OK) return DT_ERR;
   dt_tensor *small[SMALL_IN], **loc = small;
   const dt_dspec *small_specs[SMALL_IN], **specs = small_specs;
   if (nin > SMALL_IN) { /* one block: the locals, then the specs */
-    if (!(loc = malloc((sizeof *loc + sizeof *specs) * (size_t)nin))) return dt_error("%s: out of memory", def->name);
+    if (!(loc = malloc((sizeof *loc + sizeof *specs) * (size_t)nin))) {
+      dt_autograd_cancel(&grad);
+      return dt_error("%s: out of memory", def->name);
+    }
     specs = (const dt_dspec **)(loc + nin);
   }
   dt_tensor *res[DT_OP_MAX_OUT] = {0};
@@ -58,12 +65,17 @@ int dt_call(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in,
   int st = run(ctx, op, def, args, in, nin, loc, specs, res, res_spec);
   args->in = NULL; /* loc is gone after this call */
   if (loc != small) free(loc);
-  if (st != DT_OK) return st;
+  if (st != DT_OK) {
+    dt_autograd_cancel(&grad);
+    return st;
+  }
   if (def->flags & DT_OPF_INPLACE) { /* the result is in[0] itself, which keeps its spec */
     dt_tensor_release(res[0]);
     dt_dspec_free(res_spec[0]);
-    return DT_OK;
+    dt_autograd_bump_version(in[0], def->name);
+  } else {
+    for (int o = 0; o < def->nout; o++) dt_value_init(out[o], res[o], res_spec[o]);
   }
-  for (int o = 0; o < def->nout; o++) dt_value_init(out[o], res[o], res_spec[o]);
+  if (grad.active) return dt_autograd_after(ctx, &grad, in, nin, (def->flags & DT_OPF_INPLACE) ? NULL : out);
   return DT_OK;
 }

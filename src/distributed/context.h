@@ -19,7 +19,7 @@ struct dt_strategy;
 typedef struct dt_modes {
   int implicit_replication; /* open dt.implicit_replication regions: plain tensors join DTensors replicated */
   int explain;              /* dt.explain: decide and describe strategies, run nothing */
-  int grad_enabled;         /* autograd records nodes (the autograd issue); on by default */
+  int grad_enabled;         /* autograd records nodes (src/autograd); on by default */
 } dt_modes;
 
 /* A sharding rule registered for one op (dt.register_sharding from Lua), replacing the built-in
@@ -31,6 +31,12 @@ typedef struct dt_rule_override {
   dt_rule_override_fn fn; /* NULL: the built-in rule */
   void *ud;
 } dt_rule_override;
+
+/* The front door (src/call/call.h dt_call), which autograd's backward rules and graph replay
+ * call through the context: they sit below it and may not include it.  dt_call sets it. */
+struct dt_value;
+typedef int (*dt_front_door_fn)(struct dt_context *ctx, dt_op_id op, dt_op_args *args, struct dt_value *const *in,
+                                int nin, struct dt_value *const *out);
 
 typedef struct dt_group_entry {
   int n;
@@ -49,6 +55,8 @@ typedef struct dt_context {
   struct dt_dispatch_state *dispatch; /* dist/dispatch.h: decision cache, stats; on first use */
   dt_rng_state rng; /* the generator (seed, offset) of every random op (dist/rng.h, doc/random.md) */
   dt_modes modes;
+  dt_front_door_fn call;  /* dt_call */
+  uint64_t autograd_seq;  /* recorded nodes so far: their order, the same on every rank (src/autograd) */
   dt_rule_override rule_overrides[DT_OP_COUNT];
   struct dt_mesh **mesh_stack; /* mesh:use() regions, innermost last; retained */
   int mesh_depth, mesh_cap;

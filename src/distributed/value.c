@@ -4,5 +4,6 @@
 void dt_value_clear(dt_value *v) {
   if (v->local) dt_tensor_release(v->local);
   dt_dspec_free(v->spec);
-  v->local = NULL, v->spec = NULL;
+  if (v->autograd) v->autograd->release(v->autograd);
+  v->local = NULL, v->spec = NULL, v->autograd = NULL;
 }

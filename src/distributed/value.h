@@ -10,16 +10,21 @@
 
 #include "distributed/dtensor.h"
 
-struct dt_grad_meta; /* src/autograd (the autograd issue): requires_grad, grad, grad_fn */
+/* The value's autograd metadata (src/autograd/grad_meta.h embeds this link first): the
+ * value holds one reference, which dt_value_clear drops through release, so this layer
+ * frees what a layer above it attached without knowing it. */
+typedef struct dt_autograd_link {
+  void (*release)(struct dt_autograd_link *self);
+} dt_autograd_link;
 
 typedef struct dt_value {
-  dt_tensor *local;          /* owned: the tensor itself, or this rank's shard ({0} off the mesh) */
-  dt_dspec *spec;            /* owned; NULL for a plain tensor */
-  struct dt_grad_meta *grad; /* NULL until autograd records one */
+  dt_tensor *local;            /* owned: the tensor itself, or this rank's shard ({0} off the mesh) */
+  dt_dspec *spec;              /* owned; NULL for a plain tensor */
+  dt_autograd_link *autograd;  /* requires_grad, .grad, grad_fn; NULL for a value autograd never saw */
 } dt_value;
 
 static inline void dt_value_init(dt_value *v, dt_tensor *local, dt_dspec *spec) {
-  v->local = local, v->spec = spec, v->grad = NULL;
+  v->local = local, v->spec = spec, v->autograd = NULL;
 }
 DT_API void dt_value_clear(dt_value *v);
 

@@ -3,10 +3,16 @@
 
 #include <string.h>
 
+/* The backward column names a rule of src/autograd, or `none`; this layer only learns
+ * whether there is one: DT_NAMES_BACKWARD(none) is 0, of any other name 1 (a probe macro). */
+#define DT_BACKWARD_PROBE_none ~, 0
+#define DT_SECOND_(a, b, ...) b
+#define DT_NAMES_BACKWARD_(...) DT_SECOND_(__VA_ARGS__, 1, ~)
+#define DT_NAMES_BACKWARD(bw) DT_NAMES_BACKWARD_(DT_BACKWARD_PROBE_##bw)
 static const dt_op_def op_table[DT_OP_COUNT] = {
 #define DT_OP(E, n, rule, nout_, flags_, sharding_, backward_, schema_)                                       \
   [DT_OP_##E] = {.name = #n, .schema = schema_, .nout = nout_, .flags = flags_, .shape = dt_shape_##rule, \
-                 .sharding = DT_SHARDING_##sharding_, .backward = backward_},
+                 .sharding = DT_SHARDING_##sharding_, .differentiable = DT_NAMES_BACKWARD(backward_)},
 #include "ops/op_list.h"
 #undef DT_OP
 };

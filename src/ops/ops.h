@@ -21,14 +21,6 @@ typedef enum dt_sharding_family {
   DT_SHARDING_COUNT
 } dt_sharding_family;
 
-/* An op's backward rule (the autograd issue): from the forward call's args, inputs and the
- * gradients of its outputs, the gradients of its inputs, written with ops through the
- * front door. */
-struct dt_context;
-struct dt_value;
-typedef int (*dt_backward_fn)(struct dt_context *ctx, const dt_op_args *a, struct dt_value *const *inputs,
-                              struct dt_value *const *grad_out, struct dt_value **grad_in);
-
 typedef struct dt_op_def {
   const char *name;
   const char *schema;
@@ -36,7 +28,7 @@ typedef struct dt_op_def {
   int flags;
   dt_shape_fn shape;
   dt_sharding_family sharding;
-  dt_backward_fn backward; /* NULL until the autograd issue */
+  int differentiable; /* the row names a backward rule (src/autograd/backward_table.c holds them) */
 } dt_op_def;
 
 DT_API const dt_op_def *dt_op_get(dt_op_id id);

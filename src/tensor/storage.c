@@ -25,6 +25,8 @@ dt_storage *dt_storage_new(size_t nbytes, dt_device_type device) {
   s->device = device;
   s->device_index = 0;
   s->free_data = dev->free;
+  s->version = 0;
+  s->last_write = NULL;
   return s;
 }
 

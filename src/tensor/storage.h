@@ -17,6 +17,11 @@ typedef struct dt_storage {
   atomic_int refcount;
   dt_device_type device;
   int device_index;
+  /* Autograd's version counter: bumped by every in-place op through the front door (views
+   * share it with their base), with the op's name, so a value saved for backward and
+   * written afterwards is detected (src/autograd). */
+  unsigned version;
+  const char *last_write;
   /* Frees data (capacity bytes); NULL means the storage does not own it (a borrowed buffer). */
   void (*free_data)(void *data, size_t capacity);
 } dt_storage;

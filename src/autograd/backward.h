@@ -1,0 +1,90 @@
+/* Backward rules: one per differentiable row of the op table (its backward column names
+ * dt_backward_<name>), written with ops called through the front door, so that on DTensors
+ * they pass the sharding dispatcher like the forward did.  The engine runs them with grad
+ * mode off, then brings each gradient to its input's dtype and placements (Partial ->
+ * Replicate): a rule returns whatever its ops give.
+ *
+ * A rule reads b (the forward call's args, saved inputs/outputs, the gradients of the
+ * outputs) and fills b->grad_in[i] for each input i with b->needs[i] (leaving it empty means
+ * "no gradient": zero). */
+#ifndef DT_AUTOGRAD_BACKWARD_H
+#define DT_AUTOGRAD_BACKWARD_H
+
+#include "autograd/graph.h"
+
+typedef struct dt_bw {
+  dt_context *ctx;
+  const dt_node *node;
+  const dt_op_args *args;        /* the forward call's static args (in = NULL) */
+  int nin;
+  const dt_value *const *in;     /* saved forward inputs ([nin]; NULL: not saved, or absent) */
+  const dt_slot_meta *in_meta;   /* [nin]: each input's dtype, global shape, gradient spec */
+  const dt_value *const *out;    /* saved forward outputs ([nout]; NULL: not saved) */
+  const dt_slot_meta *out_meta;  /* [nout] */
+  const dt_value *const *grad;   /* [nout]: gradient of each output, NULL when none flowed */
+  const unsigned char *needs;    /* [nin] */
+  dt_value *grad_in;             /* [nin]: to fill (dt_value_init'ed by the rule's helpers) */
+} dt_bw;
+
+typedef int (*dt_backward_fn)(dt_bw *b);
+
+/* save_in / save_out: bit i saves forward input / output i for the rule (DT_SAVE_ALL: all).
+ * flags DT_BW_SELF_BEFORE: an in-place op whose rule reads self as it was before the write
+ * (saved as a copy in place of input 0). */
+#define DT_SAVE_ALL 0xffffffffu
+#define DT_SAVE(i) (1u << (i))
+#define DT_BW_SELF_BEFORE 1
+typedef struct dt_backward_def {
+  dt_backward_fn fn; /* NULL: the op has no gradient (the row's `none`) */
+  unsigned save_in, save_out;
+  int flags;
+} dt_backward_def;
+
+#define DT_BACKWARD(name, fn_, save_in_, save_out_, flags_) \
+  const dt_backward_def dt_backward_##name = {.fn = fn_, .save_in = save_in_, .save_out = save_out_, .flags = flags_};
+
+/* The rule of a row (its backward column). */
+const dt_backward_def *dt_backward_of(dt_op_id op);
+
+/* ---- helpers rules are written with: each makes a new value in *out (the caller clears it,
+ *      or hands it to dt_bw_set) and returns DT_OK, or DT_ERR with dt_error set ---- */
+/* op on x (and y when not NULL; more inputs: dt_bw_calln) with args a (a->in set here). */
+int dt_bw_call(dt_bw *b, dt_op_id op, dt_op_args *a, const dt_value *x, const dt_value *y, dt_value *out);
+int dt_bw_calln(dt_bw *b, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin, dt_value *out);
+/* Common ops. */
+int dt_bw_add(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out);
+int dt_bw_sub(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out);
+int dt_bw_mul(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out);
+int dt_bw_div(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out);
+int dt_bw_mul_scalar(dt_bw *b, const dt_value *x, double s, dt_value *out);
+int dt_bw_add_scalar(dt_bw *b, const dt_value *x, double s, dt_value *out);
+int dt_bw_neg(dt_bw *b, const dt_value *x, dt_value *out);
+int dt_bw_unary(dt_bw *b, dt_op_id op, const dt_value *x, dt_value *out); /* exp, sqrt, ... */
+/* sum of x over dims (0-based; ndims 0 and all = 1: every dim), keepdim. */
+int dt_bw_sum(dt_bw *b, const dt_value *x, const int64_t *dims, int ndims, int all, int keepdim, dt_value *out);
+/* x viewed/reshaped to shape; x expanded (broadcast) to shape. */
+int dt_bw_reshape(dt_bw *b, const dt_value *x, int ndim, const int64_t *shape, dt_value *out);
+int dt_bw_expand(dt_bw *b, const dt_value *x, int ndim, const int64_t *shape, dt_value *out);
+int dt_bw_transpose(dt_bw *b, const dt_value *x, int d0, int d1, dt_value *out);
+/* x reduced to the shape of input i (the sum over the dims broadcasting added or stretched). */
+int dt_bw_sum_to_input(dt_bw *b, const dt_value *x, int i, dt_value *out);
+/* A reduction's output gradient g (args: the forward's dims, keepdim) expanded back to input
+ * 0's shape (backward_reduce.c). */
+int dt_bw_unreduce(dt_bw *b, const dt_value *g, dt_value *out);
+/* Zeros / a constant with the dtype, shape and gradient placements of input i / output o. */
+int dt_bw_full_input(dt_bw *b, int i, double v, dt_value *out);
+int dt_bw_full_output(dt_bw *b, int o, double v, dt_value *out);
+/* The gradient of output o, or zeros shaped like it when none flowed (borrowed in *g, or
+ * made in *tmp: clear tmp after use). */
+int dt_bw_grad_or_zeros(dt_bw *b, int o, const dt_value **g, dt_value *tmp);
+/* Hands v to grad_in[i] (v is left empty). */
+void dt_bw_set(dt_bw *b, int i, dt_value *v);
+/* A copy of v that shares its data (local retained, spec copied): for passing a gradient on. */
+int dt_bw_share(const dt_value *v, dt_value *out);
+/* Zero-initialised args for op. */
+static inline dt_op_args dt_bw_args(void) {
+  dt_op_args a = {0};
+  return a;
+}
+
+#endif

@@ -1,0 +1,96 @@
+/* Gradient values: making them (ones for a root, zeros for an output nothing flowed into)
+ * and conforming them to what their input expects (dtype, shape, placements). */
+#include "autograd/values.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "distributed/dtensor_api.h"
+
+static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t len) {
+  size_t n = (size_t)snprintf(buf, len, "[");
+  for (int d = 0; d < ndim && n < len; d++) n += (size_t)snprintf(buf + n, len - n, d ? ", %lld" : "%lld", (long long)shape[d]);
+  if (n < len) snprintf(buf + n, len - n, "]");
+  return buf;
+}
+
+int dt_autograd_full(dt_context *ctx, const dt_slot_meta *m, double v, dt_value *out) {
+  if (!m->spec) {
+    dt_op_args a = {0};
+    a.nints = m->ndim;
+    memcpy(a.ints, m->shape, sizeof(int64_t) * (size_t)m->ndim);
+    a.scalar[0] = v, a.nscalar = 1;
+    a.dtype = m->dtype, a.has_dtype = 1;
+    dt_value *o = out;
+    return ctx->call(ctx, DT_OP_FULL, &a, NULL, 0, &o);
+  }
+  int nd;
+  int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
+  dt_dspec_my_local(m->spec, &nd, shape, off);
+  dt_tensor *t = dt_tensor_full(m->dtype, nd, shape, v, DT_CPU);
+  if (!t) return DT_ERR;
+  dt_dspec *s = dt_dspec_copy(m->spec);
+  if (!s) return dt_tensor_release(t), dt_error("autograd: out of memory");
+  dt_value_init(out, t, s);
+  return DT_OK;
+}
+
+int dt_autograd_conform(dt_context *ctx, const char *what, dt_value *g, const dt_slot_meta *m) {
+  char a[160], b[160];
+  if (g->spec && !m->spec) { /* a plain input that joined DTensors (implicit replication) */
+    dt_tensor *full;
+    if (dt_full_tensor(ctx, g, &full) != DT_OK) return DT_ERR;
+    dt_value_clear(g);
+    dt_value_init(g, full, NULL);
+  } else if (!g->spec && m->spec) {
+    return dt_error("autograd: %s: a plain tensor as the gradient of a DTensor", what);
+  }
+  if (dt_value_ndim(g) != m->ndim || memcmp(dt_value_shape(g), m->shape, sizeof(int64_t) * (size_t)m->ndim) != 0)
+    return dt_error("autograd: %s: a gradient of shape %s for a value of shape %s", what,
+                    shape_str(dt_value_ndim(g), dt_value_shape(g), a, sizeof a), shape_str(m->ndim, m->shape, b, sizeof b));
+  if (dt_value_dtype(g) != m->dtype) {
+    dt_op_args args = {0};
+    args.dtype = m->dtype, args.has_dtype = 1;
+    dt_value c, *pc = &c, *in = g;
+    if (ctx->call(ctx, DT_OP_TO, &args, &in, 1, &pc) != DT_OK) return DT_ERR;
+    dt_value_clear(g);
+    *g = c;
+  }
+  if (m->spec && !dt_placements_equal(g->spec->p, m->spec->p, m->spec->mesh->ndim)) {
+    dt_value r;
+    if (dt_redistribute(ctx, g, m->spec->mesh, m->spec->p, &r) != DT_OK) return DT_ERR;
+    dt_value_clear(g);
+    *g = r;
+  }
+  return DT_OK;
+}
+
+int dt_autograd_accumulate(dt_context *ctx, dt_value *acc, dt_value *g) {
+  if (!acc->local) {
+    *acc = *g;
+    dt_value_init(g, NULL, NULL);
+    return DT_OK;
+  }
+  dt_op_args args = {0};
+  dt_value sum, *ps = &sum, *in[2] = {acc, g};
+  if (ctx->call(ctx, DT_OP_ADD, &args, in, 2, &ps) != DT_OK) return DT_ERR;
+  dt_value_clear(acc);
+  dt_value_clear(g);
+  *acc = sum;
+  return DT_OK;
+}
+
+int dt_autograd_share(const dt_value *v, dt_value *out) {
+  dt_dspec *s = NULL;
+  if (v->spec && !(s = dt_dspec_copy(v->spec))) return dt_error("autograd: out of memory");
+  dt_tensor_retain(v->local);
+  dt_value_init(out, v->local, s);
+  return DT_OK;
+}
+
+int dt_autograd_clone(dt_context *ctx, const dt_value *v, dt_value *out) {
+  dt_op_args args = {0};
+  dt_value *in = (dt_value *)v, *o = out;
+  return ctx->call(ctx, DT_OP_CLONE, &args, &in, 1, &o);
+}

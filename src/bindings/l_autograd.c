@@ -1,0 +1,339 @@
+/* Lua bindings of autograd (src/autograd): tensor fields (requires_grad, is_leaf, grad,
+ * grad_fn, retains_grad), methods (requires_grad_, detach, detach_, backward, retain_grad,
+ * register_hook) and dt.autograd.backward/grad, the grad-mode switches.  Conversions only. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/autograd.h"
+#include "base/error.h"
+#include "bindings/l_dist.h"
+#include "bindings/l_tensor.h"
+
+#define HOOK_HANDLE_MT "dtensor.RemovableHandle"
+#define GRAD_MODE_MT "dtensor.GradMode"
+
+static dt_context *context(lua_State *L) {
+  dt_context *ctx = dt_lua_context(L);
+  ctx->host = L;
+  return ctx;
+}
+
+/* Pushes a tensor userdata sharing v's data (no autograd metadata). */
+static void push_shared(lua_State *L, const dt_value *v) {
+  dt_tensor_retain(v->local);
+  if (v->spec) dt_lua_push_dtensor(L, v->local, dt_dspec_copy(v->spec));
+  else dt_lua_push_tensor(L, v->local);
+}
+
+/* Pushes v, taking ownership of its contents. */
+static void push_owned(lua_State *L, dt_value *v) {
+  if (v->spec) dt_lua_push_dtensor(L, v->local, v->spec);
+  else dt_lua_push_tensor(L, v->local);
+  dt_value *u = lua_touserdata(L, -1);
+  u->autograd = v->autograd;
+  dt_value_init(v, NULL, NULL);
+}
+
+/* ---- fields ---- */
+int dt_lua_autograd_field(lua_State *L, dt_value *u, const char *k) {
+  if (strcmp(k, "requires_grad") == 0) return lua_pushboolean(L, dt_autograd_requires_grad(u)), 1;
+  if (strcmp(k, "is_leaf") == 0) return lua_pushboolean(L, dt_autograd_is_leaf(u)), 1;
+  if (strcmp(k, "retains_grad") == 0) return lua_pushboolean(L, dt_autograd_retains_grad(u)), 1;
+  if (strcmp(k, "grad_fn") == 0) {
+    const char *name = dt_autograd_grad_fn_name(u);
+    if (name) lua_pushstring(L, name);
+    else lua_pushnil(L);
+    return 1;
+  }
+  if (strcmp(k, "grad") == 0) {
+    const dt_value *g = dt_autograd_grad_of(u);
+    if (g) push_shared(L, g);
+    else lua_pushnil(L);
+    return 1;
+  }
+  return -1; /* not an autograd field */
+}
+
+int dt_lua_autograd_set_field(lua_State *L, dt_value *u, const char *k) {
+  if (strcmp(k, "grad") == 0) {
+    const dt_value *g = lua_isnil(L, 3) ? NULL : dt_lua_check_value_for(L, 3, "t.grad = g", "g");
+    if (dt_autograd_set_grad(u, g) != DT_OK) dt_lua_raise(L);
+    return 1;
+  }
+  if (strcmp(k, "requires_grad") == 0) {
+    luaL_checktype(L, 3, LUA_TBOOLEAN);
+    if (dt_autograd_set_requires_grad(u, lua_toboolean(L, 3)) != DT_OK) dt_lua_raise(L);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- methods ---- */
+static int l_requires_grad_(lua_State *L) {
+  dt_value *u = dt_lua_check_value(L, 1);
+  int flag = lua_isnoneornil(L, 2) ? 1 : (luaL_checktype(L, 2, LUA_TBOOLEAN), lua_toboolean(L, 2));
+  if (dt_autograd_set_requires_grad(u, flag) != DT_OK) return dt_lua_raise(L);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int l_detach(lua_State *L) {
+  push_shared(L, dt_lua_check_value(L, 1));
+  return 1;
+}
+
+static int l_detach_(lua_State *L) {
+  dt_autograd_detach_(dt_lua_check_value(L, 1));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int l_retain_grad(lua_State *L) {
+  if (dt_autograd_retain_grad(dt_lua_check_value(L, 1)) != DT_OK) return dt_lua_raise(L);
+  return 0;
+}
+
+/* A list argument: one tensor, or a table of them (nil entries allowed where allow_nil);
+ * fills vals (up to max) and returns the count. */
+static int value_list(lua_State *L, int idx, dt_value **vals, int max, int allow_nil, const char *op, const char *what) {
+  if (dt_lua_test_value(L, idx)) return vals[0] = dt_lua_test_value(L, idx), 1;
+  if (!lua_istable(L, idx)) return luaL_error(L, "%s: %s must be a tensor or a list of tensors, got %s", op, what,
+                                              dt_lua_typename(L, idx));
+  int n = (int)luaL_len(L, idx);
+  if (n > max) return luaL_error(L, "%s: at most %d %s", op, max, what);
+  for (int i = 0; i < n; i++) {
+    lua_geti(L, idx, i + 1);
+    if (lua_isnil(L, -1) && allow_nil) vals[i] = NULL;
+    else {
+      char w[64];
+      snprintf(w, sizeof w, "%s[%d]", what, i + 1);
+      vals[i] = dt_lua_check_value_for(L, -1, op, w);
+    }
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+#define MAX_ROOTS 256
+
+/* t:backward(grad?, {retain_graph =}) and dt.autograd.backward(tensors, grad_tensors?, opts?) */
+static int run_backward(lua_State *L, int roots_idx, int grads_idx, int opts_idx, const char *op) {
+  dt_value *roots[MAX_ROOTS], *grads[MAX_ROOTS] = {0};
+  int n = value_list(L, roots_idx, roots, MAX_ROOTS, 0, op, "tensors");
+  if (!lua_isnoneornil(L, grads_idx)) {
+    int ng = value_list(L, grads_idx, grads, MAX_ROOTS, 1, op, "gradients");
+    if (ng > n) return luaL_error(L, "%s: %d gradients for %d tensors", op, ng, n);
+  }
+  int retain = dt_lua_opt_bool_field(L, opts_idx, "retain_graph", 0);
+  dt_context *ctx = context(L);
+  if (dt_autograd_backward(ctx, roots, (const dt_value *const *)grads, n, retain) != DT_OK) return dt_lua_raise(L);
+  return 0;
+}
+
+static int l_backward(lua_State *L) {
+  dt_lua_check_value(L, 1);
+  if (lua_istable(L, 2) && !dt_lua_test_value(L, 2)) { /* t:backward({retain_graph = true}) */
+    lua_pushnil(L);
+    lua_insert(L, 2);
+  }
+  return run_backward(L, 1, 2, 3, "backward");
+}
+
+static int l_autograd_backward(lua_State *L) { return run_backward(L, 1, 2, 3, "autograd.backward"); }
+
+/* dt.autograd.grad(outputs, inputs, grad_outputs?, {retain_graph =, allow_unused =}) */
+static int l_autograd_grad(lua_State *L) {
+  const char *op = "autograd.grad";
+  dt_value *roots[MAX_ROOTS], *grads[MAX_ROOTS] = {0}, *inputs[MAX_ROOTS];
+  int n = value_list(L, 1, roots, MAX_ROOTS, 0, op, "outputs");
+  int single = dt_lua_test_value(L, 2) != NULL;
+  int ni = value_list(L, 2, inputs, MAX_ROOTS, 0, op, "inputs");
+  int opts = 4;
+  if (lua_istable(L, 3) && !dt_lua_test_value(L, 3) && lua_isnoneornil(L, 4) &&
+      (lua_getfield(L, 3, "retain_graph") != LUA_TNIL || lua_getfield(L, 3, "allow_unused") != LUA_TNIL))
+    opts = 3; /* grad(outputs, inputs, {opts}) */
+  lua_settop(L, 4);
+  if (opts == 4 && !lua_isnil(L, 3)) value_list(L, 3, grads, MAX_ROOTS, 1, op, "grad_outputs");
+  int retain = dt_lua_opt_bool_field(L, opts, "retain_graph", 0);
+  int allow_unused = dt_lua_opt_bool_field(L, opts, "allow_unused", 0);
+  dt_value *out = calloc((size_t)(ni ? ni : 1), sizeof *out);
+  if (!out) return luaL_error(L, "%s: out of memory", op);
+  dt_context *ctx = context(L);
+  if (dt_autograd_grad(ctx, roots, (const dt_value *const *)grads, n, inputs, ni, retain, allow_unused, out) != DT_OK) {
+    free(out);
+    return dt_lua_raise(L);
+  }
+  if (!single) lua_createtable(L, ni, 0);
+  for (int j = 0; j < ni; j++) {
+    if (out[j].local) push_owned(L, &out[j]);
+    else lua_pushnil(L);
+    if (!single) lua_seti(L, -2, j + 1);
+  }
+  for (int j = 0; j < ni; j++) dt_value_clear(&out[j]);
+  free(out);
+  return 1;
+}
+
+/* ---- hooks: the Lua function in the registry; it runs under pcall so that an error
+ *      unwinds through the engine as a status, not a longjmp ---- */
+typedef struct lua_hook {
+  lua_State *main;
+  int ref;
+} lua_hook;
+
+static void hook_free(void *ud) {
+  lua_hook *h = ud;
+  luaL_unref(h->main, LUA_REGISTRYINDEX, h->ref);
+  free(h);
+}
+
+static int hook_call(dt_context *ctx, void *ud, const dt_value *g, dt_value *replace) {
+  lua_hook *h = ud;
+  lua_State *L = ctx->host ? ctx->host : h->main;
+  int top = lua_gettop(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, h->ref);
+  push_shared(L, g);
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    dt_error("hook: %s", lua_tostring(L, -1));
+    lua_settop(L, top);
+    return DT_ERR;
+  }
+  int st = DT_OK;
+  if (!lua_isnil(L, -1)) {
+    dt_value *r = dt_lua_test_value(L, -1);
+    if (!r) st = dt_error("hook: a gradient hook must return nil or a tensor, not %s", dt_lua_typename(L, -1));
+    else {
+      dt_tensor_retain(r->local);
+      dt_value_init(replace, r->local, r->spec ? dt_dspec_copy(r->spec) : NULL);
+    }
+  }
+  lua_settop(L, top);
+  return st;
+}
+
+/* hook:remove(): the handle keeps its tensor (user value 1) to find the hook. */
+typedef struct handle {
+  int id;
+} handle;
+
+static int l_register_hook(lua_State *L) {
+  dt_value *u = dt_lua_check_value(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_hook *h = malloc(sizeof *h);
+  if (!h) return luaL_error(L, "register_hook: out of memory");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  h->main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  lua_pushvalue(L, 2);
+  h->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  int id;
+  if (dt_autograd_register_hook(u, hook_call, h, hook_free, &id) != DT_OK) return dt_lua_raise(L);
+  handle *hd = lua_newuserdatauv(L, sizeof *hd, 1);
+  hd->id = id;
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 1);
+  luaL_setmetatable(L, HOOK_HANDLE_MT);
+  return 1;
+}
+
+static int l_handle_remove(lua_State *L) {
+  handle *hd = luaL_checkudata(L, 1, HOOK_HANDLE_MT);
+  if (hd->id && lua_getiuservalue(L, 1, 1) == LUA_TUSERDATA) {
+    dt_value *u = dt_lua_test_value(L, -1);
+    if (u) dt_autograd_remove_hook(u, hd->id);
+  }
+  hd->id = 0;
+  return 0;
+}
+
+/* ---- grad mode: dt.no_grad(fn?, ...), dt.enable_grad(fn?, ...), dt.set_grad_enabled(flag, fn?)
+ *      With fn: runs it in the mode and returns its results (restoring the mode on error too).
+ *      Without: switches and returns a to-be-closed guard restoring the previous mode. ---- */
+typedef struct grad_mode_guard {
+  int prev, active;
+} grad_mode_guard;
+
+static int guard_close(lua_State *L) {
+  grad_mode_guard *g = luaL_checkudata(L, 1, GRAD_MODE_MT);
+  if (g->active) dt_lua_context(L)->modes.grad_enabled = g->prev;
+  g->active = 0;
+  return 0;
+}
+
+static int with_mode(lua_State *L, int flag, int fn_idx) {
+  dt_context *ctx = dt_lua_context(L);
+  int prev = ctx->modes.grad_enabled;
+  if (lua_isnoneornil(L, fn_idx)) {
+    ctx->modes.grad_enabled = flag;
+    grad_mode_guard *g = lua_newuserdatauv(L, sizeof *g, 0);
+    g->prev = prev, g->active = 1;
+    luaL_setmetatable(L, GRAD_MODE_MT);
+    return 1;
+  }
+  luaL_checktype(L, fn_idx, LUA_TFUNCTION);
+  int base = fn_idx - 1;
+  ctx->modes.grad_enabled = flag;
+  int st = lua_pcall(L, lua_gettop(L) - fn_idx, LUA_MULTRET, 0);
+  dt_lua_context(L)->modes.grad_enabled = prev;
+  if (st != LUA_OK) return lua_error(L);
+  return lua_gettop(L) - base;
+}
+
+static int l_no_grad(lua_State *L) { return with_mode(L, 0, 1); }
+static int l_enable_grad(lua_State *L) { return with_mode(L, 1, 1); }
+static int l_set_grad_enabled(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TBOOLEAN);
+  return with_mode(L, lua_toboolean(L, 1), 2);
+}
+static int l_is_grad_enabled(lua_State *L) { return lua_pushboolean(L, dt_lua_context(L)->modes.grad_enabled), 1; }
+
+static const luaL_Reg methods[] = {
+    {"requires_grad_", l_requires_grad_}, {"detach", l_detach},
+    {"detach_", l_detach_},               {"retain_grad", l_retain_grad},
+    {"backward", l_backward},             {"register_hook", l_register_hook},
+    {NULL, NULL},
+};
+
+static const luaL_Reg module_fns[] = {
+    {"no_grad", l_no_grad},
+    {"enable_grad", l_enable_grad},
+    {"set_grad_enabled", l_set_grad_enabled},
+    {"is_grad_enabled", l_is_grad_enabled},
+    {NULL, NULL},
+};
+
+static const luaL_Reg autograd_fns[] = {
+    {"backward", l_autograd_backward},
+    {"grad", l_autograd_grad},
+    {NULL, NULL},
+};
+
+void dt_lua_open_autograd(lua_State *L, const dt_lua_targets *tg) {
+  lua_pushvalue(L, tg->methods);
+  luaL_setfuncs(L, methods, 0);
+  lua_pop(L, 1);
+  lua_pushvalue(L, tg->module);
+  luaL_setfuncs(L, module_fns, 0);
+  lua_newtable(L);
+  luaL_setfuncs(L, autograd_fns, 0);
+  lua_setfield(L, -2, "autograd");
+  lua_pop(L, 1);
+
+  luaL_newmetatable(L, HOOK_HANDLE_MT);
+  lua_newtable(L);
+  lua_pushcfunction(L, l_handle_remove);
+  lua_setfield(L, -2, "remove");
+  lua_setfield(L, -2, "__index");
+  lua_pushstring(L, "RemovableHandle");
+  lua_setfield(L, -2, "__name");
+  dt_lua_protect_meta(L, "RemovableHandle");
+  lua_pop(L, 1);
+
+  luaL_newmetatable(L, GRAD_MODE_MT);
+  lua_pushcfunction(L, guard_close);
+  lua_setfield(L, -2, "__close");
+  lua_pushstring(L, "GradMode"); /* no __gc: an unclosed switch stays switched, as set_grad_enabled */
+  lua_setfield(L, -2, "__name");
+  dt_lua_protect_meta(L, "GradMode");
+  lua_pop(L, 1);
+}
