@@ -332,7 +332,13 @@ static int run_node(run *r, int k) {
       if (!go) st = dt_error("backward: out of memory");
       else {
         for (int o = 0; o < n->nout; o++) go[o] = s->buf[o].local ? &s->buf[o] : NULL;
+        dt_grad_kind entry = {0}; /* a checkpoint's recomputed outputs take it in their own backward */
+        dt_grad_kind_merge(&entry, &kind);
+        const dt_grad_kind *outer = ctx->autograd_kind;
+        ctx->autograd_kind = &entry;
         st = n->custom(ctx, n->ud, go, n->nout, gi, n->nin, needs, &kind);
+        ctx->autograd_kind = outer;
+        dt_grad_kind_clear(&entry);
         if (go != small_go) free(go);
       }
     }
@@ -410,7 +416,10 @@ static int seed(run *r, dt_value *const *roots, const dt_value *const *grads, in
     dt_slot_meta_clear(&m);
     if (st != DT_OK) return DT_ERR;
     nstate *s = &r->st[find(r, edges[i].node)];
-    if (!roots[i]->spec) s->kind[edges[i].nr].root = 1; /* a plain loss: the same on every rank */
+    /* a plain loss is the same on every rank; inside a custom node's backward (a checkpoint
+     * recomputing) the roots' gradients are the node's, of its kind */
+    if (!roots[i]->spec && r->ctx->autograd_kind) dt_grad_kind_merge(&s->kind[edges[i].nr], r->ctx->autograd_kind);
+    else if (!roots[i]->spec) s->kind[edges[i].nr].root = 1;
     if (dt_autograd_accumulate(r->ctx, &s->buf[edges[i].nr], &g) != DT_OK) return DT_ERR;
   }
   return DT_OK;

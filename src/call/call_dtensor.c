@@ -17,6 +17,7 @@ typedef struct conv {
   dt_placement fwd[DT_MESH_MAX_DIMS];  /* from_local: the forward placements, Partial kept */
   dt_placement grad[DT_MESH_MAX_DIMS]; /* the gradient's placements (normalised) */
   int has_grad;                        /* grad given (else to_local's come from the kind) */
+  dt_meta off_mesh;                    /* from_local off the mesh: the local tensor's (zero gradient) */
 } conv;
 
 static void conv_free(void *ud) {
@@ -81,11 +82,13 @@ static int from_local_backward(dt_context *ctx, void *ud, const dt_value *const 
   if (!go[0] || !needs[0]) return DT_OK;
   dt_value g;
   if (dt_redistribute_to_any(ctx, go[0], NULL, c->grad, &g) != DT_OK) return DT_ERR; /* a Partial is reduced */
-  if (c->spec->mesh->me >= 0) { /* off the mesh the local tensor was not used: no gradient */
-    dt_tensor_retain(g.local);
-    dt_value_init(&gi[0], g.local, NULL);
-  }
+  dt_tensor *t = g.local;
+  if (c->spec->mesh->me >= 0) dt_tensor_retain(t);
+  else /* off the mesh the local tensor was not used: zeros, so that every rank's graph runs alike */
+    t = dt_tensor_zeros(c->off_mesh.dtype, c->off_mesh.ndim, c->off_mesh.shape, dt_tensor_device(g.local));
   dt_value_clear(&g);
+  if (!t) return DT_ERR;
+  dt_value_init(&gi[0], t, NULL);
   dt_grad_kind_set_from_local(kind, c->spec->mesh, c->fwd, c->grad);
   return DT_OK;
 }
@@ -109,6 +112,8 @@ int dt_call_from_local(dt_context *ctx, dt_value *local, dt_mesh *m, const dt_pl
   memcpy(c->fwd, s->p, sizeof c->fwd);
   memcpy(c->grad, q, sizeof c->grad);
   c->has_grad = 1;
+  c->off_mesh = (dt_meta){.dtype = local->local->dtype, .ndim = local->local->ndim};
+  memcpy(c->off_mesh.shape, local->local->shape, sizeof(int64_t) * (size_t)local->local->ndim);
   return record(ctx, op, local, out, NULL, from_local_backward, c);
 }
 

@@ -213,6 +213,35 @@ describe("to_local backward", function()
     end
   end)
 
+  it("2-d mesh: the kind is per mesh dim (contributions summed over dp only)", function()
+    if n ~= 4 then return end
+    local m2 = dt.init_device_mesh("cpu", {2, 2}, {"dp", "tp"})
+    local x = leaf(X, m2, {R(), S(2)})
+    local dp = m2:get_coordinate()[1]
+    local y = dt.from_local(x:to_local() * (dp + 1), m2, {S(1), S(2)}, {shape = {2 * (n + 2), 3}})
+    local c, total = collectives(function() y:sum():backward() end)
+    assert.are.equal(1, c.all_reduce)
+    assert.are.equal(1, total)
+    assert.are.equal(2, c.ops[1].group_size)
+    placements_are({R(), S(2)}, x.grad.placements)
+    H.close(x.grad, dt.full(X:size(), 3, {dtype = "float64"}), "1 + 2")
+  end)
+
+  it("a mesh without rank 0: the ranks off the mesh hold empty gradients and join no collective", function()
+    if n < 3 then return end
+    local ranks = {}
+    for r = n - 1, 1, -1 do ranks[#ranks + 1] = r end
+    local sub = dt.DeviceMesh("cpu", ranks)
+    local k = n - 1
+    local x = leaf(X, sub, {R()})
+    local coord = sub:get_coordinate()
+    local y = dt.from_local(x:to_local() * ((coord and coord[1] or 0) + 1), sub, {S(1)}, {shape = {k * (n + 2), 3}})
+    local c, total = collectives(function() y:sum():backward() end)
+    assert.are.equal(coord and 1 or 0, total)
+    H.close(x.grad, dt.full(X:size(), k * (k + 1) / 2, {dtype = "float64"}), "sum over the mesh's ranks")
+    if not coord then assert.are.equal(0, x.grad:to_local():numel()) end
+  end)
+
   it("a local part that fed from_local on another mesh: an error unless grad_placements says", function()
     if n == 1 then return end
     local other = dt.init_device_mesh("cpu", {n, 1})
