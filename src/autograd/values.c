@@ -59,7 +59,8 @@ int dt_autograd_conform(dt_context *ctx, const char *what, dt_value *g, const dt
   }
   if (m->spec && !dt_placements_equal(g->spec->p, m->spec->p, m->spec->mesh->ndim)) {
     dt_value r;
-    if (dt_redistribute_to_any(ctx, g, m->spec->mesh, m->spec->p, &r) != DT_OK) return DT_ERR; /* grad_placements may say Partial */
+    /* to_any: a custom node's grad_placements may say Partial */
+    if (dt_redistribute_to_any(ctx, g, m->spec->mesh, m->spec->p, &r) != DT_OK) return DT_ERR;
     dt_value_clear(g);
     *g = r;
   }

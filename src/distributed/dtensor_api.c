@@ -291,7 +291,8 @@ int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_
   return redistribute(ctx, v, mesh, target, 0, out);
 }
 
-int dt_redistribute_to_any(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target, dt_value *out) {
+int dt_redistribute_to_any(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target,
+                           dt_value *out) {
   return redistribute(ctx, v, mesh, target, 1, out);
 }
 

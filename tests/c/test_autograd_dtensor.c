@@ -74,7 +74,8 @@ static int contributions(dt_context *ctx, dt_mesh *m, int checkpoint) {
     ok = twice_local(ctx, &x, &t) == DT_OK;
     ctx->modes.grad_enabled = 1;
     dt_value *in[1] = {&x}, *out[1] = {&t};
-    ok = ok && dt_autograd_record_custom(ctx, "checkpoint", in, 1, out, 1, NULL, checkpoint_backward, &x, NULL) == DT_OK;
+    ok = ok &&
+         dt_autograd_record_custom(ctx, "checkpoint", in, 1, out, 1, NULL, checkpoint_backward, &x, NULL) == DT_OK;
   } else {
     ok = twice_local(ctx, &x, &t) == DT_OK;
   }
