@@ -1360,6 +1360,22 @@ for name, e in pairs(ops) do
   end
 end
 
+-- ---------------------------------------------------------------- gradients
+-- Rows whose backward column is `none`, and why (op_table_spec.lua's grad column; every other
+-- row's gradient is checked against finite differences, tests/spec/support/grad_check.lua).
+local nondiff = {
+  empty = "a factory: no tensor input", full = "a factory: no tensor input", arange = "a factory: no tensor input",
+  eye = "a factory: no tensor input", rand = "a random factory: no tensor input",
+  randn = "a random factory: no tensor input", randint = "a random factory with an integer result",
+  randperm = "a random factory with an integer result",
+  eq = "a bool result", ne = "a bool result", lt = "a bool result", le = "a bool result", gt = "a bool result",
+  ge = "a bool result", equal = "a bool result", allclose = "a bool result",
+  argmax = "an integer (index) result", argmin = "an integer (index) result",
+  multinomial = "integer samples: no gradient with respect to the weights (as torch)",
+  bernoulli = "a draw: piecewise constant in the probabilities (torch gives no gradient either)",
+}
+for name, why in pairs(nondiff) do ops[name].nondiff = why end
+
 -- ---------------------------------------------------------------- comparing
 -- Asserts got (a tensor) equals the reference {shape, data} within tol (relative; nan == nan).
 function M.check_ref(got, want, tol, what)
