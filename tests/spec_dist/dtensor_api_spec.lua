@@ -244,3 +244,17 @@ describe("saving a DTensor to a file", function()
     os.remove(path)
   end)
 end)
+
+describe("distribute_tensor onto a mesh without world rank 0", function()
+  it("takes the tensor of the mesh's first rank by default (as PyTorch)", function()
+    if n < 2 then return end
+    local ranks = {}
+    for r = 1, n - 1 do ranks[#ranks + 1] = r end
+    local sub = dt.DeviceMesh("cpu", ranks)
+    local x = dt.arange(6):to("float64") * (rank == 1 and 1 or -1) -- only rank 1's is right
+    local d = dt.distribute_tensor(x, sub, {dt.Shard(1)})
+    if rank ~= 0 then
+      assert(dt.equal(d:full_tensor(), dt.arange(6):to("float64")))
+    end
+  end)
+end)
