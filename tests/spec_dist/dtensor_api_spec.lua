@@ -128,8 +128,24 @@ describe("from_local / to_local", function()
   end)
 
   it("run_check raises on every rank when a local shape disagrees", function()
-    fails("run_check: rank 0's local tensor is int64 {3,2}, but global shape {" .. (3 * n + 1) .. ",2}",
+    fails("from_local: run_check: global shape {" .. (3 * n + 1) .. ",2} with placements (Shard(1)) (from rank 0): " ..
+          "rank 0's local tensor is int64 {3,2} (expected int64 {4,2})",
       dt.from_local, dt.full({3, 2}, 1), mesh, {"S1"}, {shape = {3 * n + 1, 2}, run_check = true})
+  end)
+
+  it("run_check gives the same message on every rank, naming every rank that disagrees", function()
+    if n < 2 then return end
+    -- rank 1 alone passes a wrong local shape (no global shape: rank 0's local times n)
+    local bad = {}
+    for r = 1, n - 1, 2 do bad[#bad + 1] = "rank " .. r .. "'s local tensor is float32 {3,2} (expected float32 {2,2})" end
+    fails("from_local: run_check: global shape {" .. (2 * n) .. ",2} with placements (Shard(1)) (from rank 0): " ..
+          table.concat(bad, "; ", 1, math.min(#bad, 4)),
+      dt.from_local, dt.zeros(rank % 2 == 1 and 3 or 2, 2), mesh, {"S1"}, {run_check = true})
+    -- ranks passing different global shapes
+    if n >= 2 then
+      fails("rank 1 passed another global shape than rank 0",
+        dt.from_local, dt.zeros(2), mesh, {"R"}, {shape = {rank == 1 and 3 or 2}, run_check = true})
+    end
   end)
 end)
 
