@@ -67,12 +67,14 @@ static int incomplete(lua_State *L, int status) {
   return 0;
 }
 
-/* Compiles the chunk in buf: as an expression first, then as statements. */
+/* Compiles the chunk in buf: as an expression first, then as statements.  "=expr" is
+ * "return expr" (lua5.4 keeps it for compatibility with 5.2). */
 static int load_chunk(lua_State *L, const char *buf) {
-  lua_pushfstring(L, "return %s;", buf);
+  int eq = buf[0] == '=';
+  lua_pushfstring(L, "return %s;", buf + eq);
   int status = luaL_loadbuffer(L, lua_tostring(L, -1), lua_rawlen(L, -1), "=stdin");
   lua_remove(L, -2);
-  if (status == LUA_OK) return status;
+  if (status == LUA_OK || eq) return status;
   lua_pop(L, 1);
   return luaL_loadbuffer(L, buf, strlen(buf), "=stdin");
 }

@@ -206,6 +206,7 @@ describe("printing", function()
     local r = dt.visualize_sharding(dt.distribute_tensor(dt.zeros(5), mesh, {"R"}), {print = false})
     assert.matches(n > 1 and "ranks 0," or "rank 0", r, 1, true)
     fails("only 1-d and 2-d", dt.visualize_sharding, dt.distribute_tensor(dt.zeros(1, 1, 1), mesh, {"R"}))
+    assert.are.equal(0, select("#", dt.visualize_sharding(d))) -- printed (rank 0): the REPL shows nothing more
   end)
 
   it("explain_redistribute lists the steps and costs", function()
