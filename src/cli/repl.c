@@ -48,11 +48,7 @@ static char *read_line(const char *prompt) {
 }
 
 static void add_history_line(const char *line) {
-#ifdef DT_HAVE_READLINE
-  if (isatty(0) && line[0]) add_history(line);
-#else
-  (void)line;
-#endif
+  if (isatty(0)) dtlua_edit_add(line);
 }
 
 static int incomplete(lua_State *L, int status) {
@@ -254,8 +250,11 @@ static void repl_mesh(lua_State *L, dt_comm *c) {
 void dtlua_repl(lua_State *L, const char *progname) {
   (void)progname;
   dt_context *ctx = dt_lua_context(L);
+  int editing = isatty(0) && ctx->rank == 0; /* the rank that reads the lines */
+  if (editing) dtlua_edit_begin(L);
   if (ctx->world_size > 1) repl_mesh(L, ctx->world);
   else repl_single(L);
+  if (editing) dtlua_edit_end();
   lua_settop(L, 0);
   if (isatty(0) && ctx->rank == 0) putchar('\n');
 }
