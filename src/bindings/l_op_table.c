@@ -1,6 +1,7 @@
 /* dt._op_rows(): the rows of the operator table (src/ops/op_list.h), in table order, for the
  * table-driven specs (tests/spec/op_table_spec.lua, tests/spec_dist/op_table_dtensor_spec.lua):
- * a list of {name =, nout =, view =, inplace =, factory =, random =, differentiable =}. */
+ * a list of {name =, nout =, view =, inplace =, factory =, random =, differentiable =}
+ * (differentiable: the row names a backward rule). */
 #include "bindings/l_tensor.h"
 
 void dt_lua_open_op_table(lua_State *L, const dt_lua_targets *tg);
@@ -23,7 +24,7 @@ static int op_rows(lua_State *L) {
     set_flag(L, op->flags, DT_OPF_INPLACE, "inplace");
     set_flag(L, op->flags, DT_OPF_FACTORY, "factory");
     set_flag(L, op->flags, DT_OPF_RANDOM, "random");
-    lua_pushboolean(L, op->differentiable); /* the row names a backward rule */
+    lua_pushboolean(L, op->differentiable);
     lua_setfield(L, -2, "differentiable");
     lua_rawseti(L, -2, i + 1);
   }
