@@ -197,8 +197,13 @@ function functional.cross_entropy(logits, target, opts)
     return core.full(ls, fill, {dtype = logits.dtype})
   end
   local mx = (on and len > 0) and lx:amax(cdim, true) or local_keep(-math.huge)
-  local gmax = rebuild(mx, mesh, maxp, kshape):redistribute(kplace):to_local()
-  local se = (on and len > 0) and (lx - gmax):exp():sum(cdim, true) or local_keep(0)
+  -- the class max feeds two terms: the per-sample loss, which the ranks of a class dim compute
+  -- alike (its gradient is whole there), and each rank's own exponentials (its gradient there
+  -- is the rank's contribution): one to_local per use, so that each backward takes the kind of
+  -- its own use (doc/autograd-dtensor.md)
+  local gmaxd = rebuild(mx, mesh, maxp, kshape):redistribute(kplace)
+  local gmax, gmax_own = gmaxd:to_local(), gmaxd:to_local()
+  local se = (on and len > 0) and (lx - gmax_own):exp():sum(cdim, true) or local_keep(0)
   local gse = rebuild(se, mesh, sump, kshape):redistribute(kplace):to_local()
   local picked
   if on and len > 0 then

@@ -90,8 +90,9 @@ int dt_grad_kind_placements(const dt_grad_kind *k, const dt_mesh *m, const dt_pl
       return dt_error("%s: backward: on mesh dim %d (Replicate()) the gradient of the local part adds whole "
                       "gradients (from dt.from_local with Replicate, or a loss that is the same on every rank) to "
                       "per-rank contributions (from dt.from_local with Shard or Partial), and no placement describes "
-                      "that sum: call to_local once per use, with grad_placements = %s for the use whose gradient is "
-                      "whole and %s for the one whose ranks' gradients add up", op, d + 1, pa, pb);
+                      "that sum: call to_local once per use (each then takes its own use's kind), or pass "
+                      "grad_placements = %s to the one whose gradient is whole and %s to the one whose ranks' "
+                      "gradients add up", op, d + 1, pa, pb);
     }
     if (contrib) out[d] = P;
   }

@@ -186,10 +186,15 @@ describe("to_local backward", function()
     if n > 1 then
       H.fails("to_local: backward: on mesh dim 1 (Replicate()) the gradient of the local part adds whole gradients",
         function() loss:backward() end)
-      H.fails("call to_local once per use, with grad_placements = (Replicate()) for the use whose gradient is whole and " ..
-        "(Partial(sum)) for the one whose ranks' gradients add up", function() loss:backward() end)
+      H.fails("call to_local once per use (each then takes its own use's kind), or pass grad_placements = " ..
+        "(Replicate()) to the one whose gradient is whole and (Partial(sum)) to the one whose ranks' gradients add up",
+        function() loss:backward() end)
     end
-    -- as the message says: one to_local per use
+    -- as the message says: one to_local per use, by its kind or by grad_placements
+    x = leaf(X, mesh, {R()})
+    y1, y2 = dt.from_local(x:to_local(), mesh, {R()}), dt.from_local(x:to_local(), mesh, {S(1)})
+    ;(y1:sum() + y2:sum()):backward()
+    H.close(x.grad, dt.full(X:size(), 1 + n, {dtype = "float64"}), "1 + n")
     x = leaf(X, mesh, {R()})
     y1 = dt.from_local(x:to_local({grad_placements = {R()}}), mesh, {R()})
     y2 = dt.from_local(x:to_local({grad_placements = {P()}}), mesh, {S(1)})
@@ -277,6 +282,38 @@ describe("to_local then from_local on a Partial DTensor", function()
     ;(pa:mm(pb) * W):sum():backward()
     same(ga, pa.grad, "a against one device")
     same(gb, pb.grad, "b against one device")
+  end)
+end)
+
+describe("a log-sum-exp over class shards (F.cross_entropy's loss-parallel path)", function()
+  -- the class max feeds the per-sample result (computed alike on every rank) and each rank's
+  -- exponentials (a contribution): one to_local of it has a mixed gradient; with one to_local
+  -- per use, each takes the kind of its own use
+  local function lse(x, mesh, split)
+    local kshape = {x:size(1), 1}
+    local lx = x:to_local()
+    local gmaxd = dt.from_local(lx:amax(2, true), mesh, {P("max")}, {shape = kshape}):redistribute({R()})
+    local gmax = gmaxd:to_local()
+    local gmax_own = split and gmaxd:to_local() or gmax
+    local se = dt.from_local((lx - gmax_own):exp():sum(2, true), mesh, {P()}, {shape = kshape}):redistribute({R()})
+    return dt.from_local(se:to_local():log() + gmax, mesh, {R()}, {shape = kshape})
+  end
+
+  it("one to_local for both uses: an error saying to split them; one per use: one device's gradient", function()
+    local mesh = mesh1()
+    local L, W = H.values({4, 3 * n - 1}, "float64"), H.values({4, 1}, "float64") + 2 -- no empty class shard
+    local pl = L:clone():requires_grad_()
+    local m = pl:amax(2, true)
+    ;((((pl - m):exp():sum(2, true)):log() + m) * W):sum():backward()
+    local x = leaf(L, mesh, {S(2)})
+    local loss = (lse(x, mesh, false) * H.dist(W, mesh, {R()})):sum()
+    if n > 1 then
+      H.fails("call to_local once per use", function() loss:backward() end)
+    end
+    x = leaf(L, mesh, {S(2)})
+    ;(lse(x, mesh, true) * H.dist(W, mesh, {R()})):sum():backward()
+    placements_are({S(2)}, x.grad.placements)
+    H.close(x.grad, pl.grad, "log-sum-exp")
   end)
 end)
 
