@@ -314,10 +314,10 @@ static int run_node(run *r, int k) {
     dt_value_init(&gi[i], NULL, NULL);
   }
   int st = DT_OK;
-  if (any) {
+  if (any) st = check_saved(n); /* an op's saved values, or what a custom node saved */
+  if (any && st == DT_OK) {
     if (n->kind == DT_NODE_OP) {
-      st = check_saved(n);
-      if (st == DT_OK) st = call_rule(r, n, s->buf, gi, needs);
+      st = call_rule(r, n, s->buf, gi, needs);
     } else {
       const dt_value *small_go[8], **go = n->nout <= 8 ? small_go : malloc(sizeof *go * (size_t)n->nout);
       if (!go) st = dt_error("backward: out of memory");
