@@ -4,9 +4,10 @@
 -- table in tests/spec/support/op_cases.lua (one entry per op); a row without one fails here.
 -- Prints the coverage at the end (op x device; a "grad" column joins with autograd).
 local C = require "tests.spec.support.op_cases"
+local G = require "tests.spec.support.grad_check"
 local rows = dt._op_rows()
 local devices = {"cpu"} -- a column per device with a kernel table
-local coverage = {}
+local coverage, grad_coverage = {}, {}
 
 local function flags(row)
   local f = {}
@@ -49,6 +50,32 @@ describe("operator table, every row on one device", function()
     end
   end
 
+  -- the "grad" column: every row with a backward rule against finite differences; a row
+  -- without one says why (nondiff in its entry)
+  for idx, row in ipairs(rows) do
+    local e = C.ops[row.name]
+    if e and row.differentiable then
+      it(row.name .. ": the gradient against finite differences", function()
+        local rng = C.prng(5000 + idx)
+        local cases = G.cases(e, rng)
+        assert.is_true(#cases > 0, row.name .. ": no case for the gradient check")
+        local n = 0
+        for k, c in ipairs(cases) do
+          n = n + G.check_case(e, row, c, rng, row.name .. " grad case " .. k .. " (" .. c.label .. ")")
+        end
+        assert.is_true(n > 0, row.name .. ": no floating input was differentiated")
+        grad_coverage[row.name] = n
+      end)
+    elseif e then
+      it(row.name .. ": has no gradient, and its case says why", function()
+        assert.are.equal("string", type(e.nondiff),
+          row.name .. ": a row whose backward column is `none` needs nondiff = \"why\" in op_cases.lua " ..
+          "(or a backward rule)")
+        grad_coverage[row.name] = "n/a"
+      end)
+    end
+  end
+
   -- rows flagged inplace return their self tensor (the same Lua value, as torch returns self)
   local inplace_calls = {
     copy_ = function(x) return x:copy_(dt.ones(3)) end, fill_ = function(x) return x:fill_(2) end,
@@ -71,16 +98,21 @@ describe("operator table, every row on one device", function()
     end
   end
 
-  it("prints the coverage: op x device (cases run; a grad column joins with autograd)", function()
+  it("prints the coverage: op x device, and grad (inputs differentiated, n/a: no gradient)", function()
     local lines = {string.format("%-30s %-16s %6s %6s", "op (src/ops/op_list.h)", "flags", devices[1], "grad")}
-    local n = 0
+    local n, ng = 0, 0
     for _, row in ipairs(rows) do
       local c = coverage[row.name]
       if c then n = n + 1 end
-      lines[#lines + 1] = string.format("%-30s %-16s %6s %6s", row.name, flags(row), c and tostring(c) or "NONE", "-")
+      local g = grad_coverage[row.name]
+      if g then ng = ng + 1 end
+      lines[#lines + 1] = string.format("%-30s %-16s %6s %6s", row.name, flags(row), c and tostring(c) or "NONE",
+                                        g and tostring(g) or "NONE")
     end
-    lines[#lines + 1] = string.format("op table coverage: %d of %d rows on cpu", n, #rows)
+    lines[#lines + 1] = string.format("op table coverage: %d of %d rows on cpu, %d of %d with a passing grad check or a reason",
+                                      n, #rows, ng, #rows)
     io.write("\n", table.concat(lines, "\n"), "\n")
     assert.are.equal(#rows, n, "rows without a passing case")
+    assert.are.equal(#rows, ng, "rows without a passing gradient check (or a nondiff reason)")
   end)
 end)
