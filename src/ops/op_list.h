@@ -97,14 +97,14 @@ DT_OP(ADDMM, addmm, addmm, 1, 0, LINALG, none, "addmm(Tensor c, Tensor a, Tensor
 /* ---- views (share storage) ---- */
 DT_OP(VIEW, view, view, 1, DT_OPF_VIEW, VIEW, view, "view(Tensor x, ints shape with at most one -1) -> Tensor")
 DT_OP(RESHAPE, reshape, view, 1, DT_OPF_VIEW, VIEW, reshape, "reshape(Tensor x, ints shape) -> Tensor (a copy when no view fits)")
-DT_OP(TRANSPOSE, transpose, transpose, 1, DT_OPF_VIEW, VIEW, none, "transpose(Tensor x, int d1, int d2) -> Tensor")
-DT_OP(PERMUTE, permute, permute, 1, DT_OPF_VIEW, VIEW, none, "permute(Tensor x, ints order) -> Tensor")
-DT_OP(NARROW, narrow, narrow, 1, DT_OPF_VIEW, VIEW, none, "narrow(Tensor x, int dim, int start, int length) -> Tensor")
-DT_OP(SLICE, slice, slice, 1, DT_OPF_VIEW, VIEW, none, "slice(Tensor x, int dim, int start, int stop, int step) -> Tensor")
-DT_OP(SELECT, select, select, 1, DT_OPF_VIEW, VIEW, none, "select(Tensor x, int dim, int index) -> Tensor")
-DT_OP(UNSQUEEZE, unsqueeze, unsqueeze, 1, DT_OPF_VIEW, VIEW, none, "unsqueeze(Tensor x, int dim) -> Tensor")
-DT_OP(SQUEEZE, squeeze, squeeze, 1, DT_OPF_VIEW, VIEW, none, "squeeze(Tensor x, ints dims | all) -> Tensor")
-DT_OP(EXPAND, expand, expand, 1, DT_OPF_VIEW, VIEW, none, "expand(Tensor x, ints shape, -1 keeps) -> Tensor")
+DT_OP(TRANSPOSE, transpose, transpose, 1, DT_OPF_VIEW, VIEW, transpose, "transpose(Tensor x, int d1, int d2) -> Tensor")
+DT_OP(PERMUTE, permute, permute, 1, DT_OPF_VIEW, VIEW, permute, "permute(Tensor x, ints order) -> Tensor")
+DT_OP(NARROW, narrow, narrow, 1, DT_OPF_VIEW, VIEW, narrow, "narrow(Tensor x, int dim, int start, int length) -> Tensor")
+DT_OP(SLICE, slice, slice, 1, DT_OPF_VIEW, VIEW, slice, "slice(Tensor x, int dim, int start, int stop, int step) -> Tensor")
+DT_OP(SELECT, select, select, 1, DT_OPF_VIEW, VIEW, select, "select(Tensor x, int dim, int index) -> Tensor")
+DT_OP(UNSQUEEZE, unsqueeze, unsqueeze, 1, DT_OPF_VIEW, VIEW, unsqueeze, "unsqueeze(Tensor x, int dim) -> Tensor")
+DT_OP(SQUEEZE, squeeze, squeeze, 1, DT_OPF_VIEW, VIEW, squeeze, "squeeze(Tensor x, ints dims | all) -> Tensor")
+DT_OP(EXPAND, expand, expand, 1, DT_OPF_VIEW, VIEW, expand, "expand(Tensor x, ints shape, -1 keeps) -> Tensor")
 DT_OP(FLATTEN, flatten, flatten, 1, DT_OPF_VIEW, VIEW, flatten, "flatten(Tensor x, int start, int end) -> Tensor")
 
 /* ---- indexing (index values 0-based here; the bindings convert Lua's 1-based ones) ---- */
