@@ -89,10 +89,10 @@ DT_OP(SOFTMAX, softmax, softmax, 1, 0, REDUCE, none, "softmax(Tensor x, ints[0]=
 DT_OP(LOG_SOFTMAX, log_softmax, softmax, 1, 0, REDUCE, none, "log_softmax(Tensor x, ints[0]=dim) -> Tensor (floating dtypes only)")
 
 /* ---- linear algebra ---- */
-DT_OP(MATMUL, matmul, matmul, 1, 0, LINALG, none, "matmul(Tensor a, Tensor b) -> Tensor (PyTorch rules, 1-D to batched N-D)")
+DT_OP(MATMUL, matmul, matmul, 1, 0, LINALG, matmul, "matmul(Tensor a, Tensor b) -> Tensor (PyTorch rules, 1-D to batched N-D)")
 DT_OP(MM, mm, mm, 1, 0, LINALG, mm, "mm(Tensor a[n,k], Tensor b[k,m]) -> Tensor[n,m]")
-DT_OP(BMM, bmm, bmm, 1, 0, LINALG, none, "bmm(Tensor a[b,n,k], Tensor b[b,k,m]) -> Tensor[b,n,m]")
-DT_OP(ADDMM, addmm, addmm, 1, 0, LINALG, none, "addmm(Tensor c, Tensor a, Tensor b, scalar[0] beta=1, scalar[1] alpha=1) -> beta*c + alpha*a@b")
+DT_OP(BMM, bmm, bmm, 1, 0, LINALG, bmm, "bmm(Tensor a[b,n,k], Tensor b[b,k,m]) -> Tensor[b,n,m]")
+DT_OP(ADDMM, addmm, addmm, 1, 0, LINALG, addmm, "addmm(Tensor c, Tensor a, Tensor b, scalar[0] beta=1, scalar[1] alpha=1) -> beta*c + alpha*a@b")
 
 /* ---- views (share storage) ---- */
 DT_OP(VIEW, view, view, 1, DT_OPF_VIEW, VIEW, view, "view(Tensor x, ints shape with at most one -1) -> Tensor")

@@ -1376,6 +1376,28 @@ local nondiff = {
 }
 for name, why in pairs(nondiff) do ops[name].nondiff = why end
 
+-- cases for the gradient only, where the row's first cases miss a form
+local function grad_list(rng, shape_lists, static)
+  local list = {}
+  for k, shapes in ipairs(shape_lists) do
+    local ins, lab = {}, {}
+    for j, s in ipairs(shapes) do
+      ins[j] = t_of(rng, s)
+      if k == #shape_lists then ins[j] = noncontig(ins[j]) end
+      lab[j] = "{" .. table.concat(s, ",") .. "}"
+    end
+    list[k] = {inputs = ins, static = static and static(k) or {}, label = table.concat(lab, " x ")}
+  end
+  return list
+end
+-- every PyTorch form: 1-d x 1-d, 1-d x N-d, N-d x 1-d, batch dims broadcast either way,
+-- a batched a with a 2-d b (one flattened product), 0-size dims; the last non-contiguous
+ops.matmul.grad_cases = function(rng)
+  return grad_list(rng, {{{3}, {3}}, {{2, 3}, {3}}, {{3}, {3, 2}}, {{3}, {2, 3, 4}}, {{2, 2, 3}, {3}},
+    {{2, 1, 2, 3}, {2, 3, 2}}, {{2, 3, 2}, {2, 2}}, {{2, 3}, {2, 3, 2}}, {{2, 0}, {0, 3}}, {{0, 2, 3}, {3, 2}},
+    {{2, 3, 1}, {1, 2}}, {{2, 2, 3}, {2, 3, 2}}})
+end
+
 -- ---------------------------------------------------------------- comparing
 -- Asserts got (a tensor) equals the reference {shape, data} within tol (relative; nan == nan).
 function M.check_ref(got, want, tol, what)
