@@ -112,8 +112,8 @@ DT_OP(INDEX_PUT_, index_put_, index_put, 1, DT_OPF_INPLACE, WRITE, none, "index_
 DT_OP(INDEX_SELECT, index_select, index_select, 1, 0, INDEX, none, "index_select(Tensor x, Tensor index (int64|int32, 0-d or 1-d), ints[0]=dim) -> Tensor (x's dim replaced by the index's length)")
 
 /* ---- joins ---- */
-DT_OP(CAT, cat, cat, 1, 0, JOIN, none, "cat(Tensor... xs, int dim) -> Tensor")
-DT_OP(STACK, stack, stack, 1, 0, JOIN, none, "stack(Tensor... xs, int dim) -> Tensor")
+DT_OP(CAT, cat, cat, 1, 0, JOIN, cat, "cat(Tensor... xs, int dim) -> Tensor")
+DT_OP(STACK, stack, stack, 1, 0, JOIN, stack, "stack(Tensor... xs, int dim) -> Tensor")
 
 /* ---- neural-network functions (cross_entropy LOCAL_ONLY: on DTensors it is composed in
  *      Lua, lua/dtensor/dtensor_nn.lua) ---- */

@@ -1390,6 +1390,15 @@ local function grad_list(rng, shape_lists, static)
   end
   return list
 end
+-- cat beside 1-d empty tensors, which it skips (they take no gradient; dims count from the
+-- first tensor it keeps)
+ops.cat.grad_cases = function(rng)
+  local list = {}
+  for k, c in ipairs(ops.cat.cases(rng)) do if k <= 3 then list[#list + 1] = c end end
+  list[#list + 1] = {inputs = {t_of(rng, {0}), t_of(rng, {2, 3}), t_of(rng, {0}), t_of(rng, {1, 3})}, static = {dim = 1},
+                     label = "1-d empty tensors skipped"}
+  return list
+end
 -- every PyTorch form: 1-d x 1-d, 1-d x N-d, N-d x 1-d, batch dims broadcast either way,
 -- a batched a with a 2-d b (one flattened product), 0-size dims; the last non-contiguous
 ops.matmul.grad_cases = function(rng)
