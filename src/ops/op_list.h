@@ -108,7 +108,7 @@ DT_OP(EXPAND, expand, expand, 1, DT_OPF_VIEW, VIEW, expand, "expand(Tensor x, in
 DT_OP(FLATTEN, flatten, flatten, 1, DT_OPF_VIEW, VIEW, flatten, "flatten(Tensor x, int start, int end) -> Tensor")
 
 /* ---- indexing (index values 0-based here; the bindings convert Lua's 1-based ones) ---- */
-DT_OP(INDEX_PUT_, index_put_, index_put, 1, DT_OPF_INPLACE, WRITE, none, "index_put_(Tensor self, Tensor src; ints: per dim of self kind (DT_INDEX_*), start, stop, step, 0-based, stop exclusive) -> self (src broadcast to self[key] and cast; t[k] = v)")
+DT_OP(INDEX_PUT_, index_put_, index_put, 1, DT_OPF_INPLACE, WRITE, index_put_, "index_put_(Tensor self, Tensor src; ints: per dim of self kind (DT_INDEX_*), start, stop, step, 0-based, stop exclusive) -> self (src broadcast to self[key] and cast; t[k] = v)")
 DT_OP(INDEX_SELECT, index_select, index_select, 1, 0, INDEX, none, "index_select(Tensor x, Tensor index (int64|int32, 0-d or 1-d), ints[0]=dim) -> Tensor (x's dim replaced by the index's length)")
 
 /* ---- joins ---- */

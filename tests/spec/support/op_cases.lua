@@ -1399,6 +1399,21 @@ ops.cat.grad_cases = function(rng)
                      label = "1-d empty tensors skipped"}
   return list
 end
+-- t[k] = v with v broadcast to the region (its gradient sums over the broadcast dims)
+ops.index_put_.grad_cases = function(rng)
+  local list = {}
+  for k, c in ipairs(ops.index_put_.cases(rng)) do if k <= 2 then list[#list + 1] = c end end
+  local more = {
+    {{3, 4}, {{}, {1, 4, 2}}, {2}}, {{3, 4}, {2}, {1}}, {{2, 3, 4}, {{1, 2}, 2, {}}, {1, 4}},
+    {{3, 0}, {{}, {}}, {0}}, {{4, 3}, {{2, 4, 2}, {}}, {2, 1}},
+  }
+  for j, m in ipairs(more) do
+    local x = t_of(rng, m[1])
+    list[#list + 1] = {inputs = {j == #more and noncontig(x) or x, t_of(rng, m[3])}, static = {key = m[2]},
+                       label = "{" .. table.concat(m[3], ",") .. "} broadcast into {" .. table.concat(m[1], ",") .. "}"}
+  end
+  return list
+end
 -- every PyTorch form: 1-d x 1-d, 1-d x N-d, N-d x 1-d, batch dims broadcast either way,
 -- a batched a with a 2-d b (one flattened product), 0-size dims; the last non-contiguous
 ops.matmul.grad_cases = function(rng)
