@@ -118,10 +118,10 @@ DT_OP(STACK, stack, stack, 1, 0, JOIN, stack, "stack(Tensor... xs, int dim) -> T
 /* ---- neural-network functions (cross_entropy LOCAL_ONLY: on DTensors it is composed in
  *      Lua, lua/dtensor/dtensor_nn.lua) ---- */
 DT_OP(EMBEDDING, embedding, embedding, 1, 0, NN, none, "embedding(Tensor ids int (0-based), Tensor weight[v,d]; flags&DT_ARG_VOCAB_SHARD: weight is rows ints[0].. of the vocab, other ids read zeros) -> Tensor")
-DT_OP(LAYER_NORM, layer_norm, layer_norm, 1, 0, NN, none, "layer_norm(Tensor x, Tensor? w, Tensor? b; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
-DT_OP(RMS_NORM, rms_norm, layer_norm, 1, 0, NN, none, "rms_norm(Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
-DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, LOCAL_ONLY, none, "cross_entropy(Tensor logits[n,c,d..] or [c], Tensor target[n,d..] or 0-d int (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> Tensor")
-DT_OP(SDPA, scaled_dot_product_attention, sdpa, 1, 0, NN, none, "sdpa(Tensor q[..,L,E], k[..,S,E], v[..,S,Ev], Tensor? mask (bool: true attends, or float: added); flags&1 causal, scalar scale if nscalar else 1/sqrt(E)) -> Tensor")
+DT_OP(LAYER_NORM, layer_norm, layer_norm, 1, 0, NN, layer_norm, "layer_norm(Tensor x, Tensor? w, Tensor? b; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
+DT_OP(RMS_NORM, rms_norm, layer_norm, 1, 0, NN, rms_norm, "rms_norm(Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
+DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, LOCAL_ONLY, cross_entropy, "cross_entropy(Tensor logits[n,c,d..] or [c], Tensor target[n,d..] or 0-d int (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> Tensor")
+DT_OP(SDPA, scaled_dot_product_attention, sdpa, 1, 0, NN, scaled_dot_product_attention, "sdpa(Tensor q[..,L,E], k[..,S,E], v[..,S,Ev], Tensor? mask (bool: true attends, or float: added); flags&1 causal, scalar scale if nscalar else 1/sqrt(E)) -> Tensor")
 
 /* ---- random (generator position in ints[DT_RNG_SLOT_SEED], ints[DT_RNG_SLOT_OFFSET], see
  * src/ops/random.h; the caller advances the offset: the binding, or dist/rng.c for DTensors; doc/random.md) ---- */

@@ -1119,7 +1119,7 @@ ops.cross_entropy = {
     end
     return list
   end,
-  run = function(i, s) return dt.F.cross_entropy(i[1], i[2], {reduction = s.reduction}) end,
+  run = function(i, s) return dt.F.cross_entropy(i[1], i[2], {reduction = s.reduction, ignore_index = s.ignore}) end,
   ref = function(i, s)
     local x, t = ref_of(i[1]), ref_of(i[2])
     local c = x.shape[2]
@@ -1150,7 +1150,9 @@ ops.scaled_dot_product_attention = {
     end
     return list
   end,
-  run = function(i, s) return dt.F.scaled_dot_product_attention(i[1], i[2], i[3], {is_causal = s.causal}) end,
+  run = function(i, s)
+    return dt.F.scaled_dot_product_attention(i[1], i[2], i[3], {attn_mask = i[4], is_causal = s.causal, scale = s.scale})
+  end,
   ref = function(i, s)
     local q, k, v = ref_of(i[1]), ref_of(i[2]), ref_of(i[3])
     local B, L, E = table.unpack(q.shape)
@@ -1412,6 +1414,45 @@ ops.index_put_.grad_cases = function(rng)
     list[#list + 1] = {inputs = {j == #more and noncontig(x) or x, t_of(rng, m[3])}, static = {key = m[2]},
                        label = "{" .. table.concat(m[3], ",") .. "} broadcast into {" .. table.concat(m[1], ",") .. "}"}
   end
+  return list
+end
+-- layer_norm/rms_norm: every case (a 0-size batch included)
+for _, name in ipairs {"layer_norm", "rms_norm"} do ops[name].grad_cases = function(rng) return ops[name].cases(rng) end end
+-- cross_entropy: each reduction, ignore_index (a class id too), spatial dims [n, c, d], 1-d
+-- logits with a 0-d target, 0 samples
+ops.cross_entropy.grad_cases = function(rng)
+  local list = {}
+  local function add(shape, tshape, targets, s, label)
+    local x = t_of(rng, shape)
+    list[#list + 1] = {inputs = {#list == 2 and noncontig(x) or x, make(targets, tshape, "int64")}, static = s, label = label}
+  end
+  add({4, 3}, {4}, {1, 3, 2, 3}, {reduction = "mean"}, "mean")
+  add({4, 3}, {4}, {1, 3, -100, 3}, {reduction = "sum"}, "sum, one ignored")
+  add({4, 3}, {4}, {2, 3, 2, 1}, {reduction = "mean", ignore = 2}, "mean, ignore_index = class 2")
+  add({3, 4}, {3}, {4, 1, 2}, {reduction = "none", ignore = 1}, "none, ignore_index = class 1")
+  add({2, 3, 2}, {2, 2}, {1, 3, 2, 2}, {reduction = "mean"}, "spatial [n, c, d]")
+  add({2, 3, 2}, {2, 2}, {1, 3, 2, 2}, {reduction = "none"}, "spatial, none")
+  add({4}, {}, {3}, {reduction = "mean"}, "1-d logits")
+  add({0, 3}, {0}, {}, {reduction = "sum"}, "0 samples")
+  return list
+end
+-- sdpa: float and bool masks (broadcast), causal with L ~= S, scale, batch dims broadcast, 0-size
+ops.scaled_dot_product_attention.grad_cases = function(rng)
+  local list = {}
+  local function add(q, k, v, s, mask, label)
+    local ins = {t_of(rng, q), t_of(rng, k), t_of(rng, v), mask}
+    if #list == 1 then ins[2] = noncontig(ins[2]) end
+    list[#list + 1] = {inputs = ins, static = s, label = label}
+  end
+  add({2, 3, 2}, {2, 4, 2}, {2, 4, 3}, {}, nil, "plain")
+  add({1, 3, 2}, {1, 3, 2}, {1, 3, 2}, {causal = true}, nil, "causal, non-contiguous k")
+  add({2, 4, 2}, {2, 3, 2}, {2, 3, 1}, {causal = true, scale = 0.7}, nil, "causal L > S, scale")
+  add({2, 2, 2}, {2, 4, 2}, {2, 4, 2}, {causal = true}, nil, "causal L < S")
+  add({2, 3, 2}, {2, 4, 2}, {2, 4, 2}, {}, t_of(rng, {3, 4}), "float mask [L, S]")
+  add({2, 2, 3, 2}, {3, 2}, {3, 2}, {}, t_of(rng, {2, 1, 1, 3}), "batch broadcast, float mask [2, 1, 1, S]")
+  add({2, 3, 2}, {2, 4, 2}, {2, 4, 2}, {}, make({1, 0, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0}, {3, 4}, "bool"), "bool mask")
+  add({2, 0, 2}, {2, 3, 2}, {2, 3, 2}, {}, nil, "L = 0")
+  add({2, 3, 2}, {2, 0, 2}, {2, 0, 2}, {}, nil, "S = 0")
   return list
 end
 -- every PyTorch form: 1-d x 1-d, 1-d x N-d, N-d x 1-d, batch dims broadcast either way,
