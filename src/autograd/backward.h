@@ -83,6 +83,10 @@ void dt_bw_key_all(const dt_bw *b, int i, dt_index_key *k);
  * region k (index_put_): the gradient of an op that keeps part of its input (narrow, slice,
  * select). */
 int dt_bw_zeros_with(dt_bw *b, int i, const dt_index_key *k, const dt_value *g, dt_value *out);
+/* Zeros with the dtype, shape and gradient placements of input i, with src's slices added
+ * along dim at the index's positions (index_add): the gradient of a gather (index_select,
+ * embedding). */
+int dt_bw_index_add_into_zeros(dt_bw *b, int i, int64_t dim, const dt_value *index, const dt_value *src, dt_value *out);
 /* A plain tensor c that every rank computed alike (a mask, a range of class ids) as an operand
  * beside like: Replicate on like's mesh when like is a DTensor, else c itself (shared). */
 int dt_bw_constant(dt_bw *b, const dt_value *c, const dt_value *like, dt_value *out);

@@ -34,3 +34,44 @@ static int index_put_backward(dt_bw *b) {
   return DT_OK;
 }
 DT_BACKWARD(index_put_, index_put_backward, 0, 0, 0)
+
+/* x + (src's slices added at the index): x's gradient passes unchanged; src's is g's slices at
+ * the index (index_select) */
+static int index_add_backward(dt_bw *b) {
+  if (!b->grad[0]) return DT_OK;
+  dt_value r;
+  if (b->needs[0]) {
+    if (dt_bw_share(b->grad[0], &r) != DT_OK) return DT_ERR;
+    dt_bw_set(b, 0, &r);
+  }
+  if (b->needs[2]) {
+    dt_op_args a = dt_bw_args();
+    a.ints[0] = b->args->ints[0], a.nints = 1;
+    if (dt_bw_call(b, DT_OP_INDEX_SELECT, &a, b->grad[0], b->in[1], &r) != DT_OK) return DT_ERR;
+    dt_bw_set(b, 2, &r);
+  }
+  return DT_OK;
+}
+DT_BACKWARD(index_add, index_add_backward, DT_SAVE(1), 0, 0)
+
+int dt_bw_index_add_into_zeros(dt_bw *b, int i, int64_t dim, const dt_value *index, const dt_value *src, dt_value *out) {
+  dt_value z;
+  if (dt_bw_full_input(b, i, 0.0, &z) != DT_OK) return DT_ERR;
+  dt_op_args a = dt_bw_args();
+  a.ints[0] = dim, a.nints = 1;
+  const dt_value *in[3] = {&z, index, src};
+  int st = dt_bw_calln(b, DT_OP_INDEX_ADD, &a, in, 3, out);
+  dt_value_clear(&z);
+  return st;
+}
+
+/* index_select(x, index, dim): every selected slice's gradient added back at its index
+ * (repeated indices accumulate); the index has none */
+static int index_select_backward(dt_bw *b) {
+  if (!b->grad[0] || !b->needs[0]) return DT_OK;
+  dt_value r;
+  if (dt_bw_index_add_into_zeros(b, 0, b->args->ints[0], b->in[1], b->grad[0], &r) != DT_OK) return DT_ERR;
+  dt_bw_set(b, 0, &r);
+  return DT_OK;
+}
+DT_BACKWARD(index_select, index_select_backward, DT_SAVE(1), 0, 0)

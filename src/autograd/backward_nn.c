@@ -224,3 +224,22 @@ done:
   return st;
 }
 DT_BACKWARD(scaled_dot_product_attention, sdpa_backward, DT_SAVE_ALL, 0, 0)
+
+/* ---- embedding(ids, weight [v, d]): each looked-up row's gradient added into the weight's
+ * row of its id (ids repeat: they accumulate); the ids have none */
+static int embedding_backward(dt_bw *b) {
+  if (!b->grad[0] || !b->needs[1]) return DT_OK;
+  const dt_value *ids = b->in[0], *g = b->grad[0];
+  int64_t n = dt_value_numel(ids), flat[1] = {n}, rows[2] = {n, b->in_meta[1].shape[1]};
+  enum { IDS, ROWS, GW, NT };
+  dt_value t[NT];
+  init_all(t, NT);
+  int st = dt_bw_reshape(b, ids, 1, flat, &t[IDS]) == DT_OK && dt_bw_reshape(b, g, 2, rows, &t[ROWS]) == DT_OK &&
+                   dt_bw_index_add_into_zeros(b, 1, 0, &t[IDS], &t[ROWS], &t[GW]) == DT_OK
+               ? DT_OK
+               : DT_ERR;
+  if (st == DT_OK) dt_bw_set(b, 1, &t[GW]);
+  clear_all(t, NT);
+  return st;
+}
+DT_BACKWARD(embedding, embedding_backward, DT_SAVE(0), 0, 0)

@@ -109,7 +109,8 @@ DT_OP(FLATTEN, flatten, flatten, 1, DT_OPF_VIEW, VIEW, flatten, "flatten(Tensor 
 
 /* ---- indexing (index values 0-based here; the bindings convert Lua's 1-based ones) ---- */
 DT_OP(INDEX_PUT_, index_put_, index_put, 1, DT_OPF_INPLACE, WRITE, index_put_, "index_put_(Tensor self, Tensor src; ints: per dim of self kind (DT_INDEX_*), start, stop, step, 0-based, stop exclusive) -> self (src broadcast to self[key] and cast; t[k] = v)")
-DT_OP(INDEX_SELECT, index_select, index_select, 1, 0, INDEX, none, "index_select(Tensor x, Tensor index (int64|int32, 0-d or 1-d), ints[0]=dim) -> Tensor (x's dim replaced by the index's length)")
+DT_OP(INDEX_SELECT, index_select, index_select, 1, 0, INDEX, index_select, "index_select(Tensor x, Tensor index (int64|int32, 0-d or 1-d), ints[0]=dim) -> Tensor (x's dim replaced by the index's length)")
+DT_OP(INDEX_ADD, index_add, index_add, 1, 0, INDEX, index_add, "index_add(Tensor x, Tensor index (int64|int32, 0-d or 1-d), Tensor src (x's dtype; x's shape with dim's size the index's length), ints[0]=dim; flags DT_ARG_INDEX_NO_BASE: zeros instead of x, DT_ARG_INDEX_BLOCK: x is the block of dim from index ints[1] of a dim of size ints[2]) -> Tensor (x with src's slices added at the indices; repeats accumulate)")
 
 /* ---- joins ---- */
 DT_OP(CAT, cat, cat, 1, 0, JOIN, cat, "cat(Tensor... xs, int dim) -> Tensor")
@@ -117,7 +118,7 @@ DT_OP(STACK, stack, stack, 1, 0, JOIN, stack, "stack(Tensor... xs, int dim) -> T
 
 /* ---- neural-network functions (cross_entropy LOCAL_ONLY: on DTensors it is composed in
  *      Lua, lua/dtensor/dtensor_nn.lua) ---- */
-DT_OP(EMBEDDING, embedding, embedding, 1, 0, NN, none, "embedding(Tensor ids int (0-based), Tensor weight[v,d]; flags&DT_ARG_VOCAB_SHARD: weight is rows ints[0].. of the vocab, other ids read zeros) -> Tensor")
+DT_OP(EMBEDDING, embedding, embedding, 1, 0, NN, embedding, "embedding(Tensor ids int (0-based), Tensor weight[v,d]; flags&DT_ARG_VOCAB_SHARD: weight is rows ints[0].. of the vocab, other ids read zeros) -> Tensor")
 DT_OP(LAYER_NORM, layer_norm, layer_norm, 1, 0, NN, layer_norm, "layer_norm(Tensor x, Tensor? w, Tensor? b; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
 DT_OP(RMS_NORM, rms_norm, layer_norm, 1, 0, NN, rms_norm, "rms_norm(Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
 DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, LOCAL_ONLY, cross_entropy, "cross_entropy(Tensor logits[n,c,d..] or [c], Tensor target[n,d..] or 0-d int (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> Tensor")

@@ -978,6 +978,39 @@ ops.index_select = {
   end,
 }
 
+-- index_add: repeated indices accumulate; 0-size index; the source's dims follow x's
+ops.index_add = {
+  family = "index",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local shape = rand_shape(rng, rng.int(1, 3), 1)
+      local dim = rng.int(1, #shape)
+      local ids = {}
+      for k = 1, (i == 4 and 0 or rng.int(1, 6)) do ids[k] = rng.int(1, shape[dim]) end
+      local sshape = {table.unpack(shape)}
+      sshape[dim] = #ids
+      local x, src = t_of(rng, shape), t_of(rng, sshape)
+      if i == 3 then x, src = noncontig(x), noncontig(src) end
+      list[#list + 1] = {inputs = {x, make(ids, {#ids}, i == 2 and "int32" or "int64"), src}, static = {dim = dim},
+                         label = "dim " .. dim .. ", " .. #ids .. " indices"}
+    end
+    return list
+  end,
+  run = function(i, s) return i[1]:index_add(s.dim, i[2], i[3]) end,
+  ref = function(i, s)
+    local x, ids, src = ref_of(i[1]), ref_of(i[2]), ref_of(i[3])
+    local out = {shape = x.shape, data = {table.unpack(x.data)}}
+    for k = 1, #src.data do
+      local c = coords(k, src.shape)
+      c[s.dim] = ids.data[c[s.dim]]
+      local f = flat_index(c, x.shape)
+      out.data[f] = out.data[f] + src.data[k]
+    end
+    return out
+  end,
+}
+
 -- t[k] = v (the op index_put_): random keys of selections, stepped ranges and whole dims
 ops.index_put_ = {
   family = "inplace", exact = true, tol = 0,
@@ -1453,6 +1486,15 @@ ops.scaled_dot_product_attention.grad_cases = function(rng)
   add({2, 3, 2}, {2, 4, 2}, {2, 4, 2}, {}, make({1, 0, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0}, {3, 4}, "bool"), "bool mask")
   add({2, 0, 2}, {2, 3, 2}, {2, 3, 2}, {}, nil, "L = 0")
   add({2, 3, 2}, {2, 0, 2}, {2, 0, 2}, {}, nil, "S = 0")
+  return list
+end
+-- index_select: repeated indices (their gradients add up), a 0-d index, a 0-d tensor
+ops.index_select.grad_cases = function(rng)
+  local list = {}
+  for k, c in ipairs(ops.index_select.cases(rng)) do if k <= 3 then list[#list + 1] = c end end
+  list[#list + 1] = {inputs = {t_of(rng, {3, 2}), make({2, 2, 1, 2}, {4}, "int64")}, static = {dim = 1}, label = "repeats"}
+  list[#list + 1] = {inputs = {noncontig(t_of(rng, {3, 4})), make({3}, {}, "int64")}, static = {dim = 2}, label = "0-d index"}
+  list[#list + 1] = {inputs = {t_of(rng, {}), make({1}, {1}, "int64")}, static = {dim = 1}, label = "0-d tensor"}
   return list
 end
 -- every PyTorch form: 1-d x 1-d, 1-d x N-d, N-d x 1-d, batch dims broadcast either way,
