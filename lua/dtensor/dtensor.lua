@@ -104,8 +104,8 @@ function module.full(shape, value, opts)
 end
 
 -- dt.visualize_sharding(x): an ASCII table of which ranks hold which index ranges of a 1-d
--- or 2-d DTensor (ranges 1-based, inclusive).  Returns the string; prints it on rank 0
--- unless opts.print == false.
+-- or 2-d DTensor (ranges 1-based, inclusive).  Prints it on rank 0 and returns nothing (as
+-- PyTorch: the REPL then shows it once); with opts.print == false returns the string instead.
 function module.visualize_sharding(x, opts)
   if opts ~= nil and type(opts) ~= "table" then error("visualize_sharding: opts must be a table, got " .. type(opts), 2) end
   if not core.is_dtensor(x) then error("visualize_sharding: expected a DTensor", 2) end
@@ -169,8 +169,8 @@ function module.visualize_sharding(x, opts)
   out[#out + 1] = sepline
   if #empty > 0 then out[#out + 1] = "empty shards on ranks " .. table.concat(empty, ",") end
   local text = table.concat(out, "\n")
-  if not (opts and opts.print == false) and core.rank() == 0 then print(text) end
-  return text
+  if opts and opts.print == false then return text end
+  if core.rank() == 0 then print(text) end
 end
 
 return {module = module}

@@ -103,6 +103,74 @@ int dt_bw_grad_or_zeros(dt_bw *b, int o, const dt_value **g, dt_value *tmp);
 void dt_bw_set(dt_bw *b, int i, dt_value *v);
 /* A copy of v that shares its data (local retained, spec copied): for passing a gradient on. */
 int dt_bw_share(const dt_value *v, dt_value *out);
+/* The positions 0 .. n-1 along dim of input i (n its size there), int64, shaped to broadcast
+ * against it (n at dim, 1 elsewhere); replicated on input i's mesh when it is a DTensor.
+ * With an index tensor, eq(positions, index) marks where a value came from (max/min). */
+int dt_bw_positions(dt_bw *b, int i, int dim, dt_value *out);
+
+/* ---- expressions: a rule written as nested calls ----
+ * A dt_bx scope owns the temporaries of one rule.  Each dt_bx_* function returns a value
+ * the scope owns, or NULL once a call has failed (and every function given a NULL returns
+ * NULL), so a rule composes ops as plain expressions and checks once, in dt_bx_end:
+ *
+ *   dt_bx x;
+ *   dt_bx_begin(&x, b);
+ *   const dt_value *y = dt_bx_out(&x, 0);     tanh: g * (1 - y*y)
+ *   dt_bx_set(&x, 0, dt_bx_mul(&x, dt_bx_grad(&x, 0), dt_bx_rsub_scalar(&x, 1, dt_bx_mul(&x, y, y))));
+ *   return dt_bx_end(&x);
+ */
+#define DT_BX_MAX 48
+typedef struct dt_bx {
+  dt_bw *b;
+  int n, failed;
+  dt_value v[DT_BX_MAX];
+} dt_bx;
+void dt_bx_begin(dt_bx *x, dt_bw *b);
+/* Releases the temporaries: DT_OK, or DT_ERR when a call failed (dt_error says why). */
+int dt_bx_end(dt_bx *x);
+/* The saved forward input i / output o (an error when the rule did not save it); the
+ * gradient of output o (zeros shaped like it when none flowed). */
+const dt_value *dt_bx_in(dt_bx *x, int i);
+const dt_value *dt_bx_out(dt_bx *x, int o);
+const dt_value *dt_bx_grad(dt_bx *x, int o);
+/* grad_in[i] = v (v as it is / summed back to input i's shape after broadcasting). */
+void dt_bx_set(dt_bx *x, int i, const dt_value *v);
+void dt_bx_set_summed(dt_bx *x, int i, const dt_value *v);
+/* Zeros (or a constant) shaped like input i, with its dtype and gradient placements. */
+const dt_value *dt_bx_full_input(dt_bx *x, int i, double c);
+/* Any op: in[] may hold NULL operands the op allows (where's scalars); a->in is set here. */
+const dt_value *dt_bx_op(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin);
+const dt_value *dt_bx_unary(dt_bx *x, dt_op_id op, const dt_value *p); /* exp, sqrt, abs, ... */
+const dt_value *dt_bx_add(dt_bx *x, const dt_value *p, const dt_value *q);
+const dt_value *dt_bx_sub(dt_bx *x, const dt_value *p, const dt_value *q);
+const dt_value *dt_bx_mul(dt_bx *x, const dt_value *p, const dt_value *q);
+const dt_value *dt_bx_div(dt_bx *x, const dt_value *p, const dt_value *q);
+/* p op c, with a number c: add, mul, div, pow, and the comparisons (eq, lt, ... -> bool). */
+const dt_value *dt_bx_scalar(dt_bx *x, dt_op_id op, const dt_value *p, double c);
+const dt_value *dt_bx_add_scalar(dt_bx *x, const dt_value *p, double c);
+const dt_value *dt_bx_mul_scalar(dt_bx *x, const dt_value *p, double c);
+const dt_value *dt_bx_rsub_scalar(dt_bx *x, double c, const dt_value *p); /* c - p */
+/* p op q for two tensors (comparisons -> bool). */
+const dt_value *dt_bx_binary(dt_bx *x, dt_op_id op, const dt_value *p, const dt_value *q);
+/* where(cond, p, q); p where cond, else 0; 0 where cond, else p. */
+const dt_value *dt_bx_where(dt_bx *x, const dt_value *cond, const dt_value *p, const dt_value *q);
+const dt_value *dt_bx_keep_where(dt_bx *x, const dt_value *cond, const dt_value *p);
+const dt_value *dt_bx_zero_where(dt_bx *x, const dt_value *cond, const dt_value *p);
+/* where(cond, c, p) with a number c. */
+const dt_value *dt_bx_where_scalar(dt_bx *x, const dt_value *cond, double c, const dt_value *p);
+const dt_value *dt_bx_cast(dt_bx *x, const dt_value *p, dt_dtype t);
+/* sign(p) in p's dtype: 1, -1, or 0 at 0 (and NaN). */
+const dt_value *dt_bx_sgn(dt_bx *x, const dt_value *p);
+/* For reductions (the forward's args: ints dims or DT_ARG_ALL_DIMS): op (sum, mean, prod,
+ * ...) of p over the forward's reduced dims, keepdim; p (an output or its gradient) reshaped
+ * with those dims kept as size 1, so that it broadcasts against input 0; and expanded to
+ * input 0's shape. */
+const dt_value *dt_bx_reduce_like(dt_bx *x, dt_op_id op, const dt_value *p);
+const dt_value *dt_bx_keepdim(dt_bx *x, const dt_value *p);
+const dt_value *dt_bx_unreduce(dt_bx *x, const dt_value *p);
+/* The positions along dim of input i (dt_bw_positions). */
+const dt_value *dt_bx_positions(dt_bx *x, int i, int dim);
+
 /* Zero-initialised args for op. */
 static inline dt_op_args dt_bw_args(void) {
   dt_op_args a = {0};

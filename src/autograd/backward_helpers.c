@@ -161,3 +161,199 @@ void dt_bw_set(dt_bw *b, int i, dt_value *v) {
 }
 
 int dt_bw_share(const dt_value *v, dt_value *out) { return dt_autograd_share(v, out); }
+
+int dt_bw_positions(dt_bw *b, int i, int dim, dt_value *out) {
+  const dt_slot_meta *m = &b->in_meta[i];
+  int64_t n = m->shape[dim], shape[DT_MAX_DIMS];
+  for (int d = 0; d < m->ndim; d++) shape[d] = d == dim ? n : 1;
+  dt_op_args a = dt_bw_args();
+  a.flags = DT_ARG_SCALAR_INT;
+  a.ints[0] = 0, a.ints[1] = n, a.ints[2] = 1, a.nints = 3;
+  a.scalar[0] = 0, a.scalar[1] = (double)n, a.scalar[2] = 1, a.nscalar = 3;
+  a.dtype = DT_INT64, a.has_dtype = 1;
+  dt_value line, pos;
+  if (dt_bw_calln(b, DT_OP_ARANGE, &a, NULL, 0, &line) != DT_OK) return DT_ERR;
+  int st = dt_bw_reshape(b, &line, m->ndim, shape, &pos);
+  dt_value_clear(&line);
+  if (st != DT_OK || !m->spec) return st == DT_OK ? (*out = pos, DT_OK) : DT_ERR;
+  /* every rank makes the same values: a replicated DTensor without communication */
+  dt_placement p[DT_MESH_MAX_DIMS];
+  for (int k = 0; k < m->spec->mesh->ndim; k++) p[k] = (dt_placement){.kind = DT_REPLICATE};
+  dt_dspec *spec;
+  if (dt_dspec_new(m->spec->mesh, p, m->ndim, shape, DT_INT64, b->node->name, &spec) != DT_OK) {
+    dt_value_clear(&pos);
+    return DT_ERR;
+  }
+  dt_tensor *local = pos.local;
+  if (m->spec->mesh->me < 0) { /* off the mesh: an empty local, as every DTensor there */
+    int64_t zero = 0;
+    local = dt_tensor_empty(DT_INT64, 1, &zero, dt_tensor_device(pos.local));
+  } else {
+    dt_tensor_retain(local);
+  }
+  dt_value_clear(&pos);
+  if (!local) return dt_dspec_free(spec), DT_ERR;
+  dt_value_init(out, local, spec);
+  return DT_OK;
+}
+
+/* ---- expressions ---- */
+void dt_bx_begin(dt_bx *x, dt_bw *b) { x->b = b, x->n = 0, x->failed = 0; }
+
+int dt_bx_end(dt_bx *x) {
+  for (int k = 0; k < x->n; k++) dt_value_clear(&x->v[k]);
+  x->n = 0;
+  return x->failed ? DT_ERR : DT_OK;
+}
+
+/* The next temporary, or NULL when the scope has failed or is full. */
+static dt_value *next_slot(dt_bx *x) {
+  if (x->failed) return NULL;
+  if (x->n == DT_BX_MAX) {
+    x->failed = 1;
+    dt_error("autograd: %s: a backward rule needs more than %d temporaries", x->b->node->name, DT_BX_MAX);
+    return NULL;
+  }
+  dt_value *v = &x->v[x->n];
+  dt_value_init(v, NULL, NULL);
+  return v;
+}
+
+/* Keeps the temporary a call just filled (status st). */
+static const dt_value *keep(dt_bx *x, int st) {
+  if (st != DT_OK) {
+    x->failed = 1;
+    dt_value_clear(&x->v[x->n]);
+    return NULL;
+  }
+  return &x->v[x->n++];
+}
+
+static const dt_value *fail(dt_bx *x) {
+  x->failed = 1;
+  return NULL;
+}
+
+const dt_value *dt_bx_in(dt_bx *x, int i) {
+  if (x->failed) return NULL;
+  if (!x->b->in[i]) {
+    dt_error("autograd: %s: input %d was not saved for backward", x->b->node->name, i + 1);
+    return fail(x);
+  }
+  return x->b->in[i];
+}
+
+const dt_value *dt_bx_out(dt_bx *x, int o) {
+  if (x->failed) return NULL;
+  if (!x->b->out[o]) {
+    dt_error("autograd: %s: output %d was not saved for backward", x->b->node->name, o + 1);
+    return fail(x);
+  }
+  return x->b->out[o];
+}
+
+const dt_value *dt_bx_grad(dt_bx *x, int o) {
+  if (x->failed) return NULL;
+  if (x->b->grad[o]) return x->b->grad[o];
+  dt_value *v = next_slot(x);
+  return v ? keep(x, dt_bw_full_output(x->b, o, 0.0, v)) : NULL;
+}
+
+void dt_bx_set(dt_bx *x, int i, const dt_value *v) {
+  if (!v || x->failed) return;
+  dt_value s;
+  if (dt_bw_share(v, &s) != DT_OK) {
+    x->failed = 1;
+    return;
+  }
+  dt_bw_set(x->b, i, &s);
+}
+
+void dt_bx_set_summed(dt_bx *x, int i, const dt_value *v) {
+  if (!v || x->failed) return;
+  dt_value s;
+  if (dt_bw_sum_to_input(x->b, v, i, &s) != DT_OK) {
+    x->failed = 1;
+    return;
+  }
+  dt_bw_set(x->b, i, &s);
+}
+
+const dt_value *dt_bx_full_input(dt_bx *x, int i, double c) {
+  dt_value *v = next_slot(x);
+  return v ? keep(x, dt_bw_full_input(x->b, i, c, v)) : NULL;
+}
+
+const dt_value *dt_bx_op(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin) {
+  dt_value *v = next_slot(x);
+  return v ? keep(x, dt_bw_calln(x->b, op, a, in, nin, v)) : NULL;
+}
+
+const dt_value *dt_bx_unary(dt_bx *x, dt_op_id op, const dt_value *p) {
+  if (!p) return fail(x);
+  dt_op_args a = dt_bw_args();
+  return dt_bx_op(x, op, &a, &p, 1);
+}
+
+const dt_value *dt_bx_binary(dt_bx *x, dt_op_id op, const dt_value *p, const dt_value *q) {
+  if (!p || !q) return fail(x);
+  dt_op_args a = dt_bw_args();
+  const dt_value *in[2] = {p, q};
+  return dt_bx_op(x, op, &a, in, 2);
+}
+const dt_value *dt_bx_add(dt_bx *x, const dt_value *p, const dt_value *q) { return dt_bx_binary(x, DT_OP_ADD, p, q); }
+const dt_value *dt_bx_sub(dt_bx *x, const dt_value *p, const dt_value *q) { return dt_bx_binary(x, DT_OP_SUB, p, q); }
+const dt_value *dt_bx_mul(dt_bx *x, const dt_value *p, const dt_value *q) { return dt_bx_binary(x, DT_OP_MUL, p, q); }
+const dt_value *dt_bx_div(dt_bx *x, const dt_value *p, const dt_value *q) { return dt_bx_binary(x, DT_OP_DIV, p, q); }
+
+static const dt_value *scalar_op(dt_bx *x, dt_op_id op, const dt_value *p, double c, int flags) {
+  if (!p) return fail(x);
+  dt_op_args a = dt_bw_args();
+  a.flags = DT_ARG_SCALAR | flags, a.scalar[0] = c, a.nscalar = 1;
+  return dt_bx_op(x, op, &a, &p, 1);
+}
+const dt_value *dt_bx_scalar(dt_bx *x, dt_op_id op, const dt_value *p, double c) { return scalar_op(x, op, p, c, 0); }
+const dt_value *dt_bx_add_scalar(dt_bx *x, const dt_value *p, double c) { return scalar_op(x, DT_OP_ADD, p, c, 0); }
+const dt_value *dt_bx_mul_scalar(dt_bx *x, const dt_value *p, double c) { return scalar_op(x, DT_OP_MUL, p, c, 0); }
+const dt_value *dt_bx_rsub_scalar(dt_bx *x, double c, const dt_value *p) {
+  return scalar_op(x, DT_OP_SUB, p, c, DT_ARG_SCALAR_LEFT);
+}
+
+/* where's scalar operands sit in scalar[0] (a) and scalar[1] (b) with a NULL input. */
+static const dt_value *where3(dt_bx *x, const dt_value *cond, const dt_value *p, double pc, const dt_value *q,
+                              double qc) {
+  dt_op_args a = dt_bw_args();
+  a.scalar[0] = pc, a.scalar[1] = qc, a.nscalar = 2;
+  const dt_value *in[3] = {cond, p, q};
+  return dt_bx_op(x, DT_OP_WHERE, &a, in, 3);
+}
+const dt_value *dt_bx_where(dt_bx *x, const dt_value *cond, const dt_value *p, const dt_value *q) {
+  return cond && p && q ? where3(x, cond, p, 0, q, 0) : fail(x);
+}
+const dt_value *dt_bx_keep_where(dt_bx *x, const dt_value *cond, const dt_value *p) {
+  return cond && p ? where3(x, cond, p, 0, NULL, 0) : fail(x);
+}
+const dt_value *dt_bx_zero_where(dt_bx *x, const dt_value *cond, const dt_value *p) {
+  return cond && p ? where3(x, cond, NULL, 0, p, 0) : fail(x);
+}
+const dt_value *dt_bx_where_scalar(dt_bx *x, const dt_value *cond, double c, const dt_value *p) {
+  return cond && p ? where3(x, cond, NULL, c, p, 0) : fail(x);
+}
+
+const dt_value *dt_bx_cast(dt_bx *x, const dt_value *p, dt_dtype t) {
+  if (!p) return fail(x);
+  dt_op_args a = dt_bw_args();
+  a.dtype = t, a.has_dtype = 1;
+  return dt_bx_op(x, DT_OP_TO, &a, &p, 1);
+}
+
+const dt_value *dt_bx_sgn(dt_bx *x, const dt_value *p) {
+  if (!p) return fail(x);
+  dt_dtype t = dt_value_dtype(p);
+  return dt_bx_sub(x, dt_bx_cast(x, dt_bx_scalar(x, DT_OP_GT, p, 0), t), dt_bx_cast(x, dt_bx_scalar(x, DT_OP_LT, p, 0), t));
+}
+
+const dt_value *dt_bx_positions(dt_bx *x, int i, int dim) {
+  dt_value *v = next_slot(x);
+  return v ? keep(x, dt_bw_positions(x->b, i, dim, v)) : NULL;
+}

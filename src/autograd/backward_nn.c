@@ -58,7 +58,7 @@ static int norm_backward(dt_bw *b, int rms) {
   if (w && b->needs[1] && (dt_bw_mul(b, g, &t[XHAT], &t[GW]) != DT_OK || set_summed(b, 1, &t[GW]) != DT_OK)) goto done;
   if (!rms && b->nin > 2 && b->needs[2] && set_summed(b, 2, g) != DT_OK) goto done;
   if (b->needs[0]) {
-    if (w ? dt_bw_mul(b, g, w, &t[GY]) : dt_bw_share(g, &t[GY])) goto done;
+    if ((w ? dt_bw_mul(b, g, w, &t[GY]) : dt_bw_share(g, &t[GY])) != DT_OK) goto done;
     if (dt_bw_mul(b, &t[GY], &t[XHAT], &t[GYX]) != DT_OK || mean_kept(b, &t[GYX], dims, k, &t[M2]) != DT_OK ||
         dt_bw_mul(b, &t[XHAT], &t[M2], &t[XM2]) != DT_OK || dt_bw_sub(b, &t[GY], &t[XM2], &t[D]) != DT_OK)
       goto done;

@@ -36,6 +36,7 @@ static int add_backward(dt_bw *b) { return add_sub(b, 1.0); }
 static int sub_backward(dt_bw *b) { return add_sub(b, -1.0); }
 DT_BACKWARD(add, add_backward, 0, 0, 0)
 DT_BACKWARD(sub, sub_backward, 0, 0, 0)
+DT_BACKWARD(add_, add_backward, 0, 0, 0) /* self += alpha*b: add's args and gradients */
 
 /* d(a*b) = g*b, g*a */
 static int mul_backward(dt_bw *b) {
@@ -54,6 +55,8 @@ static int mul_backward(dt_bw *b) {
   return DT_OK;
 }
 DT_BACKWARD(mul, mul_backward, DT_SAVE(0) | DT_SAVE(1), 0, 0)
+/* self *= b: mul's gradients, with self as it was before the write */
+DT_BACKWARD(mul_, mul_backward, DT_SAVE(0) | DT_SAVE(1), 0, DT_BW_SELF_BEFORE)
 
 static int neg_backward(dt_bw *b) {
   if (!b->grad[0]) return DT_OK;
@@ -75,3 +78,17 @@ static int identity_backward(dt_bw *b) {
 DT_BACKWARD(clone, identity_backward, 0, 0, 0)
 DT_BACKWARD(to, identity_backward, 0, 0, 0)
 DT_BACKWARD(contiguous, identity_backward, 0, 0, 0)
+
+/* Writes that replace self's values: self's old values no longer reach the result, so its
+ * gradient is zeros (as torch's); copy_'s src takes g, summed back over its broadcasting. */
+static int overwrite_backward(dt_bw *b) {
+  if (!b->grad[0]) return DT_OK;
+  dt_bx e;
+  dt_bx_begin(&e, b);
+  if (b->needs[0]) dt_bx_set(&e, 0, dt_bx_full_input(&e, 0, 0));
+  if (b->nin > 1 && b->needs[1]) dt_bx_set_summed(&e, 1, b->grad[0]);
+  return dt_bx_end(&e);
+}
+DT_BACKWARD(copy_, overwrite_backward, 0, 0, 0)
+DT_BACKWARD(fill_, overwrite_backward, 0, 0, 0)
+DT_BACKWARD(zero_, overwrite_backward, 0, 0, 0)

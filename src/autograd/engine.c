@@ -243,10 +243,11 @@ static int check_saved(const dt_node *n) {
 static int accumulate_leaf(run *r, dt_grad_meta *leaf, dt_value *g) {
   if (!g->local) return DT_OK;
   if (leaf->grad.local) return dt_autograd_accumulate(r->ctx, &leaf->grad, g);
-  /* the first gradient becomes .grad: a copy when its storage is shared (it may be the
-   * gradient of another leaf too, or a view of a buffer someone holds) */
+  /* the first gradient becomes .grad: a contiguous copy when its storage is shared (it may
+   * be the gradient of another leaf too, or a view of a buffer someone holds) or when it is a
+   * view (an expanded one has stride 0: an in-place update of .grad would alias) */
   if (atomic_load_explicit(&g->local->storage->refcount, memory_order_relaxed) > 1 ||
-      atomic_load_explicit(&g->local->refcount, memory_order_relaxed) > 1) {
+      atomic_load_explicit(&g->local->refcount, memory_order_relaxed) > 1 || !dt_tensor_is_contiguous(g->local)) {
     dt_value c;
     if (dt_autograd_clone(r->ctx, g, &c) != DT_OK) return DT_ERR;
     dt_value_clear(g);

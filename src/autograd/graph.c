@@ -32,8 +32,6 @@ static void meta_unref(dt_grad_meta *m) {
   free(m);
 }
 
-dt_grad_meta *dt_grad_meta_of(const dt_value *v) { return (dt_grad_meta *)v->autograd; }
-
 dt_grad_meta *dt_grad_meta_get(dt_value *v) {
   if (v->autograd) return (dt_grad_meta *)v->autograd;
   dt_grad_meta *m = calloc(1, sizeof *m);

@@ -98,7 +98,8 @@ typedef struct dt_node {
 } dt_node;
 
 /* ---- metadata ---- */
-dt_grad_meta *dt_grad_meta_of(const dt_value *v); /* NULL when autograd never saw v */
+/* NULL when autograd never saw v (the link is the metadata's first member) */
+static inline dt_grad_meta *dt_grad_meta_of(const dt_value *v) { return (dt_grad_meta *)v->autograd; }
 /* v's metadata, attached on first use (NULL + dt_error on out of memory). */
 dt_grad_meta *dt_grad_meta_get(dt_value *v);
 static inline int dt_value_requires_grad(const dt_value *v) {

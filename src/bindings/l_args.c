@@ -140,10 +140,15 @@ dt_value *dt_lua_push_zero_based(lua_State *L, dt_value *ix) {
   return lua_touserdata(L, -1);
 }
 
+/* Out of place, then the userdata at idx takes the result: an op's index output may be saved
+ * for backward (max/min), and must stay the 0-based tensor the rule reads. */
 void dt_lua_to_one_based(lua_State *L, int idx) {
   dt_value *v = dt_lua_check_value(L, idx);
   dt_op_args a = {0};
   add_integer(&a, 1);
-  dt_lua_call_inplace(L, lua_absindex(L, idx), DT_OP_ADD_, &a, &v, 1);
+  dt_lua_call(L, DT_OP_ADD, &a, &v, 1);
+  dt_value *r = lua_touserdata(L, -1), old = *v;
+  *v = *r, *r = old;
+  dt_value_clear(r);
   lua_pop(L, 1);
 }

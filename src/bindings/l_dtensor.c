@@ -32,14 +32,14 @@ static int push_value(lua_State *L, int st, dt_value *v) {
   return 1;
 }
 
-/* dt.distribute_tensor(t, mesh, placements, {src_rank = 0}): src_rank = false chunks every
- * rank's own t with no communication. */
+/* dt.distribute_tensor(t, mesh, placements, {src_rank = the mesh's first rank}): src_rank =
+ * false chunks every rank's own t with no communication. */
 static int l_distribute_tensor(lua_State *L) {
   const char *op = "distribute_tensor";
   dt_mesh *m = dt_lua_opt_mesh(L, 2, op);
   dt_placement p[DT_MESH_MAX_DIMS];
   dt_lua_check_placements(L, 3, m->ndim, p, op);
-  int src = 0;
+  int src = m->ranks[0]; /* as PyTorch: the mesh's first rank (world rank 0 may not be in it) */
   if (lua_istable(L, 4)) {
     lua_getfield(L, 4, "src_rank");
     if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) src = DT_SRC_LOCAL;

@@ -1,4 +1,5 @@
 /* Bindings: dt.save / dt.load (safetensors) and dt.save_npy / dt.load_npy. */
+#include <stdio.h>
 #include "base/error.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
@@ -12,6 +13,16 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *c
 /* Collects the string keys of the table at idx, sorted (a stable file layout whatever the
  * table's iteration order).  Each value is checked by `check`.  The array lives in a
  * userdata pushed on the stack, so nothing leaks when a check raises. */
+/* The plain tensor at idx, or NULL when it is not a tensor; a DTensor raises what to do
+ * instead (the same on every rank: its global metadata is). */
+static dt_tensor *saveable(lua_State *L, int idx, const char *op, const char *path, const char *name) {
+  dt_value *v = dt_lua_test_value(L, idx);
+  if (v && v->spec)
+    luaL_error(L, "%s: %s: %s is a DTensor: save d:full_tensor() (the whole tensor, on every rank: write it from "
+               "one rank) or d:to_local() (this rank's shard, one file per rank)", op, path, name);
+  return v ? v->local : NULL;
+}
+
 static const char **sorted_keys(lua_State *L, int idx, int *n, const char *what, const char *path, int want_tensor) {
   int count = 0;
   lua_pushnil(L);
@@ -23,7 +34,9 @@ static const char **sorted_keys(lua_State *L, int idx, int *n, const char *what,
     if (lua_type(L, -2) != LUA_TSTRING)
       luaL_error(L, "save: %s: %s keys must be strings, got %s", path, what, luaL_typename(L, -2));
     const char *k = lua_tostring(L, -2);
-    if (want_tensor && !dt_lua_test_tensor(L, -1))
+    char name[96];
+    snprintf(name, sizeof name, "'%.80s'", k);
+    if (want_tensor && !saveable(L, -1, "save", path, name))
       luaL_error(L, "save: %s: value of '%s' is not a tensor (%s)", path, k, luaL_typename(L, -1));
     if (!want_tensor && lua_type(L, -1) != LUA_TSTRING)
       luaL_error(L, "save: %s: metadata value of '%s' must be a string, got %s", path, k, luaL_typename(L, -1));
@@ -41,7 +54,7 @@ static int l_save(lua_State *L) {
   const char *path = luaL_checkstring(L, 2);
   dt_safetensors st = {0};
   const char *single = "tensor";
-  dt_tensor *one = dt_lua_test_tensor(L, 1);
+  dt_tensor *one = saveable(L, 1, "save", path, "the tensor");
   if (one) {
     st.n = 1;
     st.names = (char **)&single;
@@ -54,7 +67,7 @@ static int l_save(lua_State *L) {
     st.tensors = lua_newuserdatauv(L, sizeof(dt_tensor *) * ((size_t)st.n + 1), 0);
     for (int i = 0; i < st.n; i++) {
       lua_getfield(L, 1, keys[i]);
-      st.tensors[i] = dt_lua_check_tensor(L, -1); /* kept alive by the table */
+      st.tensors[i] = saveable(L, -1, "save", path, keys[i]); /* kept alive by the table */
       lua_pop(L, 1);
     }
   }
@@ -96,8 +109,8 @@ static int l_load(lua_State *L) {
 }
 
 static int l_save_npy(lua_State *L) {
-  dt_tensor *t = dt_lua_test_tensor(L, 1);
   const char *path = luaL_checkstring(L, 2);
+  dt_tensor *t = saveable(L, 1, "save_npy", path, "the tensor");
   if (!t) return luaL_error(L, "save_npy: %s: expected a tensor, got %s", path, luaL_typename(L, 1));
   if (dt_npy_save(path, t) != DT_OK) return dt_lua_raise(L);
   return 0;

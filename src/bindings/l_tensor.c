@@ -142,6 +142,48 @@ static const int64_t *user_shape(const dt_value *u, int *ndim) {
   return *ndim = u->local->ndim, u->local->shape;
 }
 
+/* A size is a plain list of integers with a metatable that prints it as {8, 6} and compares
+ * it by value (with any list: x:size() == {8, 6}). */
+#define SIZE_MT "dtensor.Size"
+
+static int size_tostring(lua_State *L) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '{');
+  lua_Integer n = luaL_len(L, 1);
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (i > 1) luaL_addstring(&b, ", ");
+    lua_geti(L, 1, i);
+    luaL_addvalue(&b); /* converts the number */
+  }
+  luaL_addchar(&b, '}');
+  luaL_pushresult(&b);
+  return 1;
+}
+
+static int size_eq(lua_State *L) {
+  if (!lua_istable(L, 1) || !lua_istable(L, 2)) return lua_pushboolean(L, 0), 1;
+  lua_Integer n = luaL_len(L, 1);
+  if (luaL_len(L, 2) != n) return lua_pushboolean(L, 0), 1;
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, 1, i);
+    lua_geti(L, 2, i);
+    int same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    if (!same) return lua_pushboolean(L, 0), 1;
+  }
+  return lua_pushboolean(L, 1), 1;
+}
+
+static void push_size(lua_State *L, int ndim, const int64_t *shape) {
+  lua_createtable(L, ndim, 0);
+  for (int i = 0; i < ndim; i++) {
+    lua_pushinteger(L, shape[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  luaL_setmetatable(L, SIZE_MT);
+}
+
 static int tensor_size(lua_State *L) {
   int ndim;
   const int64_t *shape = user_shape(dt_lua_check_value(L, 1), &ndim);
@@ -150,11 +192,7 @@ static int tensor_size(lua_State *L) {
     lua_pushinteger(L, shape[d]);
     return 1;
   }
-  lua_createtable(L, ndim, 0);
-  for (int i = 0; i < ndim; i++) {
-    lua_pushinteger(L, shape[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
+  push_size(L, ndim, shape);
   return 1;
 }
 
@@ -270,6 +308,16 @@ int dt_lua_open(lua_State *L) {
   lua_setfield(L, meta, "__index");
   lua_pushcfunction(L, dt_lua_tensor_newindex);
   lua_setfield(L, meta, "__newindex");
+
+  luaL_newmetatable(L, SIZE_MT);
+  lua_pushcfunction(L, size_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushcfunction(L, size_eq);
+  lua_setfield(L, -2, "__eq");
+  lua_pushstring(L, "Size");
+  lua_setfield(L, -2, "__name");
+  dt_lua_protect_meta(L, "Size");
+  lua_pop(L, 1);
 
   dt_lua_targets tg = {module, methods, meta};
   dt_lua_open_create(L, &tg);

@@ -73,7 +73,8 @@ int dt_lua_call(lua_State *L, dt_op_id id, dt_op_args *a, dt_value *const *in, i
 /* The same for an in-place op: pushes the value at stack index self (in[0]'s userdata). */
 int dt_lua_call_inplace(lua_State *L, int self, dt_op_id id, dt_op_args *a, dt_value *const *in, int nin);
 /* Index values (ids, indices, targets) between Lua's 1-based and the core's 0-based: pushes
- * ix - 1 and returns it; or adds 1 in place to the (int64) result at idx. */
+ * ix - 1 and returns it; or makes the (int64) result at idx 1-based (a new tensor, so that
+ * the 0-based one autograd may have saved stays as it was). */
 dt_value *dt_lua_push_zero_based(lua_State *L, dt_value *ix);
 void dt_lua_to_one_based(lua_State *L, int idx);
 

@@ -48,11 +48,7 @@ static char *read_line(const char *prompt) {
 }
 
 static void add_history_line(const char *line) {
-#ifdef DT_HAVE_READLINE
-  if (isatty(0) && line[0]) add_history(line);
-#else
-  (void)line;
-#endif
+  if (isatty(0)) dtlua_edit_add(line);
 }
 
 static int incomplete(lua_State *L, int status) {
@@ -67,12 +63,14 @@ static int incomplete(lua_State *L, int status) {
   return 0;
 }
 
-/* Compiles the chunk in buf: as an expression first, then as statements. */
+/* Compiles the chunk in buf: as an expression first, then as statements.  "=expr" is
+ * "return expr" (lua5.4 keeps it for compatibility with 5.2). */
 static int load_chunk(lua_State *L, const char *buf) {
-  lua_pushfstring(L, "return %s;", buf);
+  int eq = buf[0] == '=';
+  lua_pushfstring(L, "return %s;", buf + eq);
   int status = luaL_loadbuffer(L, lua_tostring(L, -1), lua_rawlen(L, -1), "=stdin");
   lua_remove(L, -2);
-  if (status == LUA_OK) return status;
+  if (status == LUA_OK || eq) return status;
   lua_pop(L, 1);
   return luaL_loadbuffer(L, buf, strlen(buf), "=stdin");
 }
@@ -252,8 +250,11 @@ static void repl_mesh(lua_State *L, dt_comm *c) {
 void dtlua_repl(lua_State *L, const char *progname) {
   (void)progname;
   dt_context *ctx = dt_lua_context(L);
+  int editing = isatty(0) && ctx->rank == 0; /* the rank that reads the lines */
+  if (editing) dtlua_edit_begin(L);
   if (ctx->world_size > 1) repl_mesh(L, ctx->world);
   else repl_single(L);
+  if (editing) dtlua_edit_end();
   lua_settop(L, 0);
   if (isatty(0) && ctx->rank == 0) putchar('\n');
 }

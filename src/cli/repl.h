@@ -11,6 +11,11 @@ int dtlua_stdin_is_tty(void);
 void dtlua_repl(lua_State *L, const char *progname);
 /* luaL_loadfile(L, NULL) for every rank: rank 0 reads stdin, the others receive it. */
 int dtlua_load_stdin(lua_State *L);
+/* Line editing (repl_edit.c): history across sessions and tab completion of Lua names read
+ * from L; no-ops without readline.  begin/end bracket a REPL session on the reading rank. */
+void dtlua_edit_begin(lua_State *L);
+void dtlua_edit_add(const char *line);
+void dtlua_edit_end(void);
 /* Shared with dtlua.c: run the function on top with a traceback handler / print errors. */
 int dtlua_docall(lua_State *L, int narg, int nres);
 int dtlua_report(lua_State *L, int status);

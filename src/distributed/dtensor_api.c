@@ -155,34 +155,99 @@ int dt_distribute_tensor(dt_context *ctx, dt_tensor *t, dt_mesh *m, const dt_pla
 /* ---- from_local ---- */
 /* Every rank checks every rank's dtype and local shape against the spec, so a mismatch fails
  * the same way everywhere; then Replicate dims are broadcast from coordinate 0 of the dim. */
-static dt_tensor *run_check(const dt_dspec *s, dt_tensor *t) {
-  dt_mesh *m = s->mesh;
-  const dt_group_entry *g = m->groups[all_mask(m)];
-  int64_t mine[META_LEN] = {t->ndim, t->dtype};
-  memcpy(mine + 2, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-  int64_t *all = malloc(sizeof(int64_t) * META_LEN * (size_t)g->n);
-  if (!all) return dt_error("from_local: out of memory"), NULL;
-  if (dt_comm_all_gather(g->comm, mine, all, META_LEN, DT_INT64) != DT_OK) return free(all), NULL;
+/* run_check: every mesh rank's (ndim, dtype, local shape, given global shape) is gathered
+ * first, so that the spec is built and checked from the same data on every rank: an error is
+ * then the same message everywhere, naming every rank that disagrees.  The mesh's first rank
+ * is the reference for the global shape (as given, or its local shape times the shards). */
+#define CHECK_LEN (4 + 2 * DT_MAX_DIMS) /* ndim, dtype, local shape, given?, given ndim, given shape */
+
+static void append(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t len, const char *fmt, ...) {
+  size_t n = strlen(buf);
+  if (n + 1 >= len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + n, len - n, fmt, ap);
+  va_end(ap);
+}
+
+static int checked_spec(dt_mesh *m, const dt_group_entry *g, const int64_t *all, const dt_placement *placements,
+                        dt_dspec **out) {
+  const char *op = "from_local";
+  int ref = 0;
+  for (int r = 0; r < g->n; r++)
+    if (g->ranks[r] == m->ranks[0]) ref = r;
+  const int64_t *e = all + ref * CHECK_LEN;
+  int ndim = (int)(e[2 + DT_MAX_DIMS] ? e[3 + DT_MAX_DIMS] : e[0]);
+  if (ndim < 0 || ndim > DT_MAX_DIMS) ndim = 0;
+  dt_placement p[DT_MESH_MAX_DIMS];
+  memcpy(p, placements, sizeof(dt_placement) * (size_t)m->ndim);
+  int64_t gshape[DT_MAX_DIMS];
+  if (e[2 + DT_MAX_DIMS]) {
+    memcpy(gshape, e + 4 + DT_MAX_DIMS, sizeof(int64_t) * (size_t)ndim);
+  } else {
+    memcpy(gshape, e + 2, sizeof(int64_t) * (size_t)ndim);
+    if (normalise(m, p, ndim, gshape, op) != DT_OK) return DT_ERR;
+    for (int i = 0; i < m->ndim; i++)
+      if (p[i].kind == DT_SHARD) gshape[p[i].dim] *= m->shape[i];
+  }
+  dt_dspec *s;
+  if (dt_dspec_new(m, p, ndim, gshape, (dt_dtype)e[1], op, &s) != DT_OK) return DT_ERR;
+  char msg[1024] = "", gs[160], pl[256];
+  int bad = 0;
   for (int r = 0; r < g->n; r++) {
+    const int64_t *got = all + r * CHECK_LEN;
     int coord[DT_MESH_MAX_DIMS];
     dt_mesh_coord_of_rank(m, g->ranks[r], coord);
-    int64_t want[DT_MAX_DIMS], off[DT_MAX_DIMS], *got = all + r * META_LEN;
+    int64_t want[DT_MAX_DIMS], off[DT_MAX_DIMS];
     dt_dspec_local(s, s->p, coord, want, off);
+    int gnd = (int)got[0] >= 0 && got[0] <= DT_MAX_DIMS ? (int)got[0] : 0;
     int ok = got[0] == s->ndim && got[1] == s->dtype;
     for (int i = 0; ok && i < s->ndim; i++) ok = got[2 + i] == want[i];
-    if (!ok) {
-      char a[160], b[160], gs[160], pl[256];
-      dt_format_shape(a, sizeof a, (int)(got[0] >= 0 && got[0] <= DT_MAX_DIMS ? got[0] : 0), got + 2);
-      dt_format_shape(b, sizeof b, s->ndim, want);
-      dt_format_shape(gs, sizeof gs, s->ndim, s->shape);
-      dt_error("from_local: run_check: rank %d's local tensor is %s %s, but global shape %s with placements %s gives "
-               "it %s %s", g->ranks[r], dt_dtype_name((dt_dtype)got[1]), a, gs,
-               dt_placements_format(s->p, m->ndim, pl, sizeof pl), dt_dtype_name(s->dtype), b);
-      free(all);
-      return NULL;
+    int same_given = got[2 + DT_MAX_DIMS] == e[2 + DT_MAX_DIMS] &&
+                     (!got[2 + DT_MAX_DIMS] || (got[3 + DT_MAX_DIMS] == e[3 + DT_MAX_DIMS] &&
+                      memcmp(got + 4 + DT_MAX_DIMS, e + 4 + DT_MAX_DIMS, sizeof(int64_t) * (size_t)ndim) == 0));
+    if (ok && same_given) continue;
+    char a[160], b[160];
+    dt_format_shape(a, sizeof a, gnd, got + 2);
+    dt_format_shape(b, sizeof b, s->ndim, want);
+    if (bad++ < 4) {
+      if (!ok)
+        append(msg, sizeof msg, "%s rank %d's local tensor is %s %s (expected %s %s)", bad > 1 ? ";" : "",
+               g->ranks[r], dt_dtype_name((dt_dtype)got[1]), a, dt_dtype_name(s->dtype), b);
+      else
+        append(msg, sizeof msg, "%s rank %d passed another global shape than rank %d", bad > 1 ? ";" : "",
+               g->ranks[r], m->ranks[0]);
     }
   }
+  if (bad) {
+    if (bad > 4) append(msg, sizeof msg, "; and %d more ranks", bad - 4);
+    dt_format_shape(gs, sizeof gs, s->ndim, s->shape);
+    dt_error("from_local: run_check: global shape %s with placements %s (from rank %d):%s", gs,
+             dt_placements_format(s->p, m->ndim, pl, sizeof pl), m->ranks[0], msg);
+    dt_dspec_free(s);
+    return DT_ERR;
+  }
+  *out = s;
+  return DT_OK;
+}
+
+static int from_local_checked(dt_tensor *t, dt_mesh *m, const dt_placement *p, int ndim, const int64_t *shape,
+                              dt_value *out) {
+  const dt_group_entry *g = m->groups[all_mask(m)];
+  int64_t mine[CHECK_LEN] = {t->ndim, t->dtype};
+  memcpy(mine + 2, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+  if (shape) {
+    mine[2 + DT_MAX_DIMS] = 1, mine[3 + DT_MAX_DIMS] = ndim;
+    memcpy(mine + 4 + DT_MAX_DIMS, shape, sizeof(int64_t) * (size_t)(ndim <= DT_MAX_DIMS ? ndim : 0));
+  }
+  int64_t *all = malloc(sizeof(int64_t) * CHECK_LEN * (size_t)g->n);
+  if (!all) return dt_error("from_local: out of memory");
+  if (dt_comm_all_gather(g->comm, mine, all, CHECK_LEN, DT_INT64) != DT_OK) return free(all), DT_ERR;
+  dt_dspec *s = NULL;
+  int st = checked_spec(m, g, all, p, &s);
   free(all);
+  if (st != DT_OK) return DT_ERR;
   dt_tensor *x = dt_tensor_clone(t);
   for (int i = 0; x && i < m->ndim; i++) {
     if (s->p[i].kind != DT_REPLICATE || m->shape[i] == 1) continue;
@@ -190,7 +255,9 @@ static dt_tensor *run_check(const dt_dspec *s, dt_tensor *t) {
                           dt_mesh_group_rank_of(m, i, 0)) != DT_OK)
       dt_tensor_release(x), x = NULL;
   }
-  return x;
+  if (!x) return dt_dspec_free(s), DT_ERR;
+  dt_value_init(out, x, s);
+  return DT_OK;
 }
 
 /* Without run_check, this rank's own shard must have the shape the spec gives it. */
@@ -212,6 +279,7 @@ static int check_own_shape(dt_context *ctx, const dt_dspec *s, const dt_tensor *
 int dt_from_local(dt_context *ctx, dt_tensor *local, dt_mesh *m, const dt_placement *placements, int run,
                   int ndim, const int64_t *shape, dt_value *out) {
   const char *op = "from_local";
+  if (run && m->me >= 0) return from_local_checked(local, m, placements, ndim, shape, out);
   dt_placement p[DT_MESH_MAX_DIMS];
   memcpy(p, placements, sizeof(dt_placement) * (size_t)m->ndim);
   int64_t gshape[DT_MAX_DIMS];
@@ -230,7 +298,6 @@ int dt_from_local(dt_context *ctx, dt_tensor *local, dt_mesh *m, const dt_placem
   if (dt_dspec_new(m, p, ndim, gshape, local->dtype, op, &s) != DT_OK) return DT_ERR;
   dt_tensor *x;
   if (m->me < 0) x = empty_local(local->dtype);
-  else if (run) x = run_check(s, local);
   else x = check_own_shape(ctx, s, local) == DT_OK ? (dt_tensor_retain(local), local) : NULL;
   if (!x) return dt_dspec_free(s), DT_ERR;
   dt_value_init(out, x, s);

@@ -54,4 +54,18 @@ describe("the interpreter dtlua: lua options, the global dt, errors, the REPL", 
     assert.matches("tensor([1., 1.])", out, 1, true)
     assert.matches("\n5\n", out, 1, true)
   end)
+
+  it("-i: =expr shows the value (as lua5.4), also on a mesh, and visualize_sharding shows once", function()
+    local out, rc = run("-i", "=1 + 41\n= dt.ones(2):sum()\n")
+    assert.are.equal(0, rc, out)
+    assert.matches("\n42\n", out, 1, true)
+    assert.matches("tensor(2.)", out, 1, true)
+    out, rc = run("-n 2 -i", "=40 + dt.rank()\nd = dt.distribute_tensor(dt.ones(4, 4), dt.init_device_mesh('cpu', {2}), " ..
+      "{dt.Shard(1)})\ndt.visualize_sharding(d)\n")
+    assert.are.equal(0, rc, out)
+    assert.matches("[0] 40", out, 1, true)
+    assert.matches("[1] 41", out, 1, true)
+    local _, tables = out:gsub("rows \\ cols", "")
+    assert.are.equal(1, tables, out)
+  end)
 end)

@@ -128,8 +128,24 @@ describe("from_local / to_local", function()
   end)
 
   it("run_check raises on every rank when a local shape disagrees", function()
-    fails("run_check: rank 0's local tensor is int64 {3,2}, but global shape {" .. (3 * n + 1) .. ",2}",
+    fails("from_local: run_check: global shape {" .. (3 * n + 1) .. ",2} with placements (Shard(1)) (from rank 0): " ..
+          "rank 0's local tensor is int64 {3,2} (expected int64 {4,2})",
       dt.from_local, dt.full({3, 2}, 1), mesh, {"S1"}, {shape = {3 * n + 1, 2}, run_check = true})
+  end)
+
+  it("run_check gives the same message on every rank, naming every rank that disagrees", function()
+    if n < 2 then return end
+    -- rank 1 alone passes a wrong local shape (no global shape: rank 0's local times n)
+    local bad = {}
+    for r = 1, n - 1, 2 do bad[#bad + 1] = "rank " .. r .. "'s local tensor is float32 {3,2} (expected float32 {2,2})" end
+    fails("from_local: run_check: global shape {" .. (2 * n) .. ",2} with placements (Shard(1)) (from rank 0): " ..
+          table.concat(bad, "; ", 1, math.min(#bad, 4)),
+      dt.from_local, dt.zeros(rank % 2 == 1 and 3 or 2, 2), mesh, {"S1"}, {run_check = true})
+    -- ranks passing different global shapes
+    if n >= 2 then
+      fails("rank 1 passed another global shape than rank 0",
+        dt.from_local, dt.zeros(2), mesh, {"R"}, {shape = {rank == 1 and 3 or 2}, run_check = true})
+    end
   end)
 end)
 
@@ -190,6 +206,7 @@ describe("printing", function()
     local r = dt.visualize_sharding(dt.distribute_tensor(dt.zeros(5), mesh, {"R"}), {print = false})
     assert.matches(n > 1 and "ranks 0," or "rank 0", r, 1, true)
     fails("only 1-d and 2-d", dt.visualize_sharding, dt.distribute_tensor(dt.zeros(1, 1, 1), mesh, {"R"}))
+    assert.are.equal(0, select("#", dt.visualize_sharding(d))) -- printed (rank 0): the REPL shows nothing more
   end)
 
   it("explain_redistribute lists the steps and costs", function()
@@ -231,5 +248,30 @@ describe("DTensor errors", function()
     assert(dt.equal(m:full_tensor(), dt.full({2}, n * 1.0)))
     local a = dt.from_local(dt.full({2}, rank + 1.0), mesh, {dt.Partial("avg")})
     assert(dt.equal(a:full_tensor(), dt.full({2}, (n + 1) / 2)))
+  end)
+end)
+
+describe("saving a DTensor to a file", function()
+  it("says what to do instead (full_tensor or to_local), the same on every rank", function()
+    local d = dt.distribute_tensor(dt.ones(4), dt.init_device_mesh("cpu", {n}), {dt.Shard(1)})
+    local path = os.tmpname()
+    fails("save: " .. path .. ": 'w' is a DTensor: save d:full_tensor()", dt.save, {w = d}, path)
+    fails("save: " .. path .. ": the tensor is a DTensor: save d:full_tensor()", dt.save, d, path)
+    fails("save_npy: " .. path .. ": the tensor is a DTensor", dt.save_npy, d, path)
+    os.remove(path)
+  end)
+end)
+
+describe("distribute_tensor onto a mesh without world rank 0", function()
+  it("takes the tensor of the mesh's first rank by default (as PyTorch)", function()
+    if n < 2 then return end
+    local ranks = {}
+    for r = 1, n - 1 do ranks[#ranks + 1] = r end
+    local sub = dt.DeviceMesh("cpu", ranks)
+    local x = dt.arange(6):to("float64") * (rank == 1 and 1 or -1) -- only rank 1's is right
+    local d = dt.distribute_tensor(x, sub, {dt.Shard(1)})
+    if rank ~= 0 then
+      assert(dt.equal(d:full_tensor(), dt.arange(6):to("float64")))
+    end
   end)
 end)

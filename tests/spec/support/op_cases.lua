@@ -1506,6 +1506,52 @@ ops.matmul.grad_cases = function(rng)
 end
 
 -- ---------------------------------------------------------------- comparing
+-- ---------------------------------------------------------------- gradient forms
+-- The gradient check takes a row's first three small cases (grad_check.lua); these rows have
+-- forms further down their list (a number operand, another approximation or order) whose
+-- rules differ, so their gradient cases add them.
+local function small(c)
+  for _, x in ipairs(c.inputs) do if dt.is_tensor(x) and x:numel() > 64 then return false end end
+  return true
+end
+local function grad_also(name, extra)
+  local e = ops[name]
+  e.grad_cases = function(rng)
+    local list = {}
+    for _, c in ipairs(e.cases(rng)) do
+      if small(c) and (#list < 3 or extra(c)) then list[#list + 1] = c end
+    end
+    return list
+  end
+end
+for _, name in ipairs {"div", "pow", "remainder", "add_", "mul_"} do
+  grad_also(name, function(c) return c.static.form ~= "tt" end)
+end
+grad_also("where", function(c) return c.static.scalar ~= nil end)
+-- every variant of the static args, on a small float64 tensor (kind: see t_of)
+local function grad_variants(name, variants, kind)
+  ops[name].grad_cases = function(rng)
+    local list = {}
+    for k, s in ipairs(variants) do
+      local x = t_of(rng, {3, 4}, "float64", kind)
+      if k % 2 == 0 then x = noncontig(x) end
+      list[#list + 1] = {inputs = {x}, static = s, label = name .. " variant " .. k}
+    end
+    list[#list + 1] = {inputs = {t_of(rng, {0, 3})}, static = variants[1], label = "0-size"}
+    return list
+  end
+end
+grad_variants("gelu", {{tanh = false}, {tanh = true}})
+grad_variants("clamp", {{lo = -1}, {hi = 0.5}, {lo = -0.75, hi = 1.25}, {lo = 1, hi = -1}})
+do -- norm: every branch of the rule, over one dim and over all dims (no zeros: |x|^(p-1))
+  local v = {}
+  for _, p in ipairs {0, 0.5, 1, 1.5, 2, 3, math.huge, -math.huge} do
+    v[#v + 1] = {p = p, dim = 2, keep = #v % 4 == 0}
+    v[#v + 1] = {p = p}
+  end
+  grad_variants("norm", v, "nonzero")
+end
+
 -- Asserts got (a tensor) equals the reference {shape, data} within tol (relative; nan == nan).
 function M.check_ref(got, want, tol, what)
   assert.are.same(want.shape, got:size(), what .. ": shape")
