@@ -5,7 +5,6 @@
 
 #include "autograd/values.h"
 #include "base/error.h"
-#include "distributed/dtensor_api.h"
 
 int dt_bw_calln(dt_bw *b, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin, dt_value *out) {
   dt_value *o = out;
@@ -94,12 +93,6 @@ int dt_bw_call_ints(dt_bw *b, dt_op_id op, const dt_value *x, int n, const int64
   return dt_bw_call(b, op, &a, x, NULL, out);
 }
 
-int dt_bw_to(dt_bw *b, const dt_value *x, dt_dtype t, dt_value *out) {
-  dt_op_args a = dt_bw_args();
-  a.dtype = t, a.has_dtype = 1;
-  return dt_bw_call(b, DT_OP_TO, &a, x, NULL, out);
-}
-
 void dt_bw_key_all(const dt_bw *b, int i, dt_index_key *k) {
   const dt_slot_meta *m = &b->in_meta[i];
   k->ndim = m->ndim;
@@ -134,13 +127,6 @@ int dt_bw_zeros_with(dt_bw *b, int i, const dt_index_key *k, const dt_value *g, 
   if (dt_bw_calln(b, DT_OP_INDEX_PUT_, &a, in, 2, &unused) != DT_OK) return dt_value_clear(&z), DT_ERR;
   *out = z;
   return DT_OK;
-}
-
-int dt_bw_constant(dt_bw *b, const dt_value *c, const dt_value *like, dt_value *out) {
-  if (!like->spec) return dt_bw_share(c, out);
-  dt_placement r[DT_MESH_MAX_DIMS];
-  for (int m = 0; m < like->spec->mesh->ndim; m++) r[m] = (dt_placement){.kind = DT_REPLICATE};
-  return dt_from_local(b->ctx, c->local, like->spec->mesh, r, 0, c->local->ndim, c->local->shape, out);
 }
 
 int dt_bw_full_input(dt_bw *b, int i, double v, dt_value *out) { return dt_autograd_full(b->ctx, &b->in_meta[i], v, out); }
@@ -356,4 +342,37 @@ const dt_value *dt_bx_sgn(dt_bx *x, const dt_value *p) {
 const dt_value *dt_bx_positions(dt_bx *x, int i, int dim) {
   dt_value *v = next_slot(x);
   return v ? keep(x, dt_bw_positions(x->b, i, dim, v)) : NULL;
+}
+
+const dt_value *dt_bx_ints(dt_bx *x, dt_op_id op, const dt_value *p, int n, const int64_t *ints) {
+  if (!p) return fail(x);
+  dt_op_args a = dt_bw_args();
+  if (n) memcpy(a.ints, ints, sizeof(int64_t) * (size_t)n);
+  a.nints = n;
+  return dt_bx_op(x, op, &a, &p, 1);
+}
+
+const dt_value *dt_bx_reduce_dims(dt_bx *x, dt_op_id op, const dt_value *p, int n, const int64_t *dims, int keepdim) {
+  if (!p) return fail(x);
+  dt_op_args a = dt_bw_args();
+  if (n) memcpy(a.ints, dims, sizeof(int64_t) * (size_t)n), a.nints = n;
+  else a.flags = DT_ARG_ALL_DIMS;
+  a.keepdim = keepdim;
+  return dt_bx_op(x, op, &a, &p, 1);
+}
+
+const dt_value *dt_bx_matmul(dt_bx *x, const dt_value *p, const dt_value *q) { return dt_bx_binary(x, DT_OP_MATMUL, p, q); }
+
+const dt_value *dt_bx_mT(dt_bx *x, const dt_value *p) {
+  if (!p) return fail(x);
+  int64_t d[2] = {dt_value_ndim(p) - 2, dt_value_ndim(p) - 1};
+  return dt_bx_ints(x, DT_OP_TRANSPOSE, p, 2, d);
+}
+
+const dt_value *dt_bx_index_add(dt_bx *x, const dt_value *p, int64_t dim, const dt_value *index, const dt_value *src) {
+  if (!p || !index || !src) return fail(x);
+  dt_op_args a = dt_bw_args();
+  a.ints[0] = dim, a.nints = 1;
+  const dt_value *in[3] = {p, index, src};
+  return dt_bx_op(x, DT_OP_INDEX_ADD, &a, in, 3);
 }

@@ -54,24 +54,13 @@ static int index_add_backward(dt_bw *b) {
 }
 DT_BACKWARD(index_add, index_add_backward, DT_SAVE(1), 0, 0)
 
-int dt_bw_index_add_into_zeros(dt_bw *b, int i, int64_t dim, const dt_value *index, const dt_value *src, dt_value *out) {
-  dt_value z;
-  if (dt_bw_full_input(b, i, 0.0, &z) != DT_OK) return DT_ERR;
-  dt_op_args a = dt_bw_args();
-  a.ints[0] = dim, a.nints = 1;
-  const dt_value *in[3] = {&z, index, src};
-  int st = dt_bw_calln(b, DT_OP_INDEX_ADD, &a, in, 3, out);
-  dt_value_clear(&z);
-  return st;
-}
-
 /* index_select(x, index, dim): every selected slice's gradient added back at its index
  * (repeated indices accumulate); the index has none */
 static int index_select_backward(dt_bw *b) {
   if (!b->grad[0] || !b->needs[0]) return DT_OK;
-  dt_value r;
-  if (dt_bw_index_add_into_zeros(b, 0, b->args->ints[0], b->in[1], b->grad[0], &r) != DT_OK) return DT_ERR;
-  dt_bw_set(b, 0, &r);
-  return DT_OK;
+  dt_bx x;
+  dt_bx_begin(&x, b);
+  dt_bx_set(&x, 0, dt_bx_index_add(&x, dt_bx_full_input(&x, 0, 0.0), b->args->ints[0], dt_bx_in(&x, 1), dt_bx_grad(&x, 0)));
+  return dt_bx_end(&x);
 }
 DT_BACKWARD(index_select, index_select_backward, DT_SAVE(1), 0, 0)
