@@ -592,6 +592,23 @@ describe("dt.utils.checkpoint", function()
     close(g2, w2.grad)
   end)
 
+  it("with dt.F.dropout inside: the same mask in the recomputation, the plain forward's gradients", function()
+    local w = dt.randn({6, 6}, {requires_grad = true})
+    local x = dt.randn({4, 6}, {requires_grad = true})
+    local function block(h) return dt.F.dropout(h:mm(w), 0.5):mm(w) end
+    dt.manual_seed(3)
+    local out = block(x)
+    out:sum():backward()
+    local gx, gw = x.grad:totable(), w.grad:totable()
+    x.grad, w.grad = nil, nil
+    dt.manual_seed(3)
+    local cout = dt.utils.checkpoint(block, x)
+    assert.are.same(out:totable(), cout:totable())
+    cout:sum():backward()
+    close(gx, x.grad)
+    close(gw, w.grad) -- another mask would give other gradients
+  end)
+
   it("keeps no intermediate values: fn runs again in backward, with grad mode on", function()
     local runs, modes = 0, {}
     local x = leaf({1.0, 2.0})

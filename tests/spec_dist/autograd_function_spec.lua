@@ -73,33 +73,37 @@ end)
 describe("dt.utils.checkpoint on DTensors", function()
   local mesh = dt.init_device_mesh("cpu", {n})
 
-  it("recomputes a tensor-parallel block with the same random numbers: the gradients of the plain run", function()
-    dt.manual_seed(11)
-    local w1 = dt.randn({4, 2 * n}, {device_mesh = mesh, placements = {dt.Shard(2)}, requires_grad = true})
-    local w2 = dt.randn({2 * n, 3}, {device_mesh = mesh, placements = {dt.Shard(1)}, requires_grad = true})
-    local x = dt.randn({5, 4}, {device_mesh = mesh, placements = {dt.Replicate()}, requires_grad = true})
-    local function block(h)
-      local mask = dt.rand({5, 2 * n}, {device_mesh = mesh, placements = {dt.Shard(2)}}) * 2
-      return (h:mm(w1) * mask):mm(w2)
-    end
-    local state = dt.get_rng_state()
-    local out = block(x)
-    out:sum():backward()
-    local gx, g1, g2 = x.grad:full_tensor(), w1.grad:full_tensor(), w2.grad:full_tensor()
-    local after = dt.get_rng_state()
-    x.grad, w1.grad, w2.grad = nil, nil, nil
+  local RANDOM = { -- a list: every rank runs the tests in the same order
+    {"a dt.rand mask", function(a) return a * (dt.rand({5, 2 * n}, {device_mesh = mesh, placements = {dt.Shard(2)}}) * 2) end},
+    {"dt.F.dropout", function(a) return dt.F.dropout(a, 0.5) end},
+  }
+  for _, case in ipairs(RANDOM) do
+    local what, random = case[1], case[2]
+    it("recomputes a tensor-parallel block with " .. what .. " (the same numbers): the gradients of the plain run", function()
+      dt.manual_seed(11)
+      local w1 = dt.randn({4, 2 * n}, {device_mesh = mesh, placements = {dt.Shard(2)}, requires_grad = true})
+      local w2 = dt.randn({2 * n, 3}, {device_mesh = mesh, placements = {dt.Shard(1)}, requires_grad = true})
+      local x = dt.randn({5, 4}, {device_mesh = mesh, placements = {dt.Replicate()}, requires_grad = true})
+      local function block(h) return random(h:mm(w1)):mm(w2) end
+      local state = dt.get_rng_state()
+      local out = block(x)
+      out:sum():backward()
+      local gx, g1, g2 = x.grad:full_tensor(), w1.grad:full_tensor(), w2.grad:full_tensor()
+      local after = dt.get_rng_state()
+      x.grad, w1.grad, w2.grad = nil, nil, nil
 
-    dt.set_rng_state(state)
-    local cout = dt.utils.checkpoint(block, x)
-    assert.are.equal("checkpoint", cout.grad_fn)
-    H.close(cout, out:full_tensor(), "checkpointed forward")
-    cout:sum():backward()
-    assert.are.same(after, dt.get_rng_state())
-    assert.is_true(H.rng_states_agree())
-    assert.are.equal(placements_of({dt.Shard(2)}), placements_text(w1.grad))
-    assert.are.equal(placements_of({dt.Shard(1)}), placements_text(w2.grad))
-    H.close(x.grad, gx, "x.grad")
-    H.close(w1.grad, g1, "w1.grad")
-    H.close(w2.grad, g2, "w2.grad")
-  end)
+      dt.set_rng_state(state)
+      local cout = dt.utils.checkpoint(block, x)
+      assert.are.equal("checkpoint", cout.grad_fn)
+      H.close(cout, out:full_tensor(), "checkpointed forward")
+      cout:sum():backward()
+      assert.are.same(after, dt.get_rng_state())
+      assert.is_true(H.rng_states_agree())
+      assert.are.equal(placements_of({dt.Shard(2)}), placements_text(w1.grad))
+      assert.are.equal(placements_of({dt.Shard(1)}), placements_text(w2.grad))
+      H.close(x.grad, gx, "x.grad")
+      H.close(w1.grad, g1, "w1.grad")
+      H.close(w2.grad, g2, "w2.grad")
+    end)
+  end
 end)
