@@ -52,7 +52,9 @@ local function compact_saved(to_save)
 end
 
 local function check_def(def)
-  if type(def) ~= "table" then error("autograd.Function: expected a table {forward = fn, backward = fn}, got " .. type(def), 3) end
+  if type(def) ~= "table" then
+    error("autograd.Function: expected a table {forward = fn, backward = fn}, got " .. type(def), 3)
+  end
   for _, k in ipairs {"forward", "backward"} do
     if type(def[k]) ~= "function" then
       error(string.format("autograd.Function: %s must be a function, got %s", k, type(def[k])), 3)
@@ -162,9 +164,9 @@ local Checkpoint = Function {
   name = "checkpoint",
   forward = function(ctx, fn, ...)
     local args = pack(...)
-    local tensors, others = {}, {n = args.n}
+    local tensors, others = {}, {n = args.n, tensor = {}} -- the non-tensor arguments, and where the tensors go
     for i = 1, args.n do
-      if is_tensor(args[i]) then tensors[#tensors + 1] = args[i] else others[i] = args[i] end
+      if is_tensor(args[i]) then tensors[#tensors + 1], others.tensor[i] = args[i], true else others[i] = args[i] end
     end
     ctx.fn, ctx.others, ctx.rng = fn, others, core.get_rng_state()
     ctx:save_for_backward(unpack(tensors))
@@ -175,7 +177,7 @@ local Checkpoint = Function {
     local others, saved, needs = ctx.others, ctx.saved_tensors, ctx.needs_input_grad
     local args, leaves, k = {}, {}, 0
     for i = 1, others.n do
-      if others[i] ~= nil then
+      if not others.tensor[i] then
         args[i] = others[i]
       else
         k = k + 1

@@ -152,7 +152,8 @@ int dt_autograd_record_custom_saving(dt_context *ctx, const char *name, dt_value
   }
   *node = n; /* also on error: the outputs hold it */
   if (!n || nsave <= 0) return DT_OK;
-  if (!(n->saved = calloc((size_t)nsave, sizeof *n->saved))) return dt_error("%s: out of memory saving for backward", name);
+  if (!(n->saved = calloc((size_t)nsave, sizeof *n->saved)))
+    return dt_error("%s: out of memory saving for backward", name);
   for (int i = 0; i < nsave; i++) {
     dt_saved_set(&n->saved[i], save[i]);
     n->nsaved++;

@@ -295,7 +295,8 @@ static void function_free(void *ud) {
 /* Reads the Lua backward's result (at the top of L) into grad_in. */
 static int function_grads(lua_State *L, const lua_function *f, dt_value *grad_in, int nin,
                           const unsigned char *needs) {
-  if (!lua_istable(L, -1)) return dt_error("%s: backward's wrapper returned %s, not a list", f->name, dt_lua_typename(L, -1));
+  if (!lua_istable(L, -1))
+    return dt_error("%s: backward's wrapper returned %s, not a list", f->name, dt_lua_typename(L, -1));
   for (int i = 0; i < nin; i++) {
     if (!needs[i]) continue;
     lua_geti(L, -1, i + 1);

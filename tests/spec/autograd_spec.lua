@@ -624,11 +624,12 @@ describe("dt.utils.checkpoint", function()
     close({3, 12}, x.grad) -- 3 x^2
   end)
 
-  it("several tensor arguments, some not requiring grad; an error in fn during backward is raised", function()
+  it("several tensor arguments, some not requiring grad, nil and other values between; errors in fn", function()
     local a, b = leaf({1.0, 2.0}), dt.tensor({3.0, 4.0})
-    local y = dt.utils.checkpoint(function(p, q) return p * q end, a, b)
+    local y, tag = dt.utils.checkpoint(function(p, none, q, k) assert(none == nil); return p * q * k, "t" end, a, nil, b, 2)
+    assert.are.equal("t", tag)
     y:sum():backward()
-    close({3, 4}, a.grad)
+    close({6, 8}, a.grad)
     assert.is_nil(b.grad)
     local fail = false
     local z = dt.utils.checkpoint(function(p) if fail then error("recompute failed", 0) end return p * 2 end, a)
