@@ -376,6 +376,7 @@ static int seed(run *r, dt_value *const *roots, const dt_value *const *grads, in
     dt_slot_meta m = {0};
     if (dt_slot_meta_set(&m, roots[i]) != DT_OK) return DT_ERR;
     dt_value g;
+    dt_value_init(&g, NULL, NULL);
     int st;
     if (grads && grads[i]) {
       st = dt_autograd_share(grads[i], &g);
@@ -392,7 +393,7 @@ static int seed(run *r, dt_value *const *roots, const dt_value *const *grads, in
       st = dt_autograd_full(r->ctx, &m, 1.0, &g);
     }
     dt_slot_meta_clear(&m);
-    if (st != DT_OK) return DT_ERR;
+    if (st != DT_OK) return dt_value_clear(&g), DT_ERR; /* a given gradient that did not conform */
     nstate *s = &r->st[find(r, edges[i].node)];
     if (dt_autograd_accumulate(r->ctx, &s->buf[edges[i].nr], &g) != DT_OK) return DT_ERR;
   }
