@@ -40,6 +40,9 @@ int dt_autograd_before(dt_context *ctx, dt_op_id op, const dt_op_args *args, dt_
   const dt_backward_def *bw = dt_backward_of(op);
   p->active = 0, p->node = NULL;
   if ((def->flags & DT_OPF_INPLACE) && check_inplace(def, in[0]) != DT_OK) return DT_ERR;
+  if (!bw->fn && (def->flags & DT_OPF_INPLACE)) /* self would keep a history that no longer holds */
+    return dt_error("%s: an in-place op without a gradient on a tensor that requires grad (or written from one); "
+                    "do it inside dt.no_grad, or on a detached tensor", def->name);
   if (!bw->fn) return DT_OK; /* no gradient: the outputs do not require grad */
   dt_node *n = dt_node_new(ctx, DT_NODE_OP, def->name, nin, def->nout);
   if (!n) return DT_ERR;
