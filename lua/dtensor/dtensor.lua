@@ -1,7 +1,8 @@
 -- DTensor helpers best written in Lua: the factories on a mesh (dt.zeros/ones/empty/full/
 -- rand/randn/randint/randperm with device_mesh/placements allocate only the local shard;
 -- the random ones draw through the RNG tracker region, doc/random.md) and
--- dt.visualize_sharding.  Returns {module = {...}}: init.lua installs it into dt.
+-- dt.visualize_sharding.  {requires_grad = true} makes the DTensor a leaf that requires grad
+-- (its local shard is made without it).  Returns {module = {...}}: init.lua installs it into dt.
 local core = require "dtensor.core"
 local module = {}
 
@@ -38,11 +39,13 @@ local function mesh_of(opts, op)
   return mesh
 end
 
+local requires_grad = core._requires_grad_option -- (t, opts, name): the option, named errors
+
 local function on_mesh(name, shape, opts, ...) -- a factory with device_mesh/placements
   local mesh = mesh_of(opts, name)
   local placements = placements_of(opts, mesh)
   if name == "rand" or name == "randn" then
-    return core._dtensor_random(name, shape, mesh, placements, opts.dtype)
+    return requires_grad(core._dtensor_random(name, shape, mesh, placements, opts.dtype), opts, name)
   end
   local lshape = core._dtensor_local_shape(shape, mesh, placements, name)
   local value = ...
@@ -52,7 +55,7 @@ local function on_mesh(name, shape, opts, ...) -- a factory with device_mesh/pla
   elseif name == "zeros" then loc = plain.zeros(lshape, o)
   elseif name == "ones" then loc = plain.ones(lshape, o)
   else loc = plain.empty(lshape, o) end
-  return core.from_local(loc, mesh, placements, {shape = shape})
+  return requires_grad(core.from_local(loc, mesh, placements, {shape = shape}), opts, name)
 end
 
 -- Plain calls go through `plain.<name>(...)` so that Lua names the function in argument errors.
@@ -90,13 +93,14 @@ function module.randint(...)
   if n == 3 then low, high, shape = 0, low, high end
   if type(shape) ~= "table" then error("randint: shape must be a table, e.g. dt.randint(0, 10, {2, 3}, opts)", 2) end
   local mesh = mesh_of(opts, "randint")
-  return core._dtensor_random("randint", shape, mesh, placements_of(opts, mesh), opts.dtype, low, high)
+  return requires_grad(core._dtensor_random("randint", shape, mesh, placements_of(opts, mesh), opts.dtype, low, high),
+                       opts, "randint")
 end
 -- dt.randperm(n, {device_mesh = m}): replicated (placements other than Replicate: an error)
 function module.randperm(n, opts)
   if not dist_opts(opts) then return plain.randperm(n, opts) end
   local mesh = mesh_of(opts, "randperm")
-  return core._dtensor_random("randperm", n, mesh, placements_of(opts, mesh), opts.dtype)
+  return requires_grad(core._dtensor_random("randperm", n, mesh, placements_of(opts, mesh), opts.dtype), opts, "randperm")
 end
 function module.full(shape, value, opts)
   if not dist_opts(opts) then return plain.full(shape, value, opts) end

@@ -101,29 +101,37 @@ local function like_opts(name, x, opts)
   o.device_mesh = x.device_mesh
   o.placements = dispatch._decide(name, "", {x}, function() return like_placements(x) end).outputs[1]
   o.dtype = o.dtype or x.dtype
+  o.requires_grad = nil -- applied by the *_like function, whose name its errors give
   return o
 end
+local requires_grad = core._requires_grad_option
 -- plain calls go through plain.<name>(...), not a tail call, so argument errors name it
 local plain = {}
 for _, name in ipairs {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"} do
   plain[name] = core[name]
 end
 function module.zeros_like(x, opts)
-  if core.is_dtensor(x) then return factories.zeros(x:size(), like_opts("zeros_like", x, opts)) end
+  if core.is_dtensor(x) then
+    return requires_grad(factories.zeros(x:size(), like_opts("zeros_like", x, opts)), opts, "zeros_like")
+  end
   return (plain.zeros_like(x, opts))
 end
 function module.ones_like(x, opts)
-  if core.is_dtensor(x) then return factories.ones(x:size(), like_opts("ones_like", x, opts)) end
+  if core.is_dtensor(x) then
+    return requires_grad(factories.ones(x:size(), like_opts("ones_like", x, opts)), opts, "ones_like")
+  end
   return (plain.ones_like(x, opts))
 end
 function module.empty_like(x, opts)
-  if core.is_dtensor(x) then return factories.empty(x:size(), like_opts("empty_like", x, opts)) end
+  if core.is_dtensor(x) then
+    return requires_grad(factories.empty(x:size(), like_opts("empty_like", x, opts)), opts, "empty_like")
+  end
   return (plain.empty_like(x, opts))
 end
 -- a draw of dt.rand/randn on x's mesh (RNG tracker region) whose errors name rand_like/randn_like
 local function random_like(op, name, x, opts)
   local o = like_opts(name, x, opts)
-  return core._dtensor_random(op, x:size(), o.device_mesh, o.placements, o.dtype, nil, nil, name)
+  return requires_grad(core._dtensor_random(op, x:size(), o.device_mesh, o.placements, o.dtype, nil, nil, name), opts, name)
 end
 function module.rand_like(x, opts)
   if core.is_dtensor(x) then return random_like("rand", "rand_like", x, opts) end
@@ -134,7 +142,9 @@ function module.randn_like(x, opts)
   return (plain.randn_like(x, opts))
 end
 function module.full_like(x, value, opts)
-  if core.is_dtensor(x) then return factories.full(x:size(), value, like_opts("full_like", x, opts)) end
+  if core.is_dtensor(x) then
+    return requires_grad(factories.full(x:size(), value, like_opts("full_like", x, opts)), opts, "full_like")
+  end
   return (plain.full_like(x, value, opts))
 end
 

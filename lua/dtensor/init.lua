@@ -23,9 +23,11 @@ local factories = require "dtensor.dtensor" -- DTensor factories on a mesh, visu
 local dispatch = require "dtensor.dispatch" -- decisions, register_sharding/register_op, explain
 local dtensor_ops = require "dtensor.dtensor_ops" -- item/equal/allclose, *_like on DTensors
 local dtensor_nn = require "dtensor.dtensor_nn" -- F.embedding, F.cross_entropy on DTensors
+local autograd = require "dtensor.autograd" -- dt.autograd.Function, dt.utils.checkpoint
 local MODULES = { -- installed in this order
   {"dtensor.dtensor", factories}, {"dtensor.dispatch", dispatch},
   {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn},
+  {"dtensor.autograd", autograd},
 }
 
 local function copy(t)

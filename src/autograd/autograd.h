@@ -45,6 +45,21 @@ DT_API int dt_autograd_record_custom(dt_context *ctx, const char *name, dt_value
                                      dt_value *const *out, int nout, const dt_dspec *const *grad_spec,
                                      dt_custom_backward_fn fn, void *ud, void (*free_ud)(void *));
 
+/* dt_autograd_record_custom without grad_spec, for a node that keeps values its backward
+ * reads (a Lua autograd.Function's save_for_backward): copies of save[0..nsave-1] (no NULL)
+ * are held as an op node holds what its rule reads: their versions are checked before its
+ * backward, and a backward without retain_graph frees them (a later backward through the
+ * node is then an error).  *node: the node recorded (NULL when none was: no input requires
+ * grad, or no output is floating point; set on error too), for fn to find its saved values
+ * (node->saved[i].v, i < node->nsaved) and to materialize gradients (dt_autograd_node_zeros). */
+DT_API int dt_autograd_record_custom_saving(dt_context *ctx, const char *name, dt_value *const *in, int nin,
+                                            dt_value *const *out, int nout, dt_value *const *save, int nsave,
+                                            dt_custom_backward_fn fn, void *ud, void (*free_ud)(void *),
+                                            dt_node **node);
+/* The gradient a custom node's backward assumes for its output o when none flowed: zeros of
+ * the output's dtype, shape and gradient placements (empty when output o took no history). */
+DT_API int dt_autograd_node_zeros(dt_context *ctx, const dt_node *n, int o, dt_value *out);
+
 /* ---- the engine ---- */
 /* Backward from roots[0..n-1] with gradients grads (NULL or NULL entries: ones, for a root of
  * one element), accumulating into the .grad of every leaf reached.  retain_graph keeps the

@@ -11,6 +11,7 @@
 #define DT_AUTOGRAD_BACKWARD_H
 
 #include "autograd/graph.h"
+#include "ops/index_key.h"
 
 typedef struct dt_bw {
   dt_context *ctx;
@@ -66,8 +67,20 @@ int dt_bw_sum(dt_bw *b, const dt_value *x, const int64_t *dims, int ndims, int a
 int dt_bw_reshape(dt_bw *b, const dt_value *x, int ndim, const int64_t *shape, dt_value *out);
 int dt_bw_expand(dt_bw *b, const dt_value *x, int ndim, const int64_t *shape, dt_value *out);
 int dt_bw_transpose(dt_bw *b, const dt_value *x, int d0, int d1, dt_value *out);
-/* x reduced to the shape of input i (the sum over the dims broadcasting added or stretched). */
+/* x reduced to the shape of input i (the sum over the dims broadcasting added or stretched);
+ * to any shape x broadcast from. */
 int dt_bw_sum_to_input(dt_bw *b, const dt_value *x, int i, dt_value *out);
+int dt_bw_sum_to_shape(dt_bw *b, const dt_value *x, int ndim, const int64_t *shape, dt_value *out);
+/* op on x with ints[0..n-1] as its args (dims, sizes: a view's or a reduction's). */
+int dt_bw_call_ints(dt_bw *b, dt_op_id op, const dt_value *x, int n, const int64_t *ints, dt_value *out);
+/* The view x[k] (select and slice views, as t[k] reads). */
+int dt_bw_index_view(dt_bw *b, const dt_value *x, const dt_index_key *k, dt_value *out);
+/* The key that takes every element of input i (ranges 0..size step 1), for a rule to narrow. */
+void dt_bw_key_all(const dt_bw *b, int i, dt_index_key *k);
+/* Zeros with the dtype, shape and gradient placements of input i, with g written into the
+ * region k (index_put_): the gradient of an op that keeps part of its input (narrow, slice,
+ * select). */
+int dt_bw_zeros_with(dt_bw *b, int i, const dt_index_key *k, const dt_value *g, dt_value *out);
 /* A reduction's output gradient g (args: the forward's dims, keepdim) expanded back to input
  * 0's shape (backward_reduce.c). */
 int dt_bw_unreduce(dt_bw *b, const dt_value *g, dt_value *out);
@@ -148,6 +161,16 @@ const dt_value *dt_bx_keepdim(dt_bx *x, const dt_value *p);
 const dt_value *dt_bx_unreduce(dt_bx *x, const dt_value *p);
 /* The positions along dim of input i (dt_bw_positions). */
 const dt_value *dt_bx_positions(dt_bx *x, int i, int dim);
+/* op on p with ints[0..n-1] as its args (softmax's dim, unsqueeze's, a reshape's sizes...). */
+const dt_value *dt_bx_ints(dt_bx *x, dt_op_id op, const dt_value *p, int n, const int64_t *ints);
+/* op (sum, mean) of p over dims[0..n-1] (n = 0: every dim), keepdim. */
+const dt_value *dt_bx_reduce_dims(dt_bx *x, dt_op_id op, const dt_value *p, int n, const int64_t *dims, int keepdim);
+/* p @ q (matmul: 1-d to batched); p with its last two dims swapped. */
+const dt_value *dt_bx_matmul(dt_bx *x, const dt_value *p, const dt_value *q);
+const dt_value *dt_bx_mT(dt_bx *x, const dt_value *p);
+/* p with src's slices added along dim at the index's positions (index_add): the gradient of
+ * a gather (index_select, embedding) is one into zeros. */
+const dt_value *dt_bx_index_add(dt_bx *x, const dt_value *p, int64_t dim, const dt_value *index, const dt_value *src);
 
 /* Zero-initialised args for op. */
 static inline dt_op_args dt_bw_args(void) {

@@ -66,21 +66,67 @@ int dt_bw_transpose(dt_bw *b, const dt_value *x, int d0, int d1, dt_value *out) 
   return dt_bw_call(b, DT_OP_TRANSPOSE, &a, x, NULL, out);
 }
 
-int dt_bw_sum_to_input(dt_bw *b, const dt_value *x, int i, dt_value *out) {
-  const dt_slot_meta *m = &b->in_meta[i];
-  int nd = dt_value_ndim(x), lead = nd - m->ndim;
-  const int64_t *shape = dt_value_shape(x);
-  if (lead < 0) return dt_error("autograd: %s: a gradient with fewer dims than input %d", b->node->name, i + 1);
+int dt_bw_sum_to_shape(dt_bw *b, const dt_value *x, int ndim, const int64_t *shape, dt_value *out) {
+  int nd = dt_value_ndim(x), lead = nd - ndim;
+  const int64_t *xs = dt_value_shape(x);
+  if (lead < 0) return dt_error("autograd: %s: a gradient with fewer dims than the value it is for", b->node->name);
   int64_t dims[DT_MAX_DIMS];
   int n = 0;
   for (int d = 0; d < nd; d++)
-    if (d < lead || (m->shape[d - lead] == 1 && shape[d] != 1)) dims[n++] = d;
+    if (d < lead || (shape[d - lead] == 1 && xs[d] != 1)) dims[n++] = d;
   if (n == 0) return dt_bw_share(x, out);
   dt_value s;
   if (dt_bw_sum(b, x, dims, n, 0, 1, &s) != DT_OK) return DT_ERR;
-  int st = dt_bw_reshape(b, &s, m->ndim, m->shape, out);
+  int st = dt_bw_reshape(b, &s, ndim, shape, out);
   dt_value_clear(&s);
   return st;
+}
+
+int dt_bw_sum_to_input(dt_bw *b, const dt_value *x, int i, dt_value *out) {
+  return dt_bw_sum_to_shape(b, x, b->in_meta[i].ndim, b->in_meta[i].shape, out);
+}
+
+int dt_bw_call_ints(dt_bw *b, dt_op_id op, const dt_value *x, int n, const int64_t *ints, dt_value *out) {
+  dt_op_args a = dt_bw_args();
+  if (n) memcpy(a.ints, ints, sizeof(int64_t) * (size_t)n);
+  a.nints = n;
+  return dt_bw_call(b, op, &a, x, NULL, out);
+}
+
+void dt_bw_key_all(const dt_bw *b, int i, dt_index_key *k) {
+  const dt_slot_meta *m = &b->in_meta[i];
+  k->ndim = m->ndim;
+  for (int d = 0; d < m->ndim; d++) k->kind[d] = DT_INDEX_ALL, k->start[d] = 0, k->stop[d] = m->shape[d], k->step[d] = 1;
+}
+
+/* Dims from the last: a select drops its dim, and the dims before it keep their numbers. */
+int dt_bw_index_view(dt_bw *b, const dt_value *x, const dt_index_key *k, dt_value *out) {
+  dt_value cur;
+  if (dt_bw_share(x, &cur) != DT_OK) return DT_ERR;
+  for (int d = k->ndim - 1; d >= 0; d--) {
+    if (k->kind[d] == DT_INDEX_ALL) continue;
+    int64_t sel[2] = {d, k->start[d]}, rng[4] = {d, k->start[d], k->stop[d], k->step[d]};
+    dt_value next;
+    int st = k->kind[d] == DT_INDEX_SELECT ? dt_bw_call_ints(b, DT_OP_SELECT, &cur, 2, sel, &next)
+                                           : dt_bw_call_ints(b, DT_OP_SLICE, &cur, 4, rng, &next);
+    dt_value_clear(&cur);
+    if (st != DT_OK) return DT_ERR;
+    cur = next;
+  }
+  *out = cur;
+  return DT_OK;
+}
+
+int dt_bw_zeros_with(dt_bw *b, int i, const dt_index_key *k, const dt_value *g, dt_value *out) {
+  dt_value z, unused;
+  if (dt_bw_full_input(b, i, 0.0, &z) != DT_OK) return DT_ERR;
+  dt_value_init(&unused, NULL, NULL); /* an in-place op writes z and returns nothing */
+  dt_op_args a = dt_bw_args();
+  dt_index_key_to_args(k, &a);
+  const dt_value *in[2] = {&z, g};
+  if (dt_bw_calln(b, DT_OP_INDEX_PUT_, &a, in, 2, &unused) != DT_OK) return dt_value_clear(&z), DT_ERR;
+  *out = z;
+  return DT_OK;
 }
 
 int dt_bw_full_input(dt_bw *b, int i, double v, dt_value *out) { return dt_autograd_full(b->ctx, &b->in_meta[i], v, out); }
@@ -296,4 +342,37 @@ const dt_value *dt_bx_sgn(dt_bx *x, const dt_value *p) {
 const dt_value *dt_bx_positions(dt_bx *x, int i, int dim) {
   dt_value *v = next_slot(x);
   return v ? keep(x, dt_bw_positions(x->b, i, dim, v)) : NULL;
+}
+
+const dt_value *dt_bx_ints(dt_bx *x, dt_op_id op, const dt_value *p, int n, const int64_t *ints) {
+  if (!p) return fail(x);
+  dt_op_args a = dt_bw_args();
+  if (n) memcpy(a.ints, ints, sizeof(int64_t) * (size_t)n);
+  a.nints = n;
+  return dt_bx_op(x, op, &a, &p, 1);
+}
+
+const dt_value *dt_bx_reduce_dims(dt_bx *x, dt_op_id op, const dt_value *p, int n, const int64_t *dims, int keepdim) {
+  if (!p) return fail(x);
+  dt_op_args a = dt_bw_args();
+  if (n) memcpy(a.ints, dims, sizeof(int64_t) * (size_t)n), a.nints = n;
+  else a.flags = DT_ARG_ALL_DIMS;
+  a.keepdim = keepdim;
+  return dt_bx_op(x, op, &a, &p, 1);
+}
+
+const dt_value *dt_bx_matmul(dt_bx *x, const dt_value *p, const dt_value *q) { return dt_bx_binary(x, DT_OP_MATMUL, p, q); }
+
+const dt_value *dt_bx_mT(dt_bx *x, const dt_value *p) {
+  if (!p) return fail(x);
+  int64_t d[2] = {dt_value_ndim(p) - 2, dt_value_ndim(p) - 1};
+  return dt_bx_ints(x, DT_OP_TRANSPOSE, p, 2, d);
+}
+
+const dt_value *dt_bx_index_add(dt_bx *x, const dt_value *p, int64_t dim, const dt_value *index, const dt_value *src) {
+  if (!p || !index || !src) return fail(x);
+  dt_op_args a = dt_bw_args();
+  a.ints[0] = dim, a.nints = 1;
+  const dt_value *in[3] = {p, index, src};
+  return dt_bx_op(x, DT_OP_INDEX_ADD, &a, in, 3);
 }

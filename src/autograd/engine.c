@@ -324,10 +324,10 @@ static int run_node(run *r, int k) {
     dt_value_init(&gi[i], NULL, NULL);
   }
   int st = DT_OK;
-  if (any) {
+  if (any) st = check_saved(n); /* an op's saved values, or what a custom node saved */
+  if (any && st == DT_OK) {
     if (n->kind == DT_NODE_OP) {
-      st = check_saved(n);
-      if (st == DT_OK) st = call_rule(r, n, s->buf, gi, needs);
+      st = call_rule(r, n, s->buf, gi, needs);
     } else {
       const dt_value *small_go[8], **go = n->nout <= 8 ? small_go : malloc(sizeof *go * (size_t)n->nout);
       if (!go) st = dt_error("backward: out of memory");
@@ -399,6 +399,7 @@ static int seed(run *r, dt_value *const *roots, const dt_value *const *grads, in
     dt_slot_meta m = {0};
     if (dt_slot_meta_set(&m, roots[i]) != DT_OK) return DT_ERR;
     dt_value g;
+    dt_value_init(&g, NULL, NULL);
     int st;
     if (grads && grads[i]) {
       st = dt_autograd_share(grads[i], &g);
@@ -415,7 +416,7 @@ static int seed(run *r, dt_value *const *roots, const dt_value *const *grads, in
       st = dt_autograd_full(r->ctx, &m, 1.0, &g);
     }
     dt_slot_meta_clear(&m);
-    if (st != DT_OK) return DT_ERR;
+    if (st != DT_OK) return dt_value_clear(&g), DT_ERR; /* a given gradient that did not conform */
     nstate *s = &r->st[find(r, edges[i].node)];
     /* a plain loss is the same on every rank; inside a custom node's backward (a checkpoint
      * recomputing) the roots' gradients are the node's, of its kind */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "autograd/backward.h"
+#include "autograd/values.h"
 #include "base/error.h"
 
 static int is_float(dt_dtype t) { return dt_dtype_is_float(t); }
@@ -39,6 +40,9 @@ int dt_autograd_before(dt_context *ctx, dt_op_id op, const dt_op_args *args, dt_
   const dt_backward_def *bw = dt_backward_of(op);
   p->active = 0, p->node = NULL;
   if ((def->flags & DT_OPF_INPLACE) && check_inplace(def, in[0]) != DT_OK) return DT_ERR;
+  if (!bw->fn && (def->flags & DT_OPF_INPLACE)) /* self would keep a history that no longer holds */
+    return dt_error("%s: an in-place op without a gradient on a tensor that requires grad (or written from one); "
+                    "do it inside dt.no_grad, or on a detached tensor", def->name);
   if (!bw->fn) return DT_OK; /* no gradient: the outputs do not require grad */
   dt_node *n = dt_node_new(ctx, DT_NODE_OP, def->name, nin, def->nout);
   if (!n) return DT_ERR;
@@ -131,4 +135,38 @@ int dt_autograd_record_custom(dt_context *ctx, const char *name, dt_value *const
   }
   dt_node_release(n);
   return st;
+}
+
+/* ---- custom nodes that keep values for their backward ---- */
+int dt_autograd_record_custom_saving(dt_context *ctx, const char *name, dt_value *const *in, int nin,
+                                     dt_value *const *out, int nout, dt_value *const *save, int nsave,
+                                     dt_custom_backward_fn fn, void *ud, void (*free_ud)(void *), dt_node **node) {
+  *node = NULL;
+  if (!dt_autograd_wants(ctx, in, nin)) {
+    if (free_ud) free_ud(ud);
+    return DT_OK;
+  }
+  if (dt_autograd_record_custom(ctx, name, in, nin, out, nout, NULL, fn, ud, free_ud) != DT_OK) return DT_ERR;
+  /* the node just recorded is the grad_fn of its floating-point outputs (none: it is gone) */
+  dt_node *n = NULL;
+  for (int o = 0; o < nout && !n; o++) {
+    const dt_grad_meta *m = out[o] ? dt_grad_meta_of(out[o]) : NULL;
+    if (m && m->grad_fn && m->grad_fn->kind == DT_NODE_CUSTOM && m->grad_fn->ud == ud) n = m->grad_fn;
+  }
+  *node = n; /* also on error: the outputs hold it */
+  if (!n || nsave <= 0) return DT_OK;
+  if (!(n->saved = calloc((size_t)nsave, sizeof *n->saved)))
+    return dt_error("%s: out of memory saving for backward", name);
+  for (int i = 0; i < nsave; i++) {
+    dt_saved_set(&n->saved[i], save[i]);
+    n->nsaved++;
+    if (save[i]->spec && !n->saved[i].v.spec) return dt_error("%s: out of memory saving for backward", name);
+  }
+  return DT_OK;
+}
+
+int dt_autograd_node_zeros(dt_context *ctx, const dt_node *n, int o, dt_value *out) {
+  dt_value_init(out, NULL, NULL);
+  if (o < 0 || o >= n->nout || !n->out_meta[o].present) return DT_OK;
+  return dt_autograd_full(ctx, &n->out_meta[o], 0.0, out);
 }

@@ -1,6 +1,7 @@
 /* Lua bindings of autograd (src/autograd): tensor fields (requires_grad, is_leaf, grad,
  * grad_fn, retains_grad), methods (requires_grad_, detach, detach_, backward, retain_grad,
- * register_hook) and dt.autograd.backward/grad, the grad-mode switches.  Conversions only. */
+ * register_hook), dt.autograd.backward/grad, the grad-mode switches, and the custom node under
+ * dt.autograd.Function (dt._autograd_function).  Conversions only. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +67,34 @@ int dt_lua_autograd_set_field(lua_State *L, dt_value *u, const char *k) {
     return 1;
   }
   return 0;
+}
+
+/* ---- the factories' option ---- */
+int dt_lua_requires_grad_option(lua_State *L, int opts, const char *op) {
+  if (opts < 0) opts = lua_gettop(L) + 1 + opts;
+  if (!lua_istable(L, opts)) return 1;
+  int t = lua_getfield(L, opts, "requires_grad");
+  int flag = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+    return luaL_error(L, "%s: option requires_grad must be a boolean, got %s", op, lua_typename(L, t));
+  if (!flag) return 1;
+  dt_value *u = dt_lua_check_value_for(L, -1, op, "its result");
+  if (!dt_dtype_is_float(dt_value_dtype(u)))
+    return luaL_error(L, "%s: requires_grad = true needs a floating-point dtype, got %s", op,
+                      dt_dtype_name(dt_value_dtype(u)));
+  if (dt_autograd_set_requires_grad(u, 1) != DT_OK) return dt_lua_raise(L);
+  return 1;
+}
+
+/* dt._requires_grad_option(t, opts, op): the same for the factories written in Lua (DTensors
+ * on a mesh); returns t. */
+static int l_requires_grad_option(lua_State *L) {
+  dt_lua_check_value(L, 1);
+  const char *op = luaL_checkstring(L, 3);
+  lua_settop(L, 2);
+  lua_pushvalue(L, 1);
+  return dt_lua_requires_grad_option(L, 2, op);
 }
 
 /* ---- methods ---- */
@@ -246,6 +275,135 @@ static int l_handle_remove(lua_State *L) {
   return 0;
 }
 
+/* ---- autograd.Function (lua/dtensor/autograd.lua): dt._autograd_function records a custom
+ *      node whose backward calls a Lua function under pcall, so that an error inside comes
+ *      back through the engine as a status naming the Function, never a longjmp ---- */
+typedef struct lua_function {
+  lua_State *main;
+  int ref;         /* the Lua backward: function(saved, grad_1, ..., grad_nout) -> {grad per input} */
+  int materialize; /* zeros for an output no gradient flowed to (PyTorch's default), else nil */
+  dt_node *node;   /* the node this is the ud of (its saved values, its outputs' metadata) */
+  char name[];     /* the node's name: the Function's */
+} lua_function;
+
+static void function_free(void *ud) {
+  lua_function *f = ud;
+  luaL_unref(f->main, LUA_REGISTRYINDEX, f->ref);
+  free(f);
+}
+
+/* Reads the Lua backward's result (at the top of L) into grad_in. */
+static int function_grads(lua_State *L, const lua_function *f, dt_value *grad_in, int nin,
+                          const unsigned char *needs) {
+  if (!lua_istable(L, -1))
+    return dt_error("%s: backward's wrapper returned %s, not a list", f->name, dt_lua_typename(L, -1));
+  for (int i = 0; i < nin; i++) {
+    if (!needs[i]) continue;
+    lua_geti(L, -1, i + 1);
+    dt_value *g = lua_isnil(L, -1) ? NULL : dt_lua_test_value(L, -1);
+    if (!g && !lua_isnil(L, -1)) {
+      int st = dt_error("%s: backward returned %s as the gradient of input %d; expected a tensor or nil", f->name,
+                        dt_lua_typename(L, -1), i + 1);
+      lua_pop(L, 1);
+      return st;
+    }
+    if (g) {
+      dt_tensor_retain(g->local);
+      dt_value_init(&grad_in[i], g->local, g->spec ? dt_dspec_copy(g->spec) : NULL);
+      if (g->spec && !grad_in[i].spec) return lua_pop(L, 1), dt_error("%s: out of memory", f->name);
+    }
+    lua_pop(L, 1);
+  }
+  return DT_OK;
+}
+
+/* kind: left alone, so the inputs' plain gradients keep the kind of the outputs' (a Lua
+ * backward is a local computation; doc/autograd-dtensor.md). */
+static int function_backward(dt_context *ctx, void *ud, const dt_value *const *grad_out, int nout, dt_value *grad_in,
+                             int nin, const unsigned char *needs, dt_grad_kind *kind) {
+  (void)kind;
+  lua_function *f = ud;
+  lua_State *L = ctx->host ? ctx->host : f->main;
+  const dt_node *n = f->node;
+  if (!n) return dt_error("%s: backward of a node that was not recorded", f->name);
+  if (!lua_checkstack(L, nout + 8)) return dt_error("%s: backward: Lua stack overflow (%d outputs)", f->name, nout);
+  int top = lua_gettop(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, f->ref);
+  lua_createtable(L, n->nsaved, 0);
+  for (int i = 0; i < n->nsaved; i++) {
+    push_shared(L, &n->saved[i].v);
+    lua_seti(L, -2, i + 1);
+  }
+  for (int o = 0; o < nout; o++) {
+    if (grad_out[o]) {
+      push_shared(L, grad_out[o]);
+    } else if (f->materialize) {
+      dt_value z;
+      if (dt_autograd_node_zeros(ctx, n, o, &z) != DT_OK) return lua_settop(L, top), DT_ERR;
+      if (z.local) push_owned(L, &z);
+      else lua_pushnil(L);
+    } else {
+      lua_pushnil(L);
+    }
+  }
+  if (lua_pcall(L, 1 + nout, 1, 0) != LUA_OK) {
+    dt_error("%s: error in backward: %s", f->name, lua_isstring(L, -1) ? lua_tostring(L, -1) : dt_lua_typename(L, -1));
+    lua_settop(L, top);
+    return DT_ERR;
+  }
+  int st = function_grads(L, f, grad_in, nin, needs);
+  lua_settop(L, top);
+  return st;
+}
+
+/* A list argument of n entries (a tensor or false/nil each) into vals. */
+static void optional_values(lua_State *L, int idx, int n, dt_value **vals, const char *what) {
+  for (int i = 0; i < n; i++) {
+    lua_geti(L, idx, i + 1);
+    vals[i] = lua_toboolean(L, -1) ? dt_lua_check_value_for(L, -1, "autograd.Function", what) : NULL;
+    lua_pop(L, 1);
+  }
+}
+
+/* dt._autograd_function(name, inputs, nin, outputs, nout, saved, backward, materialize):
+ * inputs/outputs are lists with false where an argument or result is not a tensor; saved a
+ * list of tensors.  The outputs take the node as their grad_fn when an input requires grad. */
+static int l_autograd_function(lua_State *L) {
+  size_t len;
+  const char *name = luaL_checklstring(L, 1, &len);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  int nin = (int)luaL_checkinteger(L, 3);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  int nout = (int)luaL_checkinteger(L, 5);
+  luaL_checktype(L, 6, LUA_TTABLE);
+  luaL_checktype(L, 7, LUA_TFUNCTION);
+  int materialize = lua_toboolean(L, 8);
+  int nsave = (int)luaL_len(L, 6);
+  if (nin < 0 || nin > MAX_ROOTS || nout < 0 || nout > MAX_ROOTS || nsave > MAX_ROOTS)
+    return luaL_error(L, "%s: at most %d inputs, outputs and saved tensors", name, MAX_ROOTS);
+  dt_value *in[MAX_ROOTS], *out[MAX_ROOTS], *save[MAX_ROOTS];
+  optional_values(L, 2, nin, in, "an input");
+  optional_values(L, 4, nout, out, "an output");
+  optional_values(L, 6, nsave, save, "a saved tensor");
+  for (int i = 0; i < nsave; i++)
+    if (!save[i]) return luaL_error(L, "%s: save_for_backward: entry %d is not a tensor", name, i + 1);
+  lua_function *f = malloc(sizeof *f + len + 1);
+  if (!f) return luaL_error(L, "%s: out of memory", name);
+  memcpy(f->name, name, len + 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  f->main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  lua_pushvalue(L, 7);
+  f->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  f->materialize = materialize, f->node = NULL;
+  dt_node *node;
+  int st = dt_autograd_record_custom_saving(context(L), f->name, in, nin, out, nout, save, nsave, function_backward,
+                                            f, function_free, &node);
+  if (node) f->node = node; /* else f is freed already */
+  if (st != DT_OK) return dt_lua_raise(L);
+  return 0;
+}
+
 /* ---- grad mode: dt.no_grad(fn?, ...), dt.enable_grad(fn?, ...), dt.set_grad_enabled(flag, fn?)
  *      With fn: runs it in the mode and returns its results (restoring the mode on error too).
  *      Without: switches and returns a to-be-closed guard restoring the previous mode. ---- */
@@ -299,6 +457,8 @@ static const luaL_Reg module_fns[] = {
     {"enable_grad", l_enable_grad},
     {"set_grad_enabled", l_set_grad_enabled},
     {"is_grad_enabled", l_is_grad_enabled},
+    {"_autograd_function", l_autograd_function},
+    {"_requires_grad_option", l_requires_grad_option},
     {NULL, NULL},
 };
 

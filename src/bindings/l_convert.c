@@ -80,7 +80,7 @@ static int l_tensor(lua_State *L) {
       c = dt_tensor_clone(src);
     }
     dt_lua_push_tensor(L, c);
-    return 1;
+    return dt_lua_requires_grad_option(L, 2, "tensor");
   }
   int tp = lua_type(L, 1);
   if (tp != LUA_TTABLE && tp != LUA_TNUMBER && tp != LUA_TBOOLEAN)
@@ -96,7 +96,7 @@ static int l_tensor(lua_State *L) {
   dt_lua_push_tensor(L, t); /* owned by Lua before anything can raise */
   int64_t pos = 0;
   nested_fill(L, 1, &info, 0, t, &pos);
-  return 1;
+  return dt_lua_requires_grad_option(L, 2, "tensor");
 }
 
 static void push_element(lua_State *L, const char *p, dt_dtype dtype) {

@@ -19,7 +19,8 @@ static int create_filled(lua_State *L, const char *op, dt_op_id id, double value
   a.scalar[0] = value;
   a.nscalar = 1;
   a.name = op; /* errors past the shape check (out of memory) name zeros/ones too */
-  return dt_lua_call(L, id, &a, NULL, 0);
+  dt_lua_call(L, id, &a, NULL, 0);
+  return dt_lua_requires_grad_option(L, opts, op);
 }
 
 static int l_zeros(lua_State *L) { return create_filled(L, "zeros", DT_OP_FULL, 0); }
@@ -47,7 +48,8 @@ static int l_full(lua_State *L) {
   dt_dtype def = lua_isboolean(L, 2) ? DT_BOOL : lua_isinteger(L, 2) ? DT_INT64 : DT_DEFAULT_FLOAT;
   a.dtype = dt_lua_opt_dtype_field(L, 3, def);
   a.has_dtype = 1;
-  return dt_lua_call(L, DT_OP_FULL, &a, NULL, 0);
+  dt_lua_call(L, DT_OP_FULL, &a, NULL, 0);
+  return dt_lua_requires_grad_option(L, 3, "full");
 }
 
 /* *_like(t, opts?): same shape, dtype from opts or t; the fill value at stack index 3. */
@@ -60,7 +62,8 @@ static int like(lua_State *L, dt_op_id id, const char *op) {
   a.dtype = dt_lua_opt_dtype_field(L, 2, t->dtype);
   a.has_dtype = 1;
   set_fill_value(L, 3, &a);
-  return dt_lua_call(L, id, &a, NULL, 0);
+  dt_lua_call(L, id, &a, NULL, 0);
+  return dt_lua_requires_grad_option(L, 2, op);
 }
 static int like_value(lua_State *L, dt_op_id id, const char *op, lua_Integer v) {
   lua_settop(L, 2);
@@ -108,7 +111,8 @@ static int l_arange(lua_State *L) {
   dt_lua_check_opts(L, n + 1, "arange");
   a.dtype = dt_lua_opt_dtype_field(L, n + 1, all_int ? DT_INT64 : DT_DEFAULT_FLOAT);
   a.has_dtype = 1;
-  return dt_lua_call(L, DT_OP_ARANGE, &a, NULL, 0);
+  dt_lua_call(L, DT_OP_ARANGE, &a, NULL, 0);
+  return dt_lua_requires_grad_option(L, n + 1, "arange");
 }
 
 /* dt.eye(n, m = n, opts?) */
@@ -122,7 +126,8 @@ static int l_eye(lua_State *L) {
   a.nints = 2;
   a.dtype = dt_lua_opt_dtype_field(L, opts, DT_DEFAULT_FLOAT);
   a.has_dtype = 1;
-  return dt_lua_call(L, DT_OP_EYE, &a, NULL, 0);
+  dt_lua_call(L, DT_OP_EYE, &a, NULL, 0);
+  return dt_lua_requires_grad_option(L, opts, "eye");
 }
 
 static const luaL_Reg create_funcs[] = {

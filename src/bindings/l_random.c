@@ -100,18 +100,19 @@ static int l_fork_rng(lua_State *L) {
 
 /* ---- factories ------------------------------------------------------------------------ */
 /* rand/randn with the shape already in a->ints: standard parameters, dtype from opts. */
-static int run_standard(lua_State *L, dt_op_id id, dt_op_args *a, int opts, dt_dtype def) {
+static int run_standard(lua_State *L, dt_op_id id, dt_op_args *a, int opts, dt_dtype def, const char *op) {
   a->dtype = dt_lua_opt_dtype_field(L, opts, def);
   a->has_dtype = 1;
   a->scalar[0] = 0, a->scalar[1] = 1, a->nscalar = 2;
-  return call_random(L, id, a, NULL);
+  call_random(L, id, a, NULL);
+  return dt_lua_requires_grad_option(L, opts, op);
 }
 
 /* dt.rand(shape..., opts?) where shape is varargs or one table. */
 static int random_factory(lua_State *L, dt_op_id id, const char *op) {
   dt_op_args a = {0};
   int used = dt_lua_check_shape(L, 1, &a.nints, a.ints, op);
-  return run_standard(L, id, &a, 1 + used, DT_DEFAULT_FLOAT);
+  return run_standard(L, id, &a, 1 + used, DT_DEFAULT_FLOAT, op);
 }
 static int l_rand(lua_State *L) { return random_factory(L, DT_OP_RAND, "rand"); }
 static int l_randn(lua_State *L) { return random_factory(L, DT_OP_RANDN, "randn"); }
@@ -126,7 +127,7 @@ static int random_like(lua_State *L, dt_op_id id, const char *op) {
   if (!dt_dtype_is_float(dtype))
     return luaL_error(L, "%s: dtype must be a floating dtype (float32, float64, bfloat16, float16), got %s", op,
                       dt_dtype_name(dtype));
-  return run_standard(L, id, &a, 2, t->dtype);
+  return run_standard(L, id, &a, 2, t->dtype, op);
 }
 static int l_rand_like(lua_State *L) { return random_like(L, DT_OP_RAND, "rand_like"); }
 static int l_randn_like(lua_State *L) { return random_like(L, DT_OP_RANDN, "randn_like"); }
@@ -143,7 +144,8 @@ static int l_randint(lua_State *L) {
   a.dtype = dt_lua_opt_dtype_field(L, sh + 1, DT_INT64);
   a.has_dtype = 1;
   a.ints[DT_RNG_SLOT_LOW] = lo, a.ints[DT_RNG_SLOT_HIGH] = hi;
-  return call_random(L, DT_OP_RANDINT, &a, NULL);
+  call_random(L, DT_OP_RANDINT, &a, NULL);
+  return dt_lua_requires_grad_option(L, sh + 1, "randint");
 }
 
 /* dt.randperm(n, opts?): 1..n permuted (values, like every index held in a tensor, are
@@ -155,7 +157,8 @@ static int l_randperm(lua_State *L) {
   a.nints = 2;
   a.dtype = dt_lua_opt_dtype_field(L, 2, DT_INT64);
   a.has_dtype = 1;
-  return call_random(L, DT_OP_RANDPERM, &a, NULL);
+  call_random(L, DT_OP_RANDPERM, &a, NULL);
+  return dt_lua_requires_grad_option(L, 2, "randperm");
 }
 
 /* ---- in-place fills and sampling on tensors --------------------------------------------- */

@@ -108,6 +108,10 @@ void dt_lua_open_autograd(lua_State *L, const dt_lua_targets *tg); /* l_autograd
  * retains_grad): pushes the field and returns 1, or returns -1 (get) / 0 (set) for another key. */
 int dt_lua_autograd_field(lua_State *L, dt_value *u, const char *k);
 int dt_lua_autograd_set_field(lua_State *L, dt_value *u, const char *k);
+/* Every factory's requires_grad option: with {requires_grad = true} in the options table at
+ * opts, the tensor at the stack top (the factory's result) becomes a leaf that requires grad;
+ * a dtype other than floating point, or a non-boolean option, raises naming op.  Returns 1. */
+int dt_lua_requires_grad_option(lua_State *L, int opts, const char *op);
 
 /* t[k] for a non-string key (integer: select along dim 1; table: slicing), from l_view.c. */
 int dt_lua_tensor_index(lua_State *L);

@@ -236,6 +236,22 @@ static int l_index_select(lua_State *L) {
   return dt_lua_call(L, DT_OP_INDEX_SELECT, &a, in, 2);
 }
 
+/* index_add(dim, index, src): a new tensor, x with src's slices added at the index's values
+ * along dim (1-based; repeated indices accumulate), as torch.index_add (no alpha). */
+static int l_index_add(lua_State *L) {
+  dt_value *x = dt_lua_check_value(L, 1);
+  int ndim = dt_value_ndim(x);
+  int d = dt_lua_check_dim(L, 2, ndim ? ndim : 1, 0, "index_add");
+  dt_value *ix = dt_lua_check_value(L, 3), *src = dt_lua_check_value(L, 4);
+  dt_dtype it = dt_value_dtype(ix);
+  if (it != DT_INT64 && it != DT_INT32)
+    return luaL_error(L, "index_add: index must be an int64 or int32 tensor, got %s", dt_dtype_name(it));
+  dt_value *in[3] = {x, dt_lua_push_zero_based(L, ix), src};
+  dt_op_args a = {.nints = 1};
+  a.ints[0] = d;
+  return dt_lua_call(L, DT_OP_INDEX_ADD, &a, in, 3);
+}
+
 /* ---- joins ---- */
 
 /* cat/stack(list, dim = 1): the tensors stay referenced by the list during the call. */
@@ -416,7 +432,8 @@ static const luaL_Reg view_funcs[] = {
     {"reshape", l_reshape},     {"transpose", l_transpose}, {"permute", l_permute}, {"t", l_t},
     {"narrow", l_narrow},       {"select", l_select},       {"unsqueeze", l_unsqueeze},
     {"squeeze", l_squeeze},     {"flatten", l_flatten},     {"chunk", l_chunk},
-    {"split", l_split},         {"index_select", l_index_select}, {NULL, NULL},
+    {"split", l_split},         {"index_select", l_index_select}, {"index_add", l_index_add},
+    {NULL, NULL},
 };
 
 static const luaL_Reg join_funcs[] = {{"cat", l_cat}, {"stack", l_stack}, {"concat", l_cat}, {NULL, NULL}};

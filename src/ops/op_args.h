@@ -28,6 +28,12 @@
  * row-wise shard, set by the dispatcher's local args); an id outside them reads a row of
  * zeros instead of being an error, so the shards' lookups sum to the whole one. */
 #define DT_ARG_VOCAB_SHARD (1 << 23)
+/* index_add on a shard (set by the dispatcher's local args): NO_BASE: this rank's x is not
+ * added (x is replicated but the output Partial(sum): another rank adds it); BLOCK: x is the
+ * block of the indexed dim that starts at global index ints[1], in a dim of ints[2]: indices
+ * outside the block are other ranks' and skipped. */
+#define DT_ARG_INDEX_NO_BASE (1 << 25)
+#define DT_ARG_INDEX_BLOCK (1 << 26)
 
 typedef struct dt_op_args {
   dt_op_id op;          /* the op, set by the local op (and by callers of a shape rule) */

@@ -89,49 +89,50 @@ DT_OP(SOFTMAX, softmax, softmax, 1, 0, REDUCE, softmax, "softmax(Tensor x, ints[
 DT_OP(LOG_SOFTMAX, log_softmax, softmax, 1, 0, REDUCE, log_softmax, "log_softmax(Tensor x, ints[0]=dim) -> Tensor (floating dtypes only)")
 
 /* ---- linear algebra ---- */
-DT_OP(MATMUL, matmul, matmul, 1, 0, LINALG, none, "matmul(Tensor a, Tensor b) -> Tensor (PyTorch rules, 1-D to batched N-D)")
+DT_OP(MATMUL, matmul, matmul, 1, 0, LINALG, matmul, "matmul(Tensor a, Tensor b) -> Tensor (PyTorch rules, 1-D to batched N-D)")
 DT_OP(MM, mm, mm, 1, 0, LINALG, mm, "mm(Tensor a[n,k], Tensor b[k,m]) -> Tensor[n,m]")
-DT_OP(BMM, bmm, bmm, 1, 0, LINALG, none, "bmm(Tensor a[b,n,k], Tensor b[b,k,m]) -> Tensor[b,n,m]")
-DT_OP(ADDMM, addmm, addmm, 1, 0, LINALG, none, "addmm(Tensor c, Tensor a, Tensor b, scalar[0] beta=1, scalar[1] alpha=1) -> beta*c + alpha*a@b")
+DT_OP(BMM, bmm, bmm, 1, 0, LINALG, bmm, "bmm(Tensor a[b,n,k], Tensor b[b,k,m]) -> Tensor[b,n,m]")
+DT_OP(ADDMM, addmm, addmm, 1, 0, LINALG, addmm, "addmm(Tensor c, Tensor a, Tensor b, scalar[0] beta=1, scalar[1] alpha=1) -> beta*c + alpha*a@b")
 
 /* ---- views (share storage) ---- */
 DT_OP(VIEW, view, view, 1, DT_OPF_VIEW, VIEW, view, "view(Tensor x, ints shape with at most one -1) -> Tensor")
 DT_OP(RESHAPE, reshape, view, 1, DT_OPF_VIEW, VIEW, reshape, "reshape(Tensor x, ints shape) -> Tensor (a copy when no view fits)")
-DT_OP(TRANSPOSE, transpose, transpose, 1, DT_OPF_VIEW, VIEW, none, "transpose(Tensor x, int d1, int d2) -> Tensor")
-DT_OP(PERMUTE, permute, permute, 1, DT_OPF_VIEW, VIEW, none, "permute(Tensor x, ints order) -> Tensor")
-DT_OP(NARROW, narrow, narrow, 1, DT_OPF_VIEW, VIEW, none, "narrow(Tensor x, int dim, int start, int length) -> Tensor")
-DT_OP(SLICE, slice, slice, 1, DT_OPF_VIEW, VIEW, none, "slice(Tensor x, int dim, int start, int stop, int step) -> Tensor")
-DT_OP(SELECT, select, select, 1, DT_OPF_VIEW, VIEW, none, "select(Tensor x, int dim, int index) -> Tensor")
-DT_OP(UNSQUEEZE, unsqueeze, unsqueeze, 1, DT_OPF_VIEW, VIEW, none, "unsqueeze(Tensor x, int dim) -> Tensor")
-DT_OP(SQUEEZE, squeeze, squeeze, 1, DT_OPF_VIEW, VIEW, none, "squeeze(Tensor x, ints dims | all) -> Tensor")
-DT_OP(EXPAND, expand, expand, 1, DT_OPF_VIEW, VIEW, none, "expand(Tensor x, ints shape, -1 keeps) -> Tensor")
+DT_OP(TRANSPOSE, transpose, transpose, 1, DT_OPF_VIEW, VIEW, transpose, "transpose(Tensor x, int d1, int d2) -> Tensor")
+DT_OP(PERMUTE, permute, permute, 1, DT_OPF_VIEW, VIEW, permute, "permute(Tensor x, ints order) -> Tensor")
+DT_OP(NARROW, narrow, narrow, 1, DT_OPF_VIEW, VIEW, narrow, "narrow(Tensor x, int dim, int start, int length) -> Tensor")
+DT_OP(SLICE, slice, slice, 1, DT_OPF_VIEW, VIEW, slice, "slice(Tensor x, int dim, int start, int stop, int step) -> Tensor")
+DT_OP(SELECT, select, select, 1, DT_OPF_VIEW, VIEW, select, "select(Tensor x, int dim, int index) -> Tensor")
+DT_OP(UNSQUEEZE, unsqueeze, unsqueeze, 1, DT_OPF_VIEW, VIEW, unsqueeze, "unsqueeze(Tensor x, int dim) -> Tensor")
+DT_OP(SQUEEZE, squeeze, squeeze, 1, DT_OPF_VIEW, VIEW, squeeze, "squeeze(Tensor x, ints dims | all) -> Tensor")
+DT_OP(EXPAND, expand, expand, 1, DT_OPF_VIEW, VIEW, expand, "expand(Tensor x, ints shape, -1 keeps) -> Tensor")
 DT_OP(FLATTEN, flatten, flatten, 1, DT_OPF_VIEW, VIEW, flatten, "flatten(Tensor x, int start, int end) -> Tensor")
 
 /* ---- indexing (index values 0-based here; the bindings convert Lua's 1-based ones) ---- */
-DT_OP(INDEX_PUT_, index_put_, index_put, 1, DT_OPF_INPLACE, WRITE, none, "index_put_(Tensor self, Tensor src; ints: per dim of self kind (DT_INDEX_*), start, stop, step, 0-based, stop exclusive) -> self (src broadcast to self[key] and cast; t[k] = v)")
-DT_OP(INDEX_SELECT, index_select, index_select, 1, 0, INDEX, none, "index_select(Tensor x, Tensor index (int64|int32, 0-d or 1-d), ints[0]=dim) -> Tensor (x's dim replaced by the index's length)")
+DT_OP(INDEX_PUT_, index_put_, index_put, 1, DT_OPF_INPLACE, WRITE, index_put_, "index_put_(Tensor self, Tensor src; ints: per dim of self kind (DT_INDEX_*), start, stop, step, 0-based, stop exclusive) -> self (src broadcast to self[key] and cast; t[k] = v)")
+DT_OP(INDEX_SELECT, index_select, index_select, 1, 0, INDEX, index_select, "index_select(Tensor x, Tensor index (int64|int32, 0-d or 1-d), ints[0]=dim) -> Tensor (x's dim replaced by the index's length)")
+DT_OP(INDEX_ADD, index_add, index_add, 1, 0, INDEX, index_add, "index_add(Tensor x, Tensor index (int64|int32, 0-d or 1-d), Tensor src (x's dtype; x's shape with dim's size the index's length), ints[0]=dim; flags DT_ARG_INDEX_NO_BASE: zeros instead of x, DT_ARG_INDEX_BLOCK: x is the block of dim from index ints[1] of a dim of size ints[2]) -> Tensor (x with src's slices added at the indices; repeats accumulate)")
 
 /* ---- joins ---- */
-DT_OP(CAT, cat, cat, 1, 0, JOIN, none, "cat(Tensor... xs, int dim) -> Tensor")
-DT_OP(STACK, stack, stack, 1, 0, JOIN, none, "stack(Tensor... xs, int dim) -> Tensor")
+DT_OP(CAT, cat, cat, 1, 0, JOIN, cat, "cat(Tensor... xs, int dim) -> Tensor")
+DT_OP(STACK, stack, stack, 1, 0, JOIN, stack, "stack(Tensor... xs, int dim) -> Tensor")
 
 /* ---- neural-network functions (cross_entropy LOCAL_ONLY: on DTensors it is composed in
  *      Lua, lua/dtensor/dtensor_nn.lua) ---- */
-DT_OP(EMBEDDING, embedding, embedding, 1, 0, NN, none, "embedding(Tensor ids int (0-based), Tensor weight[v,d]; flags&DT_ARG_VOCAB_SHARD: weight is rows ints[0].. of the vocab, other ids read zeros) -> Tensor")
-DT_OP(LAYER_NORM, layer_norm, layer_norm, 1, 0, NN, none, "layer_norm(Tensor x, Tensor? w, Tensor? b; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
-DT_OP(RMS_NORM, rms_norm, layer_norm, 1, 0, NN, none, "rms_norm(Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
-DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, LOCAL_ONLY, none, "cross_entropy(Tensor logits[n,c,d..] or [c], Tensor target[n,d..] or 0-d int (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> Tensor")
-DT_OP(SDPA, scaled_dot_product_attention, sdpa, 1, 0, NN, none, "sdpa(Tensor q[..,L,E], k[..,S,E], v[..,S,Ev], Tensor? mask (bool: true attends, or float: added); flags&1 causal, scalar scale if nscalar else 1/sqrt(E)) -> Tensor")
+DT_OP(EMBEDDING, embedding, embedding, 1, 0, NN, embedding, "embedding(Tensor ids int (0-based), Tensor weight[v,d]; flags&DT_ARG_VOCAB_SHARD: weight is rows ints[0].. of the vocab, other ids read zeros) -> Tensor")
+DT_OP(LAYER_NORM, layer_norm, layer_norm, 1, 0, NN, layer_norm, "layer_norm(Tensor x, Tensor? w, Tensor? b; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
+DT_OP(RMS_NORM, rms_norm, layer_norm, 1, 0, NN, rms_norm, "rms_norm(Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps) -> Tensor")
+DT_OP(CROSS_ENTROPY, cross_entropy, cross_entropy, 1, 0, LOCAL_ONLY, cross_entropy, "cross_entropy(Tensor logits[n,c,d..] or [c], Tensor target[n,d..] or 0-d int (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> Tensor")
+DT_OP(SDPA, scaled_dot_product_attention, sdpa, 1, 0, NN, scaled_dot_product_attention, "sdpa(Tensor q[..,L,E], k[..,S,E], v[..,S,Ev], Tensor? mask (bool: true attends, or float: added); flags&1 causal, scalar scale if nscalar else 1/sqrt(E)) -> Tensor")
 
 /* ---- random (generator position in ints[DT_RNG_SLOT_SEED], ints[DT_RNG_SLOT_OFFSET], see
  * src/ops/random.h; the caller advances the offset: the binding, or dist/rng.c for DTensors; doc/random.md) ---- */
 DT_OP(RAND, rand, random_float, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, RANDOM, none, "rand(ints shape, scalar from=0, to=1, dtype float) -> Tensor")
 DT_OP(RANDN, randn, random_float, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, RANDOM, none, "randn(ints shape, scalar mean=0, std=1, dtype float) -> Tensor")
 DT_OP(RANDINT, randint, randint, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, RANDOM, none, "randint(ints shape, ints[12] low, ints[13] high (exclusive), dtype=int64) -> Tensor")
-DT_OP(UNIFORM_, uniform_, random_inplace, 1, DT_OPF_INPLACE | DT_OPF_RANDOM, RANDOM, none, "uniform_(Tensor self, scalar from, to) -> self")
-DT_OP(NORMAL_, normal_, random_inplace, 1, DT_OPF_INPLACE | DT_OPF_RANDOM, RANDOM, none, "normal_(Tensor self, scalar mean, std) -> self")
+DT_OP(UNIFORM_, uniform_, random_inplace, 1, DT_OPF_INPLACE | DT_OPF_RANDOM, RANDOM, uniform_, "uniform_(Tensor self, scalar from, to) -> self")
+DT_OP(NORMAL_, normal_, random_inplace, 1, DT_OPF_INPLACE | DT_OPF_RANDOM, RANDOM, normal_, "normal_(Tensor self, scalar mean, std) -> self")
 DT_OP(BERNOULLI, bernoulli, bernoulli, 1, DT_OPF_RANDOM, RANDOM, none, "bernoulli(Tensor probs | Tensor like + DT_ARG_SCALAR scalar p) -> Tensor (probs' dtype)")
-DT_OP(DROPOUT, dropout, dropout, 2, DT_OPF_RANDOM, RANDOM, none, "dropout(Tensor x, scalar p) -> (x * keep / (1 - p), Tensor(bool) keep)")
-DT_OP(DROPOUT_BACKWARD, dropout_backward, dropout_backward, 1, 0, POINTWISE, none, "dropout_backward(Tensor grad, Tensor(bool) keep, scalar p) -> grad * keep / (1 - p)")
+DT_OP(DROPOUT, dropout, dropout, 2, DT_OPF_RANDOM, RANDOM, dropout, "dropout(Tensor x, scalar p) -> (x * keep / (1 - p), Tensor(bool) keep)")
+DT_OP(DROPOUT_BACKWARD, dropout_backward, dropout_backward, 1, 0, POINTWISE, dropout_backward, "dropout_backward(Tensor grad, Tensor(bool) keep, scalar p) -> grad * keep / (1 - p)")
 DT_OP(RANDPERM, randperm, randperm, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, RANDOM, none, "randperm(int n, int first value, dtype=int64) -> Tensor[n] (first .. first+n-1 permuted)")
 DT_OP(MULTINOMIAL, multinomial, multinomial, 1, DT_OPF_RANDOM, RANDOM, none, "multinomial(Tensor weights [c] | [r,c], int samples, int replacement) -> int64 (0-based)")

@@ -1,4 +1,4 @@
-/* Shape rules of the indexing ops: index_select. */
+/* Shape rules of the indexing ops: index_select, index_add, index_put_. */
 #include <string.h>
 
 #include "base/error.h"
@@ -16,6 +16,33 @@ int dt_shape_index_select(const dt_op_args *a, dt_meta *out) {
   if (d < 0 || d >= nd) return dt_error("index_select: dim %lld out of range for a %d-d tensor", (long long)d + 1, x->ndim);
   *out = (dt_meta){.dtype = x->dtype, .ndim = x->ndim};
   for (int i = 0; i < x->ndim; i++) out->shape[i] = i == d ? dt_tensor_numel(ix) : x->shape[i];
+  return DT_OK;
+}
+
+/* index_add(x, index, src, dim): x's metadata; src has x's dtype and x's shape but for dim,
+ * whose size is the index's length (a 0-d x: a 0-d src and one index). */
+int dt_shape_index_add(const dt_op_args *a, dt_meta *out) {
+  if (a->nin < 3 || !a->in[0] || !a->in[1] || !a->in[2]) return dt_error("index_add: expected a tensor, an index and a source");
+  const dt_tensor *x = a->in[0], *ix = a->in[1], *src = a->in[2];
+  if (ix->dtype != DT_INT64 && ix->dtype != DT_INT32)
+    return dt_error("index_add: index must be an int64 or int32 tensor, got %s", dt_dtype_name(ix->dtype));
+  if (ix->ndim > 1) return dt_error("index_add: index must be 0-d or 1-d, got a %d-d tensor", ix->ndim);
+  int64_t d = a->nints ? a->ints[0] : -1, nd = x->ndim ? x->ndim : 1;
+  if (d < 0 || d >= nd) return dt_error("index_add: dim %lld out of range for a %d-d tensor", (long long)d + 1, x->ndim);
+  if (src->dtype != x->dtype)
+    return dt_error("index_add: source dtype %s differs from the tensor's %s", dt_dtype_name(src->dtype),
+                    dt_dtype_name(x->dtype));
+  int64_t n = dt_tensor_numel(ix);
+  int ok = src->ndim == x->ndim && (x->ndim > 0 || n == 1);
+  for (int k = 0; ok && k < x->ndim; k++) ok = src->shape[k] == (k == d ? n : x->shape[k]);
+  if (!ok) {
+    char b1[160], b2[160];
+    return dt_error("index_add: source shape %s does not match %s with dim %lld of size %lld (the index's length)",
+                    dt_format_shape(b1, sizeof b1, src->ndim, src->shape), dt_format_shape(b2, sizeof b2, x->ndim, x->shape),
+                    (long long)d + 1, (long long)n);
+  }
+  *out = (dt_meta){.dtype = x->dtype, .ndim = x->ndim};
+  memcpy(out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
   return DT_OK;
 }
 

@@ -7,6 +7,6 @@ DT_SHARDING(REDUCE, "reduce")
 DT_SHARDING(VIEW, "view")
 DT_SHARDING(NN, "nn")
 DT_SHARDING(JOIN, "join") /* cat, stack */
-DT_SHARDING(INDEX, "index") /* index_select: the index replicated, the indexed dim not sharded */
+DT_SHARDING(INDEX, "index") /* index_select, index_add (sharding_rules/index.c) */
 DT_SHARDING(WRITE, "write") /* t[k] = v: each rank writes its block (distributed/dtensor_write.c), no priced rule */
 DT_SHARDING(RANDOM, "random") /* the DT_OPF_RANDOM rows: the RNG tracker (distributed/rng.c), no priced rule */

@@ -45,3 +45,19 @@ do
     end)
   end)
 end
+do
+  describe("bench/autograd.lua", function()
+    local H = require("tests.spec.support.launch_helpers")
+    local srcdir = os.getenv("srcdir") or "."
+
+    it("prints the recording overhead and the MLP step on 1 rank and tensor-parallel on 2 (quick: no PyTorch)", function()
+      local out, rc = H.run("-n 2 " .. H.sh_quote(srcdir .. "/bench/autograd.lua") .. " quick")
+      assert.are.equal(0, rc, out)
+      assert.matches("# bench/autograd.lua: 2 rank(s), threads backend, quick; PyTorch n/a: quick run", out, 1, true)
+      assert.matches("\n  recording overhead +[+-][%d.]+ +n/a +%(target <= 0.3%)", out)
+      assert.matches("\nbackward through a 1000%-op chain, per op +[%d.]+", out)
+      assert.matches("\n1 rank, %d+ BLAS threads %(PyTorch: %d+%) +[%d.]+ +n/a +n/a", out)
+      assert.matches("\n2 ranks x %d+, tensor%-parallel %(PyTorch: %d+%) +[%d.]+ +n/a +n/a", out)
+    end)
+  end)
+end

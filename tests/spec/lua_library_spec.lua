@@ -1,7 +1,7 @@
 -- The Lua library's composition contract (lua/dtensor/init.lua): each module returns a table
 -- and writes nowhere when required; init.lua alone installs the modules' functions into dt,
 -- dt.Tensor and dt.nn.functional, starting from a copy of the C core, which stays as C made it.
-local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "dtensor.dtensor_nn"}
+local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "dtensor.dtensor_nn", "dtensor.autograd"}
 local FIELDS = {module = true, methods = true, functional = true, with_dt = true}
 local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", table.unpack(LIBRARY)}
 

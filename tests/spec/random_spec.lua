@@ -262,6 +262,22 @@ describe("random: dropout", function()
     assert.is_true(kept > 400 and kept < 600)
   end)
 
+  it("F.dropout under autograd: the gradient is g * mask / (1 - p) with the forward's mask, and backward draws nothing", function()
+    dt.manual_seed(29)
+    local x = dt.randn({6, 7}, {dtype = "float64"}):requires_grad_()
+    local before = dt.get_rng_state()
+    local y = dt.F.dropout(x, 0.4)
+    local g = dt.randn({6, 7}, {dtype = "float64"})
+    local after = dt.get_rng_state()
+    y:backward(g)
+    assert.are.same(after, dt.get_rng_state()) -- backward did not move the generator
+    dt.set_rng_state(before) -- the forward's mask, drawn again at its position
+    local _, keep = dt._dropout(x:detach(), 0.4)
+    local scale = 1 / (1 - 0.4) -- as the kernel scales
+    assert.is_true(dt.equal(x.grad, dt.where(keep, g * scale, 0)), "x.grad is g * mask / (1 - p), bit for bit")
+    assert.is_true(dt.equal(y:detach(), dt.where(keep, x:detach() * scale, 0)))
+  end)
+
   it("p = 0 keeps everything, p = 1 drops everything", function()
     local x = dt.tensor({1.5, -2, 3})
     assert.are.same({1.5, -2, 3}, values((dt._dropout(x, 0))))

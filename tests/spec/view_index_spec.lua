@@ -152,3 +152,32 @@ describe("index_select", function()
     assert.matches("index_select: dim 3 out of range", err(function() return m:index_select(3, dt.tensor({1})) end), 1, true)
   end)
 end)
+
+describe("index_add", function()
+  it("adds source slices at 1-based indices into a copy (repeats accumulate, any dtype, empty, 0-d index)", function()
+    local m = dt.zeros(3, 2)
+    local y = m:index_add(1, dt.tensor({3, 1, 3}), dt.tensor({{1, 2}, {10, 20}, {100, 200}}, {dtype = "float32"}))
+    assert.are.same({{10, 20}, {0, 0}, {101, 202}}, y:totable())
+    assert.are.same({{0, 0}, {0, 0}, {0, 0}}, m:totable()) -- x itself is unchanged
+    local i = dt.tensor({2, 2, 1}, {dtype = "int32"})
+    assert.are.same({{5, 4}, {5, 4}}, dt.index_add(dt.full({2, 2}, 1, {dtype = "int64"}), -1, i,
+                                                   dt.tensor({{1, 2, 4}, {1, 2, 4}}, {dtype = "int64"})):totable())
+    assert.are.same(m:totable(), m:index_add(2, dt.tensor({}, {dtype = "int64"}), dt.zeros(3, 0)):totable())
+    assert.are.same({{0, 5}, {0, 6}, {0, 7}}, m:index_add(2, dt.tensor(2), dt.tensor({{5}, {6}, {7}}, {dtype = "float32"})):totable())
+    local s = dt.tensor({{1, 2}, {3, 4}}, {dtype = "float32"})
+    assert.are.same(m:index_add(1, dt.tensor({2, 3}), s):totable(), -- non-contiguous tensors
+                    m:t():contiguous():t():index_add(1, dt.tensor({2, 3}), s:t():contiguous():t()):totable())
+  end)
+  it("reports indices out of range, bad index and source tensors", function()
+    local m = dt.zeros(3, 2)
+    assert.matches("index_add: index 4 out of range for dim 1 of size 3 (indices are 1-based: 1..3)",
+      err(function() return m:index_add(1, dt.tensor({1, 4}), dt.zeros(2, 2)) end), 1, true)
+    assert.matches("index_add: index must be an int64 or int32 tensor, got float32",
+      err(function() return m:index_add(1, dt.ones(1), dt.zeros(1, 2)) end), 1, true)
+    assert.matches("index_add: source dtype float64 differs from the tensor's float32",
+      err(function() return m:index_add(1, dt.tensor({1}), dt.zeros(1, 2, {dtype = "float64"})) end), 1, true)
+    assert.matches("index_add: source shape {2,2} does not match {3,2} with dim 1 of size 1 (the index's length)",
+      err(function() return m:index_add(1, dt.tensor({1}), dt.zeros(2, 2)) end), 1, true)
+    assert.matches("index_add: dim 3 out of range", err(function() return m:index_add(3, dt.tensor({1}), m) end), 1, true)
+  end)
+end)

@@ -239,3 +239,62 @@ for _, entry in ipairs(H.meshes()) do
     end)
   end)
 end
+
+-- index_add on DTensors: random shapes and placements (Partial(sum) included) of x, the index
+-- and the source, against the same call on the global tensors; the strategies that move
+-- nothing (doc/dispatch.md); the errors of the plain call.
+for _, entry in ipairs(H.meshes()) do
+  local name, mesh = entry[1], entry[2]
+  local R, S1 = {}, {}
+  for m = 1, mesh.ndim do R[m], S1[m] = dt.Replicate(), dt.Shard(1) end
+  describe("index_add on DTensors on mesh " .. name, function()
+    it("equals index_add of the global tensors", function()
+      local rng = H.prng(101)
+      for case = 1, 30 do
+        local ndim = rng.int(1, 3)
+        local shape = H.shape_of(rng, ndim, 1)
+        local dim = rng.int(1, ndim)
+        local ids = {}
+        for k = 1, rng.int(0, 6) do ids[k] = rng.int(1, shape[dim]) end
+        local sshape = {table.unpack(shape)}
+        sshape[dim] = #ids
+        local X, Src, I = global(rng, shape, "float64"), global(rng, sshape, "float64"), dt.tensor(ids, {dtype = "int64"})
+        local px, pi, ps = placements(rng, mesh, ndim, true), placements(rng, mesh, 1, false), placements(rng, mesh, ndim, true)
+        local y = dist(X, mesh, px):index_add(dim, dist(I, mesh, pi), dist(Src, mesh, ps))
+        same(y, X:index_add(dim, I, Src), "case " .. case .. ": x " .. H.placement_string(px) .. " index " ..
+             H.placement_string(pi) .. " source " .. H.placement_string(ps) .. " dim " .. dim)
+      end
+    end)
+
+    it("moves nothing for x sharded on the indexed dim (each rank adds its block's rows) or the index and source sharded alike (a Partial(sum) result counting x once)", function()
+      local X = global(H.prng(3), {2 * n + 1, 3}, "float64")
+      local ids = {}
+      for k = 1, 2 * n + 1 do ids[k] = (k * 5) % (2 * n + 1) + 1 end
+      ids[#ids + 1] = ids[1] -- a repeat
+      local I, Src = dt.tensor(ids, {dtype = "int64"}), global(H.prng(4), {#ids, 3}, "float64")
+      local want = X:index_add(1, I, Src)
+      local y
+      local c = dt.comm_debug(function() y = dist(X, mesh, S1):index_add(1, dist(I, mesh, R), dist(Src, mesh, R)) end)
+      assert.are.equal(0, #c.ops, "x's block: no collective")
+      for m = 1, mesh.ndim do assert.are.equal("Shard(1)", tostring(y.placements[m])) end
+      same(y, want, "x sharded on the indexed dim")
+      c = dt.comm_debug(function() y = dist(X, mesh, R):index_add(1, dist(I, mesh, S1), dist(Src, mesh, S1)) end)
+      assert.are.equal(0, #c.ops, "index and source sharded alike: no collective")
+      for m = 1, mesh.ndim do
+        if mesh:shape()[m] > 1 then assert.is_true(y.placements[m]:is_partial(), "Partial(sum) on mesh dim " .. m) end
+      end
+      same(y, want, "index and source sharded")
+    end)
+
+    it("raises the plain call's errors on the mesh's ranks", function()
+      local x = dist(global(H.prng(5), {7, 2}, "float64"), mesh, S1)
+      local i, s = dist(dt.tensor({1, 9}), mesh, R), dist(dt.zeros(2, 2, {dtype = "float64"}), mesh, R)
+      if mesh:get_coordinate() then
+        fails("index_add: index 9 out of range for dim 1 of size 7 (indices are 1-based: 1..7)", function()
+          return x:index_add(1, i, s)
+        end)
+      end
+      fails("index_add: source dtype float32 differs from the tensor's float64", function() return x:index_add(1, i, s:float()) end)
+    end)
+  end)
+end

@@ -72,7 +72,8 @@ end
 
 -- Inverted dropout: zeroes elements with probability p and scales the rest by 1/(1-p),
 -- with the generator's mask (dt._dropout, doc/random.md).  Identity when not training or
--- p == 0.  (No autograd yet: the mask dt._dropout also returns is dropped here.)
+-- p == 0.  Under autograd the op's node keeps the mask (dt._dropout's second result), so the
+-- gradient is g * mask / (1 - p) with the forward's mask and backward draws nothing.
 function F.dropout(x, p, training)
   p = p or 0.5
   if training == nil then training = true end

@@ -61,6 +61,7 @@ dt_rule_fn dt_rule_for(dt_op_id op) { return dt_rule_of_family(dt_op_get(op)->sh
 static const dt_local_args_fn family_local_args[DT_SHARDING_COUNT] = {
     [DT_SHARDING_VIEW] = dt_rule_view_local_args,
     [DT_SHARDING_NN] = dt_rule_nn_local_args,
+    [DT_SHARDING_INDEX] = dt_rule_index_local_args,
 };
 
 dt_local_args_fn dt_local_args_for(dt_op_id op) {

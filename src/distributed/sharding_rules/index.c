@@ -1,9 +1,19 @@
-/* Indexing ops.  index_select(x, index, dim): x keeps its sharding on every dim but the
- * indexed one, which is replicated first (each rank needs any row the index names); the
- * index is replicated; a Partial(sum) x stays Partial (selecting rows is linear). */
+/* Indexing ops.
+ * index_select(x, index, dim): x keeps its sharding on every dim but the indexed one, which
+ * is replicated first (each rank needs any row the index names); the index is replicated; a
+ * Partial(sum) x stays Partial (selecting rows is linear).
+ * index_add(x, index, src, dim), per mesh dim (strategies: the product over mesh dims):
+ *   replicated;  x, src and the output sharded alike on a dim other than the indexed one;
+ *   x and the output sharded on the indexed dim, index and src replicated (each rank adds the
+ *   indices that fall in its block: local args);  src (and x) Partial(sum) -> Partial(sum);
+ *   the index and src's indexed dim sharded alike -> Partial(sum) (each rank adds its part).
+ *   In the last two x may be Partial(sum) or replicated: replicated, ranks off coordinate 0
+ *   add no x (local args), so the Partial output counts it once. */
 #include "distributed/sharding_rules/sharding_rules.h"
 
-int dt_rule_index(const dt_rule_args *r, dt_strategy *s, int *n) {
+#include "base/error.h"
+
+static int index_select_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
   int d = (int)r->a->ints[0];
   dt_strategy st = dt_rule_strategy(r);
@@ -16,4 +26,78 @@ int dt_rule_index(const dt_rule_args *r, dt_strategy *s, int *n) {
   dt_rule_push(s, n, &st);
   for (int m = 0; m < r->mesh_ndim; m++) st.in[0][m] = st.out[0][m] = dt_rule_R();
   return dt_rule_push(s, n, &st);
+}
+
+/* index_add's choices on one mesh dim: 0 replicated; 1 + e shard x's dim e (the indexed dim:
+ * the block strategy); then nd + 1 + one of these: */
+enum { SRC_PARTIAL, SRC_PARTIAL_XR, INDEX_SHARDED, INDEX_SHARDED_XR, NEXTRA };
+
+static int is_partial_sum(const dt_dspec *s, int m) {
+  return s && s->p[m].kind == DT_PARTIAL && s->p[m].op == DT_REDUCE_SUM;
+}
+
+static int index_add_choice(const dt_rule_args *r, int c, int m, dt_strategy *st) {
+  const dt_tensor *x = r->a->in[0], *ix = r->a->in[1];
+  int d = (int)r->a->ints[0], nd = x->ndim;
+  dt_placement R = dt_rule_R(), P = dt_rule_P(DT_REDUCE_SUM);
+  for (int i = 0; i < 3; i++) st->in[i][m] = R;
+  st->out[0][m] = R;
+  if (c == 0) return 1;
+  if (c <= nd) {
+    int e = c - 1;
+    if (x->shape[e] < 2) return 0;
+    st->in[0][m] = st->out[0][m] = dt_rule_S(e);
+    if (e != d) st->in[2][m] = dt_rule_S(e); /* src's slices follow x's; on d: each rank its block */
+    return 1;
+  }
+  /* a Partial operand only where it already is one (the dispatcher never makes one) */
+  int extra = c - nd - 1, x_partial = extra == SRC_PARTIAL || extra == INDEX_SHARDED;
+  if (x_partial && !is_partial_sum(r->spec[0], m)) return 0;
+  if ((extra == SRC_PARTIAL || extra == SRC_PARTIAL_XR) && !is_partial_sum(r->spec[2], m)) return 0;
+  st->in[0][m] = x_partial ? P : R;
+  st->out[0][m] = P;
+  if (extra == SRC_PARTIAL || extra == SRC_PARTIAL_XR) {
+    st->in[2][m] = P;
+    return 1;
+  }
+  if (nd == 0 || ix->ndim != 1 || ix->shape[0] < 2) return 0;
+  st->in[1][m] = dt_rule_S(0), st->in[2][m] = dt_rule_S(d);
+  return 1;
+}
+
+static int index_add_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
+  int nchoice = 1 + r->a->in[0]->ndim + NEXTRA, total = 1;
+  for (int m = 0; m < r->mesh_ndim; m++) total *= nchoice;
+  dt_strategy st = dt_rule_strategy(r);
+  for (int t = 0; t < total; t++) {
+    int ok = 1, rest = t;
+    for (int m = 0; m < r->mesh_ndim && ok; m++, rest /= nchoice) ok = index_add_choice(r, rest % nchoice, m, &st);
+    if (ok) dt_rule_push(s, n, &st);
+  }
+  return DT_OK;
+}
+
+int dt_rule_index(const dt_rule_args *r, dt_strategy *s, int *n) {
+  return r->op == DT_OP_INDEX_ADD ? index_add_rule(r, s, n) : index_select_rule(r, s, n);
+}
+
+int dt_rule_index_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
+                             const dt_dspec *const *out, dt_op_args *la) {
+  (void)out;
+  if (op != DT_OP_INDEX_ADD) return DT_OK;
+  dt_dspec x = *in[0]; /* x's global spec with the chosen placements (a view: no reference taken) */
+  int d = (int)la->ints[0], block = 0;
+  for (int m = 0; m < x.mesh->ndim; m++) {
+    x.p[m] = choice->in[0][m];
+    if (choice->out[0][m].kind == DT_PARTIAL && x.p[m].kind == DT_REPLICATE && x.mesh->coord[m] != 0)
+      la->flags |= DT_ARG_INDEX_NO_BASE;
+    block |= x.p[m].kind == DT_SHARD && x.p[m].dim == d;
+  }
+  if (!block) return DT_OK;
+  int nd;
+  int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
+  dt_dspec_my_local(&x, &nd, shape, off);
+  la->flags |= DT_ARG_INDEX_BLOCK;
+  la->ints[1] = off[d], la->ints[2] = x.shape[d], la->nints = 3;
+  return DT_OK;
 }

@@ -63,6 +63,10 @@ int dt_rule_view_local_args(dt_op_id op, const dt_dspec *const *in, const dt_str
  * first vocab row (ops/op_args.h). */
 int dt_rule_nn_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
                           const dt_dspec *const *out, dt_op_args *la);
+/* INDEX: index_add with x replicated beside a Partial(sum) output (DT_ARG_INDEX_NO_BASE off
+ * coordinate 0) or x sharded on the indexed dim (DT_ARG_INDEX_BLOCK and the block's start). */
+int dt_rule_index_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
+                             const dt_dspec *const *out, dt_op_args *la);
 
 /* Shared helpers (rules/common.c). */
 int dt_rule_push(dt_strategy *s, int *n, const dt_strategy *st); /* deduplicated, copies the rows */

@@ -1,5 +1,8 @@
 /* Indexing kernels: index_select copies the selected slices one by one (strided copies);
- * index_put_ copies a value into the view t[key]. */
+ * index_add adds source slices into a copy (rows of floats directly, other dtypes slice by
+ * slice); index_put_ copies a value into the view t[key]. */
+#include <stdlib.h>
+
 #include "base/error.h"
 #include "kernels/cpu/kernel_table.h"
 #include "ops/index_key.h"
@@ -12,19 +15,27 @@ static dt_tensor *slice_at(const dt_tensor *t, int d, int64_t i) {
   return dt_tensor_view_of(t, t->ndim, shape, t->stride, t->offset + i * t->stride[d]);
 }
 
+/* Element j of the index (0-d or 1-d, any strides, int64/int32). */
+static int64_t index_at(const dt_tensor *ix, int64_t j) {
+  int64_t off = 0;
+  for (int k = ix->ndim - 1; k >= 0; k--) off += (j % ix->shape[k]) * ix->stride[k], j /= ix->shape[k];
+  return dt_load_i64((const char *)dt_tensor_data(ix) + off * (int64_t)dt_dtype_size(ix->dtype), ix->dtype);
+}
+
+/* An index outside 0..size-1, shown 1-based as Lua users wrote it (unsigned: i may be INT64_MAX). */
+static int out_of_range(const char *op, int64_t i, int d, int64_t size) {
+  return dt_error("%s: index %s%llu out of range for dim %d of size %lld (indices are 1-based: 1..%lld)", op,
+                  i < -1 ? "-" : "", i < -1 ? 0ULL - ((unsigned long long)i + 1) : (unsigned long long)i + 1, d + 1,
+                  (long long)size, (long long)size);
+}
+
 int dt_cpu_index_select(const dt_op_args *a, dt_tensor **out) {
   const dt_tensor *x = a->in[0], *ix = a->in[1];
   int d = (int)a->ints[0];
   int64_t n = dt_tensor_numel(ix), size = x->ndim ? x->shape[d] : 1;
-  const char *base = dt_tensor_data(ix);
   for (int64_t j = 0; j < n; j++) {
-    int64_t off = 0, rem = j; /* ix may be strided: its element j */
-    for (int k = ix->ndim - 1; k >= 0; k--) off += (rem % ix->shape[k]) * ix->stride[k], rem /= ix->shape[k];
-    int64_t i = dt_load_i64(base + off * (int64_t)dt_dtype_size(ix->dtype), ix->dtype);
-    if (i < 0 || i >= size) /* shown 1-based, as Lua users wrote it (unsigned: i may be INT64_MAX) */
-      return dt_error("index_select: index %s%llu out of range for dim %d of size %lld (indices are 1-based: 1..%lld)",
-                      i < -1 ? "-" : "", i < -1 ? 0ULL - ((unsigned long long)i + 1) : (unsigned long long)i + 1,
-                      d + 1, (long long)size, (long long)size);
+    int64_t i = index_at(ix, j);
+    if (i < 0 || i >= size) return out_of_range("index_select", i, d, size);
     dt_tensor *src = slice_at(x, d, i), *dst = slice_at(out[0], d, j);
     int rc = src && dst ? dt_tensor_copy_(dst, src, a->name) : dt_error("index_select: out of memory");
     if (src) dt_tensor_release(src);
@@ -32,6 +43,71 @@ int dt_cpu_index_select(const dt_op_args *a, dt_tensor **out) {
     if (rc != DT_OK) return rc;
   }
   return DT_OK;
+}
+
+/* ---- index_add ---- */
+/* out [outer, size, inner] += src [outer, n, inner] at rows pos[j] (-1: skipped), both
+ * contiguous floating tensors of one dtype. */
+#define ROWS_ADD(NAME, T)                                                                              \
+  static void NAME(T *o, const T *s, const int64_t *pos, int64_t outer, int64_t size, int64_t n, int64_t inner) { \
+    for (int64_t q = 0; q < outer; q++)                                                                \
+      for (int64_t j = 0; j < n; j++) {                                                                \
+        if (pos[j] < 0) continue;                                                                      \
+        T *dst = o + (q * size + pos[j]) * inner;                                                      \
+        const T *src = s + (q * n + j) * inner;                                                        \
+        for (int64_t e = 0; e < inner; e++) dst[e] += src[e];                                          \
+      }                                                                                                \
+  }
+ROWS_ADD(rows_add_f32, float)
+ROWS_ADD(rows_add_f64, double)
+
+/* Any dtype: one add_ per index, slice into slice. */
+static int slices_add(const dt_op_args *a, dt_tensor *out, const dt_tensor *src, const int64_t *pos, int d, int64_t n) {
+  for (int64_t j = 0; j < n; j++) {
+    if (pos[j] < 0) continue;
+    dt_tensor *dst = slice_at(out, d, pos[j]), *s = slice_at(src, d, j);
+    dt_tensor *in[2] = {dst, s};
+    dt_op_args c = {.op = DT_OP_ADD_, .name = a->name, .in = in, .nin = 2};
+    int rc = dst && s ? dt_cpu_add_(&c, &dst) : dt_error("%s: out of memory", a->name);
+    if (dst) dt_tensor_release(dst);
+    if (s) dt_tensor_release(s);
+    if (rc != DT_OK) return rc;
+  }
+  return DT_OK;
+}
+
+/* out = x (zeros with DT_ARG_INDEX_NO_BASE) plus src's slices at the index's positions along
+ * dim; with DT_ARG_INDEX_BLOCK x holds only the rows ints[1].. of a dim of ints[2]. */
+int dt_cpu_index_add(const dt_op_args *a, dt_tensor **out) {
+  const dt_tensor *x = a->in[0], *ix = a->in[1];
+  int d = (int)a->ints[0], block = (a->flags & DT_ARG_INDEX_BLOCK) != 0;
+  int64_t n = dt_tensor_numel(ix), local = x->ndim ? x->shape[d] : 1;
+  int64_t first = block ? a->ints[1] : 0, size = block ? a->ints[2] : local;
+  int rc = (a->flags & DT_ARG_INDEX_NO_BASE) ? dt_cpu_zero_(a, out) : dt_tensor_copy_(out[0], x, a->name);
+  if (rc != DT_OK) return rc;
+  int64_t *pos = malloc(sizeof *pos * (size_t)(n ? n : 1));
+  if (!pos) return dt_error("%s: out of memory", a->name);
+  for (int64_t j = 0; j < n && rc == DT_OK; j++) {
+    int64_t i = index_at(ix, j);
+    if (i < 0 || i >= size) rc = out_of_range("index_add", i, d, size);
+    pos[j] = i - first >= 0 && i - first < local ? i - first : -1; /* another rank's row */
+  }
+  dt_dtype t = out[0]->dtype;
+  if (rc == DT_OK && (t == DT_FLOAT32 || t == DT_FLOAT64) && dt_tensor_is_contiguous(out[0])) {
+    dt_tensor *s = dt_tensor_contiguous(a->in[2]);
+    if (!s) rc = dt_error_prefix("%s", a->name);
+    else {
+      int64_t outer = x->ndim ? dt_shape_numel(d, x->shape) : 1;
+      int64_t inner = x->ndim ? dt_shape_numel(x->ndim - d - 1, x->shape + d + 1) : 1;
+      if (t == DT_FLOAT32) rows_add_f32(dt_tensor_data(out[0]), dt_tensor_data(s), pos, outer, local, n, inner);
+      else rows_add_f64(dt_tensor_data(out[0]), dt_tensor_data(s), pos, outer, local, n, inner);
+      dt_tensor_release(s);
+    }
+  } else if (rc == DT_OK) {
+    rc = slices_add(a, out[0], a->in[2], pos, d, n);
+  }
+  free(pos);
+  return rc;
 }
 
 /* The view t[key] (the shape rule validated the key). */

@@ -978,6 +978,39 @@ ops.index_select = {
   end,
 }
 
+-- index_add: repeated indices accumulate; 0-size index; the source's dims follow x's
+ops.index_add = {
+  family = "index",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local shape = rand_shape(rng, rng.int(1, 3), 1)
+      local dim = rng.int(1, #shape)
+      local ids = {}
+      for k = 1, (i == 4 and 0 or rng.int(1, 6)) do ids[k] = rng.int(1, shape[dim]) end
+      local sshape = {table.unpack(shape)}
+      sshape[dim] = #ids
+      local x, src = t_of(rng, shape), t_of(rng, sshape)
+      if i == 3 then x, src = noncontig(x), noncontig(src) end
+      list[#list + 1] = {inputs = {x, make(ids, {#ids}, i == 2 and "int32" or "int64"), src}, static = {dim = dim},
+                         label = "dim " .. dim .. ", " .. #ids .. " indices"}
+    end
+    return list
+  end,
+  run = function(i, s) return i[1]:index_add(s.dim, i[2], i[3]) end,
+  ref = function(i, s)
+    local x, ids, src = ref_of(i[1]), ref_of(i[2]), ref_of(i[3])
+    local out = {shape = x.shape, data = {table.unpack(x.data)}}
+    for k = 1, #src.data do
+      local c = coords(k, src.shape)
+      c[s.dim] = ids.data[c[s.dim]]
+      local f = flat_index(c, x.shape)
+      out.data[f] = out.data[f] + src.data[k]
+    end
+    return out
+  end,
+}
+
 -- t[k] = v (the op index_put_): random keys of selections, stepped ranges and whole dims
 ops.index_put_ = {
   family = "inplace", exact = true, tol = 0,
@@ -1119,7 +1152,7 @@ ops.cross_entropy = {
     end
     return list
   end,
-  run = function(i, s) return dt.F.cross_entropy(i[1], i[2], {reduction = s.reduction}) end,
+  run = function(i, s) return dt.F.cross_entropy(i[1], i[2], {reduction = s.reduction, ignore_index = s.ignore}) end,
   ref = function(i, s)
     local x, t = ref_of(i[1]), ref_of(i[2])
     local c = x.shape[2]
@@ -1150,7 +1183,9 @@ ops.scaled_dot_product_attention = {
     end
     return list
   end,
-  run = function(i, s) return dt.F.scaled_dot_product_attention(i[1], i[2], i[3], {is_causal = s.causal}) end,
+  run = function(i, s)
+    return dt.F.scaled_dot_product_attention(i[1], i[2], i[3], {attn_mask = i[4], is_causal = s.causal, scale = s.scale})
+  end,
   ref = function(i, s)
     local q, k, v = ref_of(i[1]), ref_of(i[2]), ref_of(i[3])
     local B, L, E = table.unpack(q.shape)
@@ -1375,6 +1410,100 @@ local nondiff = {
   bernoulli = "a draw: piecewise constant in the probabilities (torch gives no gradient either)",
 }
 for name, why in pairs(nondiff) do ops[name].nondiff = why end
+
+-- cases for the gradient only, where the row's first cases miss a form
+local function grad_list(rng, shape_lists, static)
+  local list = {}
+  for k, shapes in ipairs(shape_lists) do
+    local ins, lab = {}, {}
+    for j, s in ipairs(shapes) do
+      ins[j] = t_of(rng, s)
+      if k == #shape_lists then ins[j] = noncontig(ins[j]) end
+      lab[j] = "{" .. table.concat(s, ",") .. "}"
+    end
+    list[k] = {inputs = ins, static = static and static(k) or {}, label = table.concat(lab, " x ")}
+  end
+  return list
+end
+-- cat beside 1-d empty tensors, which it skips (they take no gradient; dims count from the
+-- first tensor it keeps)
+ops.cat.grad_cases = function(rng)
+  local list = {}
+  for k, c in ipairs(ops.cat.cases(rng)) do if k <= 3 then list[#list + 1] = c end end
+  list[#list + 1] = {inputs = {t_of(rng, {0}), t_of(rng, {2, 3}), t_of(rng, {0}), t_of(rng, {1, 3})}, static = {dim = 1},
+                     label = "1-d empty tensors skipped"}
+  return list
+end
+-- t[k] = v with v broadcast to the region (its gradient sums over the broadcast dims)
+ops.index_put_.grad_cases = function(rng)
+  local list = {}
+  for k, c in ipairs(ops.index_put_.cases(rng)) do if k <= 2 then list[#list + 1] = c end end
+  local more = {
+    {{3, 4}, {{}, {1, 4, 2}}, {2}}, {{3, 4}, {2}, {1}}, {{2, 3, 4}, {{1, 2}, 2, {}}, {1, 4}},
+    {{3, 0}, {{}, {}}, {0}}, {{4, 3}, {{2, 4, 2}, {}}, {2, 1}},
+  }
+  for j, m in ipairs(more) do
+    local x = t_of(rng, m[1])
+    list[#list + 1] = {inputs = {j == #more and noncontig(x) or x, t_of(rng, m[3])}, static = {key = m[2]},
+                       label = "{" .. table.concat(m[3], ",") .. "} broadcast into {" .. table.concat(m[1], ",") .. "}"}
+  end
+  return list
+end
+-- layer_norm/rms_norm: every case (a 0-size batch included)
+for _, name in ipairs {"layer_norm", "rms_norm"} do ops[name].grad_cases = function(rng) return ops[name].cases(rng) end end
+-- cross_entropy: each reduction, ignore_index (a class id too), spatial dims [n, c, d], 1-d
+-- logits with a 0-d target, 0 samples
+ops.cross_entropy.grad_cases = function(rng)
+  local list = {}
+  local function add(shape, tshape, targets, s, label)
+    local x = t_of(rng, shape)
+    list[#list + 1] = {inputs = {#list == 2 and noncontig(x) or x, make(targets, tshape, "int64")}, static = s, label = label}
+  end
+  add({4, 3}, {4}, {1, 3, 2, 3}, {reduction = "mean"}, "mean")
+  add({4, 3}, {4}, {1, 3, -100, 3}, {reduction = "sum"}, "sum, one ignored")
+  add({4, 3}, {4}, {2, 3, 2, 1}, {reduction = "mean", ignore = 2}, "mean, ignore_index = class 2")
+  add({3, 4}, {3}, {4, 1, 2}, {reduction = "none", ignore = 1}, "none, ignore_index = class 1")
+  add({2, 3, 2}, {2, 2}, {1, 3, 2, 2}, {reduction = "mean"}, "spatial [n, c, d]")
+  add({2, 3, 2}, {2, 2}, {1, 3, 2, 2}, {reduction = "none"}, "spatial, none")
+  add({4}, {}, {3}, {reduction = "mean"}, "1-d logits")
+  add({0, 3}, {0}, {}, {reduction = "sum"}, "0 samples")
+  return list
+end
+-- sdpa: float and bool masks (broadcast), causal with L ~= S, scale, batch dims broadcast, 0-size
+ops.scaled_dot_product_attention.grad_cases = function(rng)
+  local list = {}
+  local function add(q, k, v, s, mask, label)
+    local ins = {t_of(rng, q), t_of(rng, k), t_of(rng, v), mask}
+    if #list == 1 then ins[2] = noncontig(ins[2]) end
+    list[#list + 1] = {inputs = ins, static = s, label = label}
+  end
+  add({2, 3, 2}, {2, 4, 2}, {2, 4, 3}, {}, nil, "plain")
+  add({1, 3, 2}, {1, 3, 2}, {1, 3, 2}, {causal = true}, nil, "causal, non-contiguous k")
+  add({2, 4, 2}, {2, 3, 2}, {2, 3, 1}, {causal = true, scale = 0.7}, nil, "causal L > S, scale")
+  add({2, 2, 2}, {2, 4, 2}, {2, 4, 2}, {causal = true}, nil, "causal L < S")
+  add({2, 3, 2}, {2, 4, 2}, {2, 4, 2}, {}, t_of(rng, {3, 4}), "float mask [L, S]")
+  add({2, 2, 3, 2}, {3, 2}, {3, 2}, {}, t_of(rng, {2, 1, 1, 3}), "batch broadcast, float mask [2, 1, 1, S]")
+  add({2, 3, 2}, {2, 4, 2}, {2, 4, 2}, {}, make({1, 0, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0}, {3, 4}, "bool"), "bool mask")
+  add({2, 0, 2}, {2, 3, 2}, {2, 3, 2}, {}, nil, "L = 0")
+  add({2, 3, 2}, {2, 0, 2}, {2, 0, 2}, {}, nil, "S = 0")
+  return list
+end
+-- index_select: repeated indices (their gradients add up), a 0-d index, a 0-d tensor
+ops.index_select.grad_cases = function(rng)
+  local list = {}
+  for k, c in ipairs(ops.index_select.cases(rng)) do if k <= 3 then list[#list + 1] = c end end
+  list[#list + 1] = {inputs = {t_of(rng, {3, 2}), make({2, 2, 1, 2}, {4}, "int64")}, static = {dim = 1}, label = "repeats"}
+  list[#list + 1] = {inputs = {noncontig(t_of(rng, {3, 4})), make({3}, {}, "int64")}, static = {dim = 2}, label = "0-d index"}
+  list[#list + 1] = {inputs = {t_of(rng, {}), make({1}, {1}, "int64")}, static = {dim = 1}, label = "0-d tensor"}
+  return list
+end
+-- every PyTorch form: 1-d x 1-d, 1-d x N-d, N-d x 1-d, batch dims broadcast either way,
+-- a batched a with a 2-d b (one flattened product), 0-size dims; the last non-contiguous
+ops.matmul.grad_cases = function(rng)
+  return grad_list(rng, {{{3}, {3}}, {{2, 3}, {3}}, {{3}, {3, 2}}, {{3}, {2, 3, 4}}, {{2, 2, 3}, {3}},
+    {{2, 1, 2, 3}, {2, 3, 2}}, {{2, 3, 2}, {2, 2}}, {{2, 3}, {2, 3, 2}}, {{2, 0}, {0, 3}}, {{0, 2, 3}, {3, 2}},
+    {{2, 3, 1}, {1, 2}}, {{2, 2, 3}, {2, 3, 2}}})
+end
 
 -- ---------------------------------------------------------------- comparing
 -- ---------------------------------------------------------------- gradient forms

@@ -1,0 +1,126 @@
+/* Backward rules of the neural-network rows, composed from ops (mean, softmax, matmul,
+ * where, index_add...) in a dt_bx scope, so that they run on DTensors through the dispatcher
+ * like any op. */
+#include "autograd/backward.h"
+
+#include <math.h>
+
+#include "base/error.h"
+
+/* ---- embedding(ids, weight [v, d]): each looked-up row's gradient added into the weight's
+ * row of its id (repeated ids accumulate); the ids have none */
+static int embedding_backward(dt_bw *b) {
+  if (!b->grad[0] || !b->needs[1]) return DT_OK;
+  int64_t n = dt_shape_numel(b->in_meta[0].ndim, b->in_meta[0].shape), rows[2] = {n, b->in_meta[1].shape[1]};
+  dt_bx x;
+  dt_bx_begin(&x, b);
+  const dt_value *ids = dt_bx_ints(&x, DT_OP_RESHAPE, dt_bx_in(&x, 0), 1, &n);
+  const dt_value *g = dt_bx_ints(&x, DT_OP_RESHAPE, dt_bx_grad(&x, 0), 2, rows);
+  dt_bx_set(&x, 1, dt_bx_index_add(&x, dt_bx_full_input(&x, 1, 0.0), 0, ids, g));
+  return dt_bx_end(&x);
+}
+DT_BACKWARD(embedding, embedding_backward, DT_SAVE(0), 0, 0)
+
+/* ---- layer_norm(x, w?, b?) and rms_norm(x, w?) over the last k dims (ints[0] = k, eps in
+ * scalar[0]): xhat = (x - mean) * rstd with rstd = 1/sqrt(var + eps) (rms: no mean, var =
+ * mean(x^2)), y = xhat * w + b.  dw = g * xhat and db = g summed over the leading dims;
+ * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) with gy = g * w (rms: without the
+ * mean(gy) term; the means over the normalised dims). */
+static int norm_backward(dt_bw *b, int rms) {
+  if (!b->grad[0]) return DT_OK;
+  int nd = b->in_meta[0].ndim, k = (int)b->args->ints[0], has_w = b->nin > 1 && b->in[1];
+  int64_t dims[DT_MAX_DIMS];
+  for (int i = 0; i < k; i++) dims[i] = nd - k + i;
+  dt_bx x;
+  dt_bx_begin(&x, b);
+#define MEAN(p) dt_bx_reduce_dims(&x, DT_OP_MEAN, (p), k, dims, 1)
+  const dt_value *in = dt_bx_in(&x, 0), *w = has_w ? dt_bx_in(&x, 1) : NULL, *g = dt_bx_grad(&x, 0);
+  const dt_value *xc = rms ? in : dt_bx_sub(&x, in, MEAN(in));
+  const dt_value *rstd = dt_bx_unary(&x, DT_OP_RSQRT, dt_bx_add_scalar(&x, MEAN(dt_bx_mul(&x, xc, xc)), b->args->scalar[0]));
+  const dt_value *xhat = dt_bx_mul(&x, xc, rstd);
+  if (has_w && b->needs[1]) dt_bx_set_summed(&x, 1, dt_bx_mul(&x, g, xhat));
+  if (!rms && b->nin > 2 && b->needs[2]) dt_bx_set_summed(&x, 2, g);
+  if (b->needs[0]) {
+    const dt_value *gy = w ? dt_bx_mul(&x, g, w) : g;
+    const dt_value *d = dt_bx_sub(&x, gy, dt_bx_mul(&x, xhat, MEAN(dt_bx_mul(&x, gy, xhat))));
+    if (!rms) d = dt_bx_sub(&x, d, MEAN(gy));
+    dt_bx_set(&x, 0, dt_bx_mul(&x, d, rstd));
+  }
+#undef MEAN
+  return dt_bx_end(&x);
+}
+static int layer_norm_backward(dt_bw *b) { return norm_backward(b, 0); }
+static int rms_norm_backward(dt_bw *b) { return norm_backward(b, 1); }
+DT_BACKWARD(layer_norm, layer_norm_backward, DT_SAVE(0) | DT_SAVE(1), 0, 0)
+DT_BACKWARD(rms_norm, rms_norm_backward, DT_SAVE(0) | DT_SAVE(1), 0, 0)
+
+/* ---- cross_entropy(logits [n, c, d...] or [c], target (0-based) [n, d...] or 0-d; ints[0]
+ * ignore_index, ints[1] reduction 0 none, 1 mean, 2 sum): d logits = (softmax(logits) -
+ * onehot(target)) * w along the class dim, w the sample's weight: g (none, sum) or g / the
+ * count of targets not ignored (mean), 0 where ignored.  Plain tensors only (the row is
+ * LOCAL_ONLY: on DTensors F.cross_entropy is composed in Lua). */
+static int cross_entropy_backward(dt_bw *b) {
+  if (!b->grad[0] || !b->needs[0]) return DT_OK;
+  int cd = b->in_meta[0].ndim == 1 ? 0 : 1;
+  int64_t cdim = cd, ignore = b->args->ints[0];
+  dt_dtype t = b->in_meta[0].dtype;
+  dt_bx x;
+  dt_bx_begin(&x, b);
+  const dt_value *logits = dt_bx_in(&x, 0), *target = dt_bx_in(&x, 1), *g = dt_bx_grad(&x, 0);
+  const dt_value *hot = dt_bx_binary(&x, DT_OP_EQ, dt_bx_ints(&x, DT_OP_UNSQUEEZE, target, 1, &cdim), dt_bx_positions(&x, 0, cd));
+  dt_op_args ne = dt_bw_args(); /* target != ignore_index, compared as integers */
+  ne.flags = DT_ARG_SCALAR | DT_ARG_SCALAR_INT, ne.scalar[0] = (double)ignore, ne.nscalar = 1, ne.ints[0] = ignore, ne.nints = 1;
+  const dt_value *valid = dt_bx_cast(&x, target ? dt_bx_op(&x, DT_OP_NE, &ne, &target, 1) : NULL, t);
+  const dt_value *per = b->args->ints[1] == 1 ? dt_bx_div(&x, g, dt_bx_reduce_dims(&x, DT_OP_SUM, valid, 0, NULL, 0)) : g;
+  const dt_value *w = dt_bx_ints(&x, DT_OP_UNSQUEEZE, dt_bx_mul(&x, valid, per), 1, &cdim);
+  const dt_value *p = dt_bx_ints(&x, DT_OP_SOFTMAX, logits, 1, &cdim);
+  dt_bx_set(&x, 0, dt_bx_mul(&x, dt_bx_sub(&x, p, dt_bx_cast(&x, hot, t)), w));
+  return dt_bx_end(&x);
+}
+DT_BACKWARD(cross_entropy, cross_entropy_backward, DT_SAVE(0) | DT_SAVE(1), 0, 0)
+
+/* ---- scaled_dot_product_attention(q [.., L, E], k [.., S, E], v [.., S, Ev], mask?; flags&1
+ * causal, scale in scalar[0] if nscalar else 1/sqrt(E)).  The probabilities are recomputed
+ * from the scores as the forward made them: P = softmax(scale q k^T + mask) (a bool mask and
+ * the causal one, j > i masked, as -inf).  dv = P^T g, dP = g v^T, dS = P (dP - rowsum(dP P)),
+ * dq = scale dS k, dk = scale dS^T q, and a float mask's gradient is dS; each summed over the
+ * batch dims its operand was broadcast along. */
+
+/* s where keep, -inf elsewhere */
+static const dt_value *masked(dt_bx *x, const dt_value *keep, const dt_value *s) {
+  dt_op_args a = dt_bw_args();
+  a.scalar[1] = -INFINITY, a.nscalar = 2;
+  const dt_value *in[3] = {keep, s, NULL};
+  return keep && s ? dt_bx_op(x, DT_OP_WHERE, &a, in, 3) : NULL;
+}
+
+static int sdpa_backward(dt_bw *b) {
+  if (!b->grad[0]) return DT_OK;
+  int nq = b->in_meta[0].ndim, nk = b->in_meta[1].ndim, has_mask = b->nin > 3 && b->in[3];
+  int float_mask = has_mask && b->in_meta[3].dtype != DT_BOOL;
+  int64_t E = b->in_meta[0].shape[nq - 1];
+  double scale = b->args->nscalar > 0 ? b->args->scalar[0] : 1.0 / sqrt((double)(E ? E : 1));
+  dt_bx x;
+  dt_bx_begin(&x, b);
+  const dt_value *q = dt_bx_in(&x, 0), *k = dt_bx_in(&x, 1), *v = dt_bx_in(&x, 2), *g = dt_bx_grad(&x, 0);
+  /* the scores, masked as the forward masked them, and the probabilities */
+  const dt_value *s = dt_bx_mul_scalar(&x, dt_bx_matmul(&x, q, dt_bx_mT(&x, k)), scale);
+  if (has_mask) s = float_mask ? dt_bx_add(&x, s, dt_bx_in(&x, 3)) : masked(&x, dt_bx_in(&x, 3), s);
+  if (b->args->flags & 1) { /* key j <= query i: positions along L (q's) against along S (k's, as a row) */
+    const dt_value *row = dt_bx_positions(&x, 0, nq - 2), *col = dt_bx_mT(&x, dt_bx_positions(&x, 1, nk - 2));
+    s = masked(&x, dt_bx_binary(&x, DT_OP_LE, col, row), s);
+  }
+  int64_t last = s ? dt_value_ndim(s) - 1 : 0;
+  const dt_value *p = dt_bx_ints(&x, DT_OP_SOFTMAX, s, 1, &last);
+  if (b->needs[2]) dt_bx_set_summed(&x, 2, dt_bx_matmul(&x, dt_bx_mT(&x, p), g));
+  if (b->needs[0] || b->needs[1] || (float_mask && b->needs[3])) {
+    const dt_value *dp = dt_bx_matmul(&x, g, dt_bx_mT(&x, v));
+    const dt_value *rowsum = dt_bx_reduce_dims(&x, DT_OP_SUM, dt_bx_mul(&x, dp, p), 1, &last, 1);
+    const dt_value *ds = dt_bx_mul(&x, p, dt_bx_sub(&x, dp, rowsum));
+    if (b->needs[0]) dt_bx_set_summed(&x, 0, dt_bx_mul_scalar(&x, dt_bx_matmul(&x, ds, k), scale));
+    if (b->needs[1]) dt_bx_set_summed(&x, 1, dt_bx_mul_scalar(&x, dt_bx_matmul(&x, dt_bx_mT(&x, ds), q), scale));
+    if (float_mask && b->needs[3]) dt_bx_set_summed(&x, 3, ds);
+  }
+  return dt_bx_end(&x);
+}
+DT_BACKWARD(scaled_dot_product_attention, sdpa_backward, DT_SAVE_ALL, 0, 0)
