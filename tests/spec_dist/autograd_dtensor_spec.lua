@@ -247,6 +247,19 @@ describe("to_local backward", function()
     if not coord then assert.are.equal(0, x.grad:to_local():numel()) end
   end)
 
+  it("inside dt.utils.checkpoint: the recomputed to_local takes the kind of the checkpoint's gradient", function()
+    local function run(checkpointed)
+      local x = leaf(X, mesh, {R()})
+      local f = function(a) return a:to_local() * 2 end
+      local t = checkpointed and dt.utils.checkpoint(f, x) or f(x)
+      dt.from_local(t * (rank + 1), mesh, {S(1)}):sum():backward() -- contributions: summed over the ranks
+      return x.grad
+    end
+    local want = dt.full(X:size(), n * (n + 1), {dtype = "float64"})
+    H.close(run(false), want, "without checkpoint")
+    H.close(run(true), want, "with checkpoint")
+  end)
+
   it("a local part that fed from_local on another mesh: an error unless grad_placements says", function()
     if n == 1 then return end
     local other = dt.init_device_mesh("cpu", {n, 1})
