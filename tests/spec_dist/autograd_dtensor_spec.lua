@@ -330,6 +330,40 @@ describe("a log-sum-exp over class shards (F.cross_entropy's loss-parallel path)
   end)
 end)
 
+describe("F.cross_entropy on DTensor logits (composed in Lua through the conversions)", function()
+  it("the logits' gradient equals one device's: class-sharded (loss parallel), batch-sharded, replicated", function()
+    local rng = H.prng(4242)
+    for _, m in ipairs(H.meshes()) do
+      local mesh = m[2]
+      for k = 1, 4 do
+        local B, Cn = rng.int(1, 5), rng.int(1, 9) -- classes: empty shards on some ranks
+        local L = H.values({B, Cn}, "float64")
+        local tt = {}
+        for i = 1, B do tt[i] = rng.int(1, Cn) end
+        if B > 1 then tt[1] = -100 end -- ignored
+        local T = dt.tensor(tt, {dtype = "int64"})
+        local reduction = ({"mean", "sum", "none", "mean"})[k]
+        local W = H.values({B}, "float64") + 1
+        local function loss_of(logits, target, w)
+          local l = dt.F.cross_entropy(logits, target, {reduction = reduction})
+          return reduction == "none" and (l * w):sum() or l
+        end
+        local pl = L:clone():requires_grad_()
+        loss_of(pl, T, W):backward()
+        local p = {}
+        for d = 1, mesh.ndim do p[d] = rng.pick {R(), S(1), S(2)} end
+        local x = leaf(L, mesh, p)
+        local rep = {}
+        for d = 1, mesh.ndim do rep[d] = R() end
+        loss_of(x, H.dist(T, mesh, rep), H.dist(W, mesh, rep)):backward()
+        local what = m[1] .. " " .. H.placement_string(p) .. " " .. reduction .. " " .. B .. "x" .. Cn
+        placements_are(p, x.grad.placements, what)
+        H.close(x.grad, pl.grad, what)
+      end
+    end
+  end)
+end)
+
 describe("redistribute backward", function()
   it("dst -> src with Partial -> Replicate: the collectives of each transition", function()
     local mesh = mesh1()
