@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/pool.h"
 #include "base/error.h"
 
 static void hooks_free(dt_hook *h) {
@@ -29,12 +30,12 @@ static void meta_unref(dt_grad_meta *m) {
   if (m->accumulate) m->accumulate->leaf = NULL; /* cannot happen: the node holds m */
   dt_value_clear(&m->grad);
   hooks_free(m->hooks);
-  free(m);
+  dt_pool_free(m, sizeof *m);
 }
 
 dt_grad_meta *dt_grad_meta_get(dt_value *v) {
   if (v->autograd) return (dt_grad_meta *)v->autograd;
-  dt_grad_meta *m = calloc(1, sizeof *m);
+  dt_grad_meta *m = dt_pool_alloc(sizeof *m);
   if (!m) return dt_error("autograd: out of memory"), NULL;
   m->link.release = meta_link_release;
   m->refs = 1;
@@ -102,13 +103,19 @@ void dt_node_free_saved(dt_node *n) {
   if (n->nsaved) n->saved_freed = 1;
 }
 
+int dt_node_alloc_saved(dt_node *node, int n) {
+  if (!(node->saved = dt_pool_alloc(sizeof *node->saved * (size_t)n))) return dt_error("autograd: out of memory");
+  node->saved_cap = n;
+  return DT_OK;
+}
+
 dt_node *dt_node_new(dt_context *ctx, dt_node_kind kind, const char *name, int nin, int nout) {
   /* one block: the node, then its per-input and per-output arrays */
   size_t sz = sizeof(dt_node) + (size_t)nin * (sizeof(dt_edge) + sizeof(dt_slot_meta) + sizeof(int)) +
               (size_t)nout * (sizeof(dt_slot_meta) + sizeof(int));
-  dt_node *n = calloc(1, sz);
+  dt_node *n = dt_pool_alloc(sz);
   if (!n) return dt_error("autograd: out of memory recording %s", name), NULL;
-  n->refs = 1, n->kind = kind, n->name = name, n->nin = nin, n->nout = nout;
+  n->size = sz, n->refs = 1, n->kind = kind, n->name = name, n->nin = nin, n->nout = nout;
   n->seq = ctx ? ++ctx->autograd_seq : 0;
   char *p = (char *)(n + 1);
   n->in_meta = (dt_slot_meta *)p, p += (size_t)nin * sizeof(dt_slot_meta);
@@ -139,7 +146,7 @@ static void node_free(dt_node *n, dt_node ***work, int *nwork, int *capwork) {
   }
   for (int o = 0; o < n->nout; o++) dt_slot_meta_clear(&n->out_meta[o]);
   for (int i = 0; i < n->nsaved; i++) dt_value_clear(&n->saved[i].v);
-  free(n->saved);
+  dt_pool_free(n->saved, sizeof *n->saved * (size_t)n->saved_cap);
   if (n->leaf) {
     n->leaf->accumulate = NULL;
     meta_unref(n->leaf);
@@ -150,7 +157,7 @@ static void node_free(dt_node *n, dt_node ***work, int *nwork, int *capwork) {
   free(n->retain);
   hooks_free(n->hooks);
   if (n->free_ud) n->free_ud(n->ud);
-  free(n);
+  dt_pool_free(n, n->size);
 }
 
 void dt_node_release(dt_node *n) {

@@ -81,7 +81,7 @@ typedef struct dt_node {
   dt_slot_meta *in_meta; /* [nin]: what each input's gradient must be */
   dt_slot_meta *out_meta; /* [nout]: what each output's gradient must be */
   dt_saved *saved;       /* [nsaved]: forward inputs then outputs the rule asked for */
-  int nsaved;
+  int nsaved, saved_cap;  /* filled, allocated (dt_node_alloc_saved) */
   int *saved_in;         /* [nin]: index into saved, or -1 */
   int *saved_out;        /* [nout] */
   int saved_freed;       /* an earlier backward without retain_graph released saved */
@@ -97,6 +97,7 @@ typedef struct dt_node {
   /* hooks on the outputs, and outputs whose value retains its grad (weak, [nout] or NULL) */
   dt_hook *hooks;
   dt_grad_meta **retain;
+  size_t size; /* bytes of the node's block (pool.h) */
 } dt_node;
 
 /* ---- metadata ---- */
@@ -122,6 +123,8 @@ void dt_slot_meta_clear(dt_slot_meta *m);
 /* Saves a copy of v (retaining its data) with its current version. */
 void dt_saved_set(dt_saved *s, const dt_value *v);
 void dt_node_free_saved(dt_node *n);
+/* Room for n saved values (zeroed); DT_ERR + dt_error when out of memory. */
+int dt_node_alloc_saved(dt_node *node, int n);
 
 /* The metadata of an output of n (output nr), holding n. */
 int dt_grad_meta_set_history(dt_value *v, dt_node *n, int nr);

@@ -52,7 +52,7 @@ int dt_autograd_before(dt_context *ctx, dt_op_id op, const dt_op_args *args, dt_
   int nsave = 0;
   for (int i = 0; i < nin && i < 32; i++) nsave += in[i] && (bw->save_in & DT_SAVE(i));
   for (int o = 0; o < def->nout; o++) nsave += (bw->save_out & DT_SAVE(o)) != 0;
-  if (nsave && !(n->saved = calloc((size_t)nsave, sizeof *n->saved))) goto oom;
+  if (nsave && dt_node_alloc_saved(n, nsave) != DT_OK) goto fail;
   for (int i = 0; i < nin; i++) {
     if (!in[i]) continue;
     if (dt_slot_meta_set(&n->in_meta[i], in[i]) != DT_OK) goto fail;
@@ -73,8 +73,6 @@ int dt_autograd_before(dt_context *ctx, dt_op_id op, const dt_op_args *args, dt_
   }
   p->active = 1, p->node = n;
   return DT_OK;
-oom:
-  dt_error("autograd: out of memory recording %s", def->name);
 fail:
   dt_node_release(n);
   return DT_ERR;
@@ -155,8 +153,7 @@ int dt_autograd_record_custom_saving(dt_context *ctx, const char *name, dt_value
   }
   *node = n; /* also on error: the outputs hold it */
   if (!n || nsave <= 0) return DT_OK;
-  if (!(n->saved = calloc((size_t)nsave, sizeof *n->saved)))
-    return dt_error("%s: out of memory saving for backward", name);
+  if (dt_node_alloc_saved(n, nsave) != DT_OK) return DT_ERR;
   for (int i = 0; i < nsave; i++) {
     dt_saved_set(&n->saved[i], save[i]);
     n->nsaved++;
