@@ -172,8 +172,8 @@ function functional.cross_entropy(logits, target, opts)
     local per
     if mesh:get_coordinate() then
       per = plain_ce(l2:to_local(), t2:to_local(), {ignore_index = ignore, reduction = "none"})
-    else
-      per = core.empty(0, {dtype = logits.dtype})
+    else -- off the mesh: empty, and requiring grad where the logits do, as on the mesh's ranks
+      per = l2:to_local() * 0
     end
     local loss = rebuild(per, mesh, batch, tshape)
     if reduction == "none" then return loss end
@@ -191,14 +191,23 @@ function functional.cross_entropy(logits, target, opts)
       if b.rank == core.rank() then start = b.offset[cdim] end
     end
   end
-  local function local_keep(fill) -- a local [.., 1, ..] tensor of fill (empty class shard)
-    local ls = on and lx:size() or {0}
-    if on then ls[cdim] = 1 end
-    return core.full(ls, fill, {dtype = logits.dtype})
+  -- a local [.., 1, ..] tensor of fill where this rank has no class (an empty shard), empty off
+  -- the mesh: derived from lx, so that it requires grad where lx does and every rank records
+  -- the same conversions (their backward's collectives must match)
+  local function local_keep(fill)
+    if not on then return lx * 0 end
+    return lx:sum(cdim, true) + fill
   end
   local mx = (on and len > 0) and lx:amax(cdim, true) or local_keep(-math.huge)
-  local gmax = rebuild(mx, mesh, maxp, kshape):redistribute(kplace):to_local()
-  local se = (on and len > 0) and (lx - gmax):exp():sum(cdim, true) or local_keep(0)
+  -- the class max feeds two terms: the per-sample loss, which the ranks of a class dim compute
+  -- alike (its gradient is whole there), and each rank's own exponentials (its gradient there
+  -- is the rank's contribution): one to_local per use, so that each backward takes the kind of
+  -- its own use (doc/autograd-dtensor.md)
+  local gmaxd = rebuild(mx, mesh, maxp, kshape):redistribute(kplace)
+  local gmax, gmax_own = gmaxd:to_local(), gmaxd:to_local()
+  -- every rank of the mesh uses gmax_own, an empty class shard too (its sum is 0): the
+  -- backward's collectives follow the graph, which must be the same on the mesh's ranks
+  local se = on and (lx - gmax_own):exp():sum(cdim, true) or local_keep(0)
   local gse = rebuild(se, mesh, sump, kshape):redistribute(kplace):to_local()
   local picked
   if on and len > 0 then
@@ -214,7 +223,7 @@ function functional.cross_entropy(logits, target, opts)
     picked = local_keep(0)
   end
   local gp = rebuild(picked, mesh, sump, kshape):redistribute(kplace):to_local()
-  local per = core.empty(0, {dtype = logits.dtype}) -- off-mesh
+  local per = lx * 0 -- off the mesh: empty (requiring grad as on the mesh)
   if on then
     per = gse:log() + gmax - gp
     per = (#shape == 1) and per:reshape({}) or per:squeeze(cdim)

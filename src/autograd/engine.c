@@ -27,6 +27,7 @@ typedef struct nstate {
   int want; /* a gradient flowing into it is used */
   int on_stack;
   dt_value *buf; /* [nout]: the gradients of its outputs gathered so far */
+  dt_grad_kind *kind; /* [nout]: what those gradients are across ranks, when plain (grad_kind.h) */
   capture *caps;
 } nstate;
 
@@ -86,7 +87,9 @@ static int state_of(run *r, dt_node *n, int *k) {
   nstate *s = &r->st[r->n];
   memset(s, 0, sizeof *s);
   s->node = n;
-  if (n->nout && !(s->buf = calloc((size_t)n->nout, sizeof *s->buf))) return dt_error("backward: out of memory");
+  if (n->nout && (!(s->buf = calloc((size_t)n->nout, sizeof *s->buf)) ||
+                  !(s->kind = calloc((size_t)n->nout, sizeof *s->kind))))
+    return dt_error("backward: out of memory");
   size_t mask = (size_t)r->nslot - 1, i = hash_ptr(n) & mask;
   while (r->slot[i] >= 0) i = (i + 1) & mask;
   r->slot[i] = r->n;
@@ -97,8 +100,12 @@ static int state_of(run *r, dt_node *n, int *k) {
 static void run_free(run *r) {
   for (int k = 0; k < r->n; k++) {
     nstate *s = &r->st[k];
-    for (int o = 0; o < s->node->nout; o++) dt_value_clear(&s->buf[o]);
+    for (int o = 0; o < s->node->nout; o++) {
+      dt_value_clear(&s->buf[o]);
+      if (s->kind) dt_grad_kind_clear(&s->kind[o]);
+    }
     free(s->buf);
+    free(s->kind);
     while (s->caps) {
       capture *c = s->caps;
       s->caps = c->next;
@@ -307,6 +314,8 @@ static int run_node(run *r, int k) {
     if (gi != small_gi) free(gi);
     return dt_error("backward: out of memory");
   }
+  dt_grad_kind kind = {0}; /* of the outputs' plain gradients; op nodes pass it to their inputs' */
+  for (int o = 0; o < n->nout; o++) dt_grad_kind_merge(&kind, &s->kind[o]);
   int any = 0;
   for (int i = 0; i < n->nin; i++) {
     dt_node *c = n->edges[i].node;
@@ -324,7 +333,13 @@ static int run_node(run *r, int k) {
       if (!go) st = dt_error("backward: out of memory");
       else {
         for (int o = 0; o < n->nout; o++) go[o] = s->buf[o].local ? &s->buf[o] : NULL;
-        st = n->custom(ctx, n->ud, go, n->nout, gi, n->nin, needs);
+        dt_grad_kind entry = {0}; /* a checkpoint's recomputed outputs take it in their own backward */
+        dt_grad_kind_merge(&entry, &kind);
+        const dt_grad_kind *outer = ctx->autograd_kind;
+        ctx->autograd_kind = &entry;
+        st = n->custom(ctx, n->ud, go, n->nout, gi, n->nin, needs, &kind);
+        ctx->autograd_kind = outer;
+        dt_grad_kind_clear(&entry);
         if (go != small_go) free(go);
       }
     }
@@ -338,12 +353,20 @@ static int run_node(run *r, int k) {
     if (gi[i].local) {
       char what[96];
       snprintf(what, sizeof what, "input %d of %s", i + 1, n->name);
+      dt_grad_kind gk = {0}; /* a DTensor gradient has none: its placements say it all */
+      if (gi[i].spec && !n->in_meta[i].spec) dt_grad_kind_set_whole(&gk, gi[i].spec->mesh); /* gathered below */
+      else if (!gi[i].spec) dt_grad_kind_merge(&gk, &kind);
       st = dt_autograd_conform(ctx, what, &gi[i], &n->in_meta[i]);
-      if (st == DT_OK) st = dt_autograd_accumulate(ctx, &sc->buf[e->nr], &gi[i]);
+      if (st == DT_OK) {
+        dt_grad_kind_merge(&sc->kind[e->nr], &gk);
+        st = dt_autograd_accumulate(ctx, &sc->buf[e->nr], &gi[i]);
+      }
+      dt_grad_kind_clear(&gk);
     }
     if (st == DT_OK && --sc->deps == 0) st = heap_push(r, (int)(sc - r->st));
   }
   for (int i = 0; i < n->nin; i++) dt_value_clear(&gi[i]);
+  dt_grad_kind_clear(&kind);
   if (needs != small_needs) free(needs);
   if (gi != small_gi) free(gi);
   if (st == DT_OK && !r->retain) dt_node_free_saved(n);
@@ -395,6 +418,10 @@ static int seed(run *r, dt_value *const *roots, const dt_value *const *grads, in
     dt_slot_meta_clear(&m);
     if (st != DT_OK) return dt_value_clear(&g), DT_ERR; /* a given gradient that did not conform */
     nstate *s = &r->st[find(r, edges[i].node)];
+    /* a plain loss is the same on every rank; inside a custom node's backward (a checkpoint
+     * recomputing) the roots' gradients are the node's, of its kind */
+    if (!roots[i]->spec && r->ctx->autograd_kind) dt_grad_kind_merge(&s->kind[edges[i].nr], r->ctx->autograd_kind);
+    else if (!roots[i]->spec) s->kind[edges[i].nr].root = 1;
     if (dt_autograd_accumulate(r->ctx, &s->buf[edges[i].nr], &g) != DT_OK) return DT_ERR;
   }
   return DT_OK;

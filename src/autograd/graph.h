@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "autograd/grad_kind.h"
 #include "distributed/context.h"
 #include "distributed/value.h"
 
@@ -63,9 +64,10 @@ typedef struct dt_saved {
 
 /* A custom node's backward (the DTensor API's conversions, Lua autograd.Functions,
  * checkpoints): from the gradients of its outputs (NULL: none flowed) fills grad_in[i] for the
- * inputs with needs[i]. */
+ * inputs with needs[i].  kind: on entry the kind of the outputs' plain gradients, on return
+ * that of the inputs' (left as it is: the same; grad_kind.h). */
 typedef int (*dt_custom_backward_fn)(dt_context *ctx, void *ud, const dt_value *const *grad_out, int nout,
-                                     dt_value *grad_in, int nin, const unsigned char *needs);
+                                     dt_value *grad_in, int nin, const unsigned char *needs, dt_grad_kind *kind);
 
 typedef enum dt_node_kind { DT_NODE_OP, DT_NODE_ACCUMULATE, DT_NODE_CUSTOM } dt_node_kind;
 

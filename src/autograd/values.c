@@ -59,7 +59,8 @@ int dt_autograd_conform(dt_context *ctx, const char *what, dt_value *g, const dt
   }
   if (m->spec && !dt_placements_equal(g->spec->p, m->spec->p, m->spec->mesh->ndim)) {
     dt_value r;
-    if (dt_redistribute(ctx, g, m->spec->mesh, m->spec->p, &r) != DT_OK) return DT_ERR;
+    /* to_any: a custom node's grad_placements may say Partial */
+    if (dt_redistribute_to_any(ctx, g, m->spec->mesh, m->spec->p, &r) != DT_OK) return DT_ERR;
     dt_value_clear(g);
     *g = r;
   }
@@ -75,6 +76,15 @@ int dt_autograd_accumulate(dt_context *ctx, dt_value *acc, dt_value *g) {
   dt_op_args args = {0};
   dt_value sum, *ps = &sum, *in[2] = {acc, g};
   if (ctx->call(ctx, DT_OP_ADD, &args, in, 2, &ps) != DT_OK) return DT_ERR;
+  /* the sum keeps acc's placements (the dispatcher may choose others that hold the same data,
+   * e.g. Replicate for a Shard of a dim of size 1) */
+  if (sum.spec && !dt_placements_equal(sum.spec->p, acc->spec->p, acc->spec->mesh->ndim)) {
+    dt_value r;
+    int st = dt_redistribute_to_any(ctx, &sum, acc->spec->mesh, acc->spec->p, &r);
+    dt_value_clear(&sum);
+    if (st != DT_OK) return DT_ERR;
+    sum = r;
+  }
   dt_value_clear(acc);
   dt_value_clear(g);
   *acc = sum;
@@ -90,7 +100,11 @@ int dt_autograd_share(const dt_value *v, dt_value *out) {
 }
 
 int dt_autograd_clone(dt_context *ctx, const dt_value *v, dt_value *out) {
-  dt_op_args args = {0};
-  dt_value *in = (dt_value *)v, *o = out;
-  return ctx->call(ctx, DT_OP_CLONE, &args, &in, 1, &o);
+  (void)ctx; /* a copy of the local data under the same spec: no dispatch, the placements stay */
+  dt_tensor *c = dt_tensor_clone(v->local);
+  if (!c) return DT_ERR;
+  dt_dspec *s = NULL;
+  if (v->spec && !(s = dt_dspec_copy(v->spec))) return dt_tensor_release(c), dt_error("autograd: out of memory");
+  dt_value_init(out, c, s);
+  return DT_OK;
 }

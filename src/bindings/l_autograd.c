@@ -317,8 +317,11 @@ static int function_grads(lua_State *L, const lua_function *f, dt_value *grad_in
   return DT_OK;
 }
 
+/* kind: left alone, so the inputs' plain gradients keep the kind of the outputs' (a Lua
+ * backward is a local computation; doc/autograd-dtensor.md). */
 static int function_backward(dt_context *ctx, void *ud, const dt_value *const *grad_out, int nout, dt_value *grad_in,
-                             int nin, const unsigned char *needs) {
+                             int nin, const unsigned char *needs, dt_grad_kind *kind) {
+  (void)kind;
   lua_function *f = ud;
   lua_State *L = ctx->host ? ctx->host : f->main;
   const dt_node *n = f->node;

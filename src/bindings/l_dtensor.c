@@ -2,10 +2,12 @@
  * from_local, to_local, full_tensor, redistribute, explain_redistribute; properties and
  * printing.  A DTensor is the Tensor userdata with a spec (a dt_value).  Factories:
  * l_dtensor_factory.c; comm_debug: l_comm_debug.c. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "call/call_dtensor.h"
 #include "distributed/dtensor_api.h"
 #include "bindings/l_dist.h"
 #include "bindings/l_dtensor.h"
@@ -30,6 +32,29 @@ static int push_value(lua_State *L, int st, dt_value *v) {
   if (st != DT_OK) return dt_lua_raise(L);
   dt_lua_push_dtensor(L, v->local, v->spec);
   return 1;
+}
+
+/* The result of a differentiable conversion (src/call/call_dtensor.h): an empty userdata the
+ * call fills, so that the history autograd attaches to it stays. */
+static int push_result(lua_State *L, int st, dt_value *out) {
+  if (st != DT_OK) return dt_lua_raise(L);
+  dt_lua_account_value(L, out);
+  return 1;
+}
+
+/* opts.grad_placements (a placements list, as placements elsewhere) into out; NULL when absent. */
+static const dt_placement *grad_placements(lua_State *L, int opts, int mesh_ndim, dt_placement *out, const char *op) {
+  if (!lua_istable(L, opts)) return NULL;
+  lua_getfield(L, opts, "grad_placements");
+  const dt_placement *p = NULL;
+  if (!lua_isnil(L, -1)) {
+    char what[64];
+    snprintf(what, sizeof what, "%s: grad_placements", op);
+    dt_lua_check_placements(L, lua_gettop(L), mesh_ndim, out, what);
+    p = out;
+  }
+  lua_pop(L, 1);
+  return p;
 }
 
 /* dt.distribute_tensor(t, mesh, placements, {src_rank = the mesh's first rank}): src_rank =
@@ -70,11 +95,12 @@ static void shape_opt(lua_State *L, int idx, const char *field, int ndim, int64_
   lua_pop(L, 1);
 }
 
-/* dt.from_local(local, mesh, placements, {run_check = false, shape = , stride = }): stride
- * is checked for its length only (DTensors here are contiguous). */
+/* dt.from_local(local, mesh, placements, {run_check = false, shape = , stride = ,
+ * grad_placements = }): stride is checked for its length only (DTensors here are contiguous). */
 static int l_from_local(lua_State *L) {
   const char *op = "from_local";
   dt_tensor *t = dt_lua_check_tensor(L, 1);
+  dt_value *local = dt_lua_check_value(L, 1);
   dt_mesh *m = dt_lua_opt_mesh(L, 2, op);
   dt_placement p[DT_MESH_MAX_DIMS];
   dt_lua_check_placements(L, 3, m->ndim, p, op);
@@ -84,35 +110,46 @@ static int l_from_local(lua_State *L) {
   shape_opt(L, 4, "shape", m->me < 0 ? -1 : t->ndim, shape, &given, op);
   int ndim = given > 0 ? given : given < 0 ? 0 : t->ndim;
   shape_opt(L, 4, "stride", ndim, stride, &sgiven, op);
-  dt_value out;
-  return push_value(L, dt_from_local(dt_lua_context(L), t, m, p, check, ndim, given ? shape : NULL, &out), &out);
+  dt_placement gp[DT_MESH_MAX_DIMS];
+  const dt_placement *g = grad_placements(L, 4, m->ndim, gp, op);
+  dt_value *out = dt_lua_new_value(L);
+  return push_result(L, dt_call_from_local(dt_lua_context(L), local, m, p, check, ndim, given ? shape : NULL, g, out),
+                     out);
 }
 
 /* ---- methods ---- */
+/* x:to_local({grad_placements = }) */
 static int l_to_local(lua_State *L) {
-  dt_tensor *t;
-  if (dt_to_local(dt_lua_check_dtensor(L, 1, "to_local"), &t) != DT_OK) return dt_lua_raise(L);
-  dt_lua_push_tensor(L, t);
-  return 1;
+  const char *op = "to_local";
+  dt_value *x = dt_lua_check_dtensor(L, 1, op);
+  dt_placement gp[DT_MESH_MAX_DIMS];
+  const dt_placement *g = grad_placements(L, 2, x->spec->mesh->ndim, gp, op);
+  dt_value *out = dt_lua_new_value(L);
+  return push_result(L, dt_call_to_local(dt_lua_context(L), x, g, out), out);
 }
 
-/* x:redistribute(mesh?, placements, {async_op = false}) or x:redistribute(placements) */
+/* x:redistribute(mesh?, placements, {async_op = false, grad_placements = }) or
+ * x:redistribute(placements, opts) */
 static int l_redistribute(lua_State *L) {
   const char *op = "redistribute";
   dt_value *u = dt_lua_check_dtensor(L, 1, op);
   dt_mesh *m = dt_lua_test_mesh(L, 2, op);
   int pidx = m || lua_isnil(L, 2) ? 3 : 2; /* x:redistribute(placements, opts) skips the mesh */
-  dt_placement to[DT_MESH_MAX_DIMS];
+  dt_placement to[DT_MESH_MAX_DIMS], gp[DT_MESH_MAX_DIMS];
   dt_lua_check_placements(L, pidx, u->spec->mesh->ndim, to, op);
-  dt_value out;
-  return push_value(L, dt_redistribute(dt_lua_context(L), u, m, to, &out), &out);
+  const dt_placement *g = grad_placements(L, pidx + 1, u->spec->mesh->ndim, gp, op);
+  dt_value *out = dt_lua_new_value(L);
+  return push_result(L, dt_call_redistribute(dt_lua_context(L), u, m, to, g, out), out);
 }
 
+/* x:full_tensor({grad_placements = }), dt.full_tensor(x, opts) */
 static int l_full_tensor(lua_State *L) {
-  dt_tensor *t;
-  if (dt_full_tensor(dt_lua_context(L), dt_lua_check_dtensor(L, 1, "full_tensor"), &t) != DT_OK) return dt_lua_raise(L);
-  dt_lua_push_tensor(L, t);
-  return 1;
+  const char *op = "full_tensor";
+  dt_value *x = dt_lua_check_dtensor(L, 1, op);
+  dt_placement gp[DT_MESH_MAX_DIMS];
+  const dt_placement *g = grad_placements(L, 2, x->spec->mesh->ndim, gp, op);
+  dt_value *out = dt_lua_new_value(L);
+  return push_result(L, dt_call_full_tensor(dt_lua_context(L), x, g, out), out);
 }
 
 static int l_is_dtensor(lua_State *L) {

@@ -87,6 +87,10 @@ static dt_value *new_value(lua_State *L) {
   luaL_setmetatable(L, DT_TENSOR_MT);
   return u;
 }
+dt_value *dt_lua_new_value(lua_State *L) { return new_value(L); }
+void dt_lua_account_value(lua_State *L, const dt_value *v) {
+  if (v->local) account_storage(L, v->local);
+}
 
 void dt_lua_push_tensor(lua_State *L, dt_tensor *t) {
   if (!t) dt_lua_raise(L);

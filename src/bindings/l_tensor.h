@@ -35,6 +35,11 @@ const char *dt_lua_typename(lua_State *L, int idx);
 void dt_lua_push_dtensor(lua_State *L, dt_tensor *local, struct dt_dspec *spec);
 /* __index for the DTensor-only keys (device_mesh, placements); from l_dtensor.c. */
 int dt_lua_dtensor_field(lua_State *L, dt_value *u, const char *k);
+/* Pushes a Tensor userdata holding an empty value for a C function to initialise (the value
+ * keeps what autograd attaches to it); then dt_lua_account_value counts its storage for the
+ * garbage collector.  Left empty, it releases as nothing. */
+dt_value *dt_lua_new_value(lua_State *L);
+void dt_lua_account_value(lua_State *L, const dt_value *v);
 /* Pushes a tensor userdata owning t's reference; t == NULL raises the current dt_error. */
 void dt_lua_push_tensor(lua_State *L, dt_tensor *t);
 /* Raises dt_error_message() as a Lua error (never returns). */

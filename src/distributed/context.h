@@ -57,6 +57,8 @@ typedef struct dt_context {
   dt_modes modes;
   dt_front_door_fn call;  /* dt_call */
   uint64_t autograd_seq;  /* recorded nodes so far: their order, the same on every rank (src/autograd) */
+  const struct dt_grad_kind *autograd_kind; /* while a custom node's backward runs: its gradients'
+                                             * kind, which a backward nested in it gives its roots */
   dt_rule_override rule_overrides[DT_OP_COUNT];
   struct dt_mesh **mesh_stack; /* mesh:use() regions, innermost last; retained */
   int mesh_depth, mesh_cap;

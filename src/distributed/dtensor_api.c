@@ -321,11 +321,13 @@ int dt_full_tensor(dt_context *ctx, const dt_value *v, dt_tensor **out) {
   return dt_redistribute_exec(ctx, v->spec, plan, v->local, out);
 }
 
-/* The user's target placements, normalised into to: Partial only where s has it already. */
-static int check_target(const dt_dspec *s, const dt_placement *target, dt_placement *to, const char *op) {
+/* The user's target placements, normalised into to: Partial only where s has it already
+ * (unless allow_partial). */
+static int check_target(const dt_dspec *s, const dt_placement *target, dt_placement *to, int allow_partial,
+                        const char *op) {
   memcpy(to, target, sizeof(dt_placement) * (size_t)s->mesh->ndim);
   if (normalise(s->mesh, to, s->ndim, s->shape, op) != DT_OK) return DT_ERR;
-  for (int i = 0; i < s->mesh->ndim; i++)
+  for (int i = 0; i < s->mesh->ndim && !allow_partial; i++)
     if (to[i].kind == DT_PARTIAL && !dt_placement_equal(to[i], s->p[i])) {
       char a[48], b[48];
       return dt_error("%s: %s on mesh dim %d is not a valid target (the DTensor has %s there): redistributing to "
@@ -335,7 +337,8 @@ static int check_target(const dt_dspec *s, const dt_placement *target, dt_placem
   return DT_OK;
 }
 
-int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target, dt_value *out) {
+static int redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target,
+                        int allow_partial, dt_value *out) {
   const char *op = "redistribute";
   if (need_dtensor(v, op) != DT_OK) return DT_ERR;
   if (mesh && !dt_mesh_equal(mesh, v->spec->mesh)) {
@@ -344,11 +347,20 @@ int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_
                     dt_mesh_format(v->spec->mesh, a, sizeof a), dt_mesh_format(mesh, b, sizeof b));
   }
   dt_placement to[DT_MESH_MAX_DIMS];
-  if (check_target(v->spec, target, to, op) != DT_OK) return DT_ERR;
+  if (check_target(v->spec, target, to, allow_partial, op) != DT_OK) return DT_ERR;
   dt_dspec *s = dt_dspec_copy(v->spec);
   if (!s) return DT_ERR;
   dt_tensor_retain(v->local);
-  return move_to(ctx, v->local, s, to, 0, out);
+  return move_to(ctx, v->local, s, to, allow_partial, out);
+}
+
+int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target, dt_value *out) {
+  return redistribute(ctx, v, mesh, target, 0, out);
+}
+
+int dt_redistribute_to_any(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target,
+                           dt_value *out) {
+  return redistribute(ctx, v, mesh, target, 1, out);
 }
 
 /* ---- explain_redistribute ---- */
@@ -412,7 +424,7 @@ int dt_explain_redistribute(dt_context *ctx, const dt_value *v, const dt_placeme
   const dt_dspec *s = v->spec;
   dt_placement to[DT_MESH_MAX_DIMS];
   const dt_redist_plan *plan;
-  if (check_target(s, target, to, op) != DT_OK || dt_redistribute_plan(ctx, s, to, 0, &plan) != DT_OK) return DT_ERR;
+  if (check_target(s, target, to, 0, op) != DT_OK || dt_redistribute_plan(ctx, s, to, 0, &plan) != DT_OK) return DT_ERR;
   char a[256], b[256], gs[160];
   text t = {0};
   dt_format_shape(gs, sizeof gs, s->ndim, s->shape);

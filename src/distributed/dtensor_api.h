@@ -45,6 +45,13 @@ DT_API int dt_full_tensor(dt_context *ctx, const dt_value *v, dt_tensor **out);
  * refused unless v already has that placement on that mesh dim. */
 DT_API int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *to, dt_value *out);
 
+/* dt_redistribute to any placements, Partial ones included, for gradients (autograd's
+ * grad_placements): a Partial target v lacks is reached locally from Replicate -- coordinate
+ * 0 of the mesh dim keeps the value and the others hold zeros for Partial(sum), every rank
+ * keeps it for avg/max/min -- after gathering a Shard or reducing another Partial first. */
+DT_API int dt_redistribute_to_any(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *to,
+                                  dt_value *out);
+
 /* dt_redistribute's plan as text (one line per step, then the total), malloc'd in *text; no
  * collective runs. */
 DT_API int dt_explain_redistribute(dt_context *ctx, const dt_value *v, const dt_placement *to, char **text);

@@ -2,8 +2,8 @@
 -- DTensors: the rules are written with ops through the front door, so on DTensors they pass
 -- the sharding dispatcher; each leaf's .grad must be a DTensor with the leaf's placements
 -- whose full tensor is the plain tensors' gradient (float64, allclose), on every mesh of this
--- world.  (cross_entropy's DTensor form is composed in Lua through to_local/from_local: not
--- here until those record autograd nodes.)
+-- world.  (cross_entropy's DTensor form is composed in Lua through to_local/from_local: its
+-- gradient is checked in autograd_dtensor_spec.lua, with the conversions.)
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 
 local function vals(shape, seed) return H.values(shape, "float64") + seed end
