@@ -3,7 +3,6 @@
  * and runs a nested backward there; the gradient kind of the node (here: each rank's
  * contribution, from a from_local with Shard downstream) must reach the nested to_local, which
  * then sums the contributions, as it does without the checkpoint. */
-#include <pthread.h>
 #include <string.h>
 
 #include "autograd/autograd.h"
@@ -13,14 +12,7 @@
 #include "distributed/dtensor_api.h"
 #include "distributed/mesh.h"
 #include "ctest.h"
-
-#define MAX_RANKS 4
-
-typedef struct rank_job {
-  dt_threads_world *w;
-  int rank, n, checkpoint;
-  int ok;
-} rank_job;
+#include "spmd.h"
 
 static const dt_placement R = {DT_REPLICATE, 0, 0}, S0 = {DT_SHARD, 0, 0};
 
@@ -92,35 +84,8 @@ static int contributions(dt_context *ctx, dt_mesh *m, int checkpoint) {
   return ok;
 }
 
-static void *run_rank(void *arg) {
-  rank_job *j = arg;
-  dt_comm *c = dt_threads_world_comm(j->w, j->rank);
-  dt_context *ctx = c ? dt_context_new(c, j->rank) : NULL;
-  int ranks[MAX_RANKS] = {0, 1, 2, 3}, shape[1] = {j->n};
-  dt_mesh *m = NULL;
-  if (ctx && dt_mesh_new(ctx, "cpu", 1, shape, ranks, NULL, &m) == DT_OK) {
-    j->ok = contributions(ctx, m, j->checkpoint);
-  }
-  if (!j->ok) printf("  rank %d of %d failed (last error: %s)\n", j->rank, j->n, dt_error_message());
-  dt_threads_world_rank_exited(j->w, j->rank);
-  if (m) dt_mesh_release(m);
-  dt_context_free(ctx);
-  return NULL;
-}
-
-static int spmd(int n, int checkpoint) {
-  dt_threads_world *w = dt_threads_world_new(n, 30);
-  rank_job jobs[MAX_RANKS];
-  pthread_t t[MAX_RANKS];
-  for (int r = 0; r < n; r++) {
-    jobs[r] = (rank_job){w, r, n, checkpoint, 0};
-    pthread_create(&t[r], NULL, run_rank, &jobs[r]);
-  }
-  int ok = 1;
-  for (int r = 0; r < n; r++) pthread_join(t[r], NULL), ok &= jobs[r].ok;
-  dt_threads_world_free(w);
-  return ok;
-}
+static int run(dt_context *ctx, dt_mesh *m, void *checkpoint) { return contributions(ctx, m, *(int *)checkpoint); }
+static int spmd(int n, int checkpoint) { return spmd_run(n, run, &checkpoint); }
 
 static void test_contributions_summed_by_to_local(void) {
   CHECK(spmd(2, 0));

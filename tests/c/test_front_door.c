@@ -3,7 +3,6 @@
  * from dt_distribute_tensor, ops through dt_call, and dt_full_tensor compared on every rank
  * with the same op on plain tensors.  Also the DTensor API's round trips and the collectives
  * dt.comm_debug records through the communicators' observer. */
-#include <pthread.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -13,43 +12,16 @@
 #include "distributed/mesh.h"
 #include "distributed/rng.h"
 #include "ctest.h"
+#include "spmd.h"
 
-#define MAX_RANKS 4
-
-typedef struct rank_job {
-  dt_threads_world *w;
-  int rank, n;
-  int (*fn)(dt_context *ctx, dt_mesh *m);
-  int ok;
-} rank_job;
-
-static void *run_rank(void *arg) {
-  rank_job *j = arg;
-  dt_comm *c = dt_threads_world_comm(j->w, j->rank);
-  dt_context *ctx = c ? dt_context_new(c, j->rank) : NULL;
-  int ranks[MAX_RANKS] = {0, 1, 2, 3}, shape[1] = {j->n};
-  dt_mesh *m = NULL;
-  if (ctx && dt_mesh_new(ctx, "cpu", 1, shape, ranks, NULL, &m) == DT_OK) j->ok = j->fn(ctx, m);
-  if (!j->ok) printf("  rank %d of %d failed (last error: %s)\n", j->rank, j->n, dt_error_message());
-  dt_threads_world_rank_exited(j->w, j->rank);
-  if (m) dt_mesh_release(m);
-  dt_context_free(ctx);
-  return NULL;
-}
-
-/* Runs fn on n rank threads; 1 when it returned 1 on every rank. */
+/* fn(ctx, m) on n ranks (tests/c/spmd.h) */
+typedef struct rank_fn {
+  int (*fn)(dt_context *, dt_mesh *);
+} rank_fn;
+static int call_plain(dt_context *ctx, dt_mesh *m, void *f) { return ((rank_fn *)f)->fn(ctx, m); }
 static int spmd(int n, int (*fn)(dt_context *, dt_mesh *)) {
-  dt_threads_world *w = dt_threads_world_new(n, 30);
-  rank_job jobs[MAX_RANKS];
-  pthread_t t[MAX_RANKS];
-  for (int r = 0; r < n; r++) {
-    jobs[r] = (rank_job){w, r, n, fn, 0};
-    pthread_create(&t[r], NULL, run_rank, &jobs[r]);
-  }
-  int ok = 1;
-  for (int r = 0; r < n; r++) pthread_join(t[r], NULL), ok &= jobs[r].ok;
-  dt_threads_world_free(w);
-  return ok;
+  rank_fn f = {fn};
+  return spmd_run(n, call_plain, &f);
 }
 
 /* ---- helpers ---- */
