@@ -1,9 +1,15 @@
 -- The Lua library's composition contract (lua/dtensor/init.lua): each module returns a table
 -- and writes nowhere when required; init.lua alone installs the modules' functions into dt,
 -- dt.Tensor and dt.nn.functional, starting from a copy of the C core, which stays as C made it.
-local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "dtensor.dtensor_nn", "dtensor.autograd"}
-local FIELDS = {module = true, methods = true, functional = true, with_dt = true}
+local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "dtensor.dtensor_nn", "dtensor.autograd",
+                 "dtensor.optim", "dtensor.utils"}
+-- the files those modules require (required afresh with them)
+local PARTS = {"dtensor.optim.optimizer", "dtensor.optim.check", "dtensor.optim.sgd", "dtensor.optim.adam",
+               "dtensor.optim.lr_scheduler", "dtensor.optim.clip_grad", "dtensor.utils.progress", "dtensor.utils.plot",
+               "dtensor.utils.jsonl", "dtensor.utils.sparkline"}
+local FIELDS = {module = true, methods = true, functional = true, with_dt = true, utils = true, nn_utils = true}
 local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", table.unpack(LIBRARY)}
+for _, name in ipairs(PARTS) do SAVED[#SAVED + 1] = name end
 
 local function snapshot(t)
   local s = {}
@@ -91,7 +97,13 @@ describe("init.lua's composition", function()
       for key, fn in pairs(m.methods or {}) do assert.are.equal(fn, dt.Tensor[key], name .. ": method " .. key) end
       for key, fn in pairs(m.functional or {}) do assert.are.equal(fn, dt.nn.functional[key], name .. ": F." .. key) end
       for key in pairs(m.with_dt or {}) do assert.are.equal("function", type(dt[key]), name .. ": dt." .. key) end
+      for key, fn in pairs(m.utils or {}) do assert.are.equal(fn, dt.utils[key], name .. ": dt.utils." .. key) end
+      for key, fn in pairs(m.nn_utils or {}) do assert.are.equal(fn, dt.nn.utils[key], name .. ": dt.nn.utils." .. key) end
     end
+    -- dt.utils gathers several modules' utils
+    assert.are.equal("function", type(dt.utils.checkpoint))
+    assert.are.equal("function", type(dt.utils.progress))
+    assert.are.equal("function", type(dt.nn.utils.clip_grad_norm_))
     assert.are.equal(dt.nn.functional, dt.F)
     for key in pairs(require "dtensor.nn.functional") do assert.are.equal("function", type(dt.F[key]), "F." .. key) end
   end)
@@ -135,5 +147,17 @@ describe("init.lua's composition", function()
     local ok, err = pcall(compose, {["dtensor.dtensor_nn"] = {module = {zeros_like = function() end}}})
     assert.is_false(ok)
     assert.matches("dtensor.dtensor_nn: module.zeros_like is already installed by dtensor.dtensor_ops", err, 1, true)
+    ok, err = pcall(compose, {["dtensor.utils"] = {utils = {checkpoint = function() end}}})
+    assert.is_false(ok)
+    assert.matches("dtensor.utils: utils.checkpoint is already installed by dtensor.autograd", err, 1, true)
+  end)
+
+  it("refuses a module that replaces dt.utils or dt.nn, which init.lua composes", function()
+    local ok, err = pcall(compose, {["dtensor.utils"] = {module = {utils = {}}}})
+    assert.is_false(ok)
+    assert.matches("dtensor.utils: module.utils would replace dt.utils, which init.lua composes: use the utils fields", err, 1, true)
+    ok, err = pcall(compose, {["dtensor.optim"] = {module = {nn = {}}}})
+    assert.is_false(ok)
+    assert.matches("module.nn would replace dt.nn", err, 1, true)
   end)
 end)

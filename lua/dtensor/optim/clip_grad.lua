@@ -71,6 +71,7 @@ local function total_norm(grads, p)
   for _, key in ipairs(order) do -- in first-use order, the same on every rank
     plain = combine(plain, groups[key]:full_tensor():to("float64"))
   end
+  if plain == nil then return core.tensor(0.0, {dtype = "float64"}) end -- every gradient is on meshes without this rank
   if is_inf then return plain end
   return plain ^ (1 / p)
 end

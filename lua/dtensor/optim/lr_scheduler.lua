@@ -88,7 +88,7 @@ function Scheduler:__tostring() return self._class.name .. "(last_epoch=" .. sel
 -- StepLR(opt, 30, 0.1) or StepLR(opt, {step_size = 30, gamma = 0.1}).
 local function read_args(class, args)
   local named = {}
-  if args.n == 1 and type(args[1]) == "table" and getmetatable(args[1]) == nil then
+  if args.n == 1 and type(args[1]) == "table" and getmetatable(args[1]) == nil and #args[1] == 0 then
     for k, v in pairs(args[1]) do named[k] = v end
     local known = {}
     for _, a in ipairs(class.args) do known[a[1]] = true end

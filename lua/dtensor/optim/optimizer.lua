@@ -57,13 +57,13 @@ end
 
 -- Optimizer:add_param_group{params = {...}, lr = ...}: a group; missing hyperparameters take
 -- the optimizer's defaults.  A parameter may belong to one group only.
-function Optimizer:add_param_group(group)
+function Optimizer:add_param_group(group, where)
   local name = self._def.name
   if type(group) ~= "table" or is_tensor(group) then
     error(string.format("%s: a parameter group must be a table {params = {...}, ...}, got %s", name,
                         is_tensor(group) and "a tensor" or type(group)), 2)
   end
-  local where = "param_groups[" .. (#self.param_groups + 1) .. "].params"
+  where = where or ("param_groups[" .. (#self.param_groups + 1) .. "].params")
   local g = {params = param_list(name, group.params, where)}
   for k, v in pairs(group) do if k ~= "params" then g[k] = deep_copy(v) end end
   for k, v in pairs(self.defaults) do if g[k] == nil then g[k] = deep_copy(v) end end
@@ -190,14 +190,16 @@ function Optimizer:load_state_dict(sd)
     end
     for j, i in ipairs(saved.params) do by_index[i] = group.params[j] end
   end
+  -- in sorted order, the same on every rank: bringing a value to its placements may be a
+  -- collective (pairs' order differs between ranks' Lua states)
+  local positions = {}
+  for i in pairs(sd.state) do if by_index[i] ~= nil then positions[#positions + 1] = i end end
+  table.sort(positions)
   local state = {}
-  for i, s in pairs(sd.state) do
-    local p = by_index[i]
-    if p ~= nil then
-      local c = {}
-      for k, v in pairs(s) do c[k] = state_value(name, k, v, p, i) end
-      state[p] = c
-    end
+  for _, i in ipairs(positions) do
+    local s, p, c = sd.state[i], by_index[i], {}
+    for _, k in ipairs(sorted_keys(s)) do c[k] = state_value(name, k, s[k], p, i) end
+    state[p] = c
   end
   for gi, saved in ipairs(sd.param_groups) do
     local group = self.param_groups[gi]
@@ -250,11 +252,11 @@ function M.define(def)
     end
     def.check(defaults, name)
     local self = setmetatable({defaults = defaults, param_groups = {}, state = {}, _def = def, _owner = {}}, Optimizer)
-    local groups = {{params = params}}
     if type(params) == "table" and not is_tensor(params) and type(params[1]) == "table" and not is_tensor(params[1]) then
-      groups = params -- parameter groups
+      for _, g in ipairs(params) do self:add_param_group(g) end -- parameter groups
+    else
+      self:add_param_group({params = params}, "params")
     end
-    for _, g in ipairs(groups) do self:add_param_group(g) end
     if #self.param_groups == 1 and #self.param_groups[1].params == 0 then
       error(name .. ": got an empty parameter list", 2)
     end
