@@ -5,6 +5,7 @@
 -- The Partial sums of one mesh and placements are added first and reduced together: one small
 -- all_reduce per (mesh, placements), then the scale is a local multiply.
 local core = require "dtensor.core"
+local check = require "dtensor.optim.check"
 local is_tensor, is_dtensor = core.is_tensor, core.is_dtensor
 local M = {}
 
@@ -26,7 +27,7 @@ local function norm_order(name, norm_type)
   if norm_type == nil then return 2 end
   if norm_type == "inf" then return math.huge end
   if type(norm_type) ~= "number" or not (norm_type > 0) then
-    error(string.format("%s: norm_type must be a positive number or math.huge (\"inf\"), got %s", name, tostring(norm_type)), 3)
+    error(string.format("%s: norm_type must be a positive number or math.huge (\"inf\"), got %s", name, check.show(norm_type)), 3)
   end
   return norm_type
 end
@@ -93,7 +94,7 @@ function M.clip_grad_norm_(parameters, max_norm, norm_type, opts)
     local v = total:item()
     if v ~= v or v == math.huge or v == -math.huge then
       error(string.format("%s: the total norm of order %s of the gradients is %s, so they cannot be clipped; pass " ..
-                          "{error_if_nonfinite = false} to scale them by it anyway", name, tostring(norm_type or 2), tostring(v)), 2)
+                          "{error_if_nonfinite = false} to scale them by it anyway", name, check.show(norm_type or 2), check.show(v)), 2)
     end
   end
   local coef = (max_norm / (total + 1e-6)):clamp(nil, 1.0)
@@ -106,7 +107,7 @@ end
 function M.clip_grad_value_(parameters, clip_value)
   local name = "clip_grad_value_"
   if type(clip_value) ~= "number" or clip_value < 0 then
-    error(name .. ": clip_value must be a number >= 0, got " .. tostring(clip_value), 2)
+    error(name .. ": clip_value must be a number >= 0, got " .. check.show(clip_value), 2)
   end
   local _ <close> = core.no_grad()
   for _, g in ipairs(grads_of(name, parameters)) do g:copy_(g:clamp(-clip_value, clip_value)) end

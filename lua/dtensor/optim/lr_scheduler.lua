@@ -3,6 +3,7 @@
 -- StepLR, CosineAnnealingLR, LinearLR, LambdaLR, SequentialLR, and cosine_with_warmup (a
 -- linear warmup then a cosine decay to min_lr, in closed form).  sched:step() after each
 -- opt:step(); sched:get_last_lr(); sched:state_dict() / load_state_dict().
+local check = require "dtensor.optim.check"
 local M = {}
 
 local Scheduler = {}
@@ -96,7 +97,7 @@ local function read_args(class, args)
       if not known[k] then
         local names = {}
         for i, a in ipairs(class.args) do names[i] = a[1] end
-        error(string.format("%s: unknown option '%s' (options: %s)", class.name, tostring(k), table.concat(names, ", ")), 0)
+        error(string.format("%s: unknown option '%s' (options: %s)", class.name, check.show(k), table.concat(names, ", ")), 0)
       end
     end
   else
@@ -122,7 +123,7 @@ end
 local function init(self, opt, last_epoch)
   local name = self._class.name
   if last_epoch ~= math.tointeger(last_epoch) or last_epoch < -1 then
-    error(string.format("%s: last_epoch must be an integer >= -1, got %s", name, tostring(last_epoch)), 0)
+    error(string.format("%s: last_epoch must be an integer >= -1, got %s", name, check.show(last_epoch)), 0)
   end
   self.optimizer = opt
   for i, g in ipairs(opt.param_groups) do
@@ -159,7 +160,7 @@ end
 local function positive(self, key)
   local v = self[key]
   if type(v) ~= "number" or not (v > 0) then
-    error(string.format("%s: %s must be a positive number, got %s", self._class.name, key, tostring(v)), 0)
+    error(string.format("%s: %s must be a positive number, got %s", self._class.name, key, check.show(v)), 0)
   end
 end
 
@@ -209,10 +210,10 @@ M.LinearLR = class {
   args = {{"start_factor", 1 / 3}, {"end_factor", 1.0}, {"total_iters", 5}, {"last_epoch", -1}},
   check = function(self)
     if type(self.start_factor) ~= "number" or not (self.start_factor > 0 and self.start_factor <= 1) then
-      error("LinearLR: start_factor must be in (0, 1], got " .. tostring(self.start_factor), 0)
+      error("LinearLR: start_factor must be in (0, 1], got " .. check.show(self.start_factor), 0)
     end
     if type(self.end_factor) ~= "number" or not (self.end_factor >= 0 and self.end_factor <= 1) then
-      error("LinearLR: end_factor must be in [0, 1], got " .. tostring(self.end_factor), 0)
+      error("LinearLR: end_factor must be in [0, 1], got " .. check.show(self.end_factor), 0)
     end
     positive(self, "total_iters")
   end,
@@ -269,10 +270,10 @@ M.cosine_with_warmup = class {
     local w, n = self.warmup, self.total
     if math.tointeger(w) == nil or w < 0 or math.tointeger(n) == nil or n <= w then
       error(string.format("cosine_with_warmup: expected integers 0 <= warmup < total, got warmup %s, total %s",
-                          tostring(w), tostring(n)), 0)
+                          check.show(w), check.show(n)), 0)
     end
     if type(self.min_lr) ~= "number" or self.min_lr < 0 then
-      error("cosine_with_warmup: min_lr must be a number >= 0, got " .. tostring(self.min_lr), 0)
+      error("cosine_with_warmup: min_lr must be a number >= 0, got " .. check.show(self.min_lr), 0)
     end
   end,
   get_lr = warmup_cosine_lr,

@@ -7,6 +7,7 @@
 -- DTensor parameter every op runs on the local shards (same placements everywhere): a step
 -- issues no collective.
 local core = require "dtensor.core"
+local check = require "dtensor.optim.check"
 local like = require("dtensor.dtensor_ops").module -- zeros_like keeps a DTensor's placements
 local is_tensor, is_dtensor = core.is_tensor, core.is_dtensor
 local M = {}
@@ -45,7 +46,7 @@ local function param_list(name, params, where)
     end
     if not p.is_leaf then
       error(string.format("%s: %s[%d] is not a leaf (it was computed by %s); optimize leaves (parameters), or detach it",
-                          name, where, i, tostring(p.grad_fn)), 4)
+                          name, where, i, check.show(p.grad_fn)), 4)
     end
     if not (p.dtype:match("^float") or p.dtype == "bfloat16") then
       error(string.format("%s: %s[%d] has dtype %s; parameters must be floating point", name, where, i, p.dtype), 4)
@@ -245,7 +246,7 @@ function M.define(def)
     local defaults = deep_copy(def.defaults)
     for k, v in pairs(opts or {}) do
       if def.defaults[k] == nil then
-        error(string.format("%s: unknown option '%s' (options: %s)", name, tostring(k),
+        error(string.format("%s: unknown option '%s' (options: %s)", name, check.show(k),
                             table.concat(sorted_keys(def.defaults), ", ")), 2)
       end
       defaults[k] = deep_copy(v)

@@ -10,7 +10,7 @@ local function check_group(g, name)
   check.at_least_zero(g, "weight_decay", name, "weight_decay value")
   if check.boolean(g, "nesterov", name) and (momentum <= 0 or dampening ~= 0) then
     error(string.format("%s: Nesterov momentum requires a momentum and zero dampening (momentum %s, dampening %s)",
-                        name, tostring(momentum), tostring(dampening)), 0)
+                        name, check.show(momentum), check.show(dampening)), 0)
   end
   check.boolean(g, "maximize", name)
 end

@@ -35,7 +35,10 @@ function M.encode(obj, first)
     if obj[k] ~= nil then keys[#keys + 1], seen[k] = k, true end
   end
   local rest = {}
-  for k in pairs(obj) do if not seen[k] then rest[#rest + 1] = tostring(k) end end
+  for k in pairs(obj) do
+    if type(k) ~= "string" then error("jsonl: keys must be strings, got a " .. type(k), 0) end
+    if not seen[k] then rest[#rest + 1] = k end
+  end
   table.sort(rest)
   for _, k in ipairs(rest) do keys[#keys + 1] = k end
   local parts = {}

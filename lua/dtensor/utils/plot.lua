@@ -5,6 +5,13 @@
 local core = require "dtensor.core"
 local jsonl = require "dtensor.utils.jsonl"
 local M = {}
+-- a value for an error message: numbers, strings and booleans as they are, else their kind
+-- (tostring of a released tensor would raise)
+local function show(v)
+  local t = type(v)
+  if t == "number" or t == "string" or t == "boolean" or t == "nil" then return tostring(v) end
+  return "a " .. t
+end
 
 local OPTIONS = {key = true, x = true, title = true, width = true, height = true, quiet = true}
 
@@ -37,7 +44,7 @@ function M.plot(jsonl_path, png_path, opts)
   end
   if type(opts) ~= "table" then error("plot: opts must be a table, got " .. type(opts), 2) end
   for k in pairs(opts) do
-    if not OPTIONS[k] then error("plot: unknown option '" .. tostring(k) .. "' (options: height, key, quiet, title, width, x)", 2) end
+    if not OPTIONS[k] then error("plot: unknown option '" .. show(k) .. "' (options: height, key, quiet, title, width, x)", 2) end
   end
   local key, x = opts.key or "loss", opts.x or "step"
   if not have_gnuplot() then

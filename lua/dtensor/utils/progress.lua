@@ -8,6 +8,13 @@ local jsonl = require "dtensor.utils.jsonl"
 local sparkline = require "dtensor.utils.sparkline"
 local clock = core._monotonic_time
 local M = {}
+-- a value for an error message: numbers, strings and booleans as they are, else their kind
+-- (tostring of a released tensor would raise)
+local function show(v)
+  local t = type(v)
+  if t == "number" or t == "string" or t == "boolean" or t == "nil" then return tostring(v) end
+  return "a " .. t
+end
 
 local Progress = {}
 Progress.__index = Progress
@@ -48,15 +55,15 @@ function M.new(opts)
       local names = {}
       for name in pairs(OPTIONS) do names[#names + 1] = name end
       table.sort(names)
-      error(string.format("progress: unknown option '%s' (options: %s)", tostring(k), table.concat(names, ", ")), 2)
+      error(string.format("progress: unknown option '%s' (options: %s)", show(k), table.concat(names, ", ")), 2)
     end
   end
   local total = opts.total
   if total ~= nil and (math.type(total) ~= "integer" or total < 0) then
-    error("progress: total must be an integer >= 0, got " .. tostring(total), 2)
+    error("progress: total must be an integer >= 0, got " .. show(total), 2)
   end
   local every = opts.every or (total and math.max(1, total // 20)) or 10
-  if math.type(every) ~= "integer" or every < 1 then error("progress: every must be an integer >= 1, got " .. tostring(every), 2) end
+  if math.type(every) ~= "integer" or every < 1 then error("progress: every must be an integer >= 1, got " .. show(every), 2) end
   local self = setmetatable({total = total, every = every, desc = opts.desc, optimizer = opts.optimizer,
                              unicode = opts.unicode, width = opts.width or 60, rank0 = core.rank() == 0,
                              losses = {}, loss_steps = {}, tokens = 0, updates = 0}, Progress)
@@ -134,15 +141,16 @@ end
 -- 0-d tensors (their item(), on every rank); tokens counts this step's tokens (for
 -- tokens/s); lr defaults to the optimizer's.  Any other metric is printed and logged too.
 function Progress:update(step, metrics)
-  if math.type(step) ~= "integer" then error("progress: update: step must be an integer, got " .. tostring(step), 2) end
+  if math.type(step) ~= "integer" then error("progress: update: step must be an integer, got " .. show(step), 2) end
   if metrics ~= nil and type(metrics) ~= "table" then
     error("progress: update: metrics must be a table {loss =, tokens =, ...}, got " .. type(metrics), 2)
   end
   local m = {}
   for k, v in pairs(metrics or {}) do
+    if type(k) ~= "string" then error("progress: update: metric names must be strings, got " .. show(k), 2) end
     if core.is_tensor(v) then v = v:item() end
     if type(v) ~= "number" and type(v) ~= "string" and type(v) ~= "boolean" then
-      error(string.format("progress: update: metric %s is a %s (numbers, strings, booleans or 0-d tensors)", tostring(k), type(v)), 2)
+      error(string.format("progress: update: metric %s is a %s (numbers, strings, booleans or 0-d tensors)", show(k), type(v)), 2)
     end
     m[k] = v
   end

@@ -4,12 +4,20 @@
 -- series as a flat middle line.
 local ASCII = {"_", ".", "-", "~", "=", "+", "*", "#"}
 local BLOCKS = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"}
+-- a value for an error message: numbers, strings and booleans as they are, else their kind
+-- (tostring of a released tensor would raise)
+local function show(v)
+  local t = type(v)
+  if t == "number" or t == "string" or t == "boolean" or t == "nil" then return tostring(v) end
+  return "a " .. t
+end
 
 return function(values, opts)
   opts = opts or {}
+  if type(opts) ~= "table" then error("sparkline: opts must be a table {width =, unicode =}, got " .. type(opts), 2) end
   if type(values) ~= "table" then error("sparkline: expected a list of numbers, got " .. type(values), 2) end
   local width = opts.width or 60
-  if math.type(width) ~= "integer" or width < 1 then error("sparkline: width must be an integer >= 1, got " .. tostring(width), 2) end
+  if math.type(width) ~= "integer" or width < 1 then error("sparkline: width must be an integer >= 1, got " .. show(width), 2) end
   local levels = opts.unicode and BLOCKS or ASCII
   local n = #values
   for i = 1, n do
