@@ -38,7 +38,7 @@
 --   `m:load_state_dict(sd, {strict = true})` copies the values into the existing tensors
 --   in place under dt.no_grad (a DTensor target takes a plain full tensor, distributed as
 --   dt.distribute_tensor does, or a DTensor, redistributed to its placements; a DTensor
---   value into a plain target is gathered).  Missing and unexpected keys (strict) and shape
+--   value into a plain target is gathered, and left alone on a rank outside its mesh).  Missing and unexpected keys (strict) and shape
 --   mismatches raise one error naming them all, before anything is copied; returns the lists
 --   of missing and unexpected keys.
 -- * Modes and conversions: `m:train(flag = true)`/`m:eval()` set `training` recursively;
@@ -460,6 +460,7 @@ local function copy_into(target, v)
       v = v:redistribute(target.device_mesh, target.placements)
     end
   elseif core.is_dtensor(v) then
+    if not v.device_mesh:get_coordinate() then return end -- off v's mesh: no data to copy
     v = v:full_tensor()
   end
   target:copy_(v)
@@ -574,10 +575,11 @@ function Module.to(self, dtype)
     fail("to: modules convert to a floating-point dtype (float32, float64, bfloat16, float16), got " .. tostring(dtype))
   end
   local memo = {} -- a tensor shared by two modules stays shared
-  for _, mp in ipairs(Module.named_modules(self)) do
-    for _, reg in ipairs {"_parameters", "_buffers"} do
-      local r = rawget(mp[2], reg)
-      for name, t in pairs(r) do
+  for _, mp in ipairs(Module.named_modules(self)) do -- in order: the same on every rank
+    for _, reg in ipairs {{"_parameters", "_param_names"}, {"_buffers", "_buffer_names"}} do
+      local r = rawget(mp[2], reg[1])
+      for _, name in ipairs(rawget(mp[2], reg[2])) do
+        local t = r[name]
         memo[t] = memo[t] or converted(t, dtype)
         r[name] = memo[t]
       end
