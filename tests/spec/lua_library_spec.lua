@@ -8,7 +8,8 @@ local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "
                  "dtensor.nn.loss"}
 local FIELDS = {module = true, methods = true, functional = true, with_dt = true, nn = true}
 -- with the helper modules the library's modules require (installed nowhere)
-local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.checks", table.unpack(LIBRARY)}
+local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.checks", "dtensor.nn.state_dict",
+               "dtensor.nn.module_repr", table.unpack(LIBRARY)}
 
 local function snapshot(t)
   local s = {}
