@@ -10,16 +10,19 @@
 --                                    tensors read: the one table shared with the core)
 --       functional = {name = fn}  -> dt.nn.functional.name
 --       with_dt    = {name = fn}  -> dt.name, called as fn(dt, ...): it reads the composed dt
+--       nn         = {name = v}   -> dt.nn.name (classes such as dt.nn.Linear, tables such
+--                                    as dt.nn.init; dt.nn.functional is not theirs to replace)
 --       utils      = {name = fn}  -> dt.utils.name (several modules add to dt.utils)
 --       nn_utils   = {name = fn}  -> dt.nn.utils.name
 --     Any other field is a helper for this file (dispatch.load_plugins).  A module takes
 --     the C functions it wraps from dtensor.core, and what it builds on from the modules it
 --     requires; so every module is required below before anything is installed, and the
 --     methods it captures from dt.Tensor are C's.
---   * This file is the only writer of dt, dt.Tensor, dt.nn.functional, dt.nn.utils and
---     dt.utils.  It installs the modules in the order below; a module may replace a core
---     function, never another module's, nor the tables this file composes (dt.nn, dt.utils).
---     The DTLUA_PLUGINS, which may extend dt, are loaded last.
+--   * This file is the only writer of dt, dt.Tensor, dt.nn (dt.nn.functional and dt.nn.utils
+--     included) and dt.utils.  It installs the modules in the order below; a module may
+--     replace a core function, never another module's, nor the tables this file composes
+--     (dt.nn, dt.nn.functional, dt.nn.utils, dt.utils).  The DTLUA_PLUGINS, which may extend
+--     dt, are loaded last.
 local core = require "dtensor.core"
 local functional = require "dtensor.nn.functional" -- plain nn functions over tensors
 local factories = require "dtensor.dtensor" -- DTensor factories on a mesh, visualize_sharding
@@ -34,6 +37,11 @@ local MODULES = { -- installed in this order
   {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn},
   {"dtensor.autograd", autograd}, {"dtensor.optim", optim}, {"dtensor.utils", utils},
 }
+-- dt.nn: the Module base class, dt.nn.init, the layers and containers
+for _, name in ipairs {"module", "initializers", "linear", "embedding", "normalization", "dropout", "activation",
+                       "containers", "loss"} do
+  MODULES[#MODULES + 1] = {"dtensor.nn." .. name, require("dtensor.nn." .. name)}
+end
 
 local function copy(t)
   local c = {}
@@ -54,10 +62,12 @@ dt.F = dt.nn.functional
 dt.utils = {}
 
 -- the table each field of a module's table goes into
-local targets = {module = dt, methods = dt.Tensor, functional = dt.nn.functional, with_dt = dt,
+local targets = {module = dt, methods = dt.Tensor, functional = dt.nn.functional, with_dt = dt, nn = dt.nn,
                  utils = dt.utils, nn_utils = dt.nn.utils}
-local FIELDS = {"module", "methods", "functional", "with_dt", "utils", "nn_utils"} -- a fixed order
-local owner = {module = {}, methods = {}, functional = {}, utils = {}, nn_utils = {}} -- target -> name -> the module that installed it
+local FIELDS = {"module", "methods", "functional", "with_dt", "nn", "utils", "nn_utils"} -- a fixed order
+local owner = {module = {}, methods = {}, functional = {}, -- target -> name -> the module that installed it
+               nn = {functional = "dtensor.nn.functional", utils = "init.lua (the nn_utils field fills dt.nn.utils)"},
+               utils = {}, nn_utils = {}}
 owner.with_dt = owner.module -- with_dt names are dt names too
 
 local function bind(fn) return function(...) return fn(dt, ...) end end
@@ -69,7 +79,7 @@ local function install(name, provided)
     for key, fn in pairs(provided[field] or {}) do
       if (field == "module" or field == "with_dt") and COMPOSED[key] then
         error(name .. ": " .. field .. "." .. key .. " would replace dt." .. key .. ", which init.lua composes: use the " ..
-              (key == "nn" and "functional and nn_utils" or "utils") .. " fields", 0)
+              (key == "nn" and "nn, functional and nn_utils" or "utils") .. " fields", 0)
       end
       local before = owner[field][key]
       if before then error(name .. ": " .. field .. "." .. key .. " is already installed by " .. before, 0) end

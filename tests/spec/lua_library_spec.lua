@@ -1,15 +1,18 @@
 -- The Lua library's composition contract (lua/dtensor/init.lua): each module returns a table
 -- and writes nowhere when required; init.lua alone installs the modules' functions into dt,
--- dt.Tensor and dt.nn.functional, starting from a copy of the C core, which stays as C made it.
+-- dt.Tensor, dt.nn (dt.nn.functional and dt.nn.utils included) and dt.utils, starting from a
+-- copy of the C core, which stays as C made it.
 local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "dtensor.dtensor_nn", "dtensor.autograd",
-                 "dtensor.optim", "dtensor.utils"}
--- the files those modules require (required afresh with them)
-local PARTS = {"dtensor.optim.optimizer", "dtensor.optim.check", "dtensor.optim.sgd", "dtensor.optim.adam",
-               "dtensor.optim.lr_scheduler", "dtensor.optim.clip_grad", "dtensor.utils.progress", "dtensor.utils.plot",
-               "dtensor.utils.jsonl", "dtensor.utils.sparkline"}
-local FIELDS = {module = true, methods = true, functional = true, with_dt = true, utils = true, nn_utils = true}
-local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", table.unpack(LIBRARY)}
-for _, name in ipairs(PARTS) do SAVED[#SAVED + 1] = name end
+                 "dtensor.optim", "dtensor.utils",
+                 "dtensor.nn.module", "dtensor.nn.initializers", "dtensor.nn.linear", "dtensor.nn.embedding",
+                 "dtensor.nn.normalization", "dtensor.nn.dropout", "dtensor.nn.activation", "dtensor.nn.containers",
+                 "dtensor.nn.loss"}
+local FIELDS = {module = true, methods = true, functional = true, with_dt = true, nn = true, utils = true, nn_utils = true}
+-- with the helper modules the library's modules require (installed nowhere)
+local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.checks", "dtensor.nn.state_dict",
+               "dtensor.nn.module_repr", "dtensor.optim.optimizer", "dtensor.optim.check", "dtensor.optim.sgd",
+               "dtensor.optim.adam", "dtensor.optim.lr_scheduler", "dtensor.optim.clip_grad", "dtensor.utils.progress",
+               "dtensor.utils.plot", "dtensor.utils.jsonl", "dtensor.utils.sparkline", table.unpack(LIBRARY)}
 
 local function snapshot(t)
   local s = {}
@@ -58,7 +61,7 @@ describe("the Lua library's modules", function()
 
   for _, name in ipairs(LIBRARY) do
     it(name .. " returns a table of functions by target and writes nowhere when required", function()
-      local before = {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional)}
+      local before = {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional), nn = snapshot(dt.nn)}
       local m = with_loaded({["dtensor.core"] = read_only(core, "dtensor.core"), dtensor = forbidden("dtensor")},
                             function() return require(name) end)
       assert.are.equal("table", type(m))
@@ -67,7 +70,8 @@ describe("the Lua library's modules", function()
         if FIELDS[field] then
           for key, fn in pairs(v) do
             assert.are.equal("string", type(key), name .. "." .. field)
-            assert(type(fn) == "function" or (field == "module" and type(fn) == "table"), name .. "." .. field .. "." .. key)
+            assert(type(fn) == "function" or ((field == "module" or field == "nn") and type(fn) == "table"),
+                   name .. "." .. field .. "." .. key)
             declared = declared + 1
           end
         else
@@ -75,7 +79,8 @@ describe("the Lua library's modules", function()
         end
       end
       assert(declared > 0, name .. " declares nothing")
-      assert.are.same(before, {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional)})
+      assert.are.same(before, {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional),
+                               nn = snapshot(dt.nn)})
     end)
   end
 
@@ -97,6 +102,7 @@ describe("init.lua's composition", function()
       for key, fn in pairs(m.methods or {}) do assert.are.equal(fn, dt.Tensor[key], name .. ": method " .. key) end
       for key, fn in pairs(m.functional or {}) do assert.are.equal(fn, dt.nn.functional[key], name .. ": F." .. key) end
       for key in pairs(m.with_dt or {}) do assert.are.equal("function", type(dt[key]), name .. ": dt." .. key) end
+      for key, v in pairs(m.nn or {}) do assert.are.equal(v, dt.nn[key], name .. ": dt.nn." .. key) end
       for key, fn in pairs(m.utils or {}) do assert.are.equal(fn, dt.utils[key], name .. ": dt.utils." .. key) end
       for key, fn in pairs(m.nn_utils or {}) do assert.are.equal(fn, dt.nn.utils[key], name .. ": dt.nn.utils." .. key) end
     end
@@ -133,14 +139,17 @@ describe("init.lua's composition", function()
   end
 
   it("composes a fresh dt without writing into the core or the running dt", function()
-    local before = {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional)}
+    local before = {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional), nn = snapshot(dt.nn)}
     local dt2, fake = compose({})
     assert.are_not.equal(dt, dt2)
     assert.are.equal(fake.Tensor, dt2.Tensor)
     assert.are.equal("dtlua 0.1.0", dt2._VERSION)
     for key in pairs(dt) do assert(dt2[key] ~= nil, "dt." .. key .. " missing from a fresh composition") end
     for key in pairs(dt.nn.functional) do assert(dt2.F[key] ~= nil, "F." .. key .. " missing") end
-    assert.are.same(before, {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional)})
+    for key in pairs(dt.nn) do assert(dt2.nn[key] ~= nil, "dt.nn." .. key .. " missing") end
+    assert.is_false(rawequal(dt.nn.Module, dt2.nn.Module), "required afresh: classes are not shared")
+    assert.are.same(before, {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional),
+                             nn = snapshot(dt.nn)})
   end)
 
   it("refuses a module that replaces another module's function", function()
@@ -159,5 +168,15 @@ describe("init.lua's composition", function()
     ok, err = pcall(compose, {["dtensor.optim"] = {module = {nn = {}}}})
     assert.is_false(ok)
     assert.matches("module.nn would replace dt.nn", err, 1, true)
+  end)
+
+  it("installs the nn field into dt.nn, and keeps dt.nn.functional", function()
+    assert.are.equal(require("dtensor.nn.module").nn.Module, dt.nn.Module)
+    local ok, err = pcall(compose, {["dtensor.autograd"] = {nn = {functional = {}}}})
+    assert.is_false(ok)
+    assert.matches("dtensor.autograd: nn.functional is already installed by dtensor.nn.functional", err, 1, true)
+    ok, err = pcall(compose, {["dtensor.autograd"] = {nn = {utils = {}}}})
+    assert.is_false(ok)
+    assert.matches("dtensor.autograd: nn.utils is already installed by init.lua (the nn_utils field fills dt.nn.utils)", err, 1, true)
   end)
 end)

@@ -108,6 +108,24 @@ describe("dt.optim.SGD", function()
     assert.is_true(w.requires_grad and w.is_leaf)
   end)
 
+  it("trains a dt.nn module through module:parameters()", function()
+    dt.manual_seed(3)
+    local model = dt.nn.Sequential(dt.nn.Linear(4, 8), dt.nn.ReLU(), dt.nn.Linear(8, 2))
+    local params = model:parameters()
+    local opt = dt.optim.SGD(params, {lr = 0.05, momentum = 0.9})
+    local x, y = dt.randn(16, 4), dt.randn(16, 2)
+    local losses = {}
+    for step = 1, 30 do
+      opt:zero_grad()
+      local loss = ((model(x) - y) ^ 2):mean()
+      loss:backward()
+      opt:step()
+      losses[step] = loss:item()
+    end
+    assert.is_true(losses[30] < 0.8 * losses[1], losses[1] .. " -> " .. losses[30])
+    for _, p in ipairs(params) do assert.is_not_nil(opt.state[p].momentum_buffer) end
+  end)
+
   it("step(closure) runs the closure with grad mode on and returns its loss", function()
     local w = dt.tensor({3.0}, {dtype = "float64", requires_grad = true})
     local opt = dt.optim.SGD({w}, {lr = 0.5})
