@@ -2,8 +2,8 @@
 -- Lua) and dt.utils.checkpoint (activation checkpointing, built on it).  The engine, the
 -- grad modes, the tensor fields and the factories' requires_grad option are C (src/autograd,
 -- src/bindings/l_autograd.c).
--- Returns {module = {autograd = {backward, grad, Function}, utils = {checkpoint}}}: init.lua
--- installs it into dt (dt.autograd replaces the core's table, which it extends).
+-- Returns {module = {autograd = {backward, grad, Function}}, utils = {checkpoint}}: init.lua
+-- installs it into dt (dt.autograd replaces the core's table, which it extends) and dt.utils.
 local core = require "dtensor.core"
 local is_tensor, no_grad, enable_grad = core.is_tensor, core.no_grad, core.enable_grad
 local record = core._autograd_function
@@ -220,6 +220,5 @@ local function checkpoint(fn, ...)
 end
 
 module.autograd = {backward = core.autograd.backward, grad = core.autograd.grad, Function = Function}
-module.utils = {checkpoint = checkpoint}
 
-return {module = module}
+return {module = module, utils = {checkpoint = checkpoint}}

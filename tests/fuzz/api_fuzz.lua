@@ -1,4 +1,5 @@
--- A seeded fuzzer of the Lua API (issue 16): calls every function of dt, dt.F and dt.distributed
+-- A seeded fuzzer of the Lua API (issue 16): calls every function of dt, dt.F, dt.distributed,
+-- dt.utils, dt.nn.utils and dt.optim
 -- and every method and metamethod of the tensor/DTensor, DeviceMesh, placement and group userdata
 -- (enumerated at run time, so new functions are covered) with edge values, each call in pcall.
 --
@@ -202,6 +203,11 @@ local function build_targets()
   add_table("dt.F.", dt.F)
   if dt.nn.functional ~= dt.F then add_table("dt.nn.functional.", dt.nn.functional) end
   add_table("dt.distributed.", dt.distributed)
+  -- the Lua library's tables of functions (dt.utils.progress's output goes to stdout)
+  add_table("dt.utils.", dt.utils)
+  add_table("dt.nn.utils.", dt.nn.utils)
+  add_table("dt.optim.", dt.optim)
+  add_table("dt.optim.lr_scheduler.", dt.optim.lr_scheduler)
   for _, k in ipairs(sorted_keys(dt.Tensor)) do
     if type(dt.Tensor[k]) == "function" then add_target("Tensor:" .. k, dt.Tensor[k], k, "tensor") end
   end

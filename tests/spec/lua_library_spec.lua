@@ -1,15 +1,18 @@
 -- The Lua library's composition contract (lua/dtensor/init.lua): each module returns a table
 -- and writes nowhere when required; init.lua alone installs the modules' functions into dt,
--- dt.Tensor, dt.nn and dt.nn.functional, starting from a copy of the C core, which stays as C
--- made it.
+-- dt.Tensor, dt.nn (dt.nn.functional and dt.nn.utils included) and dt.utils, starting from a
+-- copy of the C core, which stays as C made it.
 local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "dtensor.dtensor_nn", "dtensor.autograd",
+                 "dtensor.optim", "dtensor.utils",
                  "dtensor.nn.module", "dtensor.nn.initializers", "dtensor.nn.linear", "dtensor.nn.embedding",
                  "dtensor.nn.normalization", "dtensor.nn.dropout", "dtensor.nn.activation", "dtensor.nn.containers",
                  "dtensor.nn.loss"}
-local FIELDS = {module = true, methods = true, functional = true, with_dt = true, nn = true}
+local FIELDS = {module = true, methods = true, functional = true, with_dt = true, nn = true, utils = true, nn_utils = true}
 -- with the helper modules the library's modules require (installed nowhere)
 local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.checks", "dtensor.nn.state_dict",
-               "dtensor.nn.module_repr", table.unpack(LIBRARY)}
+               "dtensor.nn.module_repr", "dtensor.optim.optimizer", "dtensor.optim.check", "dtensor.optim.sgd",
+               "dtensor.optim.adam", "dtensor.optim.lr_scheduler", "dtensor.optim.clip_grad", "dtensor.utils.progress",
+               "dtensor.utils.plot", "dtensor.utils.jsonl", "dtensor.utils.sparkline", table.unpack(LIBRARY)}
 
 local function snapshot(t)
   local s = {}
@@ -100,7 +103,13 @@ describe("init.lua's composition", function()
       for key, fn in pairs(m.functional or {}) do assert.are.equal(fn, dt.nn.functional[key], name .. ": F." .. key) end
       for key in pairs(m.with_dt or {}) do assert.are.equal("function", type(dt[key]), name .. ": dt." .. key) end
       for key, v in pairs(m.nn or {}) do assert.are.equal(v, dt.nn[key], name .. ": dt.nn." .. key) end
+      for key, fn in pairs(m.utils or {}) do assert.are.equal(fn, dt.utils[key], name .. ": dt.utils." .. key) end
+      for key, fn in pairs(m.nn_utils or {}) do assert.are.equal(fn, dt.nn.utils[key], name .. ": dt.nn.utils." .. key) end
     end
+    -- dt.utils gathers several modules' utils
+    assert.are.equal("function", type(dt.utils.checkpoint))
+    assert.are.equal("function", type(dt.utils.progress))
+    assert.are.equal("function", type(dt.nn.utils.clip_grad_norm_))
     assert.are.equal(dt.nn.functional, dt.F)
     for key in pairs(require "dtensor.nn.functional") do assert.are.equal("function", type(dt.F[key]), "F." .. key) end
   end)
@@ -147,6 +156,18 @@ describe("init.lua's composition", function()
     local ok, err = pcall(compose, {["dtensor.dtensor_nn"] = {module = {zeros_like = function() end}}})
     assert.is_false(ok)
     assert.matches("dtensor.dtensor_nn: module.zeros_like is already installed by dtensor.dtensor_ops", err, 1, true)
+    ok, err = pcall(compose, {["dtensor.utils"] = {utils = {checkpoint = function() end}}})
+    assert.is_false(ok)
+    assert.matches("dtensor.utils: utils.checkpoint is already installed by dtensor.autograd", err, 1, true)
+  end)
+
+  it("refuses a module that replaces dt.utils or dt.nn, which init.lua composes", function()
+    local ok, err = pcall(compose, {["dtensor.utils"] = {module = {utils = {}}}})
+    assert.is_false(ok)
+    assert.matches("dtensor.utils: module.utils would replace dt.utils, which init.lua composes: use the utils fields", err, 1, true)
+    ok, err = pcall(compose, {["dtensor.optim"] = {module = {nn = {}}}})
+    assert.is_false(ok)
+    assert.matches("module.nn would replace dt.nn", err, 1, true)
   end)
 
   it("installs the nn field into dt.nn, and keeps dt.nn.functional", function()
@@ -154,5 +175,8 @@ describe("init.lua's composition", function()
     local ok, err = pcall(compose, {["dtensor.autograd"] = {nn = {functional = {}}}})
     assert.is_false(ok)
     assert.matches("dtensor.autograd: nn.functional is already installed by dtensor.nn.functional", err, 1, true)
+    ok, err = pcall(compose, {["dtensor.autograd"] = {nn = {utils = {}}}})
+    assert.is_false(ok)
+    assert.matches("dtensor.autograd: nn.utils is already installed by init.lua (the nn_utils field fills dt.nn.utils)", err, 1, true)
   end)
 end)
