@@ -24,10 +24,11 @@ local dispatch = require "dtensor.dispatch" -- decisions, register_sharding/regi
 local dtensor_ops = require "dtensor.dtensor_ops" -- item/equal/allclose, *_like on DTensors
 local dtensor_nn = require "dtensor.dtensor_nn" -- F.embedding, F.cross_entropy on DTensors
 local autograd = require "dtensor.autograd" -- dt.autograd.Function, dt.utils.checkpoint
+local parallel = require "dtensor.parallel" -- dt.parallel (tensor/data parallel styles), dt.distribute_module
 local MODULES = { -- installed in this order
   {"dtensor.dtensor", factories}, {"dtensor.dispatch", dispatch},
   {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn},
-  {"dtensor.autograd", autograd},
+  {"dtensor.autograd", autograd}, {"dtensor.parallel", parallel},
 }
 
 local function copy(t)
