@@ -10,11 +10,13 @@
 --                                    tensors read: the one table shared with the core)
 --       functional = {name = fn}  -> dt.nn.functional.name
 --       with_dt    = {name = fn}  -> dt.name, called as fn(dt, ...): it reads the composed dt
+--       nn         = {name = v}   -> dt.nn.name (classes such as dt.nn.Linear, tables such
+--                                    as dt.nn.init; dt.nn.functional is not theirs to replace)
 --     Any other field is a helper for this file (dispatch.load_plugins).  A module takes
 --     the C functions it wraps from dtensor.core, and what it builds on from the modules it
 --     requires; so every module is required below before anything is installed, and the
 --     methods it captures from dt.Tensor are C's.
---   * This file is the only writer of dt, dt.Tensor and dt.nn.functional.  It installs the
+--   * This file is the only writer of dt, dt.Tensor, dt.nn and dt.nn.functional.  It installs the
 --     modules in the order below; a module may replace a core function, never another
 --     module's.  The DTLUA_PLUGINS, which may extend dt, are loaded last.
 local core = require "dtensor.core"
@@ -24,11 +26,13 @@ local dispatch = require "dtensor.dispatch" -- decisions, register_sharding/regi
 local dtensor_ops = require "dtensor.dtensor_ops" -- item/equal/allclose, *_like on DTensors
 local dtensor_nn = require "dtensor.dtensor_nn" -- F.embedding, F.cross_entropy on DTensors
 local autograd = require "dtensor.autograd" -- dt.autograd.Function, dt.utils.checkpoint
+local nn_module = require "dtensor.nn.module" -- dt.nn.Module, the base class
 local parallel = require "dtensor.parallel" -- dt.parallel (tensor/data parallel styles), dt.distribute_module
 local MODULES = { -- installed in this order
   {"dtensor.dtensor", factories}, {"dtensor.dispatch", dispatch},
   {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn},
-  {"dtensor.autograd", autograd}, {"dtensor.parallel", parallel},
+  {"dtensor.autograd", autograd}, {"dtensor.nn.module", nn_module},
+  {"dtensor.parallel", parallel},
 }
 
 local function copy(t)
@@ -49,9 +53,10 @@ dt.nn = {functional = copy(functional)}
 dt.F = dt.nn.functional
 
 -- the table each field of a module's table goes into
-local targets = {module = dt, methods = dt.Tensor, functional = dt.nn.functional, with_dt = dt}
-local FIELDS = {"module", "methods", "functional", "with_dt"} -- a fixed order
-local owner = {module = {}, methods = {}, functional = {}} -- target -> name -> the module that installed it
+local targets = {module = dt, methods = dt.Tensor, functional = dt.nn.functional, with_dt = dt, nn = dt.nn}
+local FIELDS = {"module", "methods", "functional", "with_dt", "nn"} -- a fixed order
+local owner = {module = {}, methods = {}, functional = {}, -- target -> name -> the module that installed it
+               nn = {functional = "dtensor.nn.functional"}}
 owner.with_dt = owner.module -- with_dt names are dt names too
 
 local function bind(fn) return function(...) return fn(dt, ...) end end

@@ -1,9 +1,15 @@
 -- The Lua library's composition contract (lua/dtensor/init.lua): each module returns a table
 -- and writes nowhere when required; init.lua alone installs the modules' functions into dt,
--- dt.Tensor and dt.nn.functional, starting from a copy of the C core, which stays as C made it.
-local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "dtensor.dtensor_nn", "dtensor.autograd"}
-local FIELDS = {module = true, methods = true, functional = true, with_dt = true}
-local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", table.unpack(LIBRARY)}
+-- dt.Tensor, dt.nn and dt.nn.functional, starting from a copy of the C core, which stays as C
+-- made it.
+local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "dtensor.dtensor_nn", "dtensor.autograd",
+                 "dtensor.nn.module", "dtensor.parallel"}
+local FIELDS = {module = true, methods = true, functional = true, with_dt = true, nn = true}
+-- with the helper modules the library's modules require (installed nowhere)
+local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.checks", "dtensor.parallel.layouts",
+               "dtensor.parallel.style", "dtensor.parallel.distribute_module", "dtensor.parallel.linear_styles",
+               "dtensor.parallel.sequence_parallel", "dtensor.parallel.prepare_module", "dtensor.parallel.parallelize",
+               "dtensor.parallel.loss", "dtensor.parallel.buckets", "dtensor.parallel.replicate", table.unpack(LIBRARY)}
 
 local function snapshot(t)
   local s = {}
@@ -52,7 +58,7 @@ describe("the Lua library's modules", function()
 
   for _, name in ipairs(LIBRARY) do
     it(name .. " returns a table of functions by target and writes nowhere when required", function()
-      local before = {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional)}
+      local before = {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional), nn = snapshot(dt.nn)}
       local m = with_loaded({["dtensor.core"] = read_only(core, "dtensor.core"), dtensor = forbidden("dtensor")},
                             function() return require(name) end)
       assert.are.equal("table", type(m))
@@ -61,7 +67,8 @@ describe("the Lua library's modules", function()
         if FIELDS[field] then
           for key, fn in pairs(v) do
             assert.are.equal("string", type(key), name .. "." .. field)
-            assert(type(fn) == "function" or (field == "module" and type(fn) == "table"), name .. "." .. field .. "." .. key)
+            assert(type(fn) == "function" or ((field == "module" or field == "nn") and type(fn) == "table"),
+                   name .. "." .. field .. "." .. key)
             declared = declared + 1
           end
         else
@@ -69,7 +76,8 @@ describe("the Lua library's modules", function()
         end
       end
       assert(declared > 0, name .. " declares nothing")
-      assert.are.same(before, {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional)})
+      assert.are.same(before, {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional),
+                               nn = snapshot(dt.nn)})
     end)
   end
 
@@ -91,6 +99,7 @@ describe("init.lua's composition", function()
       for key, fn in pairs(m.methods or {}) do assert.are.equal(fn, dt.Tensor[key], name .. ": method " .. key) end
       for key, fn in pairs(m.functional or {}) do assert.are.equal(fn, dt.nn.functional[key], name .. ": F." .. key) end
       for key in pairs(m.with_dt or {}) do assert.are.equal("function", type(dt[key]), name .. ": dt." .. key) end
+      for key, v in pairs(m.nn or {}) do assert.are.equal(v, dt.nn[key], name .. ": dt.nn." .. key) end
     end
     assert.are.equal(dt.nn.functional, dt.F)
     for key in pairs(require "dtensor.nn.functional") do assert.are.equal("function", type(dt.F[key]), "F." .. key) end
@@ -121,19 +130,29 @@ describe("init.lua's composition", function()
   end
 
   it("composes a fresh dt without writing into the core or the running dt", function()
-    local before = {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional)}
+    local before = {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional), nn = snapshot(dt.nn)}
     local dt2, fake = compose({})
     assert.are_not.equal(dt, dt2)
     assert.are.equal(fake.Tensor, dt2.Tensor)
     assert.are.equal("dtlua 0.1.0", dt2._VERSION)
     for key in pairs(dt) do assert(dt2[key] ~= nil, "dt." .. key .. " missing from a fresh composition") end
     for key in pairs(dt.nn.functional) do assert(dt2.F[key] ~= nil, "F." .. key .. " missing") end
-    assert.are.same(before, {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional)})
+    for key in pairs(dt.nn) do assert(dt2.nn[key] ~= nil, "dt.nn." .. key .. " missing") end
+    assert.is_false(rawequal(dt.nn.Module, dt2.nn.Module), "required afresh: classes are not shared")
+    assert.are.same(before, {dt = snapshot(dt), methods = snapshot(dt.Tensor), F = snapshot(dt.nn.functional),
+                             nn = snapshot(dt.nn)})
   end)
 
   it("refuses a module that replaces another module's function", function()
     local ok, err = pcall(compose, {["dtensor.dtensor_nn"] = {module = {zeros_like = function() end}}})
     assert.is_false(ok)
     assert.matches("dtensor.dtensor_nn: module.zeros_like is already installed by dtensor.dtensor_ops", err, 1, true)
+  end)
+
+  it("installs the nn field into dt.nn, and keeps dt.nn.functional", function()
+    assert.are.equal(require("dtensor.nn.module").nn.Module, dt.nn.Module)
+    local ok, err = pcall(compose, {["dtensor.autograd"] = {nn = {functional = {}}}})
+    assert.is_false(ok)
+    assert.matches("dtensor.autograd: nn.functional is already installed by dtensor.nn.functional", err, 1, true)
   end)
 end)
