@@ -23,7 +23,7 @@ local function replicate_plain(m, mesh)
   end
   for _, name in ipairs(m._buffer_names or {}) do
     local b = m._buffers[name]
-    if b ~= nil and not core.is_dtensor(b) then m._buffers[name] = core.distribute_tensor(b, mesh, replicated(mesh)) end
+    if b ~= nil and not core.is_dtensor(b) then m[name] = core.distribute_tensor(b, mesh, replicated(mesh)) end
   end
 end
 

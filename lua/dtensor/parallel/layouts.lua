@@ -16,10 +16,17 @@ function M.is_module(x)
   return type(x) == "table" and type(x.named_parameters) == "function" and type(x.named_modules) == "function"
 end
 
--- The class name of a module ("Linear", "Embedding", ...), for the styles that take only some
-function M.class_name(m)
-  if type(m._get_name) == "function" then return m:_get_name() end
-  return tostring(m.__name or "Module")
+-- The name of the class of m, or of the first of its ancestors in `names` (a set), so that a
+-- subclass of Linear is a Linear (as isinstance)
+function M.class_in(m, names)
+  local c = getmetatable(m)
+  local first = type(c) == "table" and rawget(c, "__name") or "Module"
+  while type(c) == "table" do
+    local n = rawget(c, "__name")
+    if n and names[n] then return n end
+    c = rawget(c, "super")
+  end
+  return nil, first
 end
 
 -- a copy of a list of forward inputs (its n too, for trailing nils)

@@ -65,11 +65,9 @@ end
 -- desired input}
 local function define(name, layouts, defaults)
   local function apply(s, module, mesh, src_rank)
-    local kind = L.class_name(module)
+    local kind, got = L.class_in(module, layouts)
+    if not kind then error(name .. ": supports dt.nn.Linear and dt.nn.Embedding only, got a " .. got .. " module", 0) end
     local l = layouts[kind]
-    if not l then
-      error(name .. ": supports dt.nn.Linear and dt.nn.Embedding only, got a " .. kind .. " module", 3)
-    end
     local given = s.input_layouts or l.input
     distribute_module(module, mesh, shard_params(module, l.params, l.all, src_rank), input_fn(name, given, l.desired),
                       output_fn(s, name))

@@ -16,17 +16,26 @@ local function glob_pattern(token)
 end
 
 -- the submodules of m that `path` (a list of glob tokens from i on) reaches, in
--- registration order, appended to out
-local function resolve(m, path, i, out)
+-- registration order, appended to out as {dotted name, module}
+local function resolve(m, path, i, out, prefix)
   if i > #path then
-    out[#out + 1] = m
+    out[#out + 1] = {prefix, m}
     return out
   end
   local pattern = glob_pattern(path[i])
   for _, name in ipairs(m._module_names or {}) do
-    if name:match(pattern) then resolve(m._modules[name], path, i + 1, out) end
+    if name:match(pattern) then
+      resolve(m._modules[name], path, i + 1, out, prefix == "" and name or prefix .. "." .. name)
+    end
   end
   return out
+end
+
+-- style:apply, its error prefixed with the caller's name and the module's path
+local function apply(s, module, mesh, src, who, path)
+  local ok, err = pcall(s.apply, s, module, mesh, src)
+  if not ok then error(who .. ": " .. (path and ("'" .. path .. "': ") or "") .. tostring(err), 0) end
+  return err
 end
 
 local function split_path(key)
@@ -67,14 +76,14 @@ function M.parallelize_module(module, mesh, plan, opts)
   if src ~= nil and src ~= false and math.type(src) ~= "integer" then
     error(who .. ": src_data_rank must be a world rank or false, got " .. tostring(src), 2)
   end
-  if style.is_style(plan) then return plan:apply(module, mesh, src) end
+  if style.is_style(plan) then return apply(plan, module, mesh, src, who) end
   if type(plan) ~= "table" or getmetatable(plan) ~= nil then
     error(who .. ": plan must be a parallel style or a table {module path = style}, got " .. type(plan), 2)
   end
   for _, key in ipairs(entries(plan, who)) do
-    local targets = resolve(module, split_path(key), 1, {})
+    local targets = resolve(module, split_path(key), 1, {}, "")
     if #targets == 0 then error(who .. ": plan key '" .. key .. "' matches no submodule", 2) end
-    for _, sub in ipairs(targets) do plan[key]:apply(sub, mesh, src) end
+    for _, t in ipairs(targets) do apply(plan[key], t[2], mesh, src, who, t[1]) end
   end
   return module
 end
