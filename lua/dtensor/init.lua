@@ -26,14 +26,18 @@ local dispatch = require "dtensor.dispatch" -- decisions, register_sharding/regi
 local dtensor_ops = require "dtensor.dtensor_ops" -- item/equal/allclose, *_like on DTensors
 local dtensor_nn = require "dtensor.dtensor_nn" -- F.embedding, F.cross_entropy on DTensors
 local autograd = require "dtensor.autograd" -- dt.autograd.Function, dt.utils.checkpoint
-local nn_module = require "dtensor.nn.module" -- dt.nn.Module, the base class
 local parallel = require "dtensor.parallel" -- dt.parallel (tensor/data parallel styles), dt.distribute_module
 local MODULES = { -- installed in this order
   {"dtensor.dtensor", factories}, {"dtensor.dispatch", dispatch},
   {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn},
-  {"dtensor.autograd", autograd}, {"dtensor.nn.module", nn_module},
-  {"dtensor.parallel", parallel},
+  {"dtensor.autograd", autograd},
 }
+-- dt.nn: the Module base class, dt.nn.init, the layers and containers
+for _, name in ipairs {"module", "initializers", "linear", "embedding", "normalization", "dropout", "activation",
+                       "containers", "loss"} do
+  MODULES[#MODULES + 1] = {"dtensor.nn." .. name, require("dtensor.nn." .. name)}
+end
+MODULES[#MODULES + 1] = {"dtensor.parallel", parallel}
 
 local function copy(t)
   local c = {}

@@ -3,7 +3,9 @@
 -- dt.Tensor, dt.nn and dt.nn.functional, starting from a copy of the C core, which stays as C
 -- made it.
 local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "dtensor.dtensor_nn", "dtensor.autograd",
-                 "dtensor.nn.module", "dtensor.parallel"}
+                 "dtensor.nn.module", "dtensor.nn.initializers", "dtensor.nn.linear", "dtensor.nn.embedding",
+                 "dtensor.nn.normalization", "dtensor.nn.dropout", "dtensor.nn.activation", "dtensor.nn.containers",
+                 "dtensor.nn.loss", "dtensor.parallel"}
 local FIELDS = {module = true, methods = true, functional = true, with_dt = true, nn = true}
 -- with the helper modules the library's modules require (installed nowhere)
 local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.checks", "dtensor.parallel.layouts",

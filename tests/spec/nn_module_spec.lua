@@ -349,3 +349,369 @@ describe("nn.Module: tostring", function()
     assert.are.equal("class Block", tostring(Block))
   end)
 end)
+
+-- ---- layers ----
+
+local function t64(v) return dt.tensor(v, {dtype = "float64"}) end
+
+-- the module's parameters set to these values (in place, through load_state_dict)
+local function set(m, values)
+  local sd = {}
+  for k, v in pairs(values) do sd[k] = dt.tensor(v) end
+  m:load_state_dict(sd)
+  return m
+end
+
+describe("nn.Linear", function()
+  it("computes x @ W^T + b, with its gradients", function()
+    local m = set(nn.Linear(2, 3), {weight = {{1, 2}, {3, 4}, {5, 6}}, bias = {1, 1, -1}})
+    local x = dt.tensor({{1, 2}, {-1, 0.5}}, {requires_grad = true})
+    local y = m(x)
+    assert.is_true(dt.equal(y, dt.tensor({{6, 12, 16}, {1, -0, -3.0}})))
+    y:sum():backward()
+    assert.is_true(dt.equal(m.weight.grad, dt.tensor({{0, 2.5}, {0, 2.5}, {0, 2.5}})))
+    assert.is_true(dt.equal(m.bias.grad, dt.tensor({2, 2, 2})))
+    assert.is_true(dt.equal(x.grad, dt.tensor({{9, 12}, {9, 12}})))
+    -- batch dims broadcast
+    assert.are.same({4, 2, 3}, m(dt.ones(4, 2, 2)):size())
+  end)
+
+  it("draws torch's default initialisation, reproducibly", function()
+    dt.manual_seed(11)
+    local m = nn.Linear(5, 3)
+    dt.manual_seed(11)
+    local w = dt.empty(3, 5):uniform_(-1 / math.sqrt(5), 1 / math.sqrt(5))
+    local b = dt.empty(3):uniform_(-1 / math.sqrt(5), 1 / math.sqrt(5))
+    close(m.weight, w, 1e-6, "weight")
+    assert.is_true(dt.equal(m.bias, b))
+    dt.manual_seed(11)
+    assert.is_true(dt.equal(nn.Linear(5, 3).weight, m.weight))
+    assert.is_nil(nn.Linear(5, 3, {bias = false}).bias)
+    assert.are.equal("float64", nn.Linear(2, 2, {dtype = "float64"}).weight.dtype)
+    assert.are.equal("Linear(in_features=5, out_features=3, bias=true)", tostring(m):match("^[^\n]*"))
+    fails("Linear: unknown option 'bais'", nn.Linear, 2, 2, {bais = false})
+    fails("Linear: in_features must be a positive integer, got 0", nn.Linear, 0, 2)
+    fails("Linear: dtype must be a floating-point dtype (float32, float64, bfloat16, float16), got int64",
+          nn.Linear, 2, 2, {dtype = "int64"})
+  end)
+
+  it("Identity returns its arguments", function()
+    local x = dt.ones(2)
+    local a, b = nn.Identity()(x, 3)
+    assert.are.equal(x, a)
+    assert.are.equal(3, b)
+  end)
+end)
+
+describe("nn.Embedding", function()
+  it("looks up 1-based rows; repeated ids accumulate their gradients", function()
+    local m = set(nn.Embedding(3, 2), {weight = {{1, 2}, {3, 4}, {5, 6}}})
+    local y = m(dt.tensor({{3, 1}, {3, 3}}))
+    assert.is_true(dt.equal(y, dt.tensor({{{5, 6}, {1, 2}}, {{5, 6}, {5, 6}}})))
+    y:sum():backward()
+    assert.is_true(dt.equal(m.weight.grad, dt.tensor({{1, 1}, {0, 0}, {3, 3}})))
+    dt.manual_seed(3)
+    local e = nn.Embedding(4, 5)
+    dt.manual_seed(3)
+    assert.is_true(dt.equal(e.weight, dt.randn(4, 5)))
+    assert.are.equal("Embedding(4, 5)", tostring(e):match("^[^\n]*"))
+    fails("embedding: id 4 out of range for vocab size 3", m, dt.tensor({4}))
+  end)
+end)
+
+describe("nn.LayerNorm and nn.RMSNorm", function()
+  it("LayerNorm normalises the last dims, then scales and shifts", function()
+    local m = nn.LayerNorm(4, {dtype = "float64"})
+    assert.is_true(dt.equal(m.weight, dt.ones(4, {dtype = "float64"})) and dt.equal(m.bias, dt.zeros(4, {dtype = "float64"})))
+    m:load_state_dict({weight = t64({1, 2, 1, 1}), bias = t64({0, 0, 0, 1})})
+    local x = t64({{1, 2, 3, 4}, {2, 2, 2, 2}})
+    local r = 1 / math.sqrt(1.25 + 1e-5)
+    close(m(x), t64({{-1.5 * r, -1 * r, 0.5 * r, 1.5 * r + 1}, {0, 0, 0, 1}}), 1e-12, "forward")
+    m(x):sum():backward()
+    close(m.weight.grad, t64({-1.5 * r, -0.5 * r, 0.5 * r, 1.5 * r}), 1e-12, "weight grad")
+    close(m.bias.grad, t64({2, 2, 2, 2}), 0, "bias grad")
+    local two = nn.LayerNorm({2, 2}, {elementwise_affine = false, eps = 0})
+    assert.are.equal(0, #two:parameters())
+    close(two(dt.tensor({{{1.0, 2}, {3, 4}}})), dt.tensor({{{-1.5, -0.5}, {0.5, 1.5}}}) / math.sqrt(1.25), 1e-6, "2 dims")
+    assert.is_nil(nn.LayerNorm(3, {bias = false}).bias)
+    assert.are.equal("LayerNorm([2, 2], eps=0, elementwise_affine=false)", tostring(two))
+  end)
+
+  it("RMSNorm divides by the root mean square", function()
+    local m = nn.RMSNorm(4, {eps = 0, dtype = "float64"})
+    m:load_state_dict({weight = t64({1, 1, 2, 1})})
+    local x = t64({{1, 2, 3, 4}})
+    local r = 1 / math.sqrt(7.5)
+    close(m(x), t64({{r, 2 * r, 6 * r, 4 * r}}), 1e-12, "forward")
+    m(x):sum():backward()
+    close(m.weight.grad, t64({r, 2 * r, 3 * r, 4 * r}), 1e-12, "weight grad")
+    assert.are.equal("RMSNorm([4], eps=nil, elementwise_affine=true)", tostring(nn.RMSNorm(4)):match("^[^\n]*"))
+    fails("RMSNorm: normalized_shape must be a positive integer, got -1", nn.RMSNorm, -1)
+  end)
+end)
+
+describe("nn.Dropout", function()
+  it("drops with the generator's mask while training and is the identity in eval", function()
+    local m = nn.Dropout(0.25)
+    local x = dt.ones(1000)
+    dt.manual_seed(5)
+    local y = m(x)
+    dt.manual_seed(5)
+    assert.is_true(dt.equal(y, dt.F.dropout(x, 0.25, true)))
+    local kept = y:ne(0):sum():item()
+    assert(kept > 700 and kept < 800, "kept " .. kept)
+    assert.is_true(dt.equal(y:amax(), dt.tensor(1 / 0.75)))
+    m:eval()
+    assert.are.equal(x, m(x))
+    assert.are.equal(0.5, nn.Dropout().p)
+    fails("Dropout: p must be a number in [0, 1], got 1.5", nn.Dropout, 1.5)
+  end)
+end)
+
+describe("activation modules", function()
+  local x = t64({-2, -0.5, 0, 1.5})
+  local function each(f)
+    local out = {}
+    for i, v in ipairs(x:totable()) do out[i] = f(v) end
+    return t64(out)
+  end
+  local function sigmoid(v) return 1 / (1 + math.exp(-v)) end
+  local function erf(v) -- Abramowitz-Stegun 7.1.26 is too coarse: use the series (|v| < 2)
+    local term, sum, n = v, v, 0
+    repeat
+      n = n + 1
+      term = -term * v * v / n
+      sum = sum + term / (2 * n + 1)
+    until math.abs(term) < 1e-17
+    return 2 / math.sqrt(math.pi) * sum
+  end
+
+  it("compute their functions", function()
+    close(nn.ReLU()(x), each(function(v) return math.max(v, 0) end), 0, "ReLU")
+    close(nn.Tanh()(x), each(function(v) return (math.exp(2 * v) - 1) / (math.exp(2 * v) + 1) end), 1e-12, "Tanh")
+    close(nn.Sigmoid()(x), each(sigmoid), 1e-12, "Sigmoid")
+    close(nn.SiLU()(x), each(function(v) return v * sigmoid(v) end), 1e-12, "SiLU")
+    close(nn.GELU()(x), each(function(v) return 0.5 * v * (1 + erf(v / math.sqrt(2))) end), 1e-9, "GELU")
+    close(nn.GELU("tanh")(x), each(function(v)
+      local u = math.sqrt(2 / math.pi) * (v + 0.044715 * v ^ 3)
+      return 0.5 * v * (1 + (math.exp(2 * u) - 1) / (math.exp(2 * u) + 1))
+    end), 1e-12, "GELU tanh")
+    assert.are.equal("tanh", nn.GELU({approximate = "tanh"}).approximate)
+    close(nn.LeakyReLU(0.1)(x), each(function(v) return v < 0 and 0.1 * v or v end), 1e-15, "LeakyReLU")
+    close(nn.Hardtanh(-1, 1)(x), each(function(v) return math.min(math.max(v, -1), 1) end), 0, "Hardtanh")
+    local s = 0
+    for _, v in ipairs(x:totable()) do s = s + math.exp(v) end
+    close(nn.Softmax(1)(x), each(function(v) return math.exp(v) / s end), 1e-12, "Softmax")
+    close(nn.LogSoftmax(-1)(x), each(function(v) return v - math.log(s) end), 1e-12, "LogSoftmax")
+    assert.are.equal("LeakyReLU(negative_slope=0.1)", tostring(nn.LeakyReLU(0.1)))
+    assert.are.equal("ReLU()", tostring(nn.ReLU()))
+    fails('GELU: approximate must be "none" or "tanh", got erf', nn.GELU, "erf")
+    fails("Softmax: dim must be a non-zero integer (1-based, negative from the end), got nil", nn.Softmax)
+  end)
+
+  it("pass gradients", function()
+    local xs = dt.tensor({-1.0, 2.0}, {requires_grad = true})
+    nn.ReLU()(xs):sum():backward()
+    assert.is_true(dt.equal(xs.grad, dt.tensor({0, 1})))
+  end)
+end)
+
+describe("containers", function()
+  it("Sequential chains its modules, named 1..n, indexable like a list", function()
+    dt.manual_seed(1)
+    local seq = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    local x = dt.randn(5, 3)
+    assert.is_true(dt.equal(seq(x), seq[3](seq[2](seq[1](x)))))
+    assert.are.equal(3, #seq)
+    assert.are.equal(seq[3], seq[-1])
+    assert.is_nil(seq[4])
+    local n = 0
+    for i, m in ipairs(seq) do n = n + 1 assert.are.equal(seq._modules[tostring(i)], m) end
+    assert.are.equal(3, n)
+    assert.are.same({"1.weight", "1.bias", "3.weight", "3.bias"}, names(seq:named_parameters()))
+    assert.are.equal(seq[3], seq:get_submodule("3"))
+    seq:append(nn.Tanh())
+    assert.are.same({"1", "2", "3", "4"}, seq._module_names)
+    local named = nn.Sequential({{"fc", nn.Linear(3, 3)}, {"act", nn.ReLU()}})
+    assert.are.same({"fc", "act"}, named._module_names)
+    assert.are.equal(named.fc, named[1])
+    assert.are.equal(x, nn.Sequential()(x))
+    fails("Sequential: argument 2 must be a Module, got number", nn.Sequential, nn.ReLU(), 3)
+    -- gradients flow through every layer
+    seq(x):sum():backward()
+    for _, p in ipairs(seq:named_parameters()) do assert.is_not_nil(p[2].grad, p[1]) end
+  end)
+
+  it("ModuleList holds a list: append, extend, insert, replace, remove", function()
+    local a, b, c = nn.ReLU(), nn.Tanh(), nn.SiLU()
+    local ml = nn.ModuleList({a, b})
+    assert.are.equal(2, #ml)
+    ml:insert(1, c)
+    assert.are.same({c, a, b}, {ml[1], ml[2], ml[3]})
+    assert.are.same({"1", "2", "3"}, ml._module_names)
+    ml[2] = nil
+    assert.are.same({c, b}, {ml[1], ml[2]})
+    ml[-1] = a
+    assert.are.same({c, a}, {ml[1], ml[2]})
+    ml:extend({b}):append(nn.Linear(1, 1))
+    assert.are.same({"4.weight", "4.bias"}, names(ml:named_parameters()))
+    fails("ModuleList: index 9 is out of range for a ModuleList of 4 modules", function() ml[9] = a end)
+    fails("forward: ModuleList has no forward", ml, dt.ones(1))
+  end)
+
+  it("ModuleDict keeps sorted keys, or the order of a list of pairs", function()
+    local md = nn.ModuleDict({proj = nn.Linear(2, 2), act = nn.ReLU()})
+    assert.are.same({"act", "proj"}, md:keys())
+    assert.are.equal(md.proj, md["proj"])
+    local ordered = nn.ModuleDict({{"z", nn.ReLU()}, {"a", nn.Tanh()}})
+    assert.are.same({"z", "a"}, ordered:keys())
+    assert.are.equal(2, #ordered)
+    assert.are.same({"z", "a"}, names(ordered:items()))
+    ordered:update({b = nn.SiLU()})
+    assert.are.same({"z", "a", "b"}, ordered:keys())
+    local z = ordered:pop("z")
+    assert.are.equal("ReLU", z.__name)
+    assert.are.same({"a", "b"}, ordered:keys())
+    md.extra = nn.Tanh()
+    assert.are.same({"act", "proj", "extra"}, md:keys())
+    fails("pop: ModuleDict has no key 'q'", ordered.pop, ordered, "q")
+    fails("add_module: 'keys' is already a method of ModuleDict", nn.ModuleDict, {keys = nn.ReLU()})
+  end)
+end)
+
+describe("loss modules", function()
+  it("CrossEntropyLoss is F.cross_entropy; MSELoss the mean squared error", function()
+    local logits, target = dt.randn(4, 5), dt.tensor({1, 5, 2, 2})
+    assert.is_true(dt.equal(nn.CrossEntropyLoss()(logits, target), dt.F.cross_entropy(logits, target)))
+    assert.is_true(dt.equal(nn.CrossEntropyLoss({reduction = "sum", ignore_index = 2})(logits, target),
+                            dt.F.cross_entropy(logits, target, {reduction = "sum", ignore_index = 2})))
+    local a, b = t64({1, 2, 3}), t64({1, 0, 0})
+    close(nn.MSELoss()(a, b), t64(13 / 3), 1e-15, "mean")
+    close(nn.MSELoss({reduction = "sum"})(a, b), t64(13), 0, "sum")
+    close(nn.MSELoss({reduction = "none"})(a, b), t64({0, 4, 9}), 0, "none")
+    fails('MSELoss: reduction must be "mean", "sum" or "none", got avg', nn.MSELoss, {reduction = "avg"})
+  end)
+end)
+
+-- ---- initialisers ----
+
+describe("nn.init", function()
+  local init = nn.init
+
+  local function stats(t)
+    local x = t:to("float64")
+    return x:mean():item(), x:std():item(), x:min():item(), x:max():item()
+  end
+
+  it("calculate_gain gives torch's gains", function()
+    assert.are.equal(1, init.calculate_gain("linear"))
+    assert.are.equal(1, init.calculate_gain("sigmoid"))
+    assert.are.equal(5 / 3, init.calculate_gain("tanh"))
+    assert.are.equal(math.sqrt(2), init.calculate_gain("relu"))
+    assert.are.equal(math.sqrt(2 / (1 + 0.01 ^ 2)), init.calculate_gain("leaky_relu"))
+    assert.are.equal(math.sqrt(2 / 6), init.calculate_gain("leaky_relu", math.sqrt(5)))
+    assert.are.equal(0.75, init.calculate_gain("selu"))
+    fails("calculate_gain: unsupported nonlinearity swish", init.calculate_gain, "swish")
+  end)
+
+  it("uniform_, normal_, constant_, zeros_, ones_ fill in place, also leaves that require grad", function()
+    local t = dt.empty({200, 500}, {requires_grad = true})
+    assert.are.equal(t, init.uniform_(t, -2, 3))
+    local mean, std, lo, hi = stats(t)
+    assert(math.abs(mean - 0.5) < 0.02 and math.abs(std - 5 / math.sqrt(12)) < 0.02 and lo >= -2 and hi < 3)
+    assert.is_true(t.is_leaf and t.requires_grad)
+    init.normal_(t, 1, 2)
+    mean, std = stats(t)
+    assert(math.abs(mean - 1) < 0.02 and math.abs(std - 2) < 0.02, mean .. " " .. std)
+    init.constant_(t, 0.5)
+    assert.is_true(dt.equal(t, dt.full({200, 500}, 0.5)))
+    init.zeros_(t)
+    assert.are.equal(0, t:abs():sum():item())
+    init.ones_(t)
+    assert.are.equal(100000, t:sum():item())
+    fails("uniform_: expected a floating-point tensor, got int64", init.uniform_, dt.zeros(2, {dtype = "int64"}))
+    fails("normal_: std must be a number, got string", init.normal_, t, 0, "1")
+  end)
+
+  it("xavier and kaiming aim at their standard deviations, from the fans", function()
+    local t = dt.empty(300, 200, 2) -- fan_in 400, fan_out 600
+    init.xavier_uniform_(t, 2)
+    local bound = 2 * math.sqrt(6 / 1000)
+    local _, std, lo, hi = stats(t)
+    assert(lo >= -bound and hi <= bound and math.abs(std - bound / math.sqrt(3)) < 0.01 * bound)
+    init.xavier_normal_(t, {gain = 0.5})
+    _, std = stats(t)
+    assert(math.abs(std - 0.5 * math.sqrt(2 / 1000)) < 0.01 * std)
+    init.kaiming_uniform_(t) -- leaky_relu with a = 0: sqrt(2), fan_in
+    _, std, lo, hi = stats(t)
+    bound = math.sqrt(2) * math.sqrt(3 / 400)
+    assert(lo >= -bound and hi <= bound and math.abs(std - math.sqrt(2 / 400)) < 0.01 * std)
+    init.kaiming_normal_(t, 0, "fan_out", "relu")
+    _, std = stats(t)
+    assert(math.abs(std - math.sqrt(2 / 600)) < 0.01 * std, std)
+    init.kaiming_normal_(t, {mode = "fan_out", nonlinearity = "tanh"})
+    _, std = stats(t)
+    assert(math.abs(std - 5 / 3 / math.sqrt(600)) < 0.01 * std, std)
+    fails('kaiming_uniform_: mode must be "fan_in" or "fan_out", got fan', init.kaiming_uniform_, t, 0, "fan")
+    fails("xavier_uniform_: fan in and fan out can not be computed for a tensor with fewer than 2 dimensions, got shape [3]",
+          init.xavier_uniform_, dt.empty(3))
+    fails("kaiming_normal_: unknown option 'gain'", init.kaiming_normal_, t, {gain = 1})
+    assert.are.equal(0, init.kaiming_uniform_(dt.empty(0, 3)):numel()) -- a no-op, as torch
+  end)
+
+  it("trunc_normal_ stays in [a, b] with the truncated normal's moments", function()
+    local function moments(mean, std, a, b) -- of N(mean, std) truncated to [a, b]
+      local al, be = (a - mean) / std, (b - mean) / std
+      local pdf = function(z) return math.exp(-z * z / 2) / math.sqrt(2 * math.pi) end
+      local Z = init._norm_cdf(be) - init._norm_cdf(al)
+      local m = (pdf(al) - pdf(be)) / Z
+      local v = 1 + (al * pdf(al) - be * pdf(be)) / Z - m * m
+      return mean + std * m, std * math.sqrt(v)
+    end
+    local t = dt.empty(500, 400)
+    for _, case in ipairs {{0, 1, -2, 2}, {1, 2, 0, 10}, {0, 0.02, -0.04, 0.04}, {0, 1, 2.5, 4}, {0, 1, -8, -6}} do
+      init.trunc_normal_(t, table.unpack(case))
+      local mean, std, lo, hi = stats(t)
+      local want_mean, want_std = moments(table.unpack(case))
+      local what = table.concat(case, ", ")
+      assert(lo >= case[3] and hi <= case[4], what .. ": range " .. lo .. " " .. hi)
+      assert(math.abs(mean - want_mean) < 0.01 * want_std, what .. ": mean " .. mean .. " vs " .. want_mean)
+      assert(math.abs(std - want_std) < 0.01 * want_std, what .. ": std " .. std .. " vs " .. want_std)
+    end
+    assert.is_true(t.dtype == "float32")
+    fails("trunc_normal_: a must be below b, got a = 2, b = 1", init.trunc_normal_, t, 0, 1, 2, 1)
+    fails("trunc_normal_: std must be positive, got 0", init.trunc_normal_, t, 0, 0)
+  end)
+
+  it("trunc_normal_'s inverse CDF is Phi's inverse to 2e-9 relative, tails included", function()
+    local ps = {}
+    for e = 1, 15 do ps[#ps + 1] = 10 ^ -e end
+    for i = 1, 99 do ps[#ps + 1] = i / 100 end
+    for e = 3, 12 do ps[#ps + 1] = 1 - 10 ^ -e end
+    local x = init._norm_icdf(t64(ps)):totable()
+    for i, p in ipairs(ps) do -- one Newton step on Phi(x) = p gives the exact quantile
+      local xi = x[i]
+      local exact = xi - (init._norm_cdf(xi) - p) / (math.exp(-xi * xi / 2) / math.sqrt(2 * math.pi))
+      local err = math.abs(xi - exact) / math.max(math.abs(exact), 1)
+      assert(err < 2e-9, "p = " .. p .. ": " .. xi .. " instead of " .. exact)
+    end
+  end)
+
+  it("draws the same numbers under the same seed, whatever the function", function()
+    for _, f in ipairs {
+      function(t) return init.uniform_(t, -1, 1) end, function(t) return init.normal_(t, 0, 3) end,
+      init.xavier_uniform_, init.xavier_normal_, init.kaiming_uniform_, init.kaiming_normal_, init.trunc_normal_,
+    } do
+      dt.manual_seed(42)
+      local a = f(dt.empty(7, 9))
+      dt.manual_seed(42)
+      local b = f(dt.empty(7, 9))
+      assert.is_true(dt.equal(a, b))
+      assert.is_false(dt.equal(a, f(dt.empty(7, 9)))) -- the generator moved on
+    end
+    dt.manual_seed(42)
+    local a = init.uniform_(dt.empty(5), -1, 1)
+    dt.manual_seed(42)
+    assert.is_true(dt.equal(a, dt.empty(5):uniform_(-1, 1)))
+  end)
+end)
