@@ -262,10 +262,10 @@ describe("SequenceParallel", function()
     close(y, want, "block output")
     want:pow(2):sum():backward()
     local used = comm(function() y:pow(2):sum():backward() end)
-    -- fc2's reduce_scatter mirrored by an all_gather; fc1's all_gather by an all_reduce (the
-    -- engine reduces the Partial gradient of the gathered input before its chunk), and the
+    -- fc2's reduce_scatter mirrored by an all_gather, fc1's all_gather by a reduce_scatter (the
+    -- Partial gradient of the gathered input goes to its sequence shards in one step), and the
     -- norm's two parameters' gradients summed over the sequence shards
-    assert.are.same(counts {all_gather = 1, all_reduce = 3}, used)
+    assert.are.same(counts {all_gather = 1, reduce_scatter = 1, all_reduce = 2}, used)
     close(x.grad, my_chunk(xr.grad, 2), "input gradient")
     grads_match(m, ref, {["norm.weight"] = {R()}, ["mlp.fc1.weight"] = {S(1)}, ["mlp.fc2.weight"] = {S(2)}}, "SP block")
   end)
