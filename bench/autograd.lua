@@ -9,7 +9,11 @@
 --     the world, as a ratio to PyTorch's time on the same shapes and thread count (one rank:
 --     the BLAS's threads T, OPENBLAS_NUM_THREADS or every core; N ranks: N x T threads).
 --     `OPENBLAS_NUM_THREADS=1 ./dtlua -n 4 bench/autograd.lua` compares 4 ranks with
---     PyTorch on 4 threads.
+--     PyTorch on 4 threads;
+--   * the DTensor overhead of that tensor-parallel step: its time minus the same local math
+--     on plain tensors (each rank's shards, one raw all_reduce of the output) -- what the
+--     DTensor layer costs, apart from the kernels -- next to PyTorch DTensor's on the same
+--     ranks and threads (torch.distributed.run, gloo), measured the same way.
 -- usage (from the build dir): ./dtlua -n 4 bench/autograd.lua [quick]
 --   quick: small sizes and no PyTorch (tests/spec/bench_spec.lua).  Rank 0 measures the
 --   one-rank figures and runs PyTorch while the other ranks wait (threads backend: they
@@ -103,10 +107,10 @@ local function mlp_step(x, w1, b1, w2, b2)
   w1.grad, b1.grad, w2.grad, b2.grad = nil, nil, nil, nil
 end
 
-local function time_steps(step, sync)
+local function time_steps(step, sync, iters)
   for _ = 1, 2 do step() end -- warm-up: BLAS threads, pages, the dispatcher's decisions
   local best = math.huge
-  for _ = 1, ITERS do
+  for _ = 1, iters or ITERS do
     collectgarbage()
     if sync then sync() end
     local t0 = now()
@@ -125,7 +129,7 @@ local function mlp_one_rank()
   return time_steps(function() mlp_step(x, w1, b1, w2, b2) end)
 end
 
-local function mlp_tensor_parallel()
+local function mlp_tensor_parallel(B, D, H, iters)
   local mesh = dt.init_device_mesh("cpu", {ranks})
   dt.manual_seed(0)
   local function param(shape, p, zero)
@@ -135,7 +139,28 @@ local function mlp_tensor_parallel()
   local x = dt.randn({B, D}, {device_mesh = mesh, placements = {dt.Replicate()}})
   local w1, b1 = param({D, H}, {dt.Shard(2)}), param({H}, {dt.Shard(1)}, true) -- column-wise
   local w2, b2 = param({H, D}, {dt.Shard(1)}), param({D}, {dt.Replicate()}, true) -- row-wise
-  return time_steps(function() mlp_step(x, w1, b1, w2, b2) end, dt.barrier)
+  return time_steps(function() mlp_step(x, w1, b1, w2, b2) end, dt.barrier, iters)
+end
+
+-- The same step as mlp_tensor_parallel's on each rank's shards as plain tensors: the DTensor
+-- layer's work (dispatch, redistribution plans, conversions, gradient conforming) taken away,
+-- the math and the one all_reduce of the output kept.
+local function mlp_bare_local(B, D, H, iters)
+  local h_local = H // ranks -- even shards (H divisible by the rank count in these runs)
+  dt.manual_seed(0)
+  local x = dt.randn(B, D)
+  local w1, b1 = dt.randn({D, h_local}, {requires_grad = true}), dt.zeros({h_local}, {requires_grad = true})
+  local w2, b2 = dt.randn({h_local, D}, {requires_grad = true}), dt.zeros({D}, {requires_grad = true})
+  local function step()
+    local h = x:mm(w1) + b1
+    if act then h = act(h) end
+    local partial = h:mm(w2)
+    dt.no_grad(function() dt.distributed.all_reduce(partial:detach():clone(), "sum") end)
+    local out = partial + b2
+    out:sum():backward()
+    w1.grad, b1.grad, w2.grad, b2.grad = nil, nil, nil, nil
+  end
+  return time_steps(step, dt.barrier, iters)
 end
 
 -- ---- PyTorch, in a subprocess of rank 0 ----
@@ -193,6 +218,79 @@ for t in threads:
     print("mlp_%d" % t, best * 1e3)
 ]==]
 
+-- PyTorch DTensor's tensor-parallel step and the same bare local step, on `ranks` processes
+-- (torch.distributed.run, gloo), each with the BLAS threads of one dtlua rank.
+local TORCH_TP_SCRIPT = [==[
+import sys, time, torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import distribute_tensor, Shard, Replicate
+THREADS = int(sys.argv[2])
+ACT = sys.argv[3]
+SIZES = [tuple(int(v) for v in s.split(",")) for s in sys.argv[4:]]
+dist.init_process_group("gloo")
+r, n = dist.get_rank(), dist.get_world_size()
+torch.set_num_threads(THREADS)
+act = {"relu": torch.relu, "gelu": torch.nn.functional.gelu}.get(ACT)
+mesh = init_device_mesh("cpu", (n,))
+def measure(B, D, H, ITERS):
+    torch.manual_seed(0)
+    def timed(step):
+        for _ in range(2): step()
+        best = float("inf")
+        for _ in range(ITERS):
+            dist.barrier(); t0 = time.perf_counter(); step(); dist.barrier()
+            best = min(best, time.perf_counter() - t0)
+        return best * 1e3
+    x = distribute_tensor(torch.randn(B, D), mesh, [Replicate()])
+    w1 = distribute_tensor(torch.randn(D, H), mesh, [Shard(1)]).requires_grad_()
+    b1 = distribute_tensor(torch.zeros(H), mesh, [Shard(0)]).requires_grad_()
+    w2 = distribute_tensor(torch.randn(H, D), mesh, [Shard(0)]).requires_grad_()
+    b2 = distribute_tensor(torch.zeros(D), mesh, [Replicate()]).requires_grad_()
+    def tp_step():
+        h = x @ w1 + b1
+        if act is not None: h = act(h)
+        out = h @ w2 + b2
+        out.sum().backward()
+        for p in (w1, b1, w2, b2): p.grad = None
+    tp = timed(tp_step)
+    lx = torch.randn(B, D)
+    lw1, lb1 = torch.randn(D, H // n, requires_grad=True), torch.zeros(H // n, requires_grad=True)
+    lw2, lb2 = torch.randn(H // n, D, requires_grad=True), torch.zeros(D, requires_grad=True)
+    def bare_step():
+        h = lx @ lw1 + lb1
+        if act is not None: h = act(h)
+        partial = h @ lw2
+        with torch.no_grad(): dist.all_reduce(partial.detach().clone())
+        out = partial + lb2
+        out.sum().backward()
+        for p in (lw1, lb1, lw2, lb2): p.grad = None
+    bare = timed(bare_step)
+    return tp, bare
+for (B, D, H, IT) in SIZES:
+    tp, bare = measure(B, D, H, IT)
+    if r == 0:
+        print("dtensor_tp_%d_%d_%d" % (B, D, H), tp)
+        print("dtensor_bare_%d_%d_%d" % (B, D, H), bare)
+dist.destroy_process_group()
+]==]
+
+local function run_torch_tp(sizes)
+  local path = os.tmpname() .. ".py"
+  local f = assert(io.open(path, "w"))
+  f:write(TORCH_TP_SCRIPT)
+  f:close()
+  local cmd = string.format("OMP_NUM_THREADS=%d timeout 600 python3 -m torch.distributed.run --standalone "
+    .. "--nproc_per_node=%d %s %d %d %s %s 2>/dev/null", THREADS, ranks, path, ITERS, THREADS, ACT,
+    table.concat(sizes, " "))
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  p:close()
+  os.remove(path)
+  local res = {}
+  for k, v in out:gmatch("(dtensor_%S+) (%S+)\n") do res[k] = tonumber(v) end
+  return res
+end
+
 local function torch_available()
   local ok = os.execute("python3 -c 'import torch' >/dev/null 2>&1")
   return ok == true or ok == 0
@@ -215,7 +313,11 @@ local function run_torch(threads)
 end
 
 -- ---- the run ----
-local rec, one, tp, torch, why = nil, nil, nil, nil, {}
+-- the DTensor-overhead sizes: the MLP's, and a small one where the framework's work dominates
+local OVERHEAD_SIZES = {{B, D, H, ITERS}}
+if not quick then OVERHEAD_SIZES[2] = {8, 64, 256, 60} end
+local function size_key(sz) return string.format("%d_%d_%d", sz[1], sz[2], sz[3]) end
+local rec, one, tp, bare, torch, why = nil, nil, nil, {}, nil, {}
 if rank == 0 then
   rec = recording()
   local ok, t = pcall(mlp_one_rank)
@@ -223,8 +325,13 @@ if rank == 0 then
 end
 dt.barrier()
 if ranks > 1 then
-  local ok, t = pcall(mlp_tensor_parallel)
+  local ok, t = pcall(mlp_tensor_parallel, B, D, H)
   if ok then tp = t else why.tp = tostring(t) end
+  for _, sz in ipairs(OVERHEAD_SIZES) do
+    local ok1, t1 = pcall(mlp_tensor_parallel, table.unpack(sz))
+    local ok2, t2 = pcall(mlp_bare_local, table.unpack(sz))
+    if ok1 and ok2 then bare[size_key(sz)] = {tp = t1, bare = t2} else why.bare = tostring(ok1 and t2 or t1) end
+  end
 else
   why.tp = "one rank in this run (run with dtlua -n 4)"
 end
@@ -237,6 +344,13 @@ if rank == 0 then
   else
     torch = run_torch(ranks > 1 and {THREADS, ranks * THREADS} or {THREADS})
     if not torch.version then why.torch, torch = "python3 with torch failed to run the comparison", nil end
+    if torch and ranks > 1 then
+      local args = {}
+      for _, sz in ipairs(OVERHEAD_SIZES) do args[#args + 1] = table.concat(sz, ",") end
+      local tt = run_torch_tp(args)
+      if next(tt) then for k, v in pairs(tt) do torch[k] = v end
+      else why.torch_tp = "torch.distributed.run with gloo failed" end
+    end
   end
 end
 dt.barrier()
@@ -273,4 +387,22 @@ if tp then
       f2(tp, "%.2f"), f2(T["mlp_" .. t], "%.2f"), ratio(tp, T["mlp_" .. t]))
 else
   say("tensor-parallel: skipped: %s", why.tp)
+end
+if next(bare) then
+  say("# the DTensor layer's cost in a tensor-parallel step: its time minus the same local math on plain shards and")
+  say("# one raw all_reduce; PyTorch DTensor (%s) measured the same way on %d processes x %d threads",
+      (torch and not why.torch_tp) and "torch.distributed.run, gloo" or ("n/a: " .. (why.torch_tp or why.torch or "?")), ranks, THREADS)
+  say("%-44s %10s %10s", "ms per step", "dtlua", "PyTorch")
+  for _, sz in ipairs(OVERHEAD_SIZES) do
+    local k, m = size_key(sz), bare[size_key(sz)]
+    if m then
+      local pt, pb = T["dtensor_tp_" .. k], T["dtensor_bare_" .. k]
+      say("batch %d, %d -> %d -> %d:", sz[1], sz[2], sz[3], sz[2])
+      say("%-44s %10s %10s", "  tensor-parallel step, DTensors", f2(m.tp, "%.3f"), f2(pt, "%.3f"))
+      say("%-44s %10s %10s", "  same local math, plain tensors + all_reduce", f2(m.bare, "%.3f"), f2(pb, "%.3f"))
+      say("%-44s %10s %10s", "  DTensor overhead per step", f2(m.tp - m.bare, "%+.3f"), pt and f2(pt - pb, "%+.3f") or "n/a")
+    end
+  end
+elseif ranks > 1 then
+  say("DTensor overhead: skipped: %s", why.bare or why.tp)
 end

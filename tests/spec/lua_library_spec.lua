@@ -8,10 +8,11 @@ local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "
                  "dtensor.nn.loss", "dtensor.parallel"}
 local FIELDS = {module = true, methods = true, functional = true, with_dt = true, nn = true}
 -- with the helper modules the library's modules require (installed nowhere)
-local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.checks", "dtensor.parallel.layouts",
-               "dtensor.parallel.style", "dtensor.parallel.distribute_module", "dtensor.parallel.linear_styles",
-               "dtensor.parallel.sequence_parallel", "dtensor.parallel.prepare_module", "dtensor.parallel.parallelize",
-               "dtensor.parallel.loss", "dtensor.parallel.buckets", "dtensor.parallel.replicate", table.unpack(LIBRARY)}
+local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.checks", "dtensor.nn.state_dict",
+               "dtensor.nn.module_repr", "dtensor.parallel.layouts", "dtensor.parallel.style",
+               "dtensor.parallel.distribute_module", "dtensor.parallel.linear_styles", "dtensor.parallel.sequence_parallel",
+               "dtensor.parallel.prepare_module", "dtensor.parallel.parallelize", "dtensor.parallel.loss",
+               "dtensor.parallel.buckets", "dtensor.parallel.replicate", table.unpack(LIBRARY)}
 
 local function snapshot(t)
   local s = {}

@@ -17,10 +17,27 @@ function C.fail(msg)
   error(msg, level)
 end
 
+-- true when v is a module (an instance of cls or one of its subclasses, when cls is given):
+-- a table whose metatable is a class made by dt.nn.Module:extend
+function C.is_module(v, cls)
+  if type(v) ~= "table" then return false end
+  local c = getmetatable(v)
+  if type(c) ~= "table" or rawget(c, "__is_module_class") ~= true then return false end
+  if cls == nil then return true end
+  while c do
+    if c == cls then return true end
+    c = rawget(c, "super")
+  end
+  return false
+end
+
+-- "[2, 3]": a tensor's (global) shape in messages and printouts
+function C.shape_text(t) return "[" .. table.concat(t:size(), ", ") .. "]" end
+
 -- The type of v as errors name it: a module's class name, a userdata's protected metatable.
 function C.type_name(v)
   local mt = getmetatable(v)
-  if type(v) == "table" and type(mt) == "table" and rawget(mt, "__is_module_class") then return mt.__name end
+  if C.is_module(v) then return mt.__name end
   return type(mt) == "string" and mt or type(v)
 end
 

@@ -38,7 +38,7 @@
 --   `m:load_state_dict(sd, {strict = true})` copies the values into the existing tensors
 --   in place under dt.no_grad (a DTensor target takes a plain full tensor, distributed as
 --   dt.distribute_tensor does, or a DTensor, redistributed to its placements; a DTensor
---   value into a plain target is gathered).  Missing and unexpected keys (strict) and shape
+--   value into a plain target is gathered, and left alone on a rank outside its mesh).  Missing and unexpected keys (strict) and shape
 --   mismatches raise one error naming them all, before anything is copied; returns the lists
 --   of missing and unexpected keys.
 -- * Modes and conversions: `m:train(flag = true)`/`m:eval()` set `training` recursively;
@@ -52,26 +52,12 @@
 --
 -- This file returns {nn = {Module =, is_module =}}: init.lua installs them into dt.nn.
 local core = require "dtensor.core"
+local C = require "dtensor.nn.checks"
+local fail, type_name, is_float_tensor, is_module = C.fail, C.type_name, C.is_float_tensor, C.is_module
 
 -- ---- classes ----
 
-local C = require "dtensor.nn.checks"
-local fail, type_name, is_float_tensor = C.fail, C.type_name, C.is_float_tensor
-
 local function is_class(c) return type(c) == "table" and rawget(c, "__is_module_class") == true end
-
--- true when v is a module (an instance of cls or one of its subclasses, when cls is given)
-local function is_module(v, cls)
-  if type(v) ~= "table" then return false end
-  local c = getmetatable(v)
-  if not is_class(c) then return false end
-  if cls == nil then return true end
-  while c do
-    if c == cls then return true end
-    c = rawget(c, "super")
-  end
-  return false
-end
 
 -- A class's __index: the instance's parameters, buffers and submodules, then (integer keys)
 -- the class's _item, then the class and its ancestors.
@@ -391,130 +377,10 @@ function Module.__call(self, ...)
   return table.unpack(out, 1, math.max(out.n, 1))
 end
 
--- ---- state_dict ----
+-- ---- state_dict (nn/state_dict.lua) ----
 
--- {name, tensor, kind} of every parameter and persistent buffer, dotted, depth first, as
--- torch (a tensor shared by two modules appears under both names)
-local function state_entries(m, prefix, out)
-  for _, name in ipairs(rawget(m, "_param_names")) do
-    out[#out + 1] = {prefix .. name, rawget(m, "_parameters")[name], "parameter"}
-  end
-  local np = rawget(m, "_non_persistent")
-  for _, name in ipairs(rawget(m, "_buffer_names")) do
-    if not np[name] then out[#out + 1] = {prefix .. name, rawget(m, "_buffers")[name], "buffer"} end
-  end
-  for _, name in ipairs(rawget(m, "_module_names")) do
-    state_entries(rawget(m, "_modules")[name], prefix .. name .. ".", out)
-  end
-  return out
-end
-
--- pairs(sd) in the module's order, then any key added later (sorted): the same on every rank
-local function ordered(t, keys)
-  return setmetatable(t, {__pairs = function(tbl)
-    local list, known = {}, {}
-    for _, k in ipairs(keys) do
-      known[k] = true
-      if rawget(tbl, k) ~= nil then list[#list + 1] = k end
-    end
-    local extra = {}
-    for k in next, tbl do
-      if not known[k] then extra[#extra + 1] = k end
-    end
-    table.sort(extra, function(a, b) return tostring(a) < tostring(b) end)
-    table.move(extra, 1, #extra, #list + 1, list)
-    local i = 0
-    return function()
-      i = i + 1
-      local k = list[i]
-      if k ~= nil then return k, rawget(tbl, k) end
-    end, tbl, nil
-  end})
-end
-
-function Module.state_dict(self, prefix, keep_vars)
-  local out, keys = {}, {}
-  for _, e in ipairs(state_entries(self, prefix and prefix ~= "" and prefix .. "." or "", {})) do
-    if out[e[1]] == nil then keys[#keys + 1] = e[1] end
-    out[e[1]] = keep_vars and e[2] or e[2]:detach()
-  end
-  return ordered(out, keys)
-end
-
-local function shape_text(t) return "[" .. table.concat(t:size(), ", ") .. "]" end
-
-local function same_placements(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do
-    if a[i] ~= b[i] then return false end
-  end
-  return true
-end
-
--- v's values into target, in place (under no_grad): across plain tensors and DTensors
-local function copy_into(target, v)
-  if core.is_dtensor(target) then
-    if not core.is_dtensor(v) then
-      v = core.distribute_tensor(v, target.device_mesh, target.placements)
-    elseif not same_placements(v.placements, target.placements) then
-      v = v:redistribute(target.device_mesh, target.placements)
-    end
-  elseif core.is_dtensor(v) then
-    v = v:full_tensor()
-  end
-  target:copy_(v)
-end
-
-local load_options = {strict = true}
-function Module.load_state_dict(self, sd, opts)
-  if type(sd) ~= "table" or is_module(sd) then fail("load_state_dict: expected a table name -> tensor, got " .. type_name(sd)) end
-  if type(opts) == "boolean" then opts = {strict = opts} end -- torch's positional strict
-  if opts ~= nil and type(opts) ~= "table" then fail("load_state_dict: options must be a table, got " .. type_name(opts)) end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if not load_options[k] then fail("load_state_dict: unknown option '" .. tostring(k) .. "'") end
-  end
-  local strict = opts.strict ~= false
-  local entries = state_entries(self, "", {})
-  local expected, missing, unexpected, problems = {}, {}, {}, {}
-  for _, e in ipairs(entries) do
-    local name, target = e[1], e[2]
-    expected[name] = true
-    local v = rawget(sd, name)
-    if v == nil then
-      missing[#missing + 1] = name
-    elseif not core.is_tensor(v) then
-      problems[#problems + 1] = "'" .. name .. "' is a " .. type_name(v) .. ", expected a tensor"
-    else
-      local a, b = v:size(), target:size()
-      local same = #a == #b
-      for d = 1, #a do same = same and a[d] == b[d] end
-      if not same then
-        problems[#problems + 1] = "size mismatch for " .. name .. ": copying a tensor of shape " .. shape_text(v) ..
-                                  " into a " .. e[3] .. " of shape " .. shape_text(target)
-      end
-    end
-  end
-  for k in next, sd do
-    if not expected[k] then unexpected[#unexpected + 1] = tostring(k) end
-  end
-  table.sort(unexpected)
-  local errors = {}
-  if strict and #missing > 0 then errors[#errors + 1] = "missing keys: " .. table.concat(missing, ", ") end
-  if strict and #unexpected > 0 then errors[#errors + 1] = "unexpected keys: " .. table.concat(unexpected, ", ") end
-  for _, p in ipairs(problems) do errors[#errors + 1] = p end
-  if #errors > 0 then
-    fail("load_state_dict: error(s) in loading the state_dict of " .. self.__name .. ": " .. table.concat(errors, "; "))
-  end
-  do
-    local _ <close> = core.no_grad()
-    for _, e in ipairs(entries) do
-      local v = rawget(sd, e[1])
-      if v ~= nil then copy_into(e[2], v) end
-    end
-  end
-  return missing, unexpected
-end
+local state = require "dtensor.nn.state_dict"
+Module.state_dict, Module.load_state_dict = state.state_dict, state.load_state_dict
 
 -- ---- modes and conversions ----
 
@@ -574,10 +440,11 @@ function Module.to(self, dtype)
     fail("to: modules convert to a floating-point dtype (float32, float64, bfloat16, float16), got " .. tostring(dtype))
   end
   local memo = {} -- a tensor shared by two modules stays shared
-  for _, mp in ipairs(Module.named_modules(self)) do
-    for _, reg in ipairs {"_parameters", "_buffers"} do
-      local r = rawget(mp[2], reg)
-      for name, t in pairs(r) do
+  for _, mp in ipairs(Module.named_modules(self)) do -- in order: the same on every rank
+    for _, reg in ipairs {{"_parameters", "_param_names"}, {"_buffers", "_buffer_names"}} do
+      local r = rawget(mp[2], reg[1])
+      for _, name in ipairs(rawget(mp[2], reg[2])) do
+        local t = r[name]
         memo[t] = memo[t] or converted(t, dtype)
         r[name] = memo[t]
       end
@@ -591,44 +458,9 @@ function Module.double(self) return self:to("float64") end
 function Module.half(self) return self:to("float16") end
 function Module.bfloat16(self) return self:to("bfloat16") end
 
--- ---- printing ----
+-- ---- printing (nn/module_repr.lua) ----
 
-local function tensor_text(t)
-  local s = shape_text(t) .. " " .. t.dtype
-  if core.is_dtensor(t) then
-    local ps = {}
-    for i, p in ipairs(t.placements) do ps[i] = tostring(p) end
-    s = s .. " (" .. table.concat(ps, ", ") .. ") on mesh [" .. table.concat(t.device_mesh:shape(), ", ") .. "]"
-  end
-  return s
-end
+Module.__tostring = require("dtensor.nn.module_repr").describe
 
-local function indent(s) return (s:gsub("\n", "\n  ")) end
-
-local function describe(m)
-  local head = m.__name .. "(" .. m:extra_repr()
-  local lines = {}
-  for _, name in ipairs(rawget(m, "_param_names")) do
-    lines[#lines + 1] = name .. ": " .. tensor_text(rawget(m, "_parameters")[name])
-  end
-  for _, name in ipairs(rawget(m, "_buffer_names")) do
-    lines[#lines + 1] = name .. ": " .. tensor_text(rawget(m, "_buffers")[name]) .. " (buffer)"
-  end
-  local names = rawget(m, "_module_names")
-  if #names == 0 then
-    if #lines == 0 then return head .. ")" end
-    return head .. ")\n  " .. table.concat(lines, "\n  ")
-  end
-  local out, extra = {m.__name .. "("}, m:extra_repr()
-  if extra ~= "" then out[2] = "  " .. indent(extra) end
-  for _, l in ipairs(lines) do out[#out + 1] = "  " .. l end
-  for _, name in ipairs(names) do
-    out[#out + 1] = "  (" .. name .. "): " .. indent(describe(rawget(m, "_modules")[name]))
-  end
-  out[#out + 1] = ")"
-  return table.concat(out, "\n")
-end
-
-Module.__tostring = describe
 
 return {nn = {Module = Module, is_module = is_module}}
