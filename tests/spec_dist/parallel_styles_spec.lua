@@ -548,6 +548,19 @@ describe("replicate (data parallel)", function()
     end
   end)
 
+  it("a bucket is averaged during backward, as soon as its gradients are in", function()
+    local mesh = mesh1()
+    local m = MLP(true)
+    local fc2_when_fc1_arrives
+    m.fc1.bias:register_hook(function() fc2_when_fc1_arrives = m.fc2.weight.grad:clone() end) -- runs before replicate's
+    P.replicate(m, mesh, {bucket_cap_mb = (2 * D * D * 8 + 1) / 2 ^ 20})
+    local x = H.values({2, D}, "float64") * (rank + 1) -- each rank its own batch
+    m(x):pow(2):mean():backward()
+    close(fc2_when_fc1_arrives, m.fc2.weight.grad, "fc2's gradient was averaged before fc1's arrived")
+    local all = dt.distributed.all_gather(m.fc2.weight.grad:reshape(1, -1))
+    for r = 2, n do close(all[r], all[1], "the ranks' averages agree") end
+  end)
+
   it("the default bucket (25 MB) takes every gradient: one all_reduce", function()
     local mesh = mesh1()
     local ref, m = twin(function() return MLP(true) end)

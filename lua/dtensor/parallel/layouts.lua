@@ -8,7 +8,6 @@ local M = {}
 -- error levels: the helpers raise `level` frames above their caller; 0 stays 0 (no position:
 -- the hooks' errors, whose caller is the module's call machinery)
 local function up(level) return level == 0 and 0 or level + 1 end
-M.up = up
 
 function M.is_mesh(x) return getmetatable(x) == "DeviceMesh" end
 
@@ -127,8 +126,8 @@ end
 -- x's local tensor when use_local (differentiable), else x
 function M.local_or(x, use_local) return use_local and x:to_local() or x end
 
--- The placements a module's parameter is given: distribute_tensor from the mesh's first rank
--- (or src_rank), detached from the plain parameter, requiring grad as it did.
+-- A module's parameter p as a DTensor leaf with these placements: distribute_tensor of its
+-- values on the mesh's first rank (or src_rank), requiring grad as p did.
 function M.distribute_param(p, mesh, placements, src_rank)
   local d = core.distribute_tensor(p:detach(), mesh, placements, src_rank ~= nil and {src_rank = src_rank} or nil)
   if p.requires_grad then d:requires_grad_() end

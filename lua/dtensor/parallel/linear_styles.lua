@@ -43,8 +43,10 @@ end
 
 local function output_fn(s, name)
   return function(_, out)
-    if not core.is_dtensor(out) then error(name .. ": the module's output is " .. (core.is_tensor(out) and "a plain tensor" or type(out)) ..
-                                           ", not a DTensor", 0) end
+    if not core.is_dtensor(out) then
+      error(name .. ": the module's output is " .. (core.is_tensor(out) and "a plain tensor" or type(out)) ..
+            ", not a DTensor", 0)
+    end
     return L.local_or(L.redistributed(out, s.output_layouts), s.use_local_output)
   end
 end
@@ -61,8 +63,8 @@ local function shard_params(module, by_param, all, src_rank)
   end
 end
 
--- layouts: by module class, {weight placements by name, default placement, given input,
--- desired input}
+-- layouts: by module class, {params = placement by parameter name, all = the placement of
+-- the others, input = the given input layout (default), desired = the desired one}
 local function define(name, layouts, defaults)
   local function apply(s, module, mesh, src_rank)
     local kind, got = L.class_in(module, layouts)

@@ -102,9 +102,11 @@ end
 -- `current` (the parameter whose hook is running) when it is in this bucket
 local function reduce(state, b, current)
   local grads, flat_parts = b.grads, {}
+  b.grads, b.ready = {}, 0
+  if state.group_size == 1 then return nil end -- the average of one gradient
   for i = 1, #b.slots do flat_parts[i] = local_of(grads[i]):reshape(-1) end
   local flat = #flat_parts == 1 and flat_parts[1]:clone() or core.cat(flat_parts)
-  if state.group_size > 1 then D.all_reduce(flat, "avg", state.group) end
+  D.all_reduce(flat, "avg", state.group)
   local replacement, off = nil, 0
   for i, slot in ipairs(b.slots) do
     local g = grads[i]
@@ -123,7 +125,6 @@ local function reduce(state, b, current)
       local_of(acc):add_(avg - gl)
     end
   end
-  b.grads, b.ready = {}, 0
   return replacement
 end
 
