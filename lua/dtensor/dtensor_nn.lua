@@ -1,7 +1,8 @@
 -- F.embedding and F.cross_entropy on DTensors (doc/dispatch.md): embedding is one op call
 -- after an agreed range check; cross_entropy is composed from dispatched ops and
 -- redistributions.  Returns {functional = {...}}: init.lua installs it into
--- dt.nn.functional over the plain functions of dtensor.nn.functional, which it wraps.
+-- dt.nn.functional over the plain functions of dtensor.nn.functional, which it wraps; and
+-- loss_parallel(delta), the switch of dt.parallel.loss_parallel (lua/dtensor/parallel/loss.lua).
 local core = require "dtensor.core"
 local plain_F = require "dtensor.nn.functional" -- the plain embedding and cross_entropy
 local dispatch = require("dtensor.dispatch").module -- _decide, _replicated, _check_same_mesh
@@ -125,7 +126,46 @@ local function check_targets(t2, mesh, classes, ignore, all_here)
   end
 end
 
+-- ---- loss parallel (dt.parallel.loss_parallel, lua/dtensor/parallel/loss.lua): inside it,
+-- DTensor logits must be sharded on the class dim, and a plain target is this rank's part of
+-- the target, laid out as the logits without their class dim (replicated where the logits
+-- shard the classes), as PyTorch's loss_parallel takes it. ----
+local loss_parallel_depth = 0 -- per rank (each rank has its own Lua state)
+local function loss_parallel(delta)
+  loss_parallel_depth = loss_parallel_depth + delta
+  return loss_parallel_depth
+end
+
+local function loss_parallel_args(logits, target)
+  local shape, mesh = logits:size(), logits.device_mesh
+  local cdim = #shape == 1 and 1 or 2
+  local tp, class = {}, false
+  for m = 1, mesh.ndim do
+    local p = logits.placements[m]
+    if p:is_shard() and p.dim == cdim then
+      tp[m], class = core.Replicate(), true
+    elseif p:is_shard() then
+      tp[m] = core.Shard(p.dim < cdim and p.dim or p.dim - 1)
+    else
+      tp[m] = core.Replicate()
+    end
+  end
+  if not class then
+    local ps = {}
+    for m, p in ipairs(logits.placements) do ps[m] = tostring(p) end
+    error("cross_entropy: loss_parallel expects the logits sharded on the class dim (dim " .. cdim ..
+          "), got placements (" .. table.concat(ps, ", ") .. ")", 3)
+  end
+  if core.is_tensor(target) and not core.is_dtensor(target) then
+    local ts = {}
+    for d = 1, #shape do if d ~= cdim then ts[#ts + 1] = shape[d] end end
+    target = core.from_local(target, mesh, tp, {shape = ts})
+  end
+  return logits, target
+end
+
 function functional.cross_entropy(logits, target, opts)
+  if loss_parallel_depth > 0 and core.is_dtensor(logits) then logits, target = loss_parallel_args(logits, target) end
   if not (core.is_dtensor(logits) or core.is_dtensor(target)) then return (plain_ce(logits, target, opts)) end
   local mesh
   mesh, logits, target = common_mesh("cross_entropy", logits, target)
@@ -235,4 +275,4 @@ function functional.cross_entropy(logits, target, opts)
   return loss:sum() / t2:ne(ignore):sum()
 end
 
-return {functional = functional}
+return {functional = functional, loss_parallel = loss_parallel}

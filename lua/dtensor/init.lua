@@ -32,6 +32,7 @@ local dtensor_nn = require "dtensor.dtensor_nn" -- F.embedding, F.cross_entropy 
 local autograd = require "dtensor.autograd" -- dt.autograd.Function, dt.utils.checkpoint
 local optim = require "dtensor.optim" -- dt.optim (optimizers, lr_scheduler), dt.nn.utils.clip_grad_*
 local utils = require "dtensor.utils" -- dt.utils.progress, plot, sparkline, read_jsonl
+local parallel = require "dtensor.parallel" -- dt.parallel (tensor/data parallel styles), dt.distribute_module
 local MODULES = { -- installed in this order
   {"dtensor.dtensor", factories}, {"dtensor.dispatch", dispatch},
   {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn},
@@ -42,6 +43,7 @@ for _, name in ipairs {"module", "initializers", "linear", "embedding", "normali
                        "containers", "loss"} do
   MODULES[#MODULES + 1] = {"dtensor.nn." .. name, require("dtensor.nn." .. name)}
 end
+MODULES[#MODULES + 1] = {"dtensor.parallel", parallel}
 
 local function copy(t)
   local c = {}

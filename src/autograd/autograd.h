@@ -45,6 +45,15 @@ DT_API int dt_autograd_record_custom(dt_context *ctx, const char *name, dt_value
                                      dt_value *const *out, int nout, const dt_dspec *const *grad_spec,
                                      dt_custom_backward_fn fn, void *ud, void (*free_ud)(void *));
 
+/* Marks the custom node that computed out (its grad_fn; none: nothing) as one whose backward
+ * takes its outputs' gradients with Partial placements as they come, rather than reduced to
+ * Replicate first: a node that hands the gradient to its input's edge, which brings it to the
+ * input's placements anyway (redistribute: a Partial gradient of a Shard -> Replicate
+ * redistribute then reaches the Shard in one reduce_scatter, not an all_reduce and a chunk).
+ * An output with hooks, a retained grad, or whose gradient dt_autograd_grad returns still gets
+ * it reduced. */
+void dt_autograd_keep_partial(dt_value *out);
+
 /* dt_autograd_record_custom without grad_spec, for a node that keeps values its backward
  * reads (a Lua autograd.Function's save_for_backward): copies of save[0..nsave-1] (no NULL)
  * are held as an op node holds what its rule reads: their versions are checked before its

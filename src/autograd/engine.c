@@ -282,6 +282,18 @@ static int call_rule(run *r, dt_node *n, dt_value *buf, dt_value *grad_in, const
   return st;
 }
 
+/* Output nr of sc's node takes its gradient Partial (dt_autograd_keep_partial): nobody else
+ * sees that gradient as it is (no hook, no retained grad, not returned by dt_autograd_grad). */
+static int takes_partial(const nstate *sc, int nr) {
+  const dt_node *p = sc->node;
+  if (p->kind != DT_NODE_CUSTOM || !p->keeps_partial || (p->retain && p->retain[nr])) return 0;
+  for (const dt_hook *h = p->hooks; h; h = h->next)
+    if (h->output_nr == nr) return 0;
+  for (const capture *c = sc->caps; c; c = c->next)
+    if (c->nr == nr) return 0;
+  return 1;
+}
+
 static int run_node(run *r, int k) {
   dt_context *ctx = r->ctx;
   nstate *s = &r->st[k];
@@ -356,7 +368,8 @@ static int run_node(run *r, int k) {
       dt_grad_kind gk = {0}; /* a DTensor gradient has none: its placements say it all */
       if (gi[i].spec && !n->in_meta[i].spec) dt_grad_kind_set_whole(&gk, gi[i].spec->mesh); /* gathered below */
       else if (!gi[i].spec) dt_grad_kind_merge(&gk, &kind);
-      st = dt_autograd_conform(ctx, what, &gi[i], &n->in_meta[i]);
+      st = takes_partial(sc, e->nr) ? dt_autograd_conform_keep_partial(ctx, what, &gi[i], &n->in_meta[i])
+                                     : dt_autograd_conform(ctx, what, &gi[i], &n->in_meta[i]);
       if (st == DT_OK) {
         dt_grad_kind_merge(&sc->kind[e->nr], &gk);
         st = dt_autograd_accumulate(ctx, &sc->buf[e->nr], &gi[i]);

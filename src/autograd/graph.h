@@ -94,6 +94,7 @@ typedef struct dt_node {
   dt_custom_backward_fn custom;
   void *ud;
   void (*free_ud)(void *ud);
+  int keeps_partial; /* takes its outputs' gradients Partial (dt_autograd_keep_partial) */
   /* hooks on the outputs, and outputs whose value retains its grad (weak, [nout] or NULL) */
   dt_hook *hooks;
   dt_grad_meta **retain;

@@ -135,6 +135,11 @@ int dt_autograd_record_custom(dt_context *ctx, const char *name, dt_value *const
   return st;
 }
 
+void dt_autograd_keep_partial(dt_value *out) {
+  dt_grad_meta *m = out ? dt_grad_meta_of(out) : NULL;
+  if (m && m->grad_fn && m->grad_fn->kind == DT_NODE_CUSTOM) m->grad_fn->keeps_partial = 1;
+}
+
 /* ---- custom nodes that keep values for their backward ---- */
 int dt_autograd_record_custom_saving(dt_context *ctx, const char *name, dt_value *const *in, int nin,
                                      dt_value *const *out, int nout, dt_value *const *save, int nsave,

@@ -36,7 +36,7 @@ int dt_autograd_full(dt_context *ctx, const dt_slot_meta *m, double v, dt_value 
   return DT_OK;
 }
 
-int dt_autograd_conform(dt_context *ctx, const char *what, dt_value *g, const dt_slot_meta *m) {
+static int conform(dt_context *ctx, const char *what, dt_value *g, const dt_slot_meta *m, int keep_partial) {
   char a[160], b[160];
   if (g->spec && !m->spec) { /* a plain input that joined DTensors (implicit replication) */
     dt_tensor *full;
@@ -57,14 +57,28 @@ int dt_autograd_conform(dt_context *ctx, const char *what, dt_value *g, const dt
     dt_value_clear(g);
     *g = c;
   }
-  if (m->spec && !dt_placements_equal(g->spec->p, m->spec->p, m->spec->mesh->ndim)) {
+  if (!m->spec) return DT_OK;
+  int nd = m->spec->mesh->ndim;
+  dt_placement want[DT_MESH_MAX_DIMS];
+  memcpy(want, m->spec->p, sizeof(dt_placement) * (size_t)nd);
+  for (int d = 0; keep_partial && d < nd; d++)
+    if (g->spec->p[d].kind == DT_PARTIAL && want[d].kind == DT_REPLICATE) want[d] = g->spec->p[d];
+  if (!dt_placements_equal(g->spec->p, want, nd)) {
     dt_value r;
     /* to_any: a custom node's grad_placements may say Partial */
-    if (dt_redistribute_to_any(ctx, g, m->spec->mesh, m->spec->p, &r) != DT_OK) return DT_ERR;
+    if (dt_redistribute_to_any(ctx, g, m->spec->mesh, want, &r) != DT_OK) return DT_ERR;
     dt_value_clear(g);
     *g = r;
   }
   return DT_OK;
+}
+
+int dt_autograd_conform(dt_context *ctx, const char *what, dt_value *g, const dt_slot_meta *m) {
+  return conform(ctx, what, g, m, 0);
+}
+
+int dt_autograd_conform_keep_partial(dt_context *ctx, const char *what, dt_value *g, const dt_slot_meta *m) {
+  return conform(ctx, what, g, m, 1);
 }
 
 int dt_autograd_accumulate(dt_context *ctx, dt_value *acc, dt_value *g) {

@@ -186,7 +186,9 @@ int dt_call_full_tensor(dt_context *ctx, dt_value *x, const dt_placement *grad_p
   return record(ctx, op, x, out, NULL, full_tensor_backward, c);
 }
 
-/* ---- redistribute: the engine brings the gradient back to x's placements (or grad_p) ---- */
+/* ---- redistribute: the engine brings the gradient back to x's placements (or grad_p); it
+ * arrives as it is, Partial too (dt_autograd_keep_partial), so Partial -> Shard(i) is one
+ * reduce_scatter ---- */
 static int redistribute_backward(dt_context *ctx, void *ud, const dt_value *const *go, int nout, dt_value *gi,
                                  int nin, const unsigned char *needs, dt_grad_kind *kind) {
   (void)ctx, (void)ud, (void)nout, (void)nin, (void)kind;
@@ -204,8 +206,10 @@ int dt_call_redistribute(dt_context *ctx, dt_value *x, dt_mesh *mesh, const dt_p
   }
   front_door(ctx);
   int st = dt_redistribute(ctx, x, mesh, to, out);
-  if (st == DT_OK && dt_autograd_wants(ctx, &x, 1))
+  if (st == DT_OK && dt_autograd_wants(ctx, &x, 1)) {
     st = record(ctx, op, x, out, gs, redistribute_backward, NULL);
+    if (st == DT_OK) dt_autograd_keep_partial(out); /* a Partial gradient goes to x's placements in one step */
+  }
   dt_dspec_free(gs);
   return st;
 }

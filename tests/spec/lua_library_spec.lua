@@ -6,13 +6,16 @@ local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "
                  "dtensor.optim", "dtensor.utils",
                  "dtensor.nn.module", "dtensor.nn.initializers", "dtensor.nn.linear", "dtensor.nn.embedding",
                  "dtensor.nn.normalization", "dtensor.nn.dropout", "dtensor.nn.activation", "dtensor.nn.containers",
-                 "dtensor.nn.loss"}
+                 "dtensor.nn.loss", "dtensor.parallel"}
 local FIELDS = {module = true, methods = true, functional = true, with_dt = true, nn = true, utils = true, nn_utils = true}
 -- with the helper modules the library's modules require (installed nowhere)
 local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.checks", "dtensor.nn.state_dict",
                "dtensor.nn.module_repr", "dtensor.optim.optimizer", "dtensor.optim.check", "dtensor.optim.sgd",
                "dtensor.optim.adam", "dtensor.optim.lr_scheduler", "dtensor.optim.clip_grad", "dtensor.utils.progress",
-               "dtensor.utils.plot", "dtensor.utils.jsonl", "dtensor.utils.sparkline", table.unpack(LIBRARY)}
+               "dtensor.utils.plot", "dtensor.utils.jsonl", "dtensor.utils.sparkline", "dtensor.parallel.layouts",
+               "dtensor.parallel.style", "dtensor.parallel.distribute_module", "dtensor.parallel.linear_styles",
+               "dtensor.parallel.sequence_parallel", "dtensor.parallel.prepare_module", "dtensor.parallel.parallelize",
+               "dtensor.parallel.loss", "dtensor.parallel.buckets", "dtensor.parallel.replicate", table.unpack(LIBRARY)}
 
 local function snapshot(t)
   local s = {}

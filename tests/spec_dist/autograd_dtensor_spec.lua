@@ -407,6 +407,28 @@ describe("redistribute backward", function()
     H.fails("redistribute: grad_placements", function() x:redistribute({R()}, {grad_placements = {S(3)}}) end)
   end)
 
+  it("a Partial gradient arriving goes to the source in one step: Shard -> Replicate mirrored by a reduce_scatter", function()
+    local mesh = mesh1()
+    local X, W, G = H.values({2 * n + 1, 3}, "float64"), H.values({3, n + 2}, "float64") + 1, H.values({2 * n + 1, n + 2}, "float64")
+    local want = X:clone():requires_grad_()
+    want:mm(W):backward(G)
+    for _, hooked in ipairs {false, true} do
+      local x = leaf(X, mesh, {S(1)})
+      local z = x:redistribute({R()})
+      local seen
+      if hooked then z:register_hook(function(g) seen = H.placement_string(g.placements) end) end
+      local y = z:mm(H.dist(W, mesh, {S(2)})) -- z's gradient: g (Shard(2)) @ W^T (Shard(1)) is Partial(sum)
+      local counts, total = collectives(function() y:backward(H.dist(G, mesh, {S(2)})) end)
+      local what = hooked and "with a hook" or "without a hook"
+      assert.are.equal(one, total, what)
+      -- a hook (or retain_grad, or dt.autograd.grad) sees the gradient reduced, as documented
+      assert.are.equal(one, counts[hooked and "all_reduce" or "reduce_scatter"], what)
+      if hooked then assert.are.equal("{Replicate()}", seen) end
+      placements_are({S(1)}, x.grad.placements, what)
+      H.close(x.grad, want.grad, what)
+    end
+  end)
+
   it("2-d mesh: every transition's gradient equals the single-device one", function()
     if n ~= 4 then return end
     local mesh = dt.init_device_mesh("cpu", {2, 2})

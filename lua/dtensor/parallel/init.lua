@@ -1,0 +1,33 @@
+-- Tensor and data parallelism over modules (doc/parallel.md): PyTorch's
+-- torch.distributed.tensor.distribute_module and torch.distributed.tensor.parallel, plus
+-- replicate (data parallelism with bucketed gradient averaging).  Returns
+-- {module = {parallel = {...}, distribute_module = fn}}: init.lua installs dt.parallel and
+-- dt.distribute_module.  The files, one concern each:
+--   layouts.lua            options, placements, the differentiable input/output conversions
+--   style.lua              what a parallel style is
+--   distribute_module.lua  dt.distribute_module
+--   linear_styles.lua      ColwiseParallel, RowwiseParallel (Linear, Embedding)
+--   sequence_parallel.lua  SequenceParallel
+--   prepare_module.lua     PrepareModuleInput, PrepareModuleOutput
+--   parallelize.lua        parallelize_module and its plan's wildcard paths
+--   loss.lua               loss_parallel
+--   buckets.lua, replicate.lua  replicate
+local linear = require "dtensor.parallel.linear_styles"
+local prepare = require "dtensor.parallel.prepare_module"
+local replicate = require "dtensor.parallel.replicate"
+
+local parallel = {
+  ColwiseParallel = linear.ColwiseParallel,
+  RowwiseParallel = linear.RowwiseParallel,
+  SequenceParallel = require("dtensor.parallel.sequence_parallel").SequenceParallel,
+  PrepareModuleInput = prepare.PrepareModuleInput,
+  PrepareModuleOutput = prepare.PrepareModuleOutput,
+  parallelize_module = require("dtensor.parallel.parallelize").parallelize_module,
+  loss_parallel = require("dtensor.parallel.loss").loss_parallel,
+  replicate = replicate.replicate,
+  replicate_buckets = replicate.replicate_buckets,
+  is_style = require("dtensor.parallel.style").is_style,
+}
+
+return {module = {parallel = parallel,
+                  distribute_module = require("dtensor.parallel.distribute_module").distribute_module}}

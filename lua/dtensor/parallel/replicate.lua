@@ -1,0 +1,214 @@
+-- dt.parallel.replicate(module, mesh, {mesh_dim =, bucket_cap_mb = 25}): data parallelism
+-- over one mesh dim (PyTorch's replicate / DistributedDataParallel; doc/parallel.md).
+--
+-- Each rank of the data-parallel (dp) dim runs the module on its own batch, with the same
+-- parameters, and its own loss; replicate() makes the gradients the average over the dp dim:
+--  * The parameters keep what they are: plain tensors stay plain, DTensors from tensor
+--    parallelism stay on their (tp) mesh.  Nothing in the graph involves the dp dim, so the
+--    engine never reduces over it and replicate() averages once: a parameter that is a
+--    DTensor on a mesh spanning the dp dim is refused (its gradient would be reduced by the
+--    engine already, or be a per-rank value under a Replicate placement).
+--  * At replicate(), the parameters and buffers are broadcast from the first rank of the dp
+--    group, so the replicas start equal (as DDP).
+--  * A hook on each parameter (t:register_hook) hands its gradient to its bucket
+--    (lua/dtensor/parallel/buckets.lua).  When a bucket has all its gradients, and every
+--    bucket before it was launched, its local tensors are flattened into one buffer, averaged
+--    by one all_reduce over the dp group, and written back: the gradient in hand is replaced
+--    by its average, those already accumulated in .grad get (average - gradient) added.
+--    Hooks run in the same order on every rank (the engine's order), so the buckets' all_reduces
+--    match.
+--  * Every parameter that requires grad must receive a gradient in each backward (as DDP
+--    without find_unused_parameters): the next forward raises, naming those that did not.
+local core = require "dtensor.core"
+local L = require "dtensor.parallel.layouts"
+local buckets_of = require("dtensor.parallel.buckets").assign
+local mesh_arg = require("dtensor.parallel.distribute_module").mesh_arg
+local D = core.distributed
+local M = {}
+
+local OPTIONS = {mesh_dim = true, bucket_cap_mb = true}
+
+local function local_of(t) return core.is_dtensor(t) and t:to_local() or t end
+
+-- the dp dim of mesh (1-d: its only dim; else opts.mesh_dim, or the dim named "dp")
+local function dp_dim(mesh, d, who)
+  if d == nil then
+    if mesh.ndim == 1 then return 1 end
+    for i, n in ipairs(mesh:dim_names() or {}) do if n == "dp" then return i end end
+    error(who .. ": a " .. mesh.ndim .. "-d mesh needs mesh_dim (the data-parallel dim: an index or a name)", 3)
+  end
+  if math.type(d) == "integer" then
+    if d < 1 or d > mesh.ndim then error(who .. ": mesh_dim " .. d .. " is out of range for a " .. mesh.ndim .. "-d mesh", 3) end
+    return d
+  end
+  if type(d) == "string" then
+    for i, n in ipairs(mesh:dim_names() or {}) do if n == d then return i end end
+    error(who .. ": the mesh has no dim named '" .. d .. "'", 3)
+  end
+  error(who .. ": mesh_dim must be a dim index or name, got " .. type(d), 3)
+end
+
+local function rank_set(layout, set)
+  set = set or {}
+  for _, v in ipairs(layout) do
+    if type(v) == "table" then rank_set(v, set) else set[v] = true end
+  end
+  return set
+end
+
+-- the parameters to average: {name, param} for each distinct one that requires grad;
+-- DTensors must live on a mesh that holds this rank and no other rank of the dp group
+local function managed_params(module, group_ranks, who)
+  local list, seen = {}, {}
+  for _, np in ipairs(module:named_parameters()) do
+    local name, p = np[1], np[2]
+    if not seen[p] and p.requires_grad then
+      seen[p] = true
+      if core.is_dtensor(p) then
+        local on = rank_set(p.device_mesh:layout())
+        if not on[core.rank()] then
+          error(who .. ": parameter '" .. name .. "' is a DTensor on a mesh without this rank (" .. core.rank() .. ")", 3)
+        end
+        for _, r in ipairs(group_ranks) do
+          if r ~= core.rank() and on[r] then
+            error(who .. ": parameter '" .. name .. "' is a DTensor on " .. tostring(p.device_mesh) .. ", which spans " ..
+                  "the data-parallel dim (rank " .. r .. " of the dp group is on it): its gradient would be reduced " ..
+                  "over that dim twice; give replicate() plain or tensor-parallel parameters (parallelize_module on " ..
+                  "mesh[\"tp\"])", 3)
+          end
+        end
+      end
+      list[#list + 1] = {name = name, param = p}
+    end
+  end
+  return list
+end
+
+-- the replicas start equal: every parameter and buffer from the dp group's first rank
+local function broadcast_state(module, group, src)
+  core.no_grad(function()
+    for _, np in ipairs(module:named_parameters()) do D.broadcast(local_of(np[2]), src, group) end
+    for _, entry in ipairs(module:named_modules()) do
+      local m = entry[2]
+      for _, bname in ipairs(m._buffer_names or {}) do
+        local b = m._buffers[bname]
+        if b ~= nil then D.broadcast(local_of(b), src, group) end
+      end
+    end
+  end)
+end
+
+-- one all_reduce(avg) of a complete bucket; returns the replacement of the gradient of
+-- `current` (the parameter whose hook is running) when it is in this bucket
+local function reduce(state, b, current)
+  local grads, flat_parts = b.grads, {}
+  b.grads, b.ready = {}, 0
+  if state.group_size == 1 then return nil end -- the average of one gradient
+  for i = 1, #b.slots do flat_parts[i] = local_of(grads[i]):reshape(-1) end
+  local flat = #flat_parts == 1 and flat_parts[1]:clone() or core.cat(flat_parts)
+  D.all_reduce(flat, "avg", state.group)
+  local replacement, off = nil, 0
+  for i, slot in ipairs(b.slots) do
+    local g = grads[i]
+    local gl = local_of(g)
+    local n = gl:numel()
+    local avg = flat:narrow(1, off + 1, n):reshape(gl:size())
+    off = off + n
+    if slot == current then
+      replacement = core.is_dtensor(g) and core.from_local(avg, g.device_mesh, g.placements, {shape = g:size()}) or avg
+    else -- its gradient was accumulated already
+      local acc = slot.param.grad
+      if acc == nil then
+        error("replicate: parameter '" .. slot.name .. "' has no .grad: gradients are averaged in backward() " ..
+              "(dt.autograd.grad is not supported on a replicated module)", 0)
+      end
+      local_of(acc):add_(avg - gl)
+    end
+  end
+  return replacement
+end
+
+local function on_grad(state, slot, g)
+  local b = slot.bucket
+  if b.grads[slot.pos] ~= nil then
+    error("replicate: parameter '" .. slot.name .. "' got a second gradient before its bucket was reduced", 0)
+  end
+  b.grads[slot.pos] = g
+  b.ready = b.ready + 1
+  if b.ready < #b.slots then return nil end
+  local replacement
+  local bs = state.buckets
+  while state.next <= #bs and bs[state.next].ready == #bs[state.next].slots do
+    replacement = reduce(state, bs[state.next], slot) or replacement
+    state.next = state.next + 1
+  end
+  if state.next > #bs then state.next = 1 end
+  return replacement
+end
+
+-- before each forward: the previous backward must have reduced every bucket
+local function check_finished(state)
+  local missing = {}
+  for _, b in ipairs(state.buckets) do
+    if b.ready > 0 then
+      for i, slot in ipairs(b.slots) do
+        if b.grads[i] == nil then missing[#missing + 1] = "'" .. slot.name .. "'" end
+      end
+      b.grads, b.ready = {}, 0
+    end
+  end
+  state.next = 1
+  if #missing > 0 then
+    error("replicate: the previous backward gave no gradient to parameter(s) " .. table.concat(missing, ", ") ..
+          ", so their buckets were not averaged; every parameter that requires grad must take part in the loss", 0)
+  end
+end
+
+function M.replicate(module, mesh, opts)
+  local who = "replicate"
+  if not L.is_module(module) then error(who .. ": expected a dt.nn.Module, got " .. type(module), 2) end
+  mesh = mesh_arg(mesh, who, 2)
+  opts = L.options(opts, OPTIONS, who, 2)
+  local dim = dp_dim(mesh, opts.mesh_dim, who)
+  local cap = opts.bucket_cap_mb
+  if cap == nil then cap = 25 end
+  if type(cap) ~= "number" or cap <= 0 then error(who .. ": bucket_cap_mb must be a positive number, got " .. tostring(cap), 2) end
+  if rawget(module, "_replicate") then error(who .. ": the module is replicated already", 2) end
+  if not mesh:get_coordinate() then return module end -- off the mesh: nothing to average
+  local group = mesh:get_group(dim)
+  local params = managed_params(module, group:ranks(), who)
+  broadcast_state(module, group, group:ranks()[1])
+
+  local sizes = {}
+  for i, e in ipairs(params) do
+    local l = local_of(e.param)
+    sizes[i] = {name = e.name, dtype = l.dtype, bytes = l:numel() * l:element_size()}
+  end
+  local state = {group = group, group_size = group:size(), buckets = {}, next = 1, handles = {}}
+  for k, list in ipairs(buckets_of(sizes, cap * 1024 * 1024)) do
+    local b = {index = k, slots = {}, grads = {}, ready = 0}
+    for pos, i in ipairs(list) do
+      local slot = {name = params[i].name, param = params[i].param, bucket = b, pos = pos}
+      b.slots[pos] = slot
+      state.handles[#state.handles + 1] = slot.param:register_hook(function(g) return on_grad(state, slot, g) end)
+    end
+    state.buckets[k] = b
+  end
+  module:register_forward_pre_hook(function() check_finished(state) end)
+  rawset(module, "_replicate", state)
+  return module
+end
+
+-- the buckets of a replicated module, in launch order: lists of parameter names
+function M.replicate_buckets(module)
+  local state = type(module) == "table" and rawget(module, "_replicate")
+  if not state then error("replicate_buckets: the module was not given to dt.parallel.replicate", 2) end
+  local out = {}
+  for k, b in ipairs(state.buckets) do
+    out[k] = {}
+    for i, slot in ipairs(b.slots) do out[k][i] = slot.name end
+  end
+  return out
+end
+
+return M
