@@ -34,3 +34,82 @@ describe("examples", function()
     end)
   end
 end)
+
+-- examples/train_gpt.lua: the training demo
+describe("train_gpt.lua", function()
+  local SMALL = "--steps 20 --dtype float64 --layers 2 --width 32 --heads 4 --digits 4 --batch 8 --print-losses"
+
+  local function losses_of(out)
+    local l = {}
+    for step, v in out:gmatch("step (%d+) loss (%S+)\n") do l[tonumber(step)] = tonumber(v) end
+    return l
+  end
+
+  local function saved(path)
+    local t = dt.load(path)
+    os.remove(path)
+    return t
+  end
+
+  it("20 steps (float64, dropout on) give one rank's losses and parameters on 1x2, 2x1, 2x2 meshes and under mpirun",
+    function()
+      local ref_path = os.tmpname()
+      local out, rc = launch.run("examples/train_gpt.lua " .. SMALL .. " --save " .. ref_path)
+      assert.are.equal(0, rc, out)
+      local want, want_params = losses_of(out), saved(ref_path)
+      assert.are.equal(20, #want, out)
+      assert.is_true(want[20] < want[1] - 0.05, "the loss fell: " .. want[1] .. " -> " .. want[20])
+      local runs = {{"-n 2", "1x2"}, {"-n 2", "2x1"}, {"-n 4", "2x2"}}
+      local mpirun = launch.mpirun_prefix()
+      for _, r in ipairs(runs) do r.run = launch.run end
+      if mpirun then runs[#runs + 1] = {"", "2x2", run = function(args) return launch.mrun(4, args) end} end
+      for _, r in ipairs(runs) do
+        local path = os.tmpname()
+        local o, c = r.run(r[1] .. " examples/train_gpt.lua --mesh " .. r[2] .. " " .. SMALL .. " --save " .. path)
+        assert.are.equal(0, c, o)
+        local got, params = losses_of(o), saved(path)
+        for s = 1, 20 do
+          assert.is_true(math.abs(got[s] - want[s]) <= 1e-9 * math.abs(want[s]),
+            string.format("%s %s step %d: %.17g, one rank %.17g", r[1] == "" and "mpirun" or r[1], r[2], s, got[s], want[s]))
+        end
+        for name, t in pairs(want_params) do
+          assert.is_true(dt.allclose(params[name], t, {rtol = 1e-9, atol = 1e-12}), r[2] .. ": parameter " .. name)
+        end
+      end
+    end)
+
+  it("learns to reverse digit sequences (accuracy reported), logs JSON lines and plots the loss", function()
+    local log, png = os.tmpname(), os.tmpname() .. ".png"
+    local out, rc = launch.run("-n 2 examples/train_gpt.lua --mesh 2x1 --steps 150 --log " .. log .. " --plot " .. png)
+    assert.are.equal(0, rc, out)
+    local right, n = out:match("accuracy: (%d+) of (%d+) sequences")
+    assert.is_truthy(right, out)
+    assert.is_true(tonumber(right) >= 0.9 * tonumber(n), "accuracy " .. right .. " of " .. n)
+    local lines = dt.utils.read_jsonl(log)
+    assert.are.equal(150, #lines)
+    assert.are.equal(150, lines[150].step)
+    assert.is_true(lines[150].loss < lines[1].loss)
+    if os.execute("command -v gnuplot >/dev/null 2>&1") then
+      assert.matches("plotted", out, 1, true)
+      local f = assert(io.open(png, "rb"))
+      assert.are.equal("\137PNG", f:read(4))
+      f:close()
+    end
+    os.remove(log)
+    os.remove(png)
+  end)
+
+  it("saves a checkpoint and resumes from it; bad options say what is wrong", function()
+    local ck = os.tmpname()
+    local out, rc = launch.run("examples/train_gpt.lua --steps 5 --save " .. ck)
+    assert.are.equal(0, rc, out)
+    out, rc = launch.run("-n 2 examples/train_gpt.lua --steps 8 --resume " .. ck)
+    assert.are.equal(0, rc, out)
+    assert.matches("resumed from .* at step 6", out)
+    assert.matches("step 8/8", out, 1, true)
+    os.remove(ck)
+    out, rc = launch.run("-n 2 examples/train_gpt.lua --mesh 3x1")
+    assert.are_not.equal(0, rc)
+    assert.matches("--mesh 3x1 does not cover the 2 ranks", out, 1, true)
+  end)
+end)
