@@ -291,7 +291,8 @@ if MODE == "eager":
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
-from torch.distributed.tensor.parallel import parallelize_module, ColwiseParallel, RowwiseParallel
+from torch.distributed.tensor.parallel import parallelize_module, ColwiseParallel, RowwiseParallel, loss_parallel
+import contextlib
 dist.init_process_group("gloo")
 r, n = dist.get_rank(), dist.get_world_size()
 for (dp, tp) in MESHES:
@@ -299,7 +300,7 @@ for (dp, tp) in MESHES:
     torch.manual_seed(1)
     model = GPT()
     if tp > 1:
-        plan = {"head": ColwiseParallel()}
+        plan = {"head": ColwiseParallel(use_local_output=False)} # sharded logits: loss_parallel
         for i in range(L_):
             for nm in ("q", "k", "v"): plan["blocks.%d.attn.%s" % (i, nm)] = ColwiseParallel()
             plan["blocks.%d.attn.out" % i] = RowwiseParallel()
@@ -318,8 +319,9 @@ for (dp, tp) in MESHES:
     pos = torch.arange(CTX).reshape(1, CTX)
     def local(g): return g._local_tensor if isinstance(g, DTensor) else g
     def step():
-        loss = F.cross_entropy(model(ids, pos).reshape(b * CTX, V), tgt.reshape(b * CTX))
-        loss.backward()
+        with (loss_parallel() if tp > 1 else contextlib.nullcontext()):
+            loss = F.cross_entropy(model(ids, pos).reshape(b * CTX, V), tgt.reshape(b * CTX))
+            loss.backward()
         with torch.no_grad():
             grads = [local(p.grad) for p in params]
             if dp_group is not None:
