@@ -15,7 +15,8 @@ local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.c
                "dtensor.utils.plot", "dtensor.utils.jsonl", "dtensor.utils.sparkline", "dtensor.parallel.layouts",
                "dtensor.parallel.style", "dtensor.parallel.distribute_module", "dtensor.parallel.linear_styles",
                "dtensor.parallel.sequence_parallel", "dtensor.parallel.prepare_module", "dtensor.parallel.parallelize",
-               "dtensor.parallel.loss", "dtensor.parallel.buckets", "dtensor.parallel.replicate", table.unpack(LIBRARY)}
+               "dtensor.parallel.loss", "dtensor.parallel.buckets", "dtensor.parallel.replicate", "dtensor.value_text",
+               table.unpack(LIBRARY)}
 
 local function snapshot(t)
   local s = {}
