@@ -3,7 +3,7 @@
 -- dt.Tensor, dt.nn (dt.nn.functional and dt.nn.utils included) and dt.utils, starting from a
 -- copy of the C core, which stays as C made it.
 local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "dtensor.dtensor_nn", "dtensor.autograd",
-                 "dtensor.optim", "dtensor.utils",
+                 "dtensor.optim", "dtensor.amp", "dtensor.utils",
                  "dtensor.nn.module", "dtensor.nn.initializers", "dtensor.nn.linear", "dtensor.nn.embedding",
                  "dtensor.nn.normalization", "dtensor.nn.dropout", "dtensor.nn.activation", "dtensor.nn.containers",
                  "dtensor.nn.loss", "dtensor.parallel"}
