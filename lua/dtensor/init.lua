@@ -31,12 +31,13 @@ local dtensor_ops = require "dtensor.dtensor_ops" -- item/equal/allclose, *_like
 local dtensor_nn = require "dtensor.dtensor_nn" -- F.embedding, F.cross_entropy on DTensors
 local autograd = require "dtensor.autograd" -- dt.autograd.Function, dt.utils.checkpoint
 local optim = require "dtensor.optim" -- dt.optim (optimizers, lr_scheduler), dt.nn.utils.clip_grad_*
+local amp = require "dtensor.amp" -- dt.amp (autocast, GradScaler)
 local utils = require "dtensor.utils" -- dt.utils.progress, plot, sparkline, read_jsonl
 local parallel = require "dtensor.parallel" -- dt.parallel (tensor/data parallel styles), dt.distribute_module
 local MODULES = { -- installed in this order
   {"dtensor.dtensor", factories}, {"dtensor.dispatch", dispatch},
   {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn},
-  {"dtensor.autograd", autograd}, {"dtensor.optim", optim}, {"dtensor.utils", utils},
+  {"dtensor.autograd", autograd}, {"dtensor.optim", optim}, {"dtensor.amp", amp}, {"dtensor.utils", utils},
 }
 -- dt.nn: the Module base class, dt.nn.init, the layers and containers
 for _, name in ipairs {"module", "initializers", "linear", "embedding", "normalization", "dropout", "activation",

@@ -449,10 +449,12 @@ static int execute(run *r, dt_value *const *roots, const dt_value *const *grads,
   /* roots (and nodes only other roots feed) with nothing left to wait for start */
   for (int k = 0; k < r->n && st == DT_OK; k++)
     if (r->st[k].want && r->st[k].deps == 0) st = heap_push(r, k);
-  int saved_mode = r->ctx->modes.grad_enabled;
-  r->ctx->modes.grad_enabled = 0;
+  /* rules run without recording, and without autocast: a backward op runs in the dtypes its
+   * forward op ran in (as torch), whatever region backward() is called in */
+  dt_modes saved_modes = r->ctx->modes;
+  r->ctx->modes.grad_enabled = 0, r->ctx->modes.autocast_dtype = 0;
   while (st == DT_OK && r->nheap > 0) st = run_node(r, heap_pop(r));
-  r->ctx->modes.grad_enabled = saved_mode;
+  r->ctx->modes.grad_enabled = saved_modes.grad_enabled, r->ctx->modes.autocast_dtype = saved_modes.autocast_dtype;
   for (int i = 0; i < n; i++) dt_node_release(edges[i].node);
   if (edges != small) free(edges);
   return st;

@@ -105,6 +105,7 @@ void dt_lua_open_dtensor(lua_State *L, const dt_lua_targets *tg); /* l_dtensor.c
 void dt_lua_open_op_table(lua_State *L, const dt_lua_targets *tg); /* l_op_table.c: dt._op_rows() */
 void dt_lua_open_autograd(lua_State *L, const dt_lua_targets *tg); /* l_autograd.c */
 void dt_lua_open_host(lua_State *L, const dt_lua_targets *tg);     /* l_host.c: clock, isatty */
+void dt_lua_open_amp(lua_State *L, const dt_lua_targets *tg);      /* l_amp.c: autocast mode, op classes */
 /* __index / __newindex for the autograd fields (requires_grad, is_leaf, grad, grad_fn,
  * retains_grad): pushes the field and returns 1, or returns -1 (get) / 0 (set) for another key. */
 int dt_lua_autograd_field(lua_State *L, dt_value *u, const char *k);

@@ -6,6 +6,7 @@
 
 #include "autograd/autograd.h"
 #include "base/error.h"
+#include "call/autocast.h"
 #include "distributed/dispatch.h"
 #include "distributed/rng.h"
 
@@ -46,9 +47,9 @@ static int run(dt_context *ctx, dt_op_id op, const dt_op_def *def, dt_op_args *a
   return dt_dispatch(ctx, op, args, specs, res, res_spec);
 }
 
-int dt_call(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in, int nin, dt_value *const *out) {
-  const dt_op_def *def = dt_op_get(op);
-  if (ctx && !ctx->call) ctx->call = dt_call; /* autograd's rules come back in through it */
+/* autograd records around the local op or the dispatcher */
+static int call_recorded(dt_context *ctx, dt_op_id op, const dt_op_def *def, dt_op_args *args, dt_value *const *in,
+                         int nin, dt_value *const *out) {
   dt_autograd_pending grad = {0};
   if (dt_autograd_wants(ctx, in, nin) && dt_autograd_before(ctx, op, args, in, nin, &grad) != DT_OK) return DT_ERR;
   dt_tensor *small[SMALL_IN], **loc = small;
@@ -78,4 +79,18 @@ int dt_call(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in,
   }
   if (grad.active) return dt_autograd_after(ctx, &grad, in, nin, (def->flags & DT_OPF_INPLACE) ? NULL : out);
   return DT_OK;
+}
+
+int dt_call(dt_context *ctx, dt_op_id op, dt_op_args *args, dt_value *const *in, int nin, dt_value *const *out) {
+  const dt_op_def *def = dt_op_get(op);
+  if (ctx && !ctx->call) ctx->call = dt_call; /* autograd's rules come back in through it */
+  if (!ctx || !ctx->modes.autocast_dtype) return call_recorded(ctx, op, def, args, in, nin, out);
+  /* autocast before autograd: the casts are recorded nodes, so gradients flow back through them
+   * in the inputs' own dtypes */
+  dt_value cast[DT_AUTOCAST_MAX_IN], *use[DT_AUTOCAST_MAX_IN];
+  if (nin > DT_AUTOCAST_MAX_IN) return call_recorded(ctx, op, def, args, in, nin, out);
+  if (dt_autocast_inputs(ctx, op, args, in, nin, cast, use) != DT_OK) return DT_ERR;
+  int st = call_recorded(ctx, op, def, args, use, nin, out);
+  dt_autocast_release(cast, nin);
+  return st;
 }

@@ -20,6 +20,7 @@ typedef struct dt_modes {
   int implicit_replication; /* open dt.implicit_replication regions: plain tensors join DTensors replicated */
   int explain;              /* dt.explain: decide and describe strategies, run nothing */
   int grad_enabled;         /* autograd records nodes (src/autograd); on by default */
+  int autocast_dtype;       /* dt.amp.autocast: 0 off, else 1 + the low dtype (src/call/autocast.h) */
 } dt_modes;
 
 /* A sharding rule registered for one op (dt.register_sharding from Lua), replacing the built-in

@@ -3,7 +3,7 @@
 -- dt.Tensor, dt.nn (dt.nn.functional and dt.nn.utils included) and dt.utils, starting from a
 -- copy of the C core, which stays as C made it.
 local LIBRARY = {"dtensor.dtensor", "dtensor.dispatch", "dtensor.dtensor_ops", "dtensor.dtensor_nn", "dtensor.autograd",
-                 "dtensor.optim", "dtensor.utils",
+                 "dtensor.optim", "dtensor.amp", "dtensor.utils",
                  "dtensor.nn.module", "dtensor.nn.initializers", "dtensor.nn.linear", "dtensor.nn.embedding",
                  "dtensor.nn.normalization", "dtensor.nn.dropout", "dtensor.nn.activation", "dtensor.nn.containers",
                  "dtensor.nn.loss", "dtensor.parallel"}
@@ -15,7 +15,8 @@ local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.c
                "dtensor.utils.plot", "dtensor.utils.jsonl", "dtensor.utils.sparkline", "dtensor.parallel.layouts",
                "dtensor.parallel.style", "dtensor.parallel.distribute_module", "dtensor.parallel.linear_styles",
                "dtensor.parallel.sequence_parallel", "dtensor.parallel.prepare_module", "dtensor.parallel.parallelize",
-               "dtensor.parallel.loss", "dtensor.parallel.buckets", "dtensor.parallel.replicate", table.unpack(LIBRARY)}
+               "dtensor.parallel.loss", "dtensor.parallel.buckets", "dtensor.parallel.replicate", "dtensor.value_text",
+               table.unpack(LIBRARY)}
 
 local function snapshot(t)
   local s = {}

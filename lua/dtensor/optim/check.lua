@@ -2,13 +2,7 @@
 -- (...)", as torch's ValueErrors.
 local M = {}
 
--- a value for an error message: numbers, strings and booleans as they are, else their kind
--- (tostring of a released tensor would raise)
-local function show(v)
-  local t = type(v)
-  if t == "number" or t == "string" or t == "boolean" or t == "nil" then return tostring(v) end
-  return "a " .. t
-end
+local show = require "dtensor.value_text" -- a value for an error message
 M.show = show
 
 local function number(group, key, name)

@@ -5,13 +5,7 @@
 local core = require "dtensor.core"
 local jsonl = require "dtensor.utils.jsonl"
 local M = {}
--- a value for an error message: numbers, strings and booleans as they are, else their kind
--- (tostring of a released tensor would raise)
-local function show(v)
-  local t = type(v)
-  if t == "number" or t == "string" or t == "boolean" or t == "nil" then return tostring(v) end
-  return "a " .. t
-end
+local show = require "dtensor.value_text" -- a value for an error message
 
 local OPTIONS = {key = true, x = true, title = true, width = true, height = true, quiet = true}
 

@@ -8,13 +8,7 @@ local jsonl = require "dtensor.utils.jsonl"
 local sparkline = require "dtensor.utils.sparkline"
 local clock = core._monotonic_time
 local M = {}
--- a value for an error message: numbers, strings and booleans as they are, else their kind
--- (tostring of a released tensor would raise)
-local function show(v)
-  local t = type(v)
-  if t == "number" or t == "string" or t == "boolean" or t == "nil" then return tostring(v) end
-  return "a " .. t
-end
+local show = require "dtensor.value_text" -- a value for an error message
 
 local Progress = {}
 Progress.__index = Progress
