@@ -70,7 +70,7 @@ do
       function()
         local out, rc = H.run("-n 2 " .. H.sh_quote(srcdir .. "/bench/train.lua") .. " quick")
         assert.are.equal(0, rc, out)
-        assert.matches("# bench/train.lua: 2 rank(s), threads backend, %d+ BLAS thread%(s%) per rank, quick; PyTorch n/a: quick run", out)
+        assert.matches("# bench/train%.lua: 2 rank%(s%), threads backend, %d+ BLAS thread%(s%) per rank, quick; PyTorch n/a: quick run", out)
         for _, mesh in ipairs {"1x2", "2x1"} do
           assert.matches("\n" .. mesh .. " +[%d.]+ +%d+ | +[%d.]+ +[%d.]+ +[-%d.]+ | +n/a +n/a +n/a", out)
           assert.matches("\ncollectives per step, " .. mesh .. ": all_reduce x%d+", out)
