@@ -18,7 +18,7 @@
 --   --layers N [2] --width N [64] --heads N [4] --digits N [6] --batch N [32] --lr X [3e-3]
 --   --dropout P [0.1] --data PATH --save FILE.safetensors --resume FILE.safetensors
 --   --print-losses (one line per step: what the single-device check reads) --plot FILE.png
-local nn, F = dt.nn, dt.F
+local F = dt.F
 local R, S = dt.Replicate(), dt.Shard
 
 -- ---- options ----
@@ -121,66 +121,9 @@ local function text_task(opts, mesh, path)
   return task
 end
 
--- ---- the model ----
-local Attention = nn.Module:extend("CausalSelfAttention")
-function Attention:init(width, heads, p)
-  self.heads, self.p = heads, p
-  self.q = nn.Linear(width, width, {bias = false})
-  self.k = nn.Linear(width, width, {bias = false})
-  self.v = nn.Linear(width, width, {bias = false})
-  self.out = nn.Linear(width, width)
-  self.drop = nn.Dropout(p)
-end
-function Attention:forward(x)
-  local b, l, c = table.unpack(x:size())
-  local h = self.heads
-  local function split(t) return t:view(b, l, h, c // h):transpose(2, 3) end
-  local y = F.scaled_dot_product_attention(split(self.q(x)), split(self.k(x)), split(self.v(x)), {is_causal = true})
-  return self.drop(self.out(y:transpose(2, 3):reshape(b, l, c)))
-end
-
-local Block = nn.Module:extend("Block")
-function Block:init(width, heads, p)
-  self.norm1 = nn.LayerNorm(width)
-  self.attn = Attention(width, heads, p)
-  self.norm2 = nn.LayerNorm(width)
-  self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width), nn.Dropout(p))
-end
-function Block:forward(x)
-  x = x + self.attn(self.norm1(x))
-  return x + self.mlp(self.norm2(x))
-end
-
-local GPT = nn.Module:extend("GPT")
-function GPT:init(vocab, context, opts)
-  self.tokens = nn.Embedding(vocab, opts.width)
-  self.positions = nn.Embedding(context, opts.width)
-  self.drop = nn.Dropout(opts.dropout)
-  local blocks = {}
-  for i = 1, opts.layers do blocks[i] = Block(opts.width, opts.heads, opts.dropout) end
-  self.blocks = nn.ModuleList(blocks)
-  self.norm = nn.LayerNorm(opts.width)
-  self.head = nn.Linear(opts.width, vocab, {bias = false})
-  self.context = context
-end
-function GPT:forward(ids, pos_ids)
-  local x = self.drop(self.tokens(ids) + self.positions(pos_ids))
-  for _, block in ipairs(self.blocks:children()) do x = block(x) end
-  return self.head(self.norm(x))
-end
-
--- Tensor parallel over mesh dim 2, replicated over dim 1: Linear weights are [out, in].
-local function partition(name, m, mesh)
-  local cols = name:match("%.q$") or name:match("%.k$") or name:match("%.v$") or name:match("mlp%.1$") or name == "head"
-  local rows = name:match("attn%.out$") or name:match("mlp%.3$")
-  local function place(pname, p) m[pname] = dt.distribute_tensor(m[pname]:detach(), mesh, p):requires_grad_() end
-  if cols then
-    place("weight", {R, S(1)})
-    if m._parameters.bias then place("bias", {R, S(1)}) end
-  elseif rows then
-    place("weight", {R, S(2)})
-  end
-end
+-- ---- the model (examples/gpt_model.lua, next to this file) ----
+local gpt = dofile(((arg and arg[0] or ""):match("^(.*)/") or ".") .. "/gpt_model.lua")
+local GPT, partition = gpt.GPT, gpt.partition
 
 -- ---- the run ----
 local opts = parse(arg or {})

@@ -61,3 +61,20 @@ do
     end)
   end)
 end
+do
+  describe("bench/train.lua", function()
+    local H = require("tests.spec.support.launch_helpers")
+    local srcdir = os.getenv("srcdir") or "."
+
+    it("prints tokens/s of the demo GPT on 1x2 and 2x1 with the comm/compute/framework split (quick: no PyTorch)",
+      function()
+        local out, rc = H.run("-n 2 " .. H.sh_quote(srcdir .. "/bench/train.lua") .. " quick")
+        assert.are.equal(0, rc, out)
+        assert.matches("# bench/train%.lua: 2 rank%(s%), threads backend, %d+ BLAS thread%(s%) per rank, quick; PyTorch n/a: quick run", out)
+        for _, mesh in ipairs {"1x2", "2x1"} do
+          assert.matches("\n" .. mesh .. " +[%d.]+ +%d+ | +[%d.]+ +[%d.]+ +[-%d.]+ | +n/a +n/a +n/a", out)
+          assert.matches("\ncollectives per step, " .. mesh .. ": all_reduce x%d+", out)
+        end
+      end)
+  end)
+end
