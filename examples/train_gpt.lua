@@ -17,6 +17,8 @@
 --   --dtype float32|float64 [float32]                   --log FILE.jsonl (JSON lines of the run)
 --   --layers N [2] --width N [64] --heads N [4] --digits N [6] --batch N [32] --lr X [3e-3]
 --   --dropout P [0.1] --data PATH --save FILE.safetensors --resume FILE.safetensors
+--   --amp bfloat16|float16 (mixed precision: matmuls in that dtype, float32 parameters and
+--     optimizer state; float16 with a dt.amp.GradScaler; doc/amp.md)
 --   --print-losses (one line per step: what the single-device check reads) --plot FILE.png
 local F = dt.F
 local R, S = dt.Replicate(), dt.Shard
@@ -155,13 +157,22 @@ dt.print0(string.format("GPT: %d layers, width %d, %d heads, vocab %d, context %
 
 local progress = dt.utils.progress {total = opts.steps, every = math.max(1, opts.steps // 20), log = opts.log,
                                     optimizer = opt, live = opts.print_losses and false or nil}
+if opts.amp and opts.amp ~= "bfloat16" and opts.amp ~= "float16" then
+  error("train_gpt: --amp takes bfloat16 or float16, got " .. opts.amp, 0)
+end
+local scaler = dt.amp.GradScaler {enabled = opts.amp == "float16"}
 for step = first_step, opts.steps do
   local input, target, tokens = task.batch(opts.batch)
-  local logits = model(input, pos_ids)
-  local loss = F.cross_entropy(logits:reshape(opts.batch * task.context, task.vocab), target:reshape(opts.batch * task.context))
-  loss:backward()
+  local loss = dt.amp.autocast(function()
+    local logits = model(input, pos_ids)
+    return F.cross_entropy(logits:reshape(opts.batch * task.context, task.vocab),
+                           target:reshape(opts.batch * task.context))
+  end, {dtype = opts.amp or "bfloat16", enabled = opts.amp ~= nil})
+  scaler:scale(loss):backward()
+  scaler:unscale_(opt)
   dt.nn.utils.clip_grad_norm_(model:parameters(), 1.0)
-  opt:step()
+  scaler:step(opt)
+  scaler:update()
   opt:zero_grad()
   sched:step()
   local value = loss:full_tensor():item()

@@ -99,6 +99,15 @@ describe("train_gpt.lua", function()
     os.remove(png)
   end)
 
+  it("trains with mixed precision: --amp bfloat16, and float16 with loss scaling", function()
+    for _, amp in ipairs {"bfloat16", "float16"} do
+      local out, rc = launch.run("-n 2 examples/train_gpt.lua --mesh 1x2 --steps 100 --amp " .. amp)
+      assert.are.equal(0, rc, out)
+      local right, n = out:match("accuracy: (%d+) of (%d+) sequences")
+      assert.is_true(tonumber(right) >= 0.9 * tonumber(n), amp .. ": accuracy " .. tostring(right) .. " of " .. tostring(n))
+    end
+  end)
+
   it("saves a checkpoint and resumes from it; bad options say what is wrong", function()
     local ck = os.tmpname()
     local out, rc = launch.run("examples/train_gpt.lua --steps 5 --save " .. ck)
