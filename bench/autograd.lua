@@ -33,16 +33,7 @@ local ITERS = quick and 2 or 6
 
 local function say(...) print(string.format(...)) end
 
--- BLAS threads of this process (OpenBLAS reads these; default: every core)
-local function blas_threads()
-  local env = tonumber(os.getenv("OPENBLAS_NUM_THREADS") or os.getenv("OMP_NUM_THREADS") or "")
-  if env then return env end
-  local p = io.popen("nproc 2>/dev/null")
-  local n = p and tonumber(p:read("a"))
-  if p then p:close() end
-  return n or 1
-end
-local THREADS = blas_threads()
+local THREADS = baseline.blas_threads() -- BLAS threads of this process
 
 -- ---- recording overhead (rank 0) ----
 local function best_rounds(fns, order)

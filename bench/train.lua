@@ -49,21 +49,9 @@ local LR, WD = 3e-3, 0.01
 local TOKENS = CFG.batch * CFG.context
 
 local function say(...) print(string.format(...)) end
-local function now() return dt.utils and dt.utils.now and dt.utils.now() or os.clock() end
-do
-  local ok, baseline = pcall(dofile, here .. "/load_baseline.lua")
-  if ok and baseline.now then now = baseline.now end
-end
-
-local function blas_threads()
-  local env = tonumber(os.getenv("OPENBLAS_NUM_THREADS") or os.getenv("OMP_NUM_THREADS") or "")
-  if env then return env end
-  local p = io.popen("nproc 2>/dev/null")
-  local n = p and tonumber(p:read("a"))
-  if p then p:close() end
-  return n or 1
-end
-local THREADS = blas_threads()
+local baseline = dofile(here .. "/load_baseline.lua")
+local now = baseline.now
+local THREADS = baseline.blas_threads() -- BLAS threads of this process
 
 local function meshes()
   if ranks == 1 then return {{1, 1}} end
