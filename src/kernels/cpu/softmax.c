@@ -1,6 +1,7 @@
 /* softmax and log_softmax along one dim, numerically stable: exp(x - max) / sum.
  * The input is made contiguous in its compute dtype (bf16/f16 compute in f32) and seen as
- * [outer, n, inner]; each line of n elements takes three passes (max, exp+sum, scale). */
+ * [outer, n, inner]; each line of n elements takes three sweeps (max, exp+sum, scale), the
+ * last dim's vectorised for float32. */
 #include "base/error.h"
 #include "kernels/cpu/kernel_table.h"
 
@@ -61,30 +62,97 @@ static void exp_sub_f64(const double *x, const double *m, int mstep, double *y, 
   for (int64_t i = 0; i < n; i++) y[i] = exp(x[i] - m[mstep ? i : 0]);
 }
 
+/* ---- one contiguous line: max, then exp + sum in one sweep, then scale -------------------
+ * float32 runs 4 lanes (the scalar max with its ?: does not vectorise without -ffast-math).
+ * The max skips NaNs (v > m is false for them): a NaN makes the sum NaN anyway. */
+static float max_f32(const float *restrict x, int64_t n) {
+  v4f mv = splat(-INFINITY);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    v4f v;
+    memcpy(&v, x + i, sizeof v);
+    v4i gt = v > mv;
+    mv = (v4f)(((v4i)v & gt) | ((v4i)mv & ~gt));
+  }
+  float m = mv[0] > mv[1] ? mv[0] : mv[1], m2 = mv[2] > mv[3] ? mv[2] : mv[3];
+  m = m2 > m ? m2 : m;
+  for (; i < n; i++) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+/* y = exp(x - m), returning sum(y): float lanes for at most 256 elements at a time, each
+ * such partial then added in double, so the sum's error stays that of a double sum. */
+static double exp_sum_f32(const float *restrict x, float m, float *restrict y, int64_t n) {
+  double total = 0;
+  int64_t i = 0;
+  while (i + 4 <= n) {
+    int64_t end = n - i > 256 ? i + 256 : n;
+    v4f acc = splat(0);
+    for (; i + 4 <= end; i += 4) {
+      v4f v;
+      memcpy(&v, x + i, sizeof v);
+      v4f e = exp4(v - splat(m));
+      memcpy(y + i, &e, sizeof e);
+      acc += e;
+    }
+    total += ((double)acc[0] + acc[1]) + ((double)acc[2] + acc[3]);
+  }
+  if (i < n) {
+    exp_sub_f32(x + i, &m, 0, y + i, n - i);
+    for (; i < n; i++) total += y[i];
+  }
+  return total;
+}
+
+/* y = y * a (log_out 0) or y = x - a - b (log_out 1): GCC -O2 leaves such loops scalar when
+ * the trip count is unknown (its cheap cost model), so the lanes are written out. */
+static void finish_f32(const float *restrict x, float *restrict y, int64_t n, float a, float b, int log_out) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    v4f v;
+    if (log_out) {
+      memcpy(&v, x + i, sizeof v);
+      v = v - splat(a) - splat(b);
+    } else {
+      memcpy(&v, y + i, sizeof v);
+      v = v * splat(a);
+    }
+    memcpy(y + i, &v, sizeof v);
+  }
+  for (; i < n; i++) y[i] = log_out ? x[i] - a - b : y[i] * a;
+}
+
+static void finish_f64(const double *restrict x, double *restrict y, int64_t n, double a, double b, int log_out) {
+  for (int64_t i = 0; i < n; i++) y[i] = log_out ? x[i] - a - b : y[i] * a;
+}
+
+static double max_f64(const double *restrict x, int64_t n) {
+  double m = -INFINITY;
+  for (int64_t k = 0; k < n; k++) m = x[k] > m ? x[k] : m;
+  return m;
+}
+
+static double exp_sum_f64(const double *restrict x, double m, double *restrict y, int64_t n) {
+  exp_sub_f64(x, &m, 0, y, n);
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* independent partial sums */
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) s0 += y[k], s1 += y[k + 1], s2 += y[k + 2], s3 += y[k + 3];
+  for (; k < n; k++) s0 += y[k];
+  return (s0 + s1) + (s2 + s3);
+}
+
 /* ---- the three passes ------------------------------------------------------------------
  * The n rows of `inner` contiguous elements are swept BLOCK columns at a time with a max
  * and a sum per column, so memory is read row by row rather than with stride `inner`
  * (the last dim, inner == 1, goes line by line). */
 #define BLOCK 256
-#define DEFINE_SOFTMAX(NAME, T, EXPSUB, LOG)                                                       \
-  /* one contiguous line; a NaN anywhere makes the sum NaN, so the max may skip NaNs */       \
-  static void NAME##_line(const T *x, T *y, int64_t n, int log_out) {                           \
-    T mx = -INFINITY;                                                                             \
-    for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;                                   \
+#define DEFINE_SOFTMAX(NAME, T, EXPSUB, MAX, EXPSUM, FINISH, LOG)                                                       \
+  static void NAME##_line(const T *restrict x, T *restrict y, int64_t n, int log_out) {          \
+    T mx = (T)MAX(x, n);                                                                          \
     if (isinf(mx) && mx < 0) mx = 0;                                                              \
-    EXPSUB(x, &mx, 0, y, n);                                                                      \
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* independent partial sums */                        \
-    int64_t k = 0;                                                                                \
-    for (; k + 4 <= n; k += 4) s0 += y[k], s1 += y[k + 1], s2 += y[k + 2], s3 += y[k + 3];       \
-    for (; k < n; k++) s0 += y[k];                                                                \
-    double sum = (s0 + s1) + (s2 + s3);                                                           \
-    if (log_out) {                                                                                \
-      T lse = (T)LOG(sum);                                                                        \
-      for (int64_t k = 0; k < n; k++) y[k] = x[k] - mx - lse;                                     \
-    } else {                                                                                      \
-      T inv = (T)(1.0 / sum);                                                                     \
-      for (int64_t k = 0; k < n; k++) y[k] *= inv;                                                \
-    }                                                                                             \
+    double sum = EXPSUM(x, mx, y, n);                                                             \
+    if (log_out) FINISH(x, y, n, mx, (T)LOG(sum), 1);                                             \
+    else FINISH(x, y, n, (T)(1.0 / sum), 0, 0);                                                   \
   }                                                                                               \
   static void NAME(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, int log_out) {     \
     T mx[BLOCK];                                                                                  \
@@ -123,8 +191,8 @@ static void exp_sub_f64(const double *x, const double *m, int mstep, double *y, 
       }                                                                                           \
   }
 
-DEFINE_SOFTMAX(softmax_f32, float, exp_sub_f32, log)
-DEFINE_SOFTMAX(softmax_f64, double, exp_sub_f64, log)
+DEFINE_SOFTMAX(softmax_f32, float, exp_sub_f32, max_f32, exp_sum_f32, finish_f32, log)
+DEFINE_SOFTMAX(softmax_f64, double, exp_sub_f64, max_f64, exp_sum_f64, finish_f64, log)
 
 static int run_softmax(const dt_op_args *a, dt_tensor **out, int log_out) {
   dt_tensor *x = a->in[0], *y = out[0];
