@@ -18,27 +18,39 @@
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 
-static inline v4f splat(float v) { return (v4f){v, v, v, v}; }
+static inline __attribute__((always_inline)) v4f splat(float v) { return (v4f){v, v, v, v}; }
 
-static inline v4f exp4(v4f x) {
-  v4i small = x < splat(-87.0f), big = x > splat(88.0f), nan = x != x, out = small | big | nan;
-  v4f xc = (v4f)((v4i)x & ~out); /* out-of-range lanes compute exp(0) and are replaced below */
-  v4f t = xc * splat(1.44269504088896341f) + splat(0.5f);
-  v4i ni = __builtin_convertvector(t, v4i); /* truncates: floor for t >= 0, fix below */
-  ni += (v4i)(__builtin_convertvector(ni, v4f) > t); /* -1 where truncation rounded up */
-  v4f n = __builtin_convertvector(ni, v4f);
-  v4f r = xc - n * splat(0.693359375f) + n * splat(2.12194440e-4f);
-  v4f p = splat(1.9875691500e-4f);
-  p = p * r + splat(1.3981999507e-3f);
-  p = p * r + splat(8.3334519073e-3f);
-  p = p * r + splat(4.1665795894e-2f);
-  p = p * r + splat(1.6666665459e-1f);
-  p = p * r + splat(5.0000001201e-1f);
-  p = p * r * r + r + splat(1.0f);
-  v4f v = p * (v4f)((ni + 127) << 23);
-  v = (v4f)(((v4i)v & ~out) | ((v4i)splat(INFINITY) & big)); /* underflow 0, overflow inf */
-  return (v4f)((v4i)v | ((v4i)x & nan));                       /* NaN in, NaN out */
-}
+/* 8 lanes: two SSE registers, or one AVX register in the AVX2 / AVX-512 clones below.  No
+ * function takes or returns a v8f by value: a call between a clone and a default-ISA helper
+ * would disagree on how it is passed (GCC's -Wpsabi), hence the macro and the pointer. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#define splat8(v) ((v8f){(v), (v), (v), (v), (v), (v), (v), (v)})
+
+#define DEFINE_EXP(NAME, VF, VI, SPLAT)                                                          \
+  static inline __attribute__((always_inline)) void NAME(VF *px) { /* in place */                \
+    VF x = *px;                                                                                  \
+    VI small = x < SPLAT(-87.0f), big = x > SPLAT(88.0f), nan = x != x, out = small | big | nan; \
+    VF xc = (VF)((VI)x & ~out); /* out-of-range lanes compute exp(0) and are replaced below */   \
+    VF t = xc * SPLAT(1.44269504088896341f) + SPLAT(0.5f);                                       \
+    VI ni = __builtin_convertvector(t, VI); /* truncates: floor for t >= 0, fix below */         \
+    ni += (VI)(__builtin_convertvector(ni, VF) > t); /* -1 where truncation rounded up */        \
+    VF n = __builtin_convertvector(ni, VF);                                                      \
+    VF r = xc - n * SPLAT(0.693359375f) + n * SPLAT(2.12194440e-4f);                             \
+    VF p = SPLAT(1.9875691500e-4f);                                                              \
+    p = p * r + SPLAT(1.3981999507e-3f);                                                         \
+    p = p * r + SPLAT(8.3334519073e-3f);                                                         \
+    p = p * r + SPLAT(4.1665795894e-2f);                                                         \
+    p = p * r + SPLAT(1.6666665459e-1f);                                                         \
+    p = p * r + SPLAT(5.0000001201e-1f);                                                         \
+    p = p * r * r + r + SPLAT(1.0f);                                                             \
+    VF v = p * (VF)((ni + 127) << 23);                                                           \
+    v = (VF)(((VI)v & ~out) | ((VI)SPLAT(INFINITY) & big)); /* underflow 0, overflow inf */      \
+    *px = (VF)((VI)v | ((VI)x & nan));                        /* NaN in, NaN out */              \
+  }
+
+DEFINE_EXP(exp4, v4f, v4i, splat)
+DEFINE_EXP(exp8, v8f, v8i, splat8)
 
 /* y[i] = exp(x[i] - m[mstep ? i : 0]) for i < n. */
 static void exp_sub_f32(const float *x, const float *m, int mstep, float *y, int64_t n) {
@@ -47,13 +59,15 @@ static void exp_sub_f32(const float *x, const float *m, int mstep, float *y, int
     v4f xv, mv = splat(m[0]);
     memcpy(&xv, x + i, sizeof xv);
     if (mstep) memcpy(&mv, m + i, sizeof mv);
-    v4f e = exp4(xv - mv);
+    v4f e = xv - mv;
+    exp4(&e);
     memcpy(y + i, &e, sizeof e);
   }
   if (i < n) { /* the tail, padded into one vector */
     v4f xv = splat(0), mv = splat(m[0]);
     for (int64_t j = 0; i + j < n; j++) xv[j] = x[i + j], mv[j] = m[mstep ? i + j : 0];
-    v4f e = exp4(xv - mv);
+    v4f e = xv - mv;
+    exp4(&e);
     for (int64_t j = 0; i + j < n; j++) y[i + j] = e[j];
   }
 }
@@ -80,22 +94,33 @@ static float max_f32(const float *restrict x, int64_t n) {
   return m;
 }
 
+/* The exp sweep is compute bound: one copy per vector ISA, the best picked at load (an ifunc).
+ * GCC keeps -ffp-contract=off under -std=c11, so no clone fuses a multiply-add: every
+ * machine computes the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+#define CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CPU_CLONES
+#endif
+
 /* y = exp(x - m), returning sum(y): float lanes for at most 256 elements at a time, each
  * such partial then added in double, so the sum's error stays that of a double sum. */
-static double exp_sum_f32(const float *restrict x, float m, float *restrict y, int64_t n) {
+CPU_CLONES static double exp_sum_f32(const float *restrict x, float m, float *restrict y, int64_t n) {
   double total = 0;
   int64_t i = 0;
-  while (i + 4 <= n) {
+  while (i + 8 <= n) {
     int64_t end = n - i > 256 ? i + 256 : n;
-    v4f acc = splat(0);
-    for (; i + 4 <= end; i += 4) {
-      v4f v;
+    v8f acc = splat8(0);
+    for (; i + 8 <= end; i += 8) {
+      v8f v;
       memcpy(&v, x + i, sizeof v);
-      v4f e = exp4(v - splat(m));
+      v8f e = v - splat8(m);
+      exp8(&e);
       memcpy(y + i, &e, sizeof e);
       acc += e;
     }
-    total += ((double)acc[0] + acc[1]) + ((double)acc[2] + acc[3]);
+    total += (((double)acc[0] + acc[1]) + ((double)acc[2] + acc[3])) +
+             (((double)acc[4] + acc[5]) + ((double)acc[6] + acc[7]));
   }
   if (i < n) {
     exp_sub_f32(x + i, &m, 0, y + i, n - i);
