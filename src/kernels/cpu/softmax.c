@@ -20,9 +20,9 @@ typedef int32_t v4i __attribute__((vector_size(16)));
 
 static inline __attribute__((always_inline)) v4f splat(float v) { return (v4f){v, v, v, v}; }
 
-/* 8 lanes: two SSE registers, or one AVX register in the AVX2 / AVX-512 clones below.  No
- * function takes or returns a v8f by value: a call between a clone and a default-ISA helper
- * would disagree on how it is passed (GCC's -Wpsabi), hence the macro and the pointer. */
+/* 8 lanes, for the AVX2 sweep below.  No function takes or returns a v8f by value: a call
+ * between it and a default-ISA helper would disagree on how it is passed (GCC's -Wpsabi),
+ * hence the macro and the pointer. */
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 #define splat8(v) ((v8f){(v), (v), (v), (v), (v), (v), (v), (v)})
@@ -94,18 +94,44 @@ static float max_f32(const float *restrict x, int64_t n) {
   return m;
 }
 
-/* The exp sweep is compute bound: one copy per vector ISA, the best picked at load (an ifunc).
- * GCC keeps -ffp-contract=off under -std=c11, so no clone fuses a multiply-add: every
- * machine computes the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
-#define CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CPU_CLONES
-#endif
-
 /* y = exp(x - m), returning sum(y): float lanes for at most 256 elements at a time, each
- * such partial then added in double, so the sum's error stays that of a double sum. */
-CPU_CLONES static double exp_sum_f32(const float *restrict x, float m, float *restrict y, int64_t n) {
+ * such partial then added in double, so the sum's error stays that of a double sum.  The
+ * sweep is compute bound, so it comes twice: 8 lanes as two SSE registers, and as one AVX2
+ * register where the CPU has AVX2.  Both add the same lanes in the same order, and GCC keeps
+ * -ffp-contract=off under -std=c11 (no fused multiply-add): the same bits on every machine. */
+static double exp_sum_tail(const float *x, float m, float *y, int64_t i, int64_t n, double total) {
+  if (i < n) {
+    exp_sub_f32(x + i, &m, 0, y + i, n - i);
+    for (; i < n; i++) total += y[i];
+  }
+  return total;
+}
+
+static double exp_sum_f32_sse(const float *restrict x, float m, float *restrict y, int64_t n) {
+  double total = 0;
+  int64_t i = 0;
+  while (i + 8 <= n) {
+    int64_t end = n - i > 256 ? i + 256 : n;
+    v4f lo = splat(0), hi = splat(0);
+    for (; i + 8 <= end; i += 8) {
+      v4f a, b;
+      memcpy(&a, x + i, sizeof a);
+      memcpy(&b, x + i + 4, sizeof b);
+      a -= splat(m), b -= splat(m);
+      exp4(&a), exp4(&b);
+      memcpy(y + i, &a, sizeof a);
+      memcpy(y + i + 4, &b, sizeof b);
+      lo += a, hi += b;
+    }
+    total += (((double)lo[0] + lo[1]) + ((double)lo[2] + lo[3])) + (((double)hi[0] + hi[1]) + ((double)hi[2] + hi[3]));
+  }
+  return exp_sum_tail(x, m, y, i, n, total);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_AVX2_SWEEP 1
+__attribute__((target("avx2"))) static double exp_sum_f32_avx2(const float *restrict x, float m, float *restrict y,
+                                                                int64_t n) {
   double total = 0;
   int64_t i = 0;
   while (i + 8 <= n) {
@@ -114,19 +140,23 @@ CPU_CLONES static double exp_sum_f32(const float *restrict x, float m, float *re
     for (; i + 8 <= end; i += 8) {
       v8f v;
       memcpy(&v, x + i, sizeof v);
-      v8f e = v - splat8(m);
-      exp8(&e);
-      memcpy(y + i, &e, sizeof e);
-      acc += e;
+      v -= splat8(m);
+      exp8(&v);
+      memcpy(y + i, &v, sizeof v);
+      acc += v;
     }
     total += (((double)acc[0] + acc[1]) + ((double)acc[2] + acc[3])) +
              (((double)acc[4] + acc[5]) + ((double)acc[6] + acc[7]));
   }
-  if (i < n) {
-    exp_sub_f32(x + i, &m, 0, y + i, n - i);
-    for (; i < n; i++) total += y[i];
-  }
-  return total;
+  return exp_sum_tail(x, m, y, i, n, total);
+}
+#endif
+
+static double exp_sum_f32(const float *restrict x, float m, float *restrict y, int64_t n) {
+#ifdef HAVE_AVX2_SWEEP
+  if (__builtin_cpu_supports("avx2")) return exp_sum_f32_avx2(x, m, y, n);
+#endif
+  return exp_sum_f32_sse(x, m, y, n);
 }
 
 /* y = y * a (log_out 0) or y = x - a - b (log_out 1): GCC -O2 leaves such loops scalar when
