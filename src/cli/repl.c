@@ -210,7 +210,11 @@ static int gather_and_show(dt_comm *c, const char *mine, int all_ranks) {
   return st;
 }
 
-static void repl_mesh(lua_State *L, dt_comm *c) {
+static void repl_mesh(lua_State *L, dt_comm *world) {
+  /* threads: the REPL's exchanges have their own communicator, so a line that only some ranks
+   * run fails on those ranks and the session goes on.  MPI: they share the world, and such a
+   * line ends the session (doc/collectives.md). */
+  dt_comm *own = dt_threads_repl_comm(world), *c = own ? own : world;
   int all_ranks = 1, failed = 0;
   if (c->rank == 0 && isatty(0))
     printf("%d ranks (%s); each line runs on every rank.  :ranks 0 shows rank 0's results only, :ranks all "
@@ -236,15 +240,20 @@ static void repl_mesh(lua_State *L, dt_comm *c) {
     }
     run_chunk(L, chunk);
     free(chunk);
+    if (own) dt_threads_line_done(world);
     dt_comm_pause_observer(c);
     failed = gather_and_show(c, lua_tostring(L, 1), all_ranks) != DT_OK;
     dt_comm_resume_observer(c);
     if (failed) break;
+    /* every rank has finished the line (they all entered the gather) and none starts the
+     * next before rank 0 broadcasts it: the program's groups can be reset now */
+    if (own && c->rank == 0) dt_threads_line_over(world);
   }
   if (failed) {
     fprintf(stderr, "dtlua: rank %d: the REPL lost its peers: %s\n", c->rank, dt_error_message());
     fflush(stderr);
   }
+  if (own) dt_comm_destroy(own);
 }
 
 void dtlua_repl(lua_State *L, const char *progname) {
