@@ -113,6 +113,9 @@ DT_API void dt_threads_world_rank_exited(dt_threads_world *w, int rank);
 DT_API dt_comm *dt_threads_repl_comm(dt_comm *world);
 DT_API void dt_threads_line_done(dt_comm *world);
 DT_API void dt_threads_line_over(dt_comm *world);
+/* Ctrl-C (async-signal-safe): program collectives waiting now fail with "interrupted!" until
+ * line_over. */
+DT_API void dt_threads_interrupt(dt_comm *world);
 
 /* ---- the MPI backend (when built with MPI) ---- */
 /* Initialises MPI (once per process) and returns the world communicator. */

@@ -195,6 +195,10 @@ static int stop_check(void *arg) {
     pthread_mutex_unlock(&w->mu);
     return 2;
   }
+  if (!g->repl && atomic_load(&w->interrupted)) {
+    dt_error("%s: interrupted!", s->name);
+    return 5;
+  }
   /* who are we waiting for? p2p: the peer; collectives: members that have not entered */
   char missing[256];
   int nmiss = 0, any_exited = 0, any_done = 0, list[64] = {0};

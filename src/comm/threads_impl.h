@@ -47,6 +47,7 @@ struct dt_threads_world {
   double timeout;
   pthread_mutex_t mu;
   atomic_int aborted;
+  atomic_int interrupted; /* Ctrl-C in the REPL (threads_repl.c) */
   char reason[512];
   atomic_int *exited; /* per world rank */
   atomic_int *line_done; /* per world rank: finished the REPL's current line (threads_repl.c) */

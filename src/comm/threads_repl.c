@@ -48,5 +48,11 @@ void dt_threads_line_over(dt_comm *world) {
   for (tc_group *g = w->groups; g; g = g->next)
     if (!g->repl) reset_group(g);
   for (int r = 0; r < w->size; r++) atomic_store(&w->line_done[r], 0);
+  atomic_store(&w->interrupted, 0);
   pthread_mutex_unlock(&w->mu);
+}
+
+void dt_threads_interrupt(dt_comm *world) {
+  tc_comm *c = as_threads(world);
+  if (c) atomic_store(&c->g->world->interrupted, 1); /* no lock, no wake: waiters look every few ms */
 }
