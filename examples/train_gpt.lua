@@ -17,6 +17,7 @@
 --   --dtype float32|float64 [float32]                   --log FILE.jsonl (JSON lines of the run)
 --   --layers N [2] --width N [64] --heads N [4] --digits N [6] --batch N [32] --lr X [3e-3]
 --   --dropout P [0.1] --data PATH --save FILE.safetensors --resume FILE.safetensors
+--   --until N: stop after step N of the --steps schedule (then --save; a later --resume goes on)
 --   --amp bfloat16|float16 (mixed precision: matmuls in that dtype, float32 parameters and
 --     optimizer state; float16 with a dt.amp.GradScaler; doc/amp.md)
 --   --print-losses (one line per step: what the single-device check reads) --plot FILE.png
@@ -27,7 +28,7 @@ local R, S = dt.Replicate(), dt.Shard
 local function parse(argv)
   local o = {steps = 200, seed = 1, dtype = "float32", layers = 2, width = 64, heads = 4, digits = 6, batch = 32,
              lr = 3e-3, dropout = 0.1, dims = "dp,tp"}
-  local numeric = {steps = true, seed = true, layers = true, width = true, heads = true, digits = true, batch = true,
+  local numeric = {steps = true, ["until"] = true, seed = true, layers = true, width = true, heads = true, digits = true, batch = true,
                    lr = true, dropout = true}
   local flags = {["print-losses"] = true}
   local i = 1
@@ -141,9 +142,24 @@ local sched = dt.optim.lr_scheduler.cosine_with_warmup(opt, math.min(20, opts.st
 local first_step = 1
 if opts.resume then
   local saved, meta = dt.load(opts.resume)
-  local sd = {}
-  for k, v in pairs(saved) do if k:match("^model%.") then sd[k:sub(7)] = v end end
+  local sd, osd = {}, {state = {}, param_groups = opt:state_dict().param_groups}
+  for k, v in pairs(saved) do
+    if k:match("^model%.") then sd[k:sub(7)] = v end
+    local i, key = k:match("^optim%.(%d+)%.(.+)$")
+    if i then
+      osd.state[tonumber(i)] = osd.state[tonumber(i)] or {}
+      osd.state[tonumber(i)][key] = v
+    end
+  end
+  for k, v in pairs(meta) do
+    local i, key = k:match("^optim%.(%d+)%.(.+)$")
+    if i then
+      osd.state[tonumber(i)] = osd.state[tonumber(i)] or {}
+      osd.state[tonumber(i)][key] = tonumber(v) or v
+    end
+  end
   model:load_state_dict(sd)
+  opt:load_state_dict(osd)
   first_step = tonumber(meta.step) + 1
   dt.set_rng_state({seed = math.tointeger(tonumber(meta.rng_seed)), offset = math.tointeger(tonumber(meta.rng_offset))})
   for _ = 1, first_step - 1 do sched:step() end
@@ -161,7 +177,8 @@ if opts.amp and opts.amp ~= "bfloat16" and opts.amp ~= "float16" then
   error("train_gpt: --amp takes bfloat16 or float16, got " .. opts.amp, 0)
 end
 local scaler = dt.amp.GradScaler {enabled = opts.amp == "float16"}
-for step = first_step, opts.steps do
+local last_step = math.min(opts.steps, opts["until"] or opts.steps)
+for step = first_step, last_step do
   local input, target, tokens = task.batch(opts.batch)
   local loss = dt.amp.autocast(function()
     local logits = model(input, pos_ids)
@@ -180,6 +197,34 @@ for step = first_step, opts.steps do
   progress:update(step, {loss = value, tokens = tokens})
 end
 progress:finish()
+
+-- The checkpoint: the model's and the optimizer's state as full tensors (every rank gathers,
+-- rank 0 writes; positions and keys in sorted order, since gathering is a collective), and
+-- the generator's position after training, so that --resume continues this very run.
+local function sorted(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  return keys
+end
+local function full(t) return dt.is_dtensor(t) and t:full_tensor() or t end
+if opts.save then
+  local state, meta = {}, {step = tostring(last_step)}
+  for name, t in pairs(model:state_dict()) do state["model." .. name] = full(t) end
+  local osd = opt:state_dict()
+  for _, i in ipairs(sorted(osd.state)) do
+    for _, k in ipairs(sorted(osd.state[i])) do
+      local v = osd.state[i][k]
+      if dt.is_tensor(v) then state["optim." .. i .. "." .. k] = full(v) else meta["optim." .. i .. "." .. k] = tostring(v) end
+    end
+  end
+  local rng = dt.get_rng_state()
+  meta.rng_seed, meta.rng_offset = tostring(rng.seed), tostring(rng.offset)
+  if dt.rank() == 0 then
+    dt.save(state, opts.save, meta)
+    print("saved " .. opts.save)
+  end
+end
 
 -- ---- results ----
 model:eval()
@@ -229,15 +274,6 @@ else
   dt.print0("sample: " .. task.show(out))
 end
 
-if opts.save then
-  local state = {}
-  for name, t in pairs(model:state_dict()) do state["model." .. name] = dt.is_dtensor(t) and t:full_tensor() or t end
-  local rng = dt.get_rng_state()
-  if dt.rank() == 0 then
-    dt.save(state, opts.save, {step = tostring(opts.steps), rng_seed = tostring(rng.seed), rng_offset = tostring(rng.offset)})
-    print("saved " .. opts.save)
-  end
-end
 if opts.plot and opts.log and dt.rank() == 0 then
   local ok, err = pcall(dt.utils.plot, opts.log, opts.plot)
   print(ok and ("plotted " .. opts.plot) or tostring(err))

@@ -119,14 +119,18 @@ static void print_error(lua_State *L) {
 
 static void repl_single(lua_State *L) {
   char *chunk;
+  dtlua_interrupt_register(L, NULL, 0);
   while ((chunk = read_chunk(L)) != NULL) {
     lua_settop(L, 0);
     int status = load_chunk(L, chunk);
     free(chunk);
+    dtlua_interrupt_arm();
     if (status == LUA_OK) status = dtlua_docall(L, 0, LUA_MULTRET);
+    dtlua_interrupt_disarm();
     if (status == LUA_OK) print_results(L);
     else print_error(L);
   }
+  dtlua_interrupt_unregister(0);
 }
 
 /* ---- the REPL on a mesh: rank 0 reads, every rank runs, rank 0 shows ---- */
@@ -210,8 +214,13 @@ static int gather_and_show(dt_comm *c, const char *mine, int all_ranks) {
   return st;
 }
 
-static void repl_mesh(lua_State *L, dt_comm *c) {
+static void repl_mesh(lua_State *L, dt_comm *world) {
+  /* threads: the REPL's exchanges have their own communicator, so a line that only some ranks
+   * run fails on those ranks and the session goes on.  MPI: they share the world, and such a
+   * line ends the session (doc/collectives.md). */
+  dt_comm *own = dt_threads_repl_comm(world), *c = own ? own : world;
   int all_ranks = 1, failed = 0;
+  if (own) dtlua_interrupt_register(L, world, c->rank);
   if (c->rank == 0 && isatty(0))
     printf("%d ranks (%s); each line runs on every rank.  :ranks 0 shows rank 0's results only, :ranks all "
            "every rank's\n", c->size, c->backend);
@@ -234,17 +243,24 @@ static void repl_mesh(lua_State *L, dt_comm *c) {
       free(chunk);
       continue;
     }
+    if (own && c->rank == 0) dtlua_interrupt_arm();
     run_chunk(L, chunk);
     free(chunk);
+    if (own) dt_threads_line_done(world);
     dt_comm_pause_observer(c);
     failed = gather_and_show(c, lua_tostring(L, 1), all_ranks) != DT_OK;
     dt_comm_resume_observer(c);
     if (failed) break;
+    /* every rank has finished the line (they all entered the gather) and none starts the
+     * next before rank 0 broadcasts it: the program's groups can be reset now */
+    if (own && c->rank == 0) dt_threads_line_over(world), dtlua_interrupt_disarm();
   }
   if (failed) {
     fprintf(stderr, "dtlua: rank %d: the REPL lost its peers: %s\n", c->rank, dt_error_message());
     fflush(stderr);
   }
+  if (own && c->rank == 0) dtlua_interrupt_disarm();
+  if (own) dtlua_interrupt_unregister(c->rank), dt_comm_destroy(own);
 }
 
 void dtlua_repl(lua_State *L, const char *progname) {

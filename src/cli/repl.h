@@ -16,6 +16,14 @@ int dtlua_load_stdin(lua_State *L);
 void dtlua_edit_begin(lua_State *L);
 void dtlua_edit_add(const char *line);
 void dtlua_edit_end(void);
+/* Ctrl-C (repl_interrupt.c): each rank registers its state (and rank 0 the world) for the
+ * REPL's lifetime; the reading rank arms the handler while a line runs, and disarms it once
+ * every rank has finished the line (which withdraws the interrupt). */
+typedef struct dt_comm dt_comm;
+void dtlua_interrupt_register(lua_State *L, dt_comm *world, int rank);
+void dtlua_interrupt_unregister(int rank);
+void dtlua_interrupt_arm(void);
+void dtlua_interrupt_disarm(void);
 /* Shared with dtlua.c: run the function on top with a traceback handler / print errors. */
 int dtlua_docall(lua_State *L, int narg, int nres);
 int dtlua_report(lua_State *L, int status);

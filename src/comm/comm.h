@@ -104,6 +104,18 @@ DT_API dt_comm *dt_threads_world_comm(dt_threads_world *w, int rank);
 DT_API void dt_threads_world_abort(dt_threads_world *w, const char *reason);
 /* Records that a rank's program ended, so peers waiting for it fail instead of hanging. */
 DT_API void dt_threads_world_rank_exited(dt_threads_world *w, int rank);
+/* The REPL on a threads world (threads_repl.c); NULL / no-ops for other backends.
+ * repl_comm: this rank's communicator over the world's ranks whose state is apart from the
+ * program's groups (each rank calls it once).  line_done: this rank finished the line, so
+ * program collectives waiting for it fail at once ("finished the line without joining it").
+ * line_over: called by one rank once every rank has finished the line (the REPL's gather)
+ * and before the next starts: clears the program groups' failure and counters. */
+DT_API dt_comm *dt_threads_repl_comm(dt_comm *world);
+DT_API void dt_threads_line_done(dt_comm *world);
+DT_API void dt_threads_line_over(dt_comm *world);
+/* Ctrl-C (async-signal-safe): program collectives waiting now fail with "interrupted!" until
+ * line_over. */
+DT_API void dt_threads_interrupt(dt_comm *world);
 
 /* ---- the MPI backend (when built with MPI) ---- */
 /* Initialises MPI (once per process) and returns the world communicator. */

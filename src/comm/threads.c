@@ -34,13 +34,13 @@ static void group_free(tc_group *g) {
   free(g);
 }
 
-/* The shared state of the group over `ranks`, created by the first member that asks. */
-static tc_group *group_lookup(dt_threads_world *w, const int *ranks, int n) {
+tc_group *tc_group_lookup(dt_threads_world *w, const int *ranks, int n, int repl) {
   pthread_mutex_lock(&w->mu);
   tc_group *g;
   for (g = w->groups; g; g = g->next)
-    if (g->size == n && memcmp(g->world_ranks, ranks, sizeof(int) * (size_t)n) == 0) break;
+    if (g->size == n && g->repl == repl && memcmp(g->world_ranks, ranks, sizeof(int) * (size_t)n) == 0) break;
   if (!g && (g = group_new(w, ranks, n))) {
+    g->repl = repl;
     g->next = w->groups;
     w->groups = g;
   }
@@ -56,13 +56,14 @@ dt_threads_world *dt_threads_world_new(int size, double timeout_s) {
   w->timeout = timeout_s;
   pthread_mutex_init(&w->mu, NULL);
   w->exited = calloc((size_t)size, sizeof *w->exited);
+  w->line_done = calloc((size_t)size, sizeof *w->line_done);
   int *all = malloc(sizeof(int) * (size_t)size);
-  if (!w->exited || !all) {
+  if (!w->exited || !w->line_done || !all) {
     free(all), dt_threads_world_free(w);
     return dt_error("threads world: out of memory"), NULL;
   }
   for (int i = 0; i < size; i++) all[i] = i;
-  tc_group *g = group_lookup(w, all, size);
+  tc_group *g = tc_group_lookup(w, all, size, 0);
   free(all);
   if (!g) return dt_threads_world_free(w), dt_error("threads world: out of memory"), NULL;
   return w;
@@ -75,11 +76,12 @@ void dt_threads_world_free(dt_threads_world *w) {
     group_free(g);
   }
   free(w->exited);
+  free(w->line_done);
   pthread_mutex_destroy(&w->mu);
   free(w);
 }
 
-static void wake_everyone(dt_threads_world *w) {
+void tc_wake_everyone(dt_threads_world *w) {
   pthread_mutex_lock(&w->mu);
   for (tc_group *g = w->groups; g; g = g->next) {
     dt_spin_wake_all(&g->gen);
@@ -96,15 +98,15 @@ void dt_threads_world_abort(dt_threads_world *w, const char *reason) {
   if (!atomic_load(&w->aborted)) snprintf(w->reason, sizeof w->reason, "%s", reason);
   atomic_store(&w->aborted, 1);
   pthread_mutex_unlock(&w->mu);
-  wake_everyone(w);
+  tc_wake_everyone(w);
 }
 
 void dt_threads_world_rank_exited(dt_threads_world *w, int rank) {
   if (rank >= 0 && rank < w->size) atomic_store(&w->exited[rank], 1);
-  wake_everyone(w);
+  tc_wake_everyone(w);
 }
 
-static tc_comm *comm_new(tc_group *g, int rank) {
+tc_comm *tc_comm_new(tc_group *g, int rank) {
   tc_comm *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->base.ops = &dt_threads_ops;
@@ -121,6 +123,7 @@ static tc_comm *comm_new(tc_group *g, int rank) {
   }
   memcpy(c->base.world_ranks, g->world_ranks, sizeof(int) * (size_t)g->size);
   c->g = g;
+  c->epoch = atomic_load(&g->epoch);
   c->seq = atomic_load(&g->members[rank].entered);
   return c;
 }
@@ -129,7 +132,7 @@ dt_comm *dt_threads_world_comm(dt_threads_world *w, int rank) {
   if (rank < 0 || rank >= w->size) return dt_error("threads world: rank %d out of range", rank), NULL;
   tc_group *g = w->groups;
   while (g->next) g = g->next; /* the world group was registered first */
-  tc_comm *c = comm_new(g, rank);
+  tc_comm *c = tc_comm_new(g, rank);
   return c ? &c->base : (dt_error("threads world: out of memory"), NULL);
 }
 
@@ -139,8 +142,8 @@ int tc_new_group_impl(dt_comm *base, const int *ranks, int n, dt_comm **out) {
   for (int i = 0; i < n; i++)
     if (ranks[i] == me) r = i;
   if (r < 0) return DT_OK; /* not a member: no communicator */
-  tc_group *g = group_lookup(c->g->world, ranks, n);
-  tc_comm *nc = g ? comm_new(g, r) : NULL;
+  tc_group *g = tc_group_lookup(c->g->world, ranks, n, 0);
+  tc_comm *nc = g ? tc_comm_new(g, r) : NULL;
   if (!nc) return dt_error("new_group: out of memory");
   *out = &nc->base;
   return DT_OK;
@@ -152,6 +155,13 @@ void tc_destroy_impl(dt_comm *base) {
   free(c->send_seq);
   free(c->recv_seq);
   free(c);
+}
+
+void tc_resync(tc_comm *c) {
+  c->epoch = atomic_load(&c->g->epoch);
+  c->seq = 0;
+  memset(c->send_seq, 0, sizeof(unsigned) * (size_t)c->g->size);
+  memset(c->recv_seq, 0, sizeof(unsigned) * (size_t)c->g->size);
 }
 
 /* ---- waiting with failure checks ---- */
@@ -185,18 +195,28 @@ static int stop_check(void *arg) {
     pthread_mutex_unlock(&w->mu);
     return 2;
   }
+  if (!g->repl && atomic_load(&w->interrupted)) {
+    dt_error("%s: interrupted!", s->name);
+    return 5;
+  }
   /* who are we waiting for? p2p: the peer; collectives: members that have not entered */
   char missing[256];
-  int nmiss = 0, any_exited = 0, list[64] = {0};
+  int nmiss = 0, any_exited = 0, any_done = 0, list[64] = {0};
   for (int r = 0; r < g->size && nmiss < 64; r++) {
     int waiting = s->peer >= 0 ? r == s->peer : atomic_load(&g->members[r].entered) < s->c->seq;
     if (!waiting) continue;
     list[nmiss++] = g->world_ranks[r];
     if (atomic_load(&w->exited[g->world_ranks[r]])) any_exited = 1;
+    if (!g->repl && atomic_load(&w->line_done[g->world_ranks[r]])) any_done = 1;
   }
   dt_comm_format_ranks(missing, sizeof missing, list, nmiss);
   if (any_exited) {
     dt_error("%s: in group %s, rank(s) %s finished their program without joining it", s->name, g->label, missing);
+    tc_break_group(g);
+    return 3;
+  }
+  if (any_done) { /* the REPL: they are waiting for the next line, not for us */
+    dt_error("%s: in group %s, rank(s) %s finished the line without joining it", s->name, g->label, missing);
     tc_break_group(g);
     return 3;
   }
@@ -233,6 +253,7 @@ static int group_barrier(tc_comm *c, const char *name) {
 
 int tc_enter(tc_comm *c, const tc_desc *d, const char *name) {
   tc_group *g = c->g;
+  tc_sync(c);
   if (atomic_load(&g->world->aborted) || atomic_load(&g->broken)) {
     stop_ctx s = {c, name, -1, 0};
     stop_check(&s);

@@ -36,6 +36,8 @@ typedef struct tc_group {
   tc_member *members;
   tc_mailbox *boxes;
   atomic_int broken; /* after a timeout or a peer's exit the barrier state is gone */
+  int repl;          /* the REPL's own group (threads_repl.c): not the program's, never reset */
+  atomic_uint epoch; /* bumped when the REPL resets the group after a line: members resync */
   char why[384];     /* the failure that broke it (world->mu) */
   struct tc_group *next;
 } tc_group;
@@ -45,8 +47,10 @@ struct dt_threads_world {
   double timeout;
   pthread_mutex_t mu;
   atomic_int aborted;
+  atomic_int interrupted; /* Ctrl-C in the REPL (threads_repl.c) */
   char reason[512];
   atomic_int *exited; /* per world rank */
+  atomic_int *line_done; /* per world rank: finished the REPL's current line (threads_repl.c) */
   tc_group *groups;   /* registry: one tc_group per rank list, shared by its members */
 };
 
@@ -55,7 +59,20 @@ typedef struct tc_comm {
   tc_group *g;
   unsigned seq;
   unsigned *send_seq, *recv_seq; /* per peer, p2p message counters */
+  unsigned epoch;                /* the group's epoch these counters belong to */
 } tc_comm;
+
+/* The group's shared state was reset (the REPL, after a line): restart this rank's counters. */
+void tc_resync(tc_comm *c);
+static inline void tc_sync(tc_comm *c) {
+  if (atomic_load_explicit(&c->g->epoch, memory_order_acquire) != c->epoch) tc_resync(c);
+}
+/* The registry's group over `ranks` (repl: the REPL's own), created by the first member that asks. */
+tc_group *tc_group_lookup(dt_threads_world *w, const int *ranks, int n, int repl);
+/* A rank's communicator on g (NULL: out of memory). */
+tc_comm *tc_comm_new(tc_group *g, int rank);
+/* Wakes every waiter of every group, so they run their stop checks now. */
+void tc_wake_everyone(dt_threads_world *w);
 
 /* Marks g broken by the failure now in dt_error_message() (the first one is kept, so
  * peers failing later name the cause). */

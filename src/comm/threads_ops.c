@@ -135,6 +135,7 @@ static int tc_barrier(dt_comm *base) {
  * sender's buffer, then releases the sender. */
 static int tc_send(dt_comm *base, const void *buf, size_t count, dt_dtype dt, int dst) {
   tc_comm *c = (tc_comm *)base;
+  tc_sync(c);
   tc_mailbox *box = &c->g->boxes[base->rank * c->g->size + dst];
   unsigned s = ++c->send_seq[dst];
   box->buf = buf;
@@ -152,6 +153,7 @@ static int tc_send(dt_comm *base, const void *buf, size_t count, dt_dtype dt, in
 
 static int tc_recv(dt_comm *base, void *buf, size_t count, dt_dtype dt, int src) {
   tc_comm *c = (tc_comm *)base;
+  tc_sync(c);
   tc_mailbox *box = &c->g->boxes[src * c->g->size + base->rank];
   unsigned r = ++c->recv_seq[src];
   if (tc_wait(c, &box->posted, r, "recv", src)) return tc_break_group(c->g), DT_ERR;
