@@ -3,7 +3,8 @@
 --   matmul float32 at 256/1024/2048: GFLOP/s of a:matmul(b) vs a direct cblas_sgemm call
 --   a + b on 1-element tensors: per-call overhead in microseconds (target < 1 us)
 --   a + b on 16M float32: GB/s (bytes read + written) vs memcpy GB/s
---   sum / sum(1) / softmax(-1) on 16M float32: GB/s vs memcpy GB/s
+--   sum / sum(1) / softmax(-1) / log_softmax(-1) / layer_norm / rms_norm (last dim, with weight;
+--   layer_norm with bias) on 16M float32: GB/s vs memcpy GB/s
 -- Every figure is the best of a few repetitions (the machine may be shared); a full
 -- garbage collection runs (untimed) before each repetition.
 package.cpath = "bench/.libs/?.so;" .. package.cpath
@@ -86,6 +87,13 @@ do
   row(string.format("sum(1) [%d,4096] float32", n // 4096), gbps(n * 4, function() x:sum(1) end), mem, "GB/s")
   row(string.format("softmax(-1) [%d,4096] float32", n // 4096), gbps(2 * n * 4, function() x:softmax(-1) end), mem,
       "GB/s")
+  row(string.format("log_softmax [%d,4096] float32", n // 4096),
+      gbps(2 * n * 4, function() x:log_softmax(-1) end), mem, "GB/s")
+  local F, w, b = dt.nn.functional, dt.ones(4096), dt.zeros(4096)
+  row(string.format("layer_norm [%d,4096] float32", n // 4096),
+      gbps(2 * n * 4, function() F.layer_norm(x, {4096}, w, b) end), mem, "GB/s")
+  row(string.format("rms_norm [%d,4096] float32", n // 4096), gbps(2 * n * 4, function() F.rms_norm(x, {4096}, w) end),
+      mem, "GB/s")
 end
 
 print(string.format("%-34s %12s %12s %8s  %s", "benchmark", "dtlua", "C baseline", "ratio", "unit"))

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas_core.h"
+#include "kernels/cpu/blas_info.h"
 #include "launcher.h"
 #include "output.h"
 #include "repl.h"
@@ -46,6 +48,14 @@ static void print_usage(const char *badopt) {
 
 static void print_version(void) {
   printf("dtlua %s (%s)  Copyright (C) dtlua authors\n", PACKAGE_VERSION, LUA_RELEASE);
+}
+
+/* -v: the kernels matmul runs, so a slow machine shows why */
+static void print_kernels(void) {
+  dt_blas_info b;
+  dt_blas_get_info(&b);
+  printf("BLAS: %s, %s kernels, %d thread%s (CPU: %s)\n", b.library, b.core, b.threads, b.threads == 1 ? "" : "s",
+         b.cpu);
 }
 
 /* Reports a non-nil status with its message; returns status. */
@@ -244,7 +254,10 @@ static int pmain(lua_State *L) {
   }
   int rank, quiet, tag;
   dtlua_rank_output(L, &rank, &quiet, &tag);
-  if ((args & HAS_V) && rank == 0) print_version(); /* once per world */
+  if ((args & HAS_V) && rank == 0) { /* once per world */
+    print_version();
+    print_kernels();
+  }
   if (args & HAS_E) {
     lua_pushboolean(L, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
@@ -321,6 +334,7 @@ static int take_launch_opts(int argc, char **argv, dtlua_launch_opts *o) {
 }
 
 int main(int argc, char **argv) {
+  dtlua_blas_core_pick(argv); /* first: may re-exec this program */
   if (argv[0] && argv[0][0]) { /* the name as typed, less its folder (and libtool's lt- prefix) */
     const char *slash = strrchr(argv[0], '/');
     progname = slash ? slash + 1 : argv[0];

@@ -78,3 +78,18 @@ do
       end)
   end)
 end
+do
+  describe("bench/blas_cores.lua", function()
+    it("prints sgemm GFLOP/s for each forced OpenBLAS core and dtlua's own pick, with ratios", function()
+      if dt.config().blas ~= "openblas" then return end
+      local srcdir = os.getenv("srcdir") or "."
+      local dtlua = os.getenv("DTLUA") or "./dtlua"
+      local p = io.popen(string.format("timeout 120 %q %q 64 1 2>&1", dtlua, srcdir .. "/bench/blas_cores.lua"))
+      local out = p:read("a")
+      p:close()
+      assert.matches("sgemm 64x64, 1 thread%(s%)", out)
+      assert.matches("\nOPENBLAS_CORETYPE=Prescott +[%d.]+ +[%d.]+", out)
+      assert.matches("\ndtlua's own pick %(%S+%) +[%d.]+ +[%d.]+", out)
+    end)
+  end)
+end

@@ -3,42 +3,67 @@
  *   SUF(x)   x##_f32 or x##_f64
  *   GEMM     dt_gemm_f32 or dt_gemm_f64
  *   EXP      expf or exp
- * Statistics are accumulated in double whatever R is, in four independent sums so the
- * loops are not bound by the latency of one add chain. */
+ * Statistics end in double whatever R is (see row_sum). */
 
-/* sum of x[i] (square = 0) or of (x[i] - shift)^2 (square = 1). */
-static double SUF(row_sum)(const R *x, int64_t n, double shift, int square) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+/* 16-byte vectors of R (4 floats or 2 doubles: one SSE register), two at a time, written out
+ * because GCC -O2 leaves these loops scalar (unknown trip count, and float sums it may not
+ * reorder).  Only locals and memcpy: no vector crosses a call. */
+typedef R SUF(vec) __attribute__((vector_size(16)));
+#define SUF_LANES (int64_t)(16 / sizeof(R))
+
+/* sum of x[i] (square = 0) or of (x[i] - shift)^2 (square = 1): lanes of R over at most 256
+ * elements, each such partial then added in double, so the error stays near a double sum's. */
+static double SUF(row_sum)(const R *restrict x, int64_t n, R shift, int square) {
+  double total = 0;
   int64_t i = 0;
-  if (square) {
-    for (; i + 4 <= n; i += 4) {
-      double d0 = x[i] - shift, d1 = x[i + 1] - shift, d2 = x[i + 2] - shift, d3 = x[i + 3] - shift;
-      s0 += d0 * d0, s1 += d1 * d1, s2 += d2 * d2, s3 += d3 * d3;
+  while (i + 2 * SUF_LANES <= n) {
+    int64_t end = n - i > 256 ? i + 256 : n;
+    SUF(vec) lo = {0}, hi = {0};
+    for (; i + 2 * SUF_LANES <= end; i += 2 * SUF_LANES) {
+      SUF(vec) a, b;
+      memcpy(&a, x + i, sizeof a);
+      memcpy(&b, x + i + SUF_LANES, sizeof b);
+      if (square) {
+        a -= shift, b -= shift;
+        a *= a, b *= b;
+      }
+      lo += a, hi += b;
     }
-    for (; i < n; i++) s0 += (x[i] - shift) * (x[i] - shift);
-  } else {
-    for (; i + 4 <= n; i += 4) s0 += x[i], s1 += x[i + 1], s2 += x[i + 2], s3 += x[i + 3];
-    for (; i < n; i++) s0 += x[i];
+    for (int64_t l = 0; l < SUF_LANES; l++) total += (double)lo[l] + hi[l];
   }
-  return (s0 + s1) + (s2 + s3);
+  for (; i < n; i++) total += square ? ((double)x[i] - shift) * ((double)x[i] - shift) : x[i];
+  return total;
 }
 
-/* layer_norm (rms = 0) or rms_norm (rms = 1) over rows of n contiguous elements. */
-static void SUF(norm_rows)(const R *x, const R *w, const R *b, R *y, int64_t rows, int64_t n, double eps, int rms) {
+/* layer_norm (rms = 0) or rms_norm (rms = 1) over rows of n contiguous elements: the
+ * statistics in two sweeps (mean, then the centred squares: no cancellation), the output
+ * y = (x - mean) * inv * w + b in one. */
+static void SUF(norm_rows)(const R *restrict x, const R *restrict w, const R *restrict b, R *restrict y, int64_t rows,
+                           int64_t n, double eps, int rms) {
   for (int64_t r = 0; r < rows; r++) {
     const R *xr = x + r * n;
     R *yr = y + r * n;
-    double mean = rms ? 0 : SUF(row_sum)(xr, n, 0, 0) / (double)n;
-    double var = SUF(row_sum)(xr, n, mean, 1) / (double)n;
-    R inv = (R)(1.0 / sqrt(var + eps)), mu = (R)mean;
-    /* branch-free loops; the row is in L1 for the second and third */
-    for (int64_t i = 0; i < n; i++) yr[i] = (xr[i] - mu) * inv;
-    if (w)
-      for (int64_t i = 0; i < n; i++) yr[i] *= w[i];
-    if (b)
-      for (int64_t i = 0; i < n; i++) yr[i] += b[i];
+    R mu = rms ? 0 : (R)(SUF(row_sum)(xr, n, 0, 0) / (double)n);
+    double var = SUF(row_sum)(xr, n, mu, 1) / (double)n;
+    R inv = (R)(1.0 / sqrt(var + eps));
+    int64_t i = 0;
+    for (; i + SUF_LANES <= n; i += SUF_LANES) { /* the w and b branches are the same every time */
+      SUF(vec) v, t;
+      memcpy(&v, xr + i, sizeof v);
+      v = (v - mu) * inv;
+      if (w) memcpy(&t, w + i, sizeof t), v *= t;
+      if (b) memcpy(&t, b + i, sizeof t), v += t;
+      memcpy(yr + i, &v, sizeof v);
+    }
+    for (; i < n; i++) {
+      R v = (xr[i] - mu) * inv;
+      if (w) v *= w[i];
+      if (b) v += b[i];
+      yr[i] = v;
+    }
   }
 }
+#undef SUF_LANES
 
 /* In-place softmax of each row of scores [L, S]; mask (additive) and causal applied first.
  * Row i is query row0 + i (for the causal diagonal).  A row whose every entry is -inf gives

@@ -1,6 +1,7 @@
 /* softmax and log_softmax along one dim, numerically stable: exp(x - max) / sum.
  * The input is made contiguous in its compute dtype (bf16/f16 compute in f32) and seen as
- * [outer, n, inner]; each line of n elements takes three passes (max, exp+sum, scale). */
+ * [outer, n, inner]; each line of n elements takes three sweeps (max, exp+sum, scale), the
+ * last dim's vectorised for float32. */
 #include "base/error.h"
 #include "kernels/cpu/kernel_table.h"
 
@@ -17,27 +18,39 @@
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 
-static inline v4f splat(float v) { return (v4f){v, v, v, v}; }
+static inline __attribute__((always_inline)) v4f splat(float v) { return (v4f){v, v, v, v}; }
 
-static inline v4f exp4(v4f x) {
-  v4i small = x < splat(-87.0f), big = x > splat(88.0f), nan = x != x, out = small | big | nan;
-  v4f xc = (v4f)((v4i)x & ~out); /* out-of-range lanes compute exp(0) and are replaced below */
-  v4f t = xc * splat(1.44269504088896341f) + splat(0.5f);
-  v4i ni = __builtin_convertvector(t, v4i); /* truncates: floor for t >= 0, fix below */
-  ni += (v4i)(__builtin_convertvector(ni, v4f) > t); /* -1 where truncation rounded up */
-  v4f n = __builtin_convertvector(ni, v4f);
-  v4f r = xc - n * splat(0.693359375f) + n * splat(2.12194440e-4f);
-  v4f p = splat(1.9875691500e-4f);
-  p = p * r + splat(1.3981999507e-3f);
-  p = p * r + splat(8.3334519073e-3f);
-  p = p * r + splat(4.1665795894e-2f);
-  p = p * r + splat(1.6666665459e-1f);
-  p = p * r + splat(5.0000001201e-1f);
-  p = p * r * r + r + splat(1.0f);
-  v4f v = p * (v4f)((ni + 127) << 23);
-  v = (v4f)(((v4i)v & ~out) | ((v4i)splat(INFINITY) & big)); /* underflow 0, overflow inf */
-  return (v4f)((v4i)v | ((v4i)x & nan));                       /* NaN in, NaN out */
-}
+/* 8 lanes, for the AVX2 sweep below.  No function takes or returns a v8f by value: a call
+ * between it and a default-ISA helper would disagree on how it is passed (GCC's -Wpsabi),
+ * hence the macro and the pointer. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#define splat8(v) ((v8f){(v), (v), (v), (v), (v), (v), (v), (v)})
+
+#define DEFINE_EXP(NAME, VF, VI, SPLAT)                                                          \
+  static inline __attribute__((always_inline)) void NAME(VF *px) { /* in place */                \
+    VF x = *px;                                                                                  \
+    VI small = x < SPLAT(-87.0f), big = x > SPLAT(88.0f), nan = x != x, out = small | big | nan; \
+    VF xc = (VF)((VI)x & ~out); /* out-of-range lanes compute exp(0) and are replaced below */   \
+    VF t = xc * SPLAT(1.44269504088896341f) + SPLAT(0.5f);                                       \
+    VI ni = __builtin_convertvector(t, VI); /* truncates: floor for t >= 0, fix below */         \
+    ni += (VI)(__builtin_convertvector(ni, VF) > t); /* -1 where truncation rounded up */        \
+    VF n = __builtin_convertvector(ni, VF);                                                      \
+    VF r = xc - n * SPLAT(0.693359375f) + n * SPLAT(2.12194440e-4f);                             \
+    VF p = SPLAT(1.9875691500e-4f);                                                              \
+    p = p * r + SPLAT(1.3981999507e-3f);                                                         \
+    p = p * r + SPLAT(8.3334519073e-3f);                                                         \
+    p = p * r + SPLAT(4.1665795894e-2f);                                                         \
+    p = p * r + SPLAT(1.6666665459e-1f);                                                         \
+    p = p * r + SPLAT(5.0000001201e-1f);                                                         \
+    p = p * r * r + r + SPLAT(1.0f);                                                             \
+    VF v = p * (VF)((ni + 127) << 23);                                                           \
+    v = (VF)(((VI)v & ~out) | ((VI)SPLAT(INFINITY) & big)); /* underflow 0, overflow inf */      \
+    *px = (VF)((VI)v | ((VI)x & nan));                        /* NaN in, NaN out */              \
+  }
+
+DEFINE_EXP(exp4, v4f, v4i, splat)
+DEFINE_EXP(exp8, v8f, v8i, splat8)
 
 /* y[i] = exp(x[i] - m[mstep ? i : 0]) for i < n. */
 static void exp_sub_f32(const float *x, const float *m, int mstep, float *y, int64_t n) {
@@ -46,13 +59,15 @@ static void exp_sub_f32(const float *x, const float *m, int mstep, float *y, int
     v4f xv, mv = splat(m[0]);
     memcpy(&xv, x + i, sizeof xv);
     if (mstep) memcpy(&mv, m + i, sizeof mv);
-    v4f e = exp4(xv - mv);
+    v4f e = xv - mv;
+    exp4(&e);
     memcpy(y + i, &e, sizeof e);
   }
   if (i < n) { /* the tail, padded into one vector */
     v4f xv = splat(0), mv = splat(m[0]);
     for (int64_t j = 0; i + j < n; j++) xv[j] = x[i + j], mv[j] = m[mstep ? i + j : 0];
-    v4f e = exp4(xv - mv);
+    v4f e = xv - mv;
+    exp4(&e);
     for (int64_t j = 0; i + j < n; j++) y[i + j] = e[j];
   }
 }
@@ -61,30 +76,138 @@ static void exp_sub_f64(const double *x, const double *m, int mstep, double *y, 
   for (int64_t i = 0; i < n; i++) y[i] = exp(x[i] - m[mstep ? i : 0]);
 }
 
+/* ---- one contiguous line: max, then exp + sum in one sweep, then scale -------------------
+ * float32 runs 4 lanes (the scalar max with its ?: does not vectorise without -ffast-math).
+ * The max skips NaNs (v > m is false for them): a NaN makes the sum NaN anyway. */
+static float max_f32(const float *restrict x, int64_t n) {
+  v4f mv = splat(-INFINITY);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    v4f v;
+    memcpy(&v, x + i, sizeof v);
+    v4i gt = v > mv;
+    mv = (v4f)(((v4i)v & gt) | ((v4i)mv & ~gt));
+  }
+  float m = mv[0] > mv[1] ? mv[0] : mv[1], m2 = mv[2] > mv[3] ? mv[2] : mv[3];
+  m = m2 > m ? m2 : m;
+  for (; i < n; i++) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+/* y = exp(x - m), returning sum(y): float lanes for at most 256 elements at a time, each
+ * such partial then added in double, so the sum's error stays that of a double sum.  The
+ * sweep is compute bound, so it comes twice: 8 lanes as two SSE registers, and as one AVX2
+ * register where the CPU has AVX2.  Both add the same lanes in the same order, and GCC keeps
+ * -ffp-contract=off under -std=c11 (no fused multiply-add): the same bits on every machine. */
+static double exp_sum_tail(const float *x, float m, float *y, int64_t i, int64_t n, double total) {
+  if (i < n) {
+    exp_sub_f32(x + i, &m, 0, y + i, n - i);
+    for (; i < n; i++) total += y[i];
+  }
+  return total;
+}
+
+static double exp_sum_f32_sse(const float *restrict x, float m, float *restrict y, int64_t n) {
+  double total = 0;
+  int64_t i = 0;
+  while (i + 8 <= n) {
+    int64_t end = n - i > 256 ? i + 256 : n;
+    v4f lo = splat(0), hi = splat(0);
+    for (; i + 8 <= end; i += 8) {
+      v4f a, b;
+      memcpy(&a, x + i, sizeof a);
+      memcpy(&b, x + i + 4, sizeof b);
+      a -= splat(m), b -= splat(m);
+      exp4(&a), exp4(&b);
+      memcpy(y + i, &a, sizeof a);
+      memcpy(y + i + 4, &b, sizeof b);
+      lo += a, hi += b;
+    }
+    total += (((double)lo[0] + lo[1]) + ((double)lo[2] + lo[3])) + (((double)hi[0] + hi[1]) + ((double)hi[2] + hi[3]));
+  }
+  return exp_sum_tail(x, m, y, i, n, total);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_AVX2_SWEEP 1
+__attribute__((target("avx2"))) static double exp_sum_f32_avx2(const float *restrict x, float m, float *restrict y,
+                                                                int64_t n) {
+  double total = 0;
+  int64_t i = 0;
+  while (i + 8 <= n) {
+    int64_t end = n - i > 256 ? i + 256 : n;
+    v8f acc = splat8(0);
+    for (; i + 8 <= end; i += 8) {
+      v8f v;
+      memcpy(&v, x + i, sizeof v);
+      v -= splat8(m);
+      exp8(&v);
+      memcpy(y + i, &v, sizeof v);
+      acc += v;
+    }
+    total += (((double)acc[0] + acc[1]) + ((double)acc[2] + acc[3])) +
+             (((double)acc[4] + acc[5]) + ((double)acc[6] + acc[7]));
+  }
+  return exp_sum_tail(x, m, y, i, n, total);
+}
+#endif
+
+static double exp_sum_f32(const float *restrict x, float m, float *restrict y, int64_t n) {
+#ifdef HAVE_AVX2_SWEEP
+  if (__builtin_cpu_supports("avx2")) return exp_sum_f32_avx2(x, m, y, n);
+#endif
+  return exp_sum_f32_sse(x, m, y, n);
+}
+
+/* y = y * a (log_out 0) or y = x - a - b (log_out 1): GCC -O2 leaves such loops scalar when
+ * the trip count is unknown (its cheap cost model), so the lanes are written out. */
+static void finish_f32(const float *restrict x, float *restrict y, int64_t n, float a, float b, int log_out) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    v4f v;
+    if (log_out) {
+      memcpy(&v, x + i, sizeof v);
+      v = v - splat(a) - splat(b);
+    } else {
+      memcpy(&v, y + i, sizeof v);
+      v = v * splat(a);
+    }
+    memcpy(y + i, &v, sizeof v);
+  }
+  for (; i < n; i++) y[i] = log_out ? x[i] - a - b : y[i] * a;
+}
+
+static void finish_f64(const double *restrict x, double *restrict y, int64_t n, double a, double b, int log_out) {
+  for (int64_t i = 0; i < n; i++) y[i] = log_out ? x[i] - a - b : y[i] * a;
+}
+
+static double max_f64(const double *restrict x, int64_t n) {
+  double m = -INFINITY;
+  for (int64_t k = 0; k < n; k++) m = x[k] > m ? x[k] : m;
+  return m;
+}
+
+static double exp_sum_f64(const double *restrict x, double m, double *restrict y, int64_t n) {
+  exp_sub_f64(x, &m, 0, y, n);
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* independent partial sums */
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) s0 += y[k], s1 += y[k + 1], s2 += y[k + 2], s3 += y[k + 3];
+  for (; k < n; k++) s0 += y[k];
+  return (s0 + s1) + (s2 + s3);
+}
+
 /* ---- the three passes ------------------------------------------------------------------
  * The n rows of `inner` contiguous elements are swept BLOCK columns at a time with a max
  * and a sum per column, so memory is read row by row rather than with stride `inner`
  * (the last dim, inner == 1, goes line by line). */
 #define BLOCK 256
-#define DEFINE_SOFTMAX(NAME, T, EXPSUB, LOG)                                                       \
-  /* one contiguous line; a NaN anywhere makes the sum NaN, so the max may skip NaNs */       \
-  static void NAME##_line(const T *x, T *y, int64_t n, int log_out) {                           \
-    T mx = -INFINITY;                                                                             \
-    for (int64_t k = 0; k < n; k++) mx = x[k] > mx ? x[k] : mx;                                   \
+#define DEFINE_SOFTMAX(NAME, T, EXPSUB, MAX, EXPSUM, FINISH, LOG)                                                       \
+  static void NAME##_line(const T *restrict x, T *restrict y, int64_t n, int log_out) {          \
+    T mx = (T)MAX(x, n);                                                                          \
     if (isinf(mx) && mx < 0) mx = 0;                                                              \
-    EXPSUB(x, &mx, 0, y, n);                                                                      \
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* independent partial sums */                        \
-    int64_t k = 0;                                                                                \
-    for (; k + 4 <= n; k += 4) s0 += y[k], s1 += y[k + 1], s2 += y[k + 2], s3 += y[k + 3];       \
-    for (; k < n; k++) s0 += y[k];                                                                \
-    double sum = (s0 + s1) + (s2 + s3);                                                           \
-    if (log_out) {                                                                                \
-      T lse = (T)LOG(sum);                                                                        \
-      for (int64_t k = 0; k < n; k++) y[k] = x[k] - mx - lse;                                     \
-    } else {                                                                                      \
-      T inv = (T)(1.0 / sum);                                                                     \
-      for (int64_t k = 0; k < n; k++) y[k] *= inv;                                                \
-    }                                                                                             \
+    double sum = EXPSUM(x, mx, y, n);                                                             \
+    if (log_out) FINISH(x, y, n, mx, (T)LOG(sum), 1);                                             \
+    else FINISH(x, y, n, (T)(1.0 / sum), 0, 0);                                                   \
   }                                                                                               \
   static void NAME(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, int log_out) {     \
     T mx[BLOCK];                                                                                  \
@@ -123,8 +246,8 @@ static void exp_sub_f64(const double *x, const double *m, int mstep, double *y, 
       }                                                                                           \
   }
 
-DEFINE_SOFTMAX(softmax_f32, float, exp_sub_f32, log)
-DEFINE_SOFTMAX(softmax_f64, double, exp_sub_f64, log)
+DEFINE_SOFTMAX(softmax_f32, float, exp_sub_f32, max_f32, exp_sum_f32, finish_f32, log)
+DEFINE_SOFTMAX(softmax_f64, double, exp_sub_f64, max_f64, exp_sum_f64, finish_f64, log)
 
 static int run_softmax(const dt_op_args *a, dt_tensor **out, int log_out) {
   dt_tensor *x = a->in[0], *y = out[0];
