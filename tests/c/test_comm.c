@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "comm/comm.h"
 #include "comm/spin_wait.h"
+#include "kernels/cpu/reduce_ops.h"
 #include "ctest.h"
 
 /* ---- kernels ---- */
