@@ -249,10 +249,15 @@ static int launch_mpi(launcher *la, int argc, char **argv) {
     fprintf(stderr, "dtlua: %s\n", dt_error_message());
     return EXIT_FAILURE;
   }
-  const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  if (!lr) lr = getenv("MPI_LOCALRANKID");
+  /* the host-local rank from MPI itself (any launcher); the launchers' variables if it fails */
+  int local = dt_mpi_local_rank(c);
+  if (local < 0) {
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "PMI_LOCAL_RANK"};
+    for (size_t i = 0; local < 0 && i < sizeof vars / sizeof vars[0]; i++)
+      if (getenv(vars[i])) local = atoi(getenv(vars[i]));
+  }
   rank_rec rec = {.la = la, .rank = c->rank, .argc = argc, .argv = copy_argv(argc, argv)};
-  rec.ctx = dt_context_new(c, lr ? atoi(lr) : 0);
+  rec.ctx = dt_context_new(c, local > 0 ? local : 0);
   la->n = c->size;
   la->ranks = &rec;
   if (!rec.ctx) {

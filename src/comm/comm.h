@@ -123,6 +123,9 @@ DT_API dt_comm *dt_mpi_world_comm(int *argc, char ***argv);
 DT_API int dt_mpi_available(void);
 /* The end of this rank's program (DTLUA_DEBUG=collectives: fails peers waiting for it). */
 DT_API int dt_mpi_finish(dt_comm *world);
+/* This process's rank among the world's processes on its host (a shared-memory split,
+ * whatever the launcher), or -1 when MPI cannot say.  Collective over the world. */
+DT_API int dt_mpi_local_rank(dt_comm *world);
 DT_API void dt_mpi_finalize(void);
 DT_API void dt_mpi_abort(int code);
 

@@ -409,6 +409,19 @@ static const dt_comm_ops mpi_ops = {
 
 int dt_mpi_available(void) { return 1; }
 
+/* The rank among the processes of this host: the rank in the world's shared-memory split
+ * (MPI-3), whatever launched the job (Open MPI's mpirun, MPICH's Hydra, Slurm's srun), where
+ * each launcher's own variable would need knowing.  Collective over the world. */
+int dt_mpi_local_rank(dt_comm *world) {
+  mpi_comm *c = (mpi_comm *)world;
+  MPI_Comm local;
+  if (MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, world->rank, MPI_INFO_NULL, &local) != MPI_SUCCESS) return -1;
+  int r = -1;
+  if (MPI_Comm_rank(local, &r) != MPI_SUCCESS) r = -1;
+  MPI_Comm_free(&local);
+  return r;
+}
+
 dt_comm *dt_mpi_world_comm(int *argc, char ***argv) {
   int init = 0;
   MPI_Initialized(&init);

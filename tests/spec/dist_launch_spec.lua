@@ -235,6 +235,21 @@ do
       four_ranks(function(path) return mrun(4, path) end, "mpi")
     end)
 
+    it("local_rank comes from MPI itself, not from one launcher's variables (MPICH, srun)", function()
+      if not mpirun then return end
+      -- each process starts without Open MPI's local-rank variable, as under another launcher
+      local path = script(RANKS_PROG)
+      local cmd = string.format("%s -np 4 sh -c %s", mpirun,
+        sh_quote("unset OMPI_COMM_WORLD_LOCAL_RANK MPI_LOCALRANKID SLURM_LOCALID PMI_LOCAL_RANK; exec " ..
+                 H.DTLUA .. " " .. path))
+      local out, rc = H.capture(cmd)
+      os.remove(path)
+      assert.are.equal(0, rc, out)
+      local want = {}
+      for r = 0, 3 do want[r + 1] = string.format("rank %d of 4 local %d backend mpi", r, r) end
+      assert.are.same(want, lines_matching(out, "^rank"))
+    end)
+
     it("`--backend threads|mpi` and `DTLUA_BACKEND` force one", function()
       local prog = sh_quote("print(dt.backend(), dt.world_size())")
       local out, rc = run("--backend threads -n 2 -e " .. prog)
