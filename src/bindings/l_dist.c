@@ -478,16 +478,24 @@ static int l_scatter(lua_State *L) {
   int src = check_peer(L, 2, c, "scatter", "src");
   int64_t meta[META_LEN] = {0};
   dt_tensor *t = NULL;
-  if (c->rank == src) {
-    t = check_cpu_tensor(L, 1, "scatter");
-    meta[0] = t->ndim, meta[1] = t->dtype;
-    for (int i = 0; i < t->ndim; i++) meta[2 + i] = t->shape[i];
-    if (t->ndim == 0 || t->shape[0] % c->size) meta[0] = -1; /* every rank raises below */
+  if (c->rank == src) { /* checked without raising: the other ranks wait in the broadcast below */
+    dt_value *v = dt_lua_test_value(L, 1);
+    t = v && !v->spec && dt_device_is_host(dt_tensor_device(v->local)) ? v->local : NULL;
+    if (!t) meta[0] = -2;
+    else {
+      meta[0] = t->ndim, meta[1] = t->dtype;
+      for (int i = 0; i < t->ndim; i++) meta[2 + i] = t->shape[i];
+      if (t->ndim == 0 || t->shape[0] % c->size) meta[0] = -1;
+    }
   }
   dt_comm_pause_observer(c); /* metadata: not counted by dt.comm_debug */
   int mst = dt_comm_broadcast(c, meta, META_LEN, DT_INT64, src);
   dt_comm_resume_observer(c);
   if (mst != DT_OK) return dt_lua_raise(L);
+  /* every rank raises the same error */
+  if (meta[0] == -2)
+    return luaL_error(L, "scatter: the src rank (%d) must pass a CPU tensor (plain, not a DTensor)",
+                      c->world_ranks ? c->world_ranks[src] : src);
   if (meta[0] < 0)
     return luaL_error(L, "scatter: the src rank's tensor must have dim 1 divisible by the group size %d", c->size);
   dt_tensor shape_of = {.ndim = (int)meta[0], .dtype = (dt_dtype)meta[1]};

@@ -205,6 +205,14 @@ describe("broadcast, scatter, gather", function()
     assert.are.same({{rank, rank}}, part:totable())
   end)
 
+  it("scatter with no tensor on the src rank raises the same error on every rank, and the ranks go on", function()
+    local src = n - 1
+    local ok, err = pcall(D.scatter, {2, 3}, src)
+    assert.is_false(ok)
+    assert.matches("scatter: the src rank (" .. src .. ") must pass a CPU tensor", err, 1, true)
+    D.barrier() -- every rank left the failed call at the same point
+  end)
+
   it("gather concatenates on dst and returns nil elsewhere", function()
     local dst = n - 1
     local g = D.gather(dt.tensor({rank, rank * 2}, {dtype = "int32"}), dst)
