@@ -422,6 +422,26 @@ int dt_mpi_local_rank(dt_comm *world) {
   return r;
 }
 
+/* Settings that change how collectives run must be the same on every rank, but mpirun
+ * forwards the environment only to the ranks of its own host: every rank takes rank 0's
+ * value (or its absence) at start-up, before anything reads them. */
+static const char *const agreed_settings[] = {"DTLUA_DEBUG", "DTLUA_TIMEOUT", "DTLUA_LOG"};
+
+static int agree_setting(MPI_Comm comm, const char *name) {
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  const char *v = rank == 0 ? getenv(name) : NULL;
+  int len = v ? (int)strnlen(v, 4096) : -1;
+  if (MPI_Bcast(&len, 1, MPI_INT, 0, comm) != MPI_SUCCESS) return dt_error("MPI: agreeing on %s failed", name);
+  if (len < 0) return unsetenv(name), DT_OK;
+  char buf[4097];
+  if (rank == 0) memcpy(buf, v, (size_t)len);
+  if (MPI_Bcast(buf, len, MPI_CHAR, 0, comm) != MPI_SUCCESS) return dt_error("MPI: agreeing on %s failed", name);
+  buf[len] = 0;
+  if (setenv(name, buf, 1) != 0) return dt_error("MPI: cannot set %s", name);
+  return DT_OK;
+}
+
 dt_comm *dt_mpi_world_comm(int *argc, char ***argv) {
   int init = 0;
   MPI_Initialized(&init);
@@ -430,6 +450,8 @@ dt_comm *dt_mpi_world_comm(int *argc, char ***argv) {
   MPI_Comm comm; /* our own communicator: user MPI code cannot collide with ours */
   if (MPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS) return dt_error("MPI_Comm_dup failed"), NULL;
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  for (size_t i = 0; i < sizeof agreed_settings / sizeof agreed_settings[0]; i++)
+    if (agree_setting(comm, agreed_settings[i]) != DT_OK) return NULL;
   const char *dbg = getenv("DTLUA_DEBUG"), *to = getenv("DTLUA_TIMEOUT");
   double timeout = to && *to ? atof(to) : 0;
   mpi_comm *c = comm_wrap(comm, NULL, dbg && strstr(dbg, "collectives") != NULL, timeout);

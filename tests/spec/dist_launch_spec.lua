@@ -250,6 +250,19 @@ do
       assert.are.same(want, lines_matching(out, "^rank"))
     end)
 
+    it("under MPI every rank takes rank 0's DTLUA_DEBUG, DTLUA_TIMEOUT and DTLUA_LOG (mpirun forwards a host's own)",
+      function()
+        if not mpirun then return end
+        local prog = sh_quote("print(string.format('rank %d timeout %s debug %s', dt.rank(), " ..
+                              "tostring(os.getenv('DTLUA_TIMEOUT')), tostring(os.getenv('DTLUA_DEBUG'))))")
+        -- two programs (MPMD): rank 1 starts with other settings than rank 0
+        local cmd = string.format("%s -np 1 env DTLUA_TIMEOUT=7 %s -e %s : -np 1 env DTLUA_DEBUG=collectives %s -e %s",
+          mpirun, DTLUA, prog, DTLUA, prog)
+        local out, rc = H.capture(cmd)
+        assert.are.equal(0, rc, out)
+        assert.are.same({"rank 0 timeout 7 debug nil", "rank 1 timeout 7 debug nil"}, lines_matching(out, "^rank"))
+      end)
+
     it("`--backend threads|mpi` and `DTLUA_BACKEND` force one", function()
       local prog = sh_quote("print(dt.backend(), dt.world_size())")
       local out, rc = run("--backend threads -n 2 -e " .. prog)
