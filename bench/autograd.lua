@@ -266,41 +266,17 @@ dist.destroy_process_group()
 ]==]
 
 local function run_torch_tp(sizes)
-  local path = os.tmpname() .. ".py"
-  local f = assert(io.open(path, "w"))
-  f:write(TORCH_TP_SCRIPT)
-  f:close()
-  local cmd = string.format("OMP_NUM_THREADS=%d timeout 600 python3 -m torch.distributed.run --standalone "
-    .. "--nproc_per_node=%d %s %d %d %s %s 2>/dev/null", THREADS, ranks, path, ITERS, THREADS, ACT,
-    table.concat(sizes, " "))
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  p:close()
-  os.remove(path)
-  local res = {}
-  for k, v in out:gmatch("(dtensor_%S+) (%S+)\n") do res[k] = tonumber(v) end
+  local res = baseline.run_python(TORCH_TP_SCRIPT,
+    string.format("timeout 600 python3 -m torch.distributed.run --standalone --nproc_per_node=%d", ranks),
+    {ITERS, THREADS, ACT, table.concat(sizes, " ")}, "OMP_NUM_THREADS=" .. THREADS)
+  for k in pairs(res) do if not k:match("^dtensor_") then res[k] = nil end end
   return res
-end
-
-local function torch_available()
-  local ok = os.execute("python3 -c 'import torch' >/dev/null 2>&1")
-  return ok == true or ok == 0
 end
 
 local function run_torch(threads)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(TORCH_SCRIPT)
-  f:close()
   local args = {N, ROUNDS, CHAIN, B, D, H, ITERS, ACT}
   for _, t in ipairs(threads) do args[#args + 1] = t end
-  local p = io.popen("python3 " .. path .. " " .. table.concat(args, " ") .. " 2>/dev/null")
-  local out = p:read("a")
-  p:close()
-  os.remove(path)
-  local res = {}
-  for k, v in out:gmatch("(%S+) (%S+)\n") do res[k] = tonumber(v) or v end
-  return res
+  return baseline.run_python(TORCH_SCRIPT, "python3", args)
 end
 
 -- ---- the run ----
@@ -330,7 +306,7 @@ dt.barrier()
 if rank == 0 then
   if quick then
     why.torch = "quick run"
-  elseif not torch_available() then
+  elseif not baseline.torch_available() then
     why.torch = "not installed (python3 -c 'import torch' failed)"
   else
     torch = run_torch(ranks > 1 and {THREADS, ranks * THREADS} or {THREADS})

@@ -16,4 +16,28 @@ function baseline.blas_threads()
   return n or 1
 end
 
+-- Is PyTorch importable (benchmarks compare with it when it is, and say so when not)?
+function baseline.torch_available()
+  local ok = os.execute("python3 -c 'import torch' >/dev/null 2>&1")
+  return ok == true or ok == 0
+end
+
+-- Runs a Python script (its text) as `env launcher script args...`, where launcher is "python3"
+-- or e.g. "python3 -m torch.distributed.run ..."; returns the "key value" lines it printed as
+-- a table (numbers converted).  Its stderr is dropped: a failed run gives an empty table.
+function baseline.run_python(script, launcher, args, env)
+  local path = os.tmpname() .. ".py"
+  local f = assert(io.open(path, "w"))
+  f:write(script)
+  f:close()
+  local p = io.popen(string.format("%s %s %s %s 2>/dev/null", env or "", launcher, path, table.concat(args, " ")))
+  local out = p:read("a")
+  p:close()
+  os.remove(path)
+  os.remove(path:sub(1, -4)) -- os.tmpname made this file too
+  local res = {}
+  for k, v in out:gmatch("(%S+) (%S+)\n") do res[k] = tonumber(v) or v end
+  return res
+end
+
 return baseline

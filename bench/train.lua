@@ -333,30 +333,14 @@ for (dp, tp) in MESHES:
 dist.destroy_process_group()
 ]==]
 
-local function torch_available()
-  local ok = os.execute("python3 -c 'import torch' >/dev/null 2>&1")
-  return ok == true or ok == 0
-end
-
 local function run_torch(mode, threads, mesh_list)
-  local path = os.tmpname() .. ".py"
-  local f = assert(io.open(path, "w"))
-  f:write(TORCH_SCRIPT)
-  f:close()
   local args = {CFG.layers, CFG.width, CFG.heads, CFG.context, CFG.batch, CFG.vocab, CFG.dropout, WARMUP, ITERS, mode,
                 threads}
   for _, m in ipairs(mesh_list or {}) do args[#args + 1] = m[1] .. "x" .. m[2] end
   local launcher = mode == "eager" and "python3"
     or string.format("timeout 900 python3 -m torch.distributed.run --standalone --nproc_per_node=%d", ranks)
-  local cmd = string.format("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s %s %s 2>/dev/null", threads, threads,
-    launcher, path, table.concat(args, " "))
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  p:close()
-  os.remove(path)
-  local res = {}
-  for k, v in out:gmatch("(%S+) (%S+)\n") do res[k] = tonumber(v) or v end
-  return res
+  return baseline.run_python(TORCH_SCRIPT, launcher, args,
+                             string.format("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d", threads, threads))
 end
 
 -- ---- the run ----
@@ -384,7 +368,7 @@ if rank == 0 then
   if quick then why = "quick run"
   elseif dt.backend() ~= "threads" then
     why = "under mpirun (the waiting ranks would poll and share the cores): see the threads run's lines"
-  elseif not torch_available() then why = "not installed (python3 -c 'import torch' failed)"
+  elseif not baseline.torch_available() then why = "not installed (python3 -c 'import torch' failed)"
   else
     torch = run_torch("eager", ranks * THREADS)
     if not torch.version then why, torch = "python3 with torch failed to run the model", {} end
