@@ -53,12 +53,8 @@ const dt_backward_def *dt_backward_of(dt_op_id op);
 int dt_bw_call(dt_bw *b, dt_op_id op, dt_op_args *a, const dt_value *x, const dt_value *y, dt_value *out);
 int dt_bw_calln(dt_bw *b, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin, dt_value *out);
 /* Common ops. */
-int dt_bw_add(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out);
-int dt_bw_sub(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out);
 int dt_bw_mul(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out);
-int dt_bw_div(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out);
 int dt_bw_mul_scalar(dt_bw *b, const dt_value *x, double s, dt_value *out);
-int dt_bw_add_scalar(dt_bw *b, const dt_value *x, double s, dt_value *out);
 int dt_bw_neg(dt_bw *b, const dt_value *x, dt_value *out);
 int dt_bw_unary(dt_bw *b, dt_op_id op, const dt_value *x, dt_value *out); /* exp, sqrt, ... */
 /* sum of x over dims (0-based; ndims 0 and all = 1: every dim), keepdim. */
@@ -87,9 +83,6 @@ int dt_bw_unreduce(dt_bw *b, const dt_value *g, dt_value *out);
 /* Zeros / a constant with the dtype, shape and gradient placements of input i / output o. */
 int dt_bw_full_input(dt_bw *b, int i, double v, dt_value *out);
 int dt_bw_full_output(dt_bw *b, int o, double v, dt_value *out);
-/* The gradient of output o, or zeros shaped like it when none flowed (borrowed in *g, or
- * made in *tmp: clear tmp after use). */
-int dt_bw_grad_or_zeros(dt_bw *b, int o, const dt_value **g, dt_value *tmp);
 /* Hands v to grad_in[i] (v is left empty). */
 void dt_bw_set(dt_bw *b, int i, dt_value *v);
 /* A copy of v that shares its data (local retained, spec copied): for passing a gradient on. */

@@ -16,22 +16,16 @@ int dt_bw_call(dt_bw *b, dt_op_id op, dt_op_args *a, const dt_value *x, const dt
   return dt_bw_calln(b, op, a, in, y ? 2 : 1, out);
 }
 
-static int binary(dt_bw *b, dt_op_id op, const dt_value *x, const dt_value *y, dt_value *out) {
+int dt_bw_mul(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out) {
   dt_op_args a = dt_bw_args();
-  return dt_bw_call(b, op, &a, x, y, out);
+  return dt_bw_call(b, DT_OP_MUL, &a, x, y, out);
 }
-int dt_bw_add(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out) { return binary(b, DT_OP_ADD, x, y, out); }
-int dt_bw_sub(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out) { return binary(b, DT_OP_SUB, x, y, out); }
-int dt_bw_mul(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out) { return binary(b, DT_OP_MUL, x, y, out); }
-int dt_bw_div(dt_bw *b, const dt_value *x, const dt_value *y, dt_value *out) { return binary(b, DT_OP_DIV, x, y, out); }
 
-static int with_scalar(dt_bw *b, dt_op_id op, const dt_value *x, double s, dt_value *out) {
+int dt_bw_mul_scalar(dt_bw *b, const dt_value *x, double s, dt_value *out) {
   dt_op_args a = dt_bw_args();
   a.flags = DT_ARG_SCALAR, a.scalar[0] = s, a.nscalar = 1;
-  return dt_bw_call(b, op, &a, x, NULL, out);
+  return dt_bw_call(b, DT_OP_MUL, &a, x, NULL, out);
 }
-int dt_bw_mul_scalar(dt_bw *b, const dt_value *x, double s, dt_value *out) { return with_scalar(b, DT_OP_MUL, x, s, out); }
-int dt_bw_add_scalar(dt_bw *b, const dt_value *x, double s, dt_value *out) { return with_scalar(b, DT_OP_ADD, x, s, out); }
 
 int dt_bw_unary(dt_bw *b, dt_op_id op, const dt_value *x, dt_value *out) {
   dt_op_args a = dt_bw_args();
@@ -131,14 +125,6 @@ int dt_bw_zeros_with(dt_bw *b, int i, const dt_index_key *k, const dt_value *g, 
 
 int dt_bw_full_input(dt_bw *b, int i, double v, dt_value *out) { return dt_autograd_full(b->ctx, &b->in_meta[i], v, out); }
 int dt_bw_full_output(dt_bw *b, int o, double v, dt_value *out) { return dt_autograd_full(b->ctx, &b->out_meta[o], v, out); }
-
-int dt_bw_grad_or_zeros(dt_bw *b, int o, const dt_value **g, dt_value *tmp) {
-  dt_value_init(tmp, NULL, NULL);
-  if (b->grad[o]) return *g = b->grad[o], DT_OK;
-  if (dt_bw_full_output(b, o, 0.0, tmp) != DT_OK) return DT_ERR;
-  *g = tmp;
-  return DT_OK;
-}
 
 void dt_bw_set(dt_bw *b, int i, dt_value *v) {
   dt_value_clear(&b->grad_in[i]);

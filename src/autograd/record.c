@@ -8,8 +8,6 @@
 #include "autograd/values.h"
 #include "base/error.h"
 
-static int is_float(dt_dtype t) { return dt_dtype_is_float(t); }
-
 /* An in-place op that autograd records writes into self: refused on a leaf that requires
  * grad (its .grad would no longer be the gradient of what was used), and on a tensor whose
  * storage other tensors share (a view or its base: their histories would not see the
@@ -95,7 +93,7 @@ int dt_autograd_after(dt_context *ctx, dt_autograd_pending *p, dt_value *const *
     if (!v) continue;
     if (dt_slot_meta_set(&n->out_meta[o], v) != DT_OK) st = DT_ERR;
     else if ((bw->save_out & DT_SAVE(o)) && save_value(n, v, &n->saved_out[o]) != DT_OK) st = DT_ERR;
-    else if (is_float(dt_value_dtype(v))) st = dt_grad_meta_set_history(v, n, o);
+    else if (dt_dtype_is_float(dt_value_dtype(v))) st = dt_grad_meta_set_history(v, n, o);
   }
   dt_node_release(n); /* the outputs hold it now */
   return st;
@@ -129,7 +127,7 @@ int dt_autograd_record_custom(dt_context *ctx, const char *name, dt_value *const
   for (int o = 0; o < nout && st == DT_OK; o++) {
     if (!out[o]) continue;
     st = dt_slot_meta_set(&n->out_meta[o], out[o]);
-    if (st == DT_OK && is_float(dt_value_dtype(out[o]))) st = dt_grad_meta_set_history(out[o], n, o);
+    if (st == DT_OK && dt_dtype_is_float(dt_value_dtype(out[o]))) st = dt_grad_meta_set_history(out[o], n, o);
   }
   dt_node_release(n);
   return st;
