@@ -387,14 +387,6 @@ static int run_node(run *r, int k) {
 }
 
 /* ---- entry points ---- */
-static const char *shape_text(const dt_value *v, char *buf, size_t len) {
-  size_t n = (size_t)snprintf(buf, len, "[");
-  for (int d = 0; d < dt_value_ndim(v) && n < len; d++)
-    n += (size_t)snprintf(buf + n, len - n, d ? ", %lld" : "%lld", (long long)dt_value_shape(v)[d]);
-  if (n < len) snprintf(buf + n, len - n, "]");
-  return buf;
-}
-
 /* Seeds the run with the roots: their nodes (states 0..) and gradients. */
 static int seed(run *r, dt_value *const *roots, const dt_value *const *grads, int n, dt_edge *edges, const char *op) {
   for (int i = 0; i < n; i++) {
@@ -424,7 +416,7 @@ static int seed(run *r, dt_value *const *roots, const dt_value *const *grads, in
     } else if (dt_value_numel(roots[i]) != 1) {
       char b[160];
       st = dt_error("%s: a gradient can be implicitly created only for an output of one element (output %d has "
-                    "shape %s); pass its gradient", op, i + 1, shape_text(roots[i], b, sizeof b));
+                    "shape %s); pass its gradient", op, i + 1, dt_autograd_shape_text(dt_value_ndim(roots[i]), dt_value_shape(roots[i]), b, sizeof b));
     } else {
       st = dt_autograd_full(r->ctx, &m, 1.0, &g);
     }

@@ -26,13 +26,12 @@ static void push_shared(lua_State *L, const dt_value *v) {
   else dt_lua_push_tensor(L, v->local);
 }
 
-/* Pushes v, taking ownership of its contents. */
+/* Pushes v, taking ownership of its contents (autograd metadata included). */
 static void push_owned(lua_State *L, dt_value *v) {
-  if (v->spec) dt_lua_push_dtensor(L, v->local, v->spec);
-  else dt_lua_push_tensor(L, v->local);
-  dt_value *u = lua_touserdata(L, -1);
-  u->autograd = v->autograd;
+  dt_value *u = dt_lua_new_value(L);
+  *u = *v;
   dt_value_init(v, NULL, NULL);
+  dt_lua_account_value(L, u);
 }
 
 /* ---- fields ---- */
