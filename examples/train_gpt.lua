@@ -20,6 +20,8 @@
 --   --until N: stop after step N of the --steps schedule (then --save; a later --resume goes on)
 --   --amp bfloat16|float16 (mixed precision: matmuls in that dtype, float32 parameters and
 --     optimizer state; float16 with a dt.amp.GradScaler; doc/amp.md)
+--   --fsdp: fully_shard each block and the model over dp (parameters and optimizer state
+--     sharded; doc/parallel.md), on top of the tensor parallelism over tp
 --   --print-losses (one line per step: what the single-device check reads) --plot FILE.png
 local F = dt.F
 local R, S = dt.Replicate(), dt.Shard
@@ -30,7 +32,7 @@ local function parse(argv)
              lr = 3e-3, dropout = 0.1, dims = "dp,tp"}
   local numeric = {steps = true, ["until"] = true, seed = true, layers = true, width = true, heads = true, digits = true, batch = true,
                    lr = true, dropout = true}
-  local flags = {["print-losses"] = true}
+  local flags = {["print-losses"] = true, fsdp = true}
   local i = 1
   while i <= #argv do
     local key = argv[i]:match("^%-%-(.+)$")
@@ -135,6 +137,10 @@ dt.manual_seed(opts.seed)
 local task = opts.data and text_task(opts, mesh, opts.data) or reversal_task(opts, mesh)
 local model = GPT(task.vocab, task.context, opts):to(opts.dtype)
 dt.distribute_module(model, mesh, partition)
+if opts.fsdp then -- each block gathers its parameters in one all_gather, then the rest
+  for _, block in ipairs(model.blocks:children()) do dt.parallel.fully_shard(block, mesh, {mesh_dim = 1}) end
+  dt.parallel.fully_shard(model, mesh, {mesh_dim = 1})
+end
 local pos_ids = dt.distribute_tensor(dt.arange(1, task.context + 1):reshape(1, task.context), mesh, {R, R})
 local opt = dt.optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = 0.01})
 local sched = dt.optim.lr_scheduler.cosine_with_warmup(opt, math.min(20, opts.steps // 10), opts.steps, opts.lr / 10)
@@ -197,6 +203,13 @@ for step = first_step, last_step do
   progress:update(step, {loss = value, tokens = tokens})
 end
 progress:finish()
+if opts.fsdp then -- what this rank keeps between steps: its parameter and optimizer-state shards
+  local bytes = 0
+  local function add(t) local l = dt.is_dtensor(t) and t:to_local() or t; bytes = bytes + l:numel() * l:element_size() end
+  for _, p in ipairs(model:parameters()) do add(p) end
+  for _, s in pairs(opt:state_dict().state) do for _, v in pairs(s) do if dt.is_tensor(v) then add(v) end end end
+  print(string.format("rank %d: parameters + optimizer state: %d bytes", dt.rank(), bytes))
+end
 
 -- The checkpoint: the model's and the optimizer's state as full tensors (every rank gathers,
 -- rank 0 writes; positions and keys in sorted order, since gathering is a collective), and

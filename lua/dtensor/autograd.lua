@@ -63,6 +63,9 @@ local function check_def(def)
   if def.name ~= nil and type(def.name) ~= "string" then
     error("autograd.Function: name must be a string, got " .. type(def.name), 3)
   end
+  if def.keeps_partial ~= nil and type(def.keeps_partial) ~= "boolean" then
+    error("autograd.Function: keeps_partial must be a boolean, got " .. type(def.keeps_partial), 3)
+  end
 end
 
 -- The outputs, each a tensor C may give the node as its grad_fn (false: none takes it).  A
@@ -138,7 +141,7 @@ local function apply(F, ...)
   local saved, slots, nslots = compact_saved(ctx._to_save)
   ctx._to_save, ctx._non_diff = nil, nil -- ctx must not hold the outputs (a cycle through the node)
   record(F.name, inputs, args.n, out_list, outs.n, saved,
-         backward_of(F, ctx, slots, nslots, args.n, is_arg_tensor), ctx._materialize)
+         backward_of(F, ctx, slots, nslots, args.n, is_arg_tensor), ctx._materialize, F.keeps_partial)
   return unpack(outs, 1, outs.n)
 end
 
@@ -146,10 +149,13 @@ end
 --                      backward = function(ctx, grad_1, ...) ... end}
 -- F.apply(x, y, ...) or F(x, y, ...): runs forward with grad mode off and, when a tensor
 -- argument requires grad, gives its tensor results F as their grad_fn.  backward gets one
--- gradient per result and returns one per argument (nil: none).
+-- gradient per result and returns one per argument (nil: none).  keeps_partial = true: a
+-- DTensor result's gradient reaches backward as the engine has it, Partial included (not
+-- reduced to Replicate first: fully_shard reduce-scatters it itself).
 local function Function(def)
   check_def(def)
-  local F = {name = def.name or "Function", forward = def.forward, backward = def.backward}
+  local F = {name = def.name or "Function", forward = def.forward, backward = def.backward,
+             keeps_partial = def.keeps_partial or false}
   F.apply = function(...) return apply(F, ...) end
   return setmetatable(F, {__call = function(_, ...) return apply(F, ...) end})
 end

@@ -364,9 +364,11 @@ static void optional_values(lua_State *L, int idx, int n, dt_value **vals, const
   }
 }
 
-/* dt._autograd_function(name, inputs, nin, outputs, nout, saved, backward, materialize):
- * inputs/outputs are lists with false where an argument or result is not a tensor; saved a
- * list of tensors.  The outputs take the node as their grad_fn when an input requires grad. */
+/* dt._autograd_function(name, inputs, nin, outputs, nout, saved, backward, materialize,
+ * keeps_partial): inputs/outputs are lists with false where an argument or result is not a
+ * tensor; saved a list of tensors.  The outputs take the node as their grad_fn when an input
+ * requires grad; with keeps_partial their gradients reach backward Partial as they come
+ * (dt_autograd_keep_partial). */
 static int l_autograd_function(lua_State *L) {
   size_t len;
   const char *name = luaL_checklstring(L, 1, &len);
@@ -376,7 +378,7 @@ static int l_autograd_function(lua_State *L) {
   int nout = (int)luaL_checkinteger(L, 5);
   luaL_checktype(L, 6, LUA_TTABLE);
   luaL_checktype(L, 7, LUA_TFUNCTION);
-  int materialize = lua_toboolean(L, 8);
+  int materialize = lua_toboolean(L, 8), keeps_partial = lua_toboolean(L, 9);
   int nsave = (int)luaL_len(L, 6);
   if (nin < 0 || nin > MAX_ROOTS || nout < 0 || nout > MAX_ROOTS || nsave > MAX_ROOTS)
     return luaL_error(L, "%s: at most %d inputs, outputs and saved tensors", name, MAX_ROOTS);
@@ -400,6 +402,8 @@ static int l_autograd_function(lua_State *L) {
                                             f, function_free, &node);
   if (node) f->node = node; /* else f is freed already */
   if (st != DT_OK) return dt_lua_raise(L);
+  for (int o = 0; node && keeps_partial && o < nout; o++)
+    if (out[o]) dt_autograd_keep_partial(out[o]); /* a flag of the node: one output suffices */
   return 0;
 }
 

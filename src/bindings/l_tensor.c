@@ -237,6 +237,22 @@ static int tensor_shares_storage(lua_State *L) {
   return lua_pushboolean(L, dt_lua_check_tensor(L, 1)->storage == dt_lua_check_tensor(L, 2)->storage), 1;
 }
 
+/* t:_release_storage(), t:_refill_(src), t:_storage_released(): free the bytes of t's storage
+ * (every view of it) and bring them back with src's values, without a version bump
+ * (fully_shard's gathered parameters; src/tensor/storage.h).  A DTensor: its local tensor. */
+static int tensor_release_storage(lua_State *L) {
+  if (dt_storage_release_data(dt_lua_check_value(L, 1)->local->storage) != DT_OK) return dt_lua_raise(L);
+  return lua_settop(L, 1), 1;
+}
+static int tensor_refill(lua_State *L) {
+  if (dt_tensor_refill_(dt_lua_check_value(L, 1)->local, dt_lua_check_value(L, 2)->local, "_refill_") != DT_OK)
+    return dt_lua_raise(L);
+  return lua_settop(L, 1), 1;
+}
+static int tensor_storage_released(lua_State *L) {
+  return lua_pushboolean(L, dt_storage_is_released(dt_lua_check_value(L, 1)->local->storage)), 1;
+}
+
 static int tensor_len(lua_State *L) {
   int ndim;
   const int64_t *shape = user_shape(dt_lua_check_value(L, 1), &ndim);
@@ -282,6 +298,9 @@ static const luaL_Reg tensor_methods[] = {
     {"is_contiguous", tensor_is_contiguous},
     {"element_size", tensor_element_size},
     {"shares_storage", tensor_shares_storage},
+    {"_release_storage", tensor_release_storage},
+    {"_refill_", tensor_refill},
+    {"_storage_released", tensor_storage_released},
     {"release", tensor_release},
     {NULL, NULL},
 };

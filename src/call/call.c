@@ -32,6 +32,9 @@ static int run(dt_context *ctx, dt_op_id op, const dt_op_def *def, dt_op_args *a
     loc[i] = in[i] ? in[i]->local : NULL;
     specs[i] = in[i] ? in[i]->spec : NULL;
     if (specs[i]) distributed = 1;
+    if (loc[i] && dt_storage_is_released(loc[i]->storage)) /* freed bytes: never read them */
+      return dt_error("%s: input %d's storage is released (its values were freed, as fully_shard frees a block's "
+                      "gathered parameters after forward)", def->name, i + 1);
   }
   args->in = loc;
   args->nin = nin;

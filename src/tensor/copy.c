@@ -108,7 +108,17 @@ dt_tensor *dt_tensor_to_device(dt_tensor *t, dt_device_type device) {
   return out;
 }
 
+int dt_tensor_refill_(dt_tensor *dst, const dt_tensor *src, const char *op) {
+  if (dt_storage_is_released(src->storage)) return dt_error("%s: the source's storage is released", op);
+  if (dt_storage_restore_data(dst->storage) != DT_OK) return DT_ERR;
+  return dt_tensor_copy_(dst, src, op);
+}
+
 dt_tensor *dt_tensor_to_host(dt_tensor *t) {
+  if (dt_storage_is_released(t->storage)) {
+    dt_error("the tensor's storage is released (its values were freed; fully_shard refills them before use)");
+    return NULL;
+  }
   if (dt_device_is_host(dt_tensor_device(t))) {
     dt_tensor_retain(t);
     return t;

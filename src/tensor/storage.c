@@ -37,3 +37,23 @@ void dt_storage_release(dt_storage *s) {
   if (s->free_data) s->free_data(s->data, s->capacity);
   free(s);
 }
+
+int dt_storage_release_data(dt_storage *s) {
+  if (!s->free_data) return dt_error("release_storage: the storage borrows its buffer (it does not own the bytes)");
+  if (dt_storage_is_released(s) || s->nbytes == 0) return DT_OK;
+  s->free_data(s->data, s->capacity);
+  s->data = NULL;
+  s->capacity = 0;
+  return DT_OK;
+}
+
+int dt_storage_restore_data(dt_storage *s) {
+  if (!dt_storage_is_released(s)) return DT_OK;
+  const dt_device *dev = dt_device_get(s->device);
+  size_t capacity = 0;
+  void *data = dev ? dev->alloc(s->nbytes, &capacity) : NULL;
+  if (!data) return dt_error("out of memory restoring a released storage of %zu bytes", s->nbytes);
+  s->data = data;
+  s->capacity = capacity;
+  return DT_OK;
+}

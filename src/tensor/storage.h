@@ -32,4 +32,13 @@ DT_API dt_storage *dt_storage_new(size_t nbytes, dt_device_type device);
 DT_API void dt_storage_retain(dt_storage *s);
 DT_API void dt_storage_release(dt_storage *s);
 
+/* Frees s's bytes while the storage itself (its views, size and version counter) lives on:
+ * data becomes NULL until dt_storage_restore_data, and the front door refuses to read it.
+ * What fully_shard does to a block's gathered parameters between forward and backward
+ * (PyTorch resizes the storage to 0 and back).  A borrowed buffer cannot be released. */
+DT_API int dt_storage_release_data(dt_storage *s);
+/* Allocates a released storage's bytes again (uninitialised); nothing when it holds them. */
+DT_API int dt_storage_restore_data(dt_storage *s);
+static inline int dt_storage_is_released(const dt_storage *s) { return s->data == NULL && s->nbytes > 0; }
+
 #endif

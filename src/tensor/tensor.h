@@ -61,6 +61,10 @@ DT_API int dt_same_shape(const dt_tensor *a, const dt_tensor *b);
  * devices (or on a device that is not the host): contiguous tensors of one dtype and shape
  * only, through the device interface.  `op` names the caller in error messages. */
 DT_API int dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src, const char *op);
+/* dt_tensor_copy_ into a view of a released storage (dt_storage_release_data), allocating its
+ * bytes first: the values saved for backward come back, so autograd's version counter (the
+ * front door's) is left alone.  A storage that holds its bytes is copied into as it is. */
+DT_API int dt_tensor_refill_(dt_tensor *dst, const dt_tensor *src, const char *op);
 /* A contiguous tensor with t's values: t itself (retained) when already contiguous. */
 DT_API dt_tensor *dt_tensor_contiguous(dt_tensor *t);
 /* A new contiguous tensor (always a copy). */

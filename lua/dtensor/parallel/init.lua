@@ -12,9 +12,11 @@
 --   parallelize.lua        parallelize_module and its plan's wildcard paths
 --   loss.lua               loss_parallel
 --   buckets.lua, replicate.lua  replicate
+--   fully_shard.lua        fully_shard (FSDP2: parameters sharded over dp, gathered per block)
 local linear = require "dtensor.parallel.linear_styles"
 local prepare = require "dtensor.parallel.prepare_module"
 local replicate = require "dtensor.parallel.replicate"
+local fully_shard = require "dtensor.parallel.fully_shard"
 
 local parallel = {
   ColwiseParallel = linear.ColwiseParallel,
@@ -26,6 +28,8 @@ local parallel = {
   loss_parallel = require("dtensor.parallel.loss").loss_parallel,
   replicate = replicate.replicate,
   replicate_buckets = replicate.replicate_buckets,
+  fully_shard = fully_shard.fully_shard,
+  fully_shard_bytes = fully_shard.fully_shard_bytes,
   is_style = require("dtensor.parallel.style").is_style,
 }
 

@@ -199,6 +199,8 @@ function M.replicate(module, mesh, opts)
   return module
 end
 
+M.dp_dim = dp_dim -- fully_shard finds its dp dim alike
+
 -- the buckets of a replicated module, in launch order: lists of parameter names
 function M.replicate_buckets(module)
   local state = type(module) == "table" and rawget(module, "_replicate")
