@@ -126,6 +126,30 @@ static void test_size_arithmetic_is_checked(void) {
   dt_tensor_release(t);
 }
 
+/* A released storage keeps its size and version; a refill of a view brings the bytes back
+ * with the source's values and leaves the version alone; reading it released is an error. */
+static void test_storage_release_and_refill(void) {
+  int64_t shape[1] = {6}, half[1] = {3}, one[1] = {1};
+  dt_tensor *t = dt_tensor_empty(DT_FLOAT64, 1, shape, DT_CPU);
+  dt_tensor *tail = dt_tensor_view_of(t, 1, half, one, 3);
+  dt_tensor *src = dt_tensor_empty(DT_FLOAT32, 1, half, DT_CPU);
+  float *ps = dt_tensor_data(src);
+  for (int i = 0; i < 3; i++) ps[i] = (float)i + 1.5f;
+  t->storage->version = 7;
+  CHECK(dt_storage_release_data(t->storage) == DT_OK);
+  CHECK(dt_storage_is_released(t->storage) && t->storage->nbytes == 6 * sizeof(double));
+  CHECK(dt_storage_release_data(t->storage) == DT_OK); /* twice: nothing more */
+  CHECK(dt_tensor_to_host(tail) == NULL && strstr(dt_error_message(), "released") != NULL);
+  CHECK(dt_tensor_refill_(src, tail, "test") != DT_OK); /* a released source */
+  CHECK(dt_tensor_refill_(tail, src, "test") == DT_OK);
+  CHECK(!dt_storage_is_released(t->storage) && t->storage->version == 7);
+  const double *pt = dt_tensor_data(t);
+  CHECK(pt[3] == 1.5 && pt[4] == 2.5 && pt[5] == 3.5);
+  dt_tensor_release(tail);
+  dt_tensor_release(src);
+  dt_tensor_release(t);
+}
+
 int main(void) {
   TEST_CASE(test_dtype_promotion);
   TEST_CASE(test_half_conversions);
@@ -134,5 +158,6 @@ int main(void) {
   TEST_CASE(test_op_table_front_door);
   TEST_CASE(test_block_cache_reuses_large_blocks);
   TEST_CASE(test_size_arithmetic_is_checked);
+  TEST_CASE(test_storage_release_and_refill);
   return CTEST_END();
 }

@@ -51,6 +51,40 @@ describe("train_gpt.lua", function()
     return t
   end
 
+  it("--fsdp on 2x1, 4x1 and 2x2 (with tp) gives one rank's losses and parameters; each rank keeps ~1/N of the bytes",
+    function()
+      local function bytes_of(out)
+        local b = {}
+        for r, v in out:gmatch("rank (%d+): parameters %+ optimizer state: (%d+) bytes") do b[tonumber(r)] = tonumber(v) end
+        return b
+      end
+      local ref_path = os.tmpname()
+      local out, rc = launch.run("examples/train_gpt.lua --fsdp " .. SMALL .. " --save " .. ref_path)
+      assert.are.equal(0, rc, out)
+      local want, want_params, full = losses_of(out), saved(ref_path), bytes_of(out)[0]
+      assert.is_true(full > 0, out)
+      for _, r in ipairs {{2, "2x1"}, {4, "4x1"}, {4, "2x2"}} do
+        local path = os.tmpname()
+        local o, c = launch.run("-n " .. r[1] .. " examples/train_gpt.lua --fsdp --mesh " .. r[2] .. " " .. SMALL ..
+                                " --save " .. path)
+        assert.are.equal(0, c, o)
+        local got, params, bytes = losses_of(o), saved(path), bytes_of(o)
+        for s = 1, 20 do
+          assert.is_true(math.abs(got[s] - want[s]) <= 1e-9 * math.abs(want[s]),
+            string.format("%s step %d: %.17g, one rank %.17g", r[2], s, got[s], want[s]))
+        end
+        for name, t in pairs(want_params) do
+          assert.is_true(dt.allclose(params[name], t, {rtol = 1e-9, atol = 1e-12}), r[2] .. ": parameter " .. name)
+        end
+        local dp = tonumber(r[2]:match("^(%d+)"))
+        for k = 0, r[1] - 1 do -- dp shards everything; tp (2x2) shards the matrices once more
+          local b = assert(bytes[k], o)
+          assert.is_true(b <= full / dp * 1.05 and b >= full / r[1] * 0.9,
+                         string.format("%s rank %d: %d bytes of %d", r[2], k, b, full))
+        end
+      end
+    end)
+
   it("20 steps (float64, dropout on) give one rank's losses and parameters on 1x2, 2x1, 2x2 meshes and under mpirun",
     function()
       local ref_path = os.tmpname()

@@ -185,7 +185,7 @@ local function gather(st)
     end
     local flat = #parts == 1 and parts[1] or core.cat(parts)
     if flat.dtype ~= st.param_dtype then flat = flat:to(st.param_dtype) end
-    local all = D.all_gather(flat, st.group):view(st.n, st.shard_numel)
+    local all = (st.n == 1 and flat or D.all_gather(flat, st.group)):view(st.n, st.shard_numel)
     for _, e in ipairs(st.params) do
       e.region:_refill_(all:narrow(2, e.off + 1, e.c * e.row))
     end
@@ -256,7 +256,7 @@ local function reduce_grads(st, grads)
           buf:narrow(2, e.off + 1, e.c * e.row):copy_(gl:reshape(st.n, e.c * e.row))
         end
       end
-      local mine = D.reduce_scatter(buf:reshape(-1), op, st.group)
+      local mine = st.n == 1 and buf:reshape(-1) or D.reduce_scatter(buf:reshape(-1), op, st.group)
       for i, e in ipairs(st.params) do
         local lp = local_parts[i]
         if lp and lp.op == op then shards[i] = mine:narrow(1, e.off + 1, e.my_rows * e.row) end
