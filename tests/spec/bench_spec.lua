@@ -93,3 +93,19 @@ do
     end)
   end)
 end
+do
+  describe("bench/fully_shard.lua", function()
+    local H = require("tests.spec.support.launch_helpers")
+    local srcdir = os.getenv("srcdir") or "."
+
+    it("prints both runs' step times, collectives and bytes, and their ratios, on 2 ranks", function()
+      local out, rc = H.run("-n 2 " .. H.sh_quote(srcdir .. "/bench/fully_shard.lua") .. " 1")
+      assert.are.equal(0, rc, out)
+      assert.matches("\nreplicated +[%d.]+ ms/step  all_gather +0  reduce_scatter +0", out)
+      assert.matches("\nfully_shard +[%d.]+ ms/step  all_gather +5  reduce_scatter +3", out)
+      local mem = tonumber(out:match("memory: ([%d.]+)"))
+      assert.is_true(mem ~= nil and mem > 0.45 and mem < 0.55, out) -- half the bytes on 2 ranks
+      assert.matches("fully_shard / replicated step time: [%d.]+", out)
+    end)
+  end)
+end
