@@ -93,6 +93,30 @@ describe("fully_shard", function()
     for _, mod in ipairs {m, m.a, m.b} do assert.is_true(rawget(mod, "_fsdp").full:_storage_released()) end
   end)
 
+  it("DTensor parameters (Replicate on dp) and a batch-sharded DTensor input: gradients summed", function()
+    dt.manual_seed(3)
+    local ref = MLP(5, 7, 3):double()
+    local m = MLP(5, 7, 3):double()
+    m:load_state_dict(ref:state_dict())
+    local mesh = mesh1()
+    dt.distribute_module(m, mesh) -- every parameter Replicate
+    P.fully_shard(m, mesh)
+    local X = dt.randn(B * n, 5):double()
+    local x = dt.distribute_tensor(X, mesh, {dt.Shard(1)})
+    local y = m(x)
+    local c = dt.comm_debug(function() y:to_local():sum():backward() end) -- each rank its rows' sum
+    -- the biases' Partial gradients reach fully_shard's node unreduced (keeps_partial) and go
+    -- in its reduce_scatter; each weight's passes Linear's weight:t() first, where the engine
+    -- reduces it (an all_reduce), and fully_shard takes its chunk
+    assert.are.equal(one, c.reduce_scatter)
+    assert.are.equal(2 * one, c.all_reduce)
+    ref(X):sum():backward()
+    for _, np in ipairs(m:named_parameters()) do
+      assert.is_true(dt.allclose(np[2].grad:full_tensor(), ref:get_parameter(np[1]).grad, {rtol = 1e-9, atol = 1e-12}),
+                     np[1])
+    end
+  end)
+
   it("reshard_after_forward = false keeps the gathered parameters until backward", function()
     local _, m = models({reshard_after_forward = false})
     local _, x = batch(1)

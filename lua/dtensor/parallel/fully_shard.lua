@@ -14,8 +14,10 @@
 --    original placements when the parameter was one, else plain tensors).  An
 --    autograd.Function (fsdp_unshard) makes those views, so its backward receives their
 --    gradients as soon as the block's backward made them: packed in one buffer, reduced by one
---    reduce_scatter over dp (sum for DTensor gradients, which are Partial over dp; the average
---    for plain ones, as DDP), cast back to the parameters' dtype.
+--    reduce_scatter over dp (sum for DTensor gradients that arrive Partial over dp; the average
+--    for plain ones, as DDP), cast back to the parameters' dtype.  A DTensor gradient the
+--    engine reduced already (it keeps Partial only into a keeps_partial node, so one passing a
+--    view such as Linear's weight:t() comes Replicate) is only chunked.
 --  * After forward the buffer's bytes are freed (t:_release_storage(): the autograd nodes keep
 --    their views, whose storage comes back in place with t:_refill_, leaving the version
 --    counter alone) unless the module is outermost: a forward not inside another sharded
