@@ -282,11 +282,17 @@ static int call_rule(run *r, dt_node *n, dt_value *buf, dt_value *grad_in, const
   return st;
 }
 
-/* Output nr of sc's node takes its gradient Partial (dt_autograd_keep_partial): nobody else
- * sees that gradient as it is (no hook, no retained grad, not returned by dt_autograd_grad). */
+/* Output nr of sc's node takes its gradient Partial: a custom node that asked for it
+ * (dt_autograd_keep_partial), or a view op's node -- views are linear, so the Partial passes
+ * through to whatever consumes the view's input gradient (fully_shard's reduce_scatter of a
+ * Linear weight reached through weight:t() reduces once, not all_reduce then scatter).  Only
+ * when nobody else sees that gradient as it is (no hook, no retained grad, not returned by
+ * dt_autograd_grad). */
 static int takes_partial(const nstate *sc, int nr) {
   const dt_node *p = sc->node;
-  if (p->kind != DT_NODE_CUSTOM || !p->keeps_partial || (p->retain && p->retain[nr])) return 0;
+  int passes = p->kind == DT_NODE_CUSTOM ? p->keeps_partial
+             : p->kind == DT_NODE_OP && dt_op_get(p->op)->sharding == DT_SHARDING_VIEW;
+  if (!passes || (p->retain && p->retain[nr])) return 0;
   for (const dt_hook *h = p->hooks; h; h = h->next)
     if (h->output_nr == nr) return 0;
   for (const capture *c = sc->caps; c; c = c->next)
