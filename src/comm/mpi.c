@@ -565,10 +565,22 @@ int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds)
   float *a = calloc((size_t)count + 1, sizeof(float)), *b = calloc((size_t)count + 1, sizeof(float));
   if (!a || !b) return free(a), free(b), dt_error("bench: out of memory");
   int rc = MPI_SUCCESS;
+  /* "<coll>+fingerprint": each call preceded by the backend's fingerprint agreement (an
+   * MPI_Allreduce of two int64), to price it against the bare call in the same run */
+  size_t base_len = strcspn(coll, "+");
+  int fingerprint = strcmp(coll + base_len, "+fingerprint") == 0;
+  if (coll[base_len] && !fingerprint) return free(a), free(b), dt_error("bench: unknown variant '%s'", coll);
+  char name[32];
+  snprintf(name, sizeof name, "%.*s", (int)(base_len < 31 ? base_len : 31), coll);
+  coll = name;
   for (int i = -1; i < iters && rc == MPI_SUCCESS; i++) { /* i = -1: warm-up */
     if (i == 0) {
       MPI_Barrier(MPI_COMM_WORLD);
       *seconds = dt_now();
+    }
+    if (fingerprint) {
+      int64_t fp[2] = {i, ~(int64_t)i}, min[2];
+      rc = MPI_Allreduce(fp, min, 2, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
     }
     if (strcmp(coll, "all_reduce") == 0) rc = MPI_Allreduce(MPI_IN_PLACE, a, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     else if (strcmp(coll, "all_gather") == 0) rc = MPI_Allgather(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
