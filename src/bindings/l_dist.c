@@ -154,7 +154,13 @@ static int agreed(lua_State *L, lua_CFunction impl, int group_idx, const char *o
   lua_insert(L, 1);
   int st = lua_pcall(L, nargs, LUA_MULTRET, 0);
   if (st == LUA_OK) return lua_gettop(L);
-  if (st != LUA_ERRRUN || c->entered != before || !lua_isstring(L, -1)) return lua_error(L);
+  if (st != LUA_ERRRUN || !lua_isstring(L, -1)) return lua_error(L);
+  if (c->entered != before) { /* the collective's own failure: raised as is, at the caller's line */
+    luaL_where(L, 1); /* impl's luaL_error saw this C function as its caller: no position */
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
   char name[64]; /* luaL_argerror cannot name a function called through lua_pcall */
   snprintf(name, sizeof name, "'%s'", op);
   dt_comm_fail_agreed(c, luaL_gsub(L, lua_tostring(L, -1), "'?'", name));
