@@ -74,6 +74,13 @@ uint64_t tc_fingerprint(const tc_desc *d, const char *group) {
   }
 }
 
-int tc_arg_error(const char *group, int rank, const char *why) {
+uint64_t tc_message_hash(const char *why) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = why; p && *p; p++) h = mix(h, (unsigned char)*p);
+  return h;
+}
+
+int tc_arg_error(const char *group, int rank, const char *why, int all_same) {
+  if (all_same) return dt_error("%s", why);
   return dt_error("%s (rank %d's argument; every rank of group %s raises this)", why, rank, group);
 }

@@ -39,8 +39,11 @@ int tc_same_call(const tc_desc *a, const tc_desc *b);
  * tc_same_call compares them) and of the group label: equal on every rank, or a mismatch. */
 uint64_t tc_fingerprint(const tc_desc *d, const char *group);
 /* Sets dt_error to a failed rank's message, as every rank of the group raises it:
- * "<why> (rank R's argument; every rank of group G raises this)". */
-int tc_arg_error(const char *group, int rank, const char *why);
+ * "<why> (rank R's argument; every rank of group G raises this)", or why alone when every
+ * rank failed with that same message (all_same). */
+int tc_arg_error(const char *group, int rank, const char *why, int all_same);
+/* A hash of a failed rank's message (MPI: do all ranks' messages agree?). */
+uint64_t tc_message_hash(const char *why);
 /* Sets dt_error: "collective mismatch in group G: rank A called X, rank B called Y<why>". */
 int tc_mismatch_error(const char *group, int rank_a, const tc_desc *a, int rank_b, const tc_desc *b, const char *why);
 

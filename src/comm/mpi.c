@@ -95,7 +95,7 @@ static int check_allgather(mpi_comm *c, const int64_t *mine, int k, int64_t *all
 }
 
 /* Rooted at root: the message of the rank whose arguments failed, raised by every rank. */
-static int raise_arg_error(mpi_comm *c, const tc_desc *d, int root) {
+static int raise_arg_error(mpi_comm *c, const tc_desc *d, int root, int all_same) {
   char why[512] = "";
   if (c->base.rank == root) snprintf(why, sizeof why, "%s", d->why ? d->why : "?");
   MPI_Request req;
@@ -104,7 +104,7 @@ static int raise_arg_error(mpi_comm *c, const tc_desc *d, int root) {
                : check_rc(MPI_Bcast(why, sizeof why, MPI_CHAR, root, c->comm), "collective");
   if (st != DT_OK) return st;
   why[sizeof why - 1] = 0;
-  return tc_arg_error(c->label, c->base.world_ranks[root], why);
+  return tc_arg_error(c->label, c->base.world_ranks[root], why, all_same);
 }
 
 /* Every rank's (kind, dtype, op, root, count), compared: the ranks that finished their
@@ -130,7 +130,11 @@ static int full_check(mpi_comm *c, const tc_desc *d) {
   }
   free(fin);
   for (int r = 0; r < n; r++)
-    if (all[5 * r] == TC_ARG_ERROR) return free(all), raise_arg_error(c, d, r);
+    if (all[5 * r] == TC_ARG_ERROR) { /* count: the hash of its message */
+      int all_same = 1;
+      for (int q = 0; q < n && all_same; q++) all_same = all[5 * q] == TC_ARG_ERROR && all[5 * q + 4] == all[5 * r + 4];
+      return free(all), raise_arg_error(c, d, r, all_same);
+    }
   tc_desc d0 = {.kind = (tc_kind)all[0], .dtype = (dt_dtype)all[1], .op = (dt_reduce_op)all[2], .root = (int)all[3],
                 .count = (size_t)all[4]};
   int st = DT_OK;
@@ -392,7 +396,7 @@ static int m_barrier(dt_comm *b) {
 }
 
 static int m_fail(dt_comm *b, const char *why) {
-  tc_desc d = {.kind = TC_ARG_ERROR, .why = why};
+  tc_desc d = {.kind = TC_ARG_ERROR, .why = why, .count = (size_t)tc_message_hash(why)};
   return agree_call((mpi_comm *)b, &d);
 }
 
