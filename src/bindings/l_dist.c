@@ -2,6 +2,7 @@
  * barrier()/print0() and dt.distributed.*.  Ranks are 0-based world ranks (as in PyTorch);
  * tensors are split and concatenated along dim 1.  In-place: all_reduce, broadcast, recv
  * (they return the tensor they changed); every other collective returns a new tensor. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,6 +139,37 @@ static int group_rank(lua_State *L) {
   return 1;
 }
 
+/* ---- argument agreement ---- */
+/* Runs a collective's binding (impl) so that argument checks failing on some ranks only
+ * raise the same error on every rank of the group, naming the rank, instead of leaving the
+ * others waiting: an error raised before impl reached any call on the group's communicator
+ * meets the peers' call (dt_comm_fail_agreed).  A bad group argument still raises on its
+ * rank only (there is no group to agree on). */
+static int agreed(lua_State *L, lua_CFunction impl, int group_idx, const char *op) {
+  dt_comm *c = check_group(L, group_idx, op);
+  if (c->size == 1) return impl(L);
+  unsigned long before = c->entered;
+  int nargs = lua_gettop(L);
+  lua_pushcfunction(L, impl);
+  lua_insert(L, 1);
+  int st = lua_pcall(L, nargs, LUA_MULTRET, 0);
+  if (st == LUA_OK) return lua_gettop(L);
+  if (st != LUA_ERRRUN || !lua_isstring(L, -1)) return lua_error(L);
+  if (c->entered != before) { /* the collective's own failure: raised as is, at the caller's line */
+    luaL_where(L, 1); /* impl's luaL_error saw this C function as its caller: no position */
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
+  char name[64]; /* luaL_argerror cannot name a function called through lua_pcall */
+  snprintf(name, sizeof name, "'%s'", op);
+  dt_comm_fail_agreed(c, luaL_gsub(L, lua_tostring(L, -1), "'?'", name));
+  return dt_lua_raise(L);
+}
+
+#define AGREED(name, group_idx) \
+  static int l_##name(lua_State *L) { return agreed(L, name##_checked, group_idx, #name); }
+
 /* ---- ranks ---- */
 static int l_rank(lua_State *L) {
   if (lua_isnoneornil(L, 1)) return lua_pushinteger(L, dt_lua_context(L)->rank), 1;
@@ -150,7 +182,7 @@ static int l_world_size(lua_State *L) {
 }
 static int l_local_rank(lua_State *L) { return lua_pushinteger(L, dt_lua_context(L)->local_rank), 1; }
 static int l_backend(lua_State *L) { return lua_pushstring(L, dt_lua_context(L)->backend), 1; }
-static int l_barrier(lua_State *L) {
+static int barrier_checked(lua_State *L) {
   dt_comm *c = check_group(L, 1, "barrier");
   if (dt_comm_barrier(c) != DT_OK) return dt_lua_raise(L);
   return 0;
@@ -277,7 +309,7 @@ static int ar_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg) 
   return dt_comm_all_reduce(c, buf, buf, n, dt, *(const dt_reduce_op *)arg);
 }
 /* all_reduce(t, op="sum", group): in place, returns t. */
-static int l_all_reduce(lua_State *L) {
+static int all_reduce_checked(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "all_reduce");
   dt_reduce_op op = check_op(L, 2, "all_reduce");
   dt_comm *c = check_group(L, 3, "all_reduce");
@@ -288,7 +320,7 @@ static int bc_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg) 
   return dt_comm_broadcast(c, buf, n, dt, *(const int *)arg);
 }
 /* broadcast(t, src, group): in place, returns t. */
-static int l_broadcast(lua_State *L) {
+static int broadcast_checked(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "broadcast");
   dt_comm *c = check_group(L, 3, "broadcast");
   int src = check_peer(L, 2, c, "broadcast", "src");
@@ -320,7 +352,7 @@ static int l_send(lua_State *L) {
 
 /* all_gather(t, group, out?): every rank's t (same shape) concatenated along dim 1, into
  * out when given (as all_gather_into_tensor), else into a new tensor. */
-static int l_all_gather(lua_State *L) {
+static int all_gather_checked(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "all_gather");
   dt_comm *c = check_group(L, 2, "all_gather");
   int64_t rows, inner;
@@ -348,7 +380,7 @@ static int64_t *gather_meta(dt_comm *c, const dt_tensor *t) {
 
 /* all_gather_v(t, group): like all_gather, but dim 1 may differ between ranks (the other
  * dims and the dtype may not).  Returns the tensor and the table of per-rank dim-1 sizes. */
-static int l_all_gather_v(lua_State *L) {
+static int all_gather_v_checked(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "all_gather_v");
   dt_comm *c = check_group(L, 2, "all_gather_v");
   if (t->ndim == 0) return luaL_error(L, "all_gather_v: needs a tensor of at least 1 dim");
@@ -390,7 +422,7 @@ static void check_divisible(lua_State *L, const dt_tensor *t, int parts, const c
 
 /* reduce_scatter(t, op="sum", group, out?): t split in group-size blocks along dim 1;
  * rank r gets block r reduced over the group (into out when given, else a new tensor). */
-static int l_reduce_scatter(lua_State *L) {
+static int reduce_scatter_checked(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "reduce_scatter");
   dt_reduce_op op = check_op(L, 2, "reduce_scatter");
   dt_comm *c = check_group(L, 3, "reduce_scatter");
@@ -406,7 +438,7 @@ static int l_reduce_scatter(lua_State *L) {
 
 /* all_to_all(t, group, out?): block r (of group-size equal blocks along dim 1) goes to
  * rank r; the result (out when given) holds the received blocks in rank order. */
-static int l_all_to_all(lua_State *L) {
+static int all_to_all_checked(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "all_to_all");
   dt_comm *c = check_group(L, 2, "all_to_all");
   check_divisible(L, t, c->size, "all_to_all");
@@ -421,7 +453,7 @@ static int l_all_to_all(lua_State *L) {
 /* all_to_all_v(t, send_splits, group, recv_splits?): send_splits[r] rows of t (dim 1)
  * go to rank r; recv_splits (exchanged when omitted) size what comes back.  Returns the
  * tensor and the recv_splits table. */
-static int l_all_to_all_v(lua_State *L) {
+static int all_to_all_v_checked(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "all_to_all_v");
   luaL_checktype(L, 2, LUA_TTABLE);
   dt_comm *c = check_group(L, 3, "all_to_all_v");
@@ -473,7 +505,7 @@ static int l_all_to_all_v(lua_State *L) {
 
 /* scatter(t_or_nil, src, group): src passes the full tensor (dim 1 divisible by the group
  * size), the others pass nil (or anything); rank r gets block r as a new tensor. */
-static int l_scatter(lua_State *L) {
+static int scatter_checked(lua_State *L) {
   dt_comm *c = check_group(L, 3, "scatter");
   int src = check_peer(L, 2, c, "scatter", "src");
   int64_t meta[META_LEN] = {0};
@@ -511,7 +543,7 @@ static int l_scatter(lua_State *L) {
 
 /* gather(t, dst, group): on dst, every rank's t (same shape) concatenated along dim 1;
  * nil elsewhere. */
-static int l_gather(lua_State *L) {
+static int gather_checked(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "gather");
   dt_comm *c = check_group(L, 3, "gather");
   int dst = check_peer(L, 2, c, "gather", "dst");
@@ -529,6 +561,18 @@ static int l_gather(lua_State *L) {
   }
   return finish(L, st, in, out);
 }
+
+/* every collective of the API, its group argument's position */
+AGREED(all_reduce, 3)
+AGREED(broadcast, 3)
+AGREED(all_gather, 2)
+AGREED(all_gather_v, 2)
+AGREED(reduce_scatter, 3)
+AGREED(all_to_all, 2)
+AGREED(all_to_all_v, 3)
+AGREED(scatter, 3)
+AGREED(gather, 3)
+AGREED(barrier, 1)
 
 /* Was dtlua built with the MPI backend? (as torch.distributed.is_mpi_available) */
 static int l_is_mpi_available(lua_State *L) { return lua_pushboolean(L, dt_mpi_available()), 1; }

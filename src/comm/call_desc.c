@@ -6,7 +6,8 @@
 #include "base/error.h"
 
 static const char *const kind_names[TC_NKINDS] = {
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "scatter", "gather", "barrier", "finish"};
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "scatter", "gather", "barrier", "finish",
+                                                    "argument error"};
 
 const char *tc_kind_name(tc_kind k) { return k < TC_NKINDS ? kind_names[k] : "?"; }
 
@@ -26,6 +27,7 @@ void tc_describe(char *buf, size_t len, const tc_desc *d) {
     break;
   case TC_BARRIER: snprintf(buf, len, "barrier()"); break;
   case TC_FINISH: snprintf(buf, len, "the end of its program"); break;
+  case TC_ARG_ERROR: snprintf(buf, len, "a collective whose arguments failed"); break;
   default: snprintf(buf, len, "%s(%s, %zu elements)", name, dt, d->count); break;
   }
 }
@@ -33,7 +35,7 @@ void tc_describe(char *buf, size_t len, const tc_desc *d) {
 /* Same call as a? (pairwise fields only; the size tables are checked below) */
 int tc_same_call(const tc_desc *a, const tc_desc *b) {
   if (a->kind != b->kind) return 0;
-  if (a->kind == TC_BARRIER || a->kind == TC_FINISH) return 1;
+  if (a->kind == TC_BARRIER || a->kind == TC_FINISH || a->kind == TC_ARG_ERROR) return 1;
   if (a->dtype != b->dtype) return 0;
   switch (a->kind) {
   case TC_ALL_REDUCE:
@@ -53,4 +55,32 @@ int tc_mismatch_error(const char *group, int rank_a, const tc_desc *a, int rank_
     return dt_error("collective mismatch in group %s: rank %d called %s%s", group, rank_a, da, why);
   return dt_error("collective mismatch in group %s: rank %d called %s, rank %d called %s%s", group, rank_a, da, rank_b,
                   db, why);
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; } /* FNV-1a step */
+
+uint64_t tc_fingerprint(const tc_desc *d, const char *group) {
+  uint64_t h = mix(1469598103934665603ull, (uint64_t)d->kind);
+  for (const char *p = group; p && *p; p++) h = mix(h, (unsigned char)*p);
+  if (d->kind == TC_BARRIER || d->kind == TC_FINISH || d->kind == TC_ARG_ERROR) return h;
+  h = mix(h, (uint64_t)d->dtype);
+  switch (d->kind) {
+  case TC_ALL_REDUCE:
+  case TC_REDUCE_SCATTER: return mix(mix(h, (uint64_t)d->op), (uint64_t)d->count);
+  case TC_BROADCAST:
+  case TC_SCATTER:
+  case TC_GATHER: return mix(mix(h, (uint64_t)d->root), (uint64_t)d->count);
+  default: return h;
+  }
+}
+
+uint64_t tc_message_hash(const char *why) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = why; p && *p; p++) h = mix(h, (unsigned char)*p);
+  return h;
+}
+
+int tc_arg_error(const char *group, int rank, const char *why, int all_same) {
+  if (all_same) return dt_error("%s", why);
+  return dt_error("%s (rank %d's argument; every rank of group %s raises this)", why, rank, group);
 }

@@ -21,6 +21,7 @@ static int check_dtype(dt_dtype dt, const char *who) {
 
 /* Reports a call of count elements sent by this rank to c's observer. */
 static void observe(dt_comm *c, const char *name, size_t count, dt_dtype dt) {
+  c->entered++;
   if (c->observer && c->observer_paused == 0) c->observer(c->observer_ud, name, count * dt_dtype_size(dt), c->size);
 }
 
@@ -108,6 +109,11 @@ int dt_comm_recv(dt_comm *c, void *buf, size_t count, dt_dtype dt, int src) {
 int dt_comm_barrier(dt_comm *c) {
   observe(c, "barrier", 0, DT_UINT8);
   return c->ops->barrier(c);
+}
+
+int dt_comm_fail_agreed(dt_comm *c, const char *why) {
+  c->entered++;
+  return c->ops->fail(c, why);
 }
 
 int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out) {

@@ -41,6 +41,9 @@ typedef struct dt_comm_ops {
   int (*send)(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int dst);
   int (*recv)(dt_comm *c, void *buf, size_t count, dt_dtype dt, int src);
   int (*barrier)(dt_comm *c);
+  /* This rank's arguments failed their checks (why): meets the peers' call on c, and every
+   * rank returns DT_ERR with the message of the lowest such rank (tc_arg_error). */
+  int (*fail)(dt_comm *c, const char *why);
   /* A communicator over the world ranks `ranks` (sorted, distinct, members of c).  *out is
    * NULL on ranks that are not members.  Backends where this is collective over c (MPI)
    * need every rank of c to call it with the same list. */
@@ -59,6 +62,8 @@ struct dt_comm {
   dt_comm_observer_fn observer; /* NULL: none (the front sets these, backends leave them zero) */
   void *observer_ud;
   int observer_paused; /* > 0: calls are not reported (dt_comm_pause_observer) */
+  unsigned long entered; /* calls that passed the front's checks into the backend: a binding
+                            compares it to know whether a failure came before any collective */
 };
 
 /* ---- calls (argument checks, then the backend) ---- */
@@ -75,6 +80,11 @@ DT_API int dt_comm_gather(dt_comm *c, const void *send, void *recv, size_t count
 DT_API int dt_comm_send(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int dst);
 DT_API int dt_comm_recv(dt_comm *c, void *buf, size_t count, dt_dtype dt, int src);
 DT_API int dt_comm_barrier(dt_comm *c);
+/* This rank's arguments for its next collective on c failed (why): instead of leaving its
+ * peers waiting in that collective, meets them there, and every rank of c returns DT_ERR
+ * with the same message naming this rank (the lowest failed one).  Peers that entered a
+ * metadata exchange first (all_gather_v, all_to_all_v, scatter) meet it there. */
+DT_API int dt_comm_fail_agreed(dt_comm *c, const char *why);
 DT_API int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out);
 DT_API void dt_comm_destroy(dt_comm *c);
 

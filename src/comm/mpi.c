@@ -1,8 +1,10 @@
 /* The MPI backend: each collective is the matching MPI call (no emulation over
- * point-to-point).  Options read at init: DTLUA_DEBUG=collectives checks that every rank
- * entered the same call (one small MPI_Allgather first); DTLUA_TIMEOUT, when set, runs the
- * non-blocking form and polls it so that a stuck collective becomes an error (left unset,
- * the blocking calls run at full speed and a failing rank ends the job with MPI_Abort). */
+ * point-to-point).  Safe by default: before each collective the ranks agree on a
+ * fingerprint of the call (one small MPI_Allreduce of a hash pair; on a difference, the full
+ * descriptions are gathered to name both calls), and the calls run in their non-blocking
+ * form, polled against DTLUA_TIMEOUT (default 600 s; 0 = blocking calls, no timeout), so
+ * that a stuck collective becomes an error naming what every rank waits in (mpi_watch.c).
+ * DTLUA_DEBUG=collectives gathers the full descriptions on every call instead. */
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
@@ -19,8 +21,13 @@ typedef struct mpi_comm {
   dt_comm base;
   MPI_Comm comm;
   int debug;      /* DTLUA_DEBUG=collectives */
+  int unlimited;  /* the end of the program: waits for the others without a deadline */
+  dt_mpi_watch *watch; /* the world's, shared by its groups (owned by the world) */
+  int owns_watch;
   char label[64];
 } mpi_comm;
+
+#define DEFAULT_TIMEOUT 600.0 /* as the threads backend */
 
 static const dt_comm_ops mpi_ops;
 
@@ -47,9 +54,13 @@ static int wait_req_status(mpi_comm *c, int rc, MPI_Request *req, const char *na
     if (done) return DT_OK;
     if (i % 64 == 63) {
       sched_yield();
-      if (dt_now() - t0 > c->base.timeout)
-        return dt_error("%s: timed out after %g s in group %s (DTLUA_TIMEOUT; MPI does not tell which ranks are missing)",
-                        name, c->base.timeout, c->label);
+      dt_mpi_watch_serve(c->watch);
+      if (!c->unlimited && dt_now() - t0 > c->base.timeout) {
+        char who[1536] = "";
+        dt_mpi_watch_ask_all(c->watch, who, sizeof who);
+        return dt_error("%s: timed out after %g s in group %s (DTLUA_TIMEOUT); what each rank waits in:%s", name,
+                        c->base.timeout, c->label, who);
+      }
     }
   }
 }
@@ -83,9 +94,22 @@ static int check_allgather(mpi_comm *c, const int64_t *mine, int k, int64_t *all
   return check_rc(MPI_Allgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->comm), name);
 }
 
-/* DTLUA_DEBUG=collectives: every rank's (kind, dtype, op, root, count), compared. */
-static int debug_check(mpi_comm *c, const tc_desc *d) {
-  if (!c->debug) return DT_OK;
+/* Rooted at root: the message of the rank whose arguments failed, raised by every rank. */
+static int raise_arg_error(mpi_comm *c, const tc_desc *d, int root, int all_same) {
+  char why[512] = "";
+  if (c->base.rank == root) snprintf(why, sizeof why, "%s", d->why ? d->why : "?");
+  MPI_Request req;
+  int st = c->base.timeout > 0
+               ? wait_req(c, MPI_Ibcast(why, sizeof why, MPI_CHAR, root, c->comm, &req), &req, "collective")
+               : check_rc(MPI_Bcast(why, sizeof why, MPI_CHAR, root, c->comm), "collective");
+  if (st != DT_OK) return st;
+  why[sizeof why - 1] = 0;
+  return tc_arg_error(c->label, c->base.world_ranks[root], why, all_same);
+}
+
+/* Every rank's (kind, dtype, op, root, count), compared: the ranks that finished their
+ * program, a rank whose arguments failed, then calls that differ. */
+static int full_check(mpi_comm *c, const tc_desc *d) {
   int n = c->base.size;
   int64_t mine[5] = {d->kind, d->dtype, d->op, d->root, (int64_t)d->count};
   int64_t *all = malloc(sizeof(int64_t) * 5 * (size_t)n);
@@ -105,6 +129,12 @@ static int debug_check(mpi_comm *c, const tc_desc *d) {
                     c->label, buf);
   }
   free(fin);
+  for (int r = 0; r < n; r++)
+    if (all[5 * r] == TC_ARG_ERROR) { /* count: the hash of its message */
+      int all_same = 1;
+      for (int q = 0; q < n && all_same; q++) all_same = all[5 * q] == TC_ARG_ERROR && all[5 * q + 4] == all[5 * r + 4];
+      return free(all), raise_arg_error(c, d, r, all_same);
+    }
   tc_desc d0 = {.kind = (tc_kind)all[0], .dtype = (dt_dtype)all[1], .op = (dt_reduce_op)all[2], .root = (int)all[3],
                 .count = (size_t)all[4]};
   int st = DT_OK;
@@ -118,6 +148,30 @@ static int debug_check(mpi_comm *c, const tc_desc *d) {
   return st;
 }
 
+/* Before each collective: the ranks agree on tc_fingerprint(d) (min and max of the hash in one
+ * MPI_Allreduce; equal on every rank or the full check names the difference).  Every rank
+ * reaches the same verdict, so all go to the full check together. */
+static int agree_call(mpi_comm *c, const tc_desc *d) {
+  char call[160];
+  tc_describe(call, sizeof call, d);
+  dt_mpi_watch_doing(c->watch, call, c->label);
+  if (c->debug) return full_check(c, d);
+  int64_t h = (int64_t)tc_fingerprint(d, c->label), mine[2] = {h, ~h}, min[2];
+  const char *name = tc_kind_name(d->kind);
+  int st;
+  if (c->base.timeout > 0) {
+    MPI_Request req;
+    st = wait_req(c, MPI_Iallreduce(mine, min, 2, MPI_INT64_T, MPI_MIN, c->comm, &req), &req, name);
+  } else {
+    st = check_rc(MPI_Allreduce(mine, min, 2, MPI_INT64_T, MPI_MIN, c->comm), name);
+  }
+  if (st != DT_OK) return st;
+  /* equal on every rank: min == max (the max is ~min of the complements); all ranks with
+   * failed arguments agree with each other, and go on to share the first one's message */
+  if (min[0] == ~min[1] && d->kind != TC_ARG_ERROR) return DT_OK;
+  return full_check(c, d);
+}
+
 /* all_reduce and reduce_scatter: the same steps around two different MPI calls (avg is
  * a sum divided afterwards). */
 static int m_reduction(dt_comm *b, tc_kind kind, const void *send, void *recv, size_t count, dt_dtype dt,
@@ -126,7 +180,7 @@ static int m_reduction(dt_comm *b, tc_kind kind, const void *send, void *recv, s
   int all = kind == TC_ALL_REDUCE, nb = c->base.timeout > 0, k = (int)count;
   const char *name = all ? "all_reduce" : "reduce_scatter";
   tc_desc d = {.kind = kind, .dtype = dt, .op = op, .count = count};
-  if (too_big(all ? count : count * (size_t)b->size, name) || debug_check(c, &d)) return DT_ERR;
+  if (too_big(all ? count : count * (size_t)b->size, name) || agree_call(c, &d)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   MPI_Op o = dt_mpi_op(op, dt);
   MPI_Request req;
@@ -175,7 +229,7 @@ static int m_all_gather_v(dt_comm *b, const void *send, void *recv, const size_t
   mpi_comm *c = (mpi_comm *)b;
   int n = b->size;
   tc_desc d = {.kind = TC_ALL_GATHER, .dtype = dt, .count = counts[b->rank]};
-  if (debug_check(c, &d)) return DT_ERR;
+  if (agree_call(c, &d)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   if (all_equal(counts, n)) {
     if (too_big(counts[0] * (size_t)n, "all_gather")) return DT_ERR;
@@ -236,7 +290,7 @@ static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts
   mpi_comm *c = (mpi_comm *)b;
   int n = b->size;
   tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt};
-  if (debug_check(c, &d) || debug_check_splits(c, sendcounts, recvcounts, dt)) return DT_ERR;
+  if (agree_call(c, &d) || debug_check_splits(c, sendcounts, recvcounts, dt)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   /* The MPI_Alltoall fast path only for the equal-count form (dt_comm_all_to_all passes one
    * array for both), which every rank calls alike: a rank whose v-counts merely happen to be
@@ -262,7 +316,7 @@ static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts
 static int m_broadcast(dt_comm *b, void *buf, size_t count, dt_dtype dt, int root) {
   mpi_comm *c = (mpi_comm *)b;
   tc_desc d = {.kind = TC_BROADCAST, .dtype = dt, .root = root, .count = count};
-  if (too_big(count, "broadcast") || debug_check(c, &d)) return DT_ERR;
+  if (too_big(count, "broadcast") || agree_call(c, &d)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   RUN("broadcast", MPI_Bcast(buf, (int)count, t, root, c->comm), MPI_Ibcast(buf, (int)count, t, root, c->comm, &req));
 }
@@ -270,7 +324,7 @@ static int m_broadcast(dt_comm *b, void *buf, size_t count, dt_dtype dt, int roo
 static int m_scatter(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
   mpi_comm *c = (mpi_comm *)b;
   tc_desc d = {.kind = TC_SCATTER, .dtype = dt, .root = root, .count = count};
-  if (too_big(count * (size_t)b->size, "scatter") || debug_check(c, &d)) return DT_ERR;
+  if (too_big(count * (size_t)b->size, "scatter") || agree_call(c, &d)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   int k = (int)count;
   RUN("scatter", MPI_Scatter(send, k, t, recv, k, t, root, c->comm),
@@ -280,16 +334,25 @@ static int m_scatter(dt_comm *b, const void *send, void *recv, size_t count, dt_
 static int m_gather(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
   mpi_comm *c = (mpi_comm *)b;
   tc_desc d = {.kind = TC_GATHER, .dtype = dt, .root = root, .count = count};
-  if (too_big(count * (size_t)b->size, "gather") || debug_check(c, &d)) return DT_ERR;
+  if (too_big(count * (size_t)b->size, "gather") || agree_call(c, &d)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   int k = (int)count;
   RUN("gather", MPI_Gather(send, k, t, recv, k, t, root, c->comm),
       MPI_Igather(send, k, t, recv, k, t, root, c->comm, &req));
 }
 
+/* What a rank in send/recv answers when a stuck rank asks (mpi_watch.c). */
+static void watch_p2p(mpi_comm *c, const char *what, size_t count, dt_dtype dt, int peer) {
+  char call[96];
+  snprintf(call, sizeof call, "%s(%s, %zu elements, %s %d)", what, dt_dtype_name(dt), count,
+           what[0] == 's' ? "dst" : "src", c->base.world_ranks[peer]);
+  dt_mpi_watch_doing(c->watch, call, c->label);
+}
+
 static int m_send(dt_comm *b, const void *buf, size_t count, dt_dtype dt, int dst) {
   mpi_comm *c = (mpi_comm *)b;
   if (too_big(count, "send")) return DT_ERR;
+  watch_p2p(c, "send", count, dt, dst);
   MPI_Datatype t = dt_mpi_datatype(dt);
   int tag = (int)dt; /* the dtype travels as the tag: recv checks it */
   RUN("send", MPI_Send(buf, (int)count, t, dst, tag, c->comm), MPI_Isend(buf, (int)count, t, dst, tag, c->comm, &req));
@@ -298,6 +361,7 @@ static int m_send(dt_comm *b, const void *buf, size_t count, dt_dtype dt, int ds
 static int m_recv(dt_comm *b, void *buf, size_t count, dt_dtype dt, int src) {
   mpi_comm *c = (mpi_comm *)b;
   if (too_big(count, "recv")) return DT_ERR;
+  watch_p2p(c, "recv", count, dt, src);
   MPI_Datatype t = dt_mpi_datatype(dt);
   MPI_Status s;
   MPI_Request req;
@@ -327,8 +391,13 @@ static int m_recv(dt_comm *b, void *buf, size_t count, dt_dtype dt, int src) {
 static int m_barrier(dt_comm *b) {
   mpi_comm *c = (mpi_comm *)b;
   tc_desc d = {.kind = TC_BARRIER};
-  if (debug_check(c, &d)) return DT_ERR;
+  if (agree_call(c, &d)) return DT_ERR;
   RUN("barrier", MPI_Barrier(c->comm), MPI_Ibarrier(c->comm, &req));
+}
+
+static int m_fail(dt_comm *b, const char *why) {
+  tc_desc d = {.kind = TC_ARG_ERROR, .why = why, .count = (size_t)tc_message_hash(why)};
+  return agree_call((mpi_comm *)b, &d);
 }
 
 static mpi_comm *comm_wrap(MPI_Comm comm, const int *world_ranks, int debug, double timeout) {
@@ -378,6 +447,7 @@ static int m_new_group(dt_comm *b, const int *ranks, int n, dt_comm **out) {
   if (!member) return DT_OK;
   MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
   mpi_comm *g = comm_wrap(nc, ranks, c->debug, c->base.timeout);
+  if (g) g->watch = c->watch;
   if (!g) return MPI_Comm_free(&nc), dt_error("new_group: out of memory");
   *out = &g->base;
   return DT_OK;
@@ -388,6 +458,7 @@ static void m_destroy(dt_comm *b) {
   int fin = 0;
   MPI_Finalized(&fin);
   if (!fin) MPI_Comm_free(&c->comm);
+  if (c->owns_watch) dt_mpi_watch_free(c->watch);
   free(c->base.world_ranks);
   free(c);
 }
@@ -403,6 +474,7 @@ static const dt_comm_ops mpi_ops = {
     .send = m_send,
     .recv = m_recv,
     .barrier = m_barrier,
+    .fail = m_fail,
     .new_group = m_new_group,
     .destroy = m_destroy,
 };
@@ -453,17 +525,27 @@ dt_comm *dt_mpi_world_comm(int *argc, char ***argv) {
   for (size_t i = 0; i < sizeof agreed_settings / sizeof agreed_settings[0]; i++)
     if (agree_setting(comm, agreed_settings[i]) != DT_OK) return NULL;
   const char *dbg = getenv("DTLUA_DEBUG"), *to = getenv("DTLUA_TIMEOUT");
-  double timeout = to && *to ? atof(to) : 0;
+  char *end = NULL;
+  double timeout = to && *to ? strtod(to, &end) : DEFAULT_TIMEOUT;
+  if (to && *to && (*end || timeout != timeout)) timeout = DEFAULT_TIMEOUT; /* the launcher warns */
   mpi_comm *c = comm_wrap(comm, NULL, dbg && strstr(dbg, "collectives") != NULL, timeout);
-  return c ? &c->base : (dt_error("MPI: out of memory"), NULL);
+  if (!c) return dt_error("MPI: out of memory"), NULL;
+  c->watch = dt_mpi_watch_new(comm);
+  c->owns_watch = 1;
+  if (!c->watch) return m_destroy(&c->base), dt_error("MPI: cannot create the status communicator"), NULL;
+  return &c->base;
 }
 
-/* Under DTLUA_DEBUG=collectives, the end of a rank's program is checked like a world
- * collective: ranks still waiting in a world collective for this one fail at once
- * instead of hanging.  Without the checks it costs nothing and does nothing. */
+/* The end of a rank's program is agreed like a world collective: ranks still waiting in a
+ * world collective for this one fail at once instead of hanging, and this rank waits for
+ * the others to end theirs (without a deadline: they may have long to go). */
 int dt_mpi_finish(dt_comm *world) {
+  mpi_comm *c = (mpi_comm *)world;
   tc_desc d = {.kind = TC_FINISH};
-  return debug_check((mpi_comm *)world, &d);
+  c->unlimited = 1;
+  int st = agree_call(c, &d);
+  c->unlimited = 0;
+  return st;
 }
 
 void dt_mpi_finalize(void) {
@@ -487,10 +569,22 @@ int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds)
   float *a = calloc((size_t)count + 1, sizeof(float)), *b = calloc((size_t)count + 1, sizeof(float));
   if (!a || !b) return free(a), free(b), dt_error("bench: out of memory");
   int rc = MPI_SUCCESS;
+  /* "<coll>+fingerprint": each call preceded by the backend's fingerprint agreement (an
+   * MPI_Allreduce of two int64), to price it against the bare call in the same run */
+  size_t base_len = strcspn(coll, "+");
+  int fingerprint = strcmp(coll + base_len, "+fingerprint") == 0;
+  if (coll[base_len] && !fingerprint) return free(a), free(b), dt_error("bench: unknown variant '%s'", coll);
+  char name[32];
+  snprintf(name, sizeof name, "%.*s", (int)(base_len < 31 ? base_len : 31), coll);
+  coll = name;
   for (int i = -1; i < iters && rc == MPI_SUCCESS; i++) { /* i = -1: warm-up */
     if (i == 0) {
       MPI_Barrier(MPI_COMM_WORLD);
       *seconds = dt_now();
+    }
+    if (fingerprint) {
+      int64_t fp[2] = {i, ~(int64_t)i}, min[2];
+      rc = MPI_Allreduce(fp, min, 2, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
     }
     if (strcmp(coll, "all_reduce") == 0) rc = MPI_Allreduce(MPI_IN_PLACE, a, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     else if (strcmp(coll, "all_gather") == 0) rc = MPI_Allgather(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include "comm/call_desc.h"
 #include "comm/comm.h"
 
 MPI_Datatype dt_mpi_datatype(dt_dtype dt);
@@ -11,5 +12,19 @@ MPI_Datatype dt_mpi_datatype(dt_dtype dt);
  * which computes in f32 through the shared reduction kernels.  avg maps to sum; the
  * caller divides. */
 MPI_Op dt_mpi_op(dt_reduce_op op, dt_dtype dt);
+
+/* mpi_watch.c: the side channel that names the ranks of a stuck collective (one per process,
+ * shared by the world and its groups). */
+typedef struct dt_mpi_watch dt_mpi_watch;
+dt_mpi_watch *dt_mpi_watch_new(MPI_Comm world);
+void dt_mpi_watch_free(dt_mpi_watch *w);
+/* Records this rank's current call ("all_reduce(sum, float32, 4 elements)" on the group
+ * label), what it answers when asked. */
+void dt_mpi_watch_doing(dt_mpi_watch *w, const char *call, const char *label);
+/* Answers the questions of ranks that timed out (called while polling a call). */
+void dt_mpi_watch_serve(dt_mpi_watch *w);
+/* After a timeout: appends "; rank R <its call>" for every world rank to buf (a rank that
+ * does not answer within 2 s is outside any polled call). */
+void dt_mpi_watch_ask_all(dt_mpi_watch *w, char *buf, size_t len);
 
 #endif

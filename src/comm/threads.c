@@ -57,8 +57,10 @@ dt_threads_world *dt_threads_world_new(int size, double timeout_s) {
   pthread_mutex_init(&w->mu, NULL);
   w->exited = calloc((size_t)size, sizeof *w->exited);
   w->line_done = calloc((size_t)size, sizeof *w->line_done);
+  w->waiting_in = calloc((size_t)size, sizeof *w->waiting_in);
+  w->waiting_seq = calloc((size_t)size, sizeof *w->waiting_seq);
   int *all = malloc(sizeof(int) * (size_t)size);
-  if (!w->exited || !w->line_done || !all) {
+  if (!w->exited || !w->line_done || !w->waiting_in || !w->waiting_seq || !all) {
     free(all), dt_threads_world_free(w);
     return dt_error("threads world: out of memory"), NULL;
   }
@@ -77,6 +79,8 @@ void dt_threads_world_free(dt_threads_world *w) {
   }
   free(w->exited);
   free(w->line_done);
+  free(w->waiting_in);
+  free(w->waiting_seq);
   pthread_mutex_destroy(&w->mu);
   free(w);
 }
@@ -179,6 +183,29 @@ void tc_break_group(tc_group *g) {
   pthread_mutex_unlock(&g->world->mu);
 }
 
+/* Missing member p (a world rank) waits in the entry of a collective on another group that
+ * has this rank as a member and that this rank has not entered: neither call can complete
+ * (collectives on different groups).  Sets the error, breaks both groups and returns 1. */
+static int crossed_groups(stop_ctx *s, int p) {
+  tc_group *g = s->c->g, *g2 = atomic_load(&g->world->waiting_in[p]);
+  if (!g2 || g2 == g || g2->repl) return 0;
+  unsigned seq = atomic_load(&g->world->waiting_seq[p]);
+  if (atomic_load(&g->world->waiting_in[p]) != g2) return 0; /* it moved on meanwhile */
+  int me = g->world_ranks[s->c->base.rank], mine = -1, theirs = -1;
+  for (int r = 0; r < g2->size; r++) {
+    if (g2->world_ranks[r] == me) mine = r;
+    if (g2->world_ranks[r] == p) theirs = r;
+  }
+  if (mine < 0 || theirs < 0 || atomic_load(&g2->members[mine].entered) >= seq) return 0;
+  char call[160];
+  tc_describe(call, sizeof call, &g2->members[theirs].d[seq & 1]);
+  dt_error("%s: in group %s, rank %d waits in %s on group %s instead, which waits for rank %d: collectives "
+           "called on different groups", s->name, g->label, p, call, g2->label, me);
+  tc_break_group(g);
+  tc_break_group(g2);
+  return 1;
+}
+
 static int stop_check(void *arg) {
   stop_ctx *s = arg;
   tc_group *g = s->c->g;
@@ -210,6 +237,8 @@ static int stop_check(void *arg) {
     if (!g->repl && atomic_load(&w->line_done[g->world_ranks[r]])) any_done = 1;
   }
   dt_comm_format_ranks(missing, sizeof missing, list, nmiss);
+  for (int i = 0; s->peer < 0 && !g->repl && i < nmiss; i++)
+    if (crossed_groups(s, list[i])) return 6;
   if (any_exited) {
     dt_error("%s: in group %s, rank(s) %s finished their program without joining it", s->name, g->label, missing);
     tc_break_group(g);
@@ -262,7 +291,12 @@ int tc_enter(tc_comm *c, const tc_desc *d, const char *name) {
   c->seq++;
   g->members[c->base.rank].d[c->seq & 1] = *d;
   atomic_store(&g->members[c->base.rank].entered, c->seq);
-  if (group_barrier(c, name) != DT_OK) return DT_ERR;
+  int me = g->world_ranks[c->base.rank]; /* published for crossed_groups() of the peers */
+  atomic_store(&g->world->waiting_seq[me], c->seq);
+  atomic_store(&g->world->waiting_in[me], g);
+  int st = group_barrier(c, name);
+  atomic_store(&g->world->waiting_in[me], NULL);
+  if (st != DT_OK) return DT_ERR;
   if (tc_check_match(c) == DT_OK) return DT_OK;
   /* every rank reaches the same verdict; none may return (and free the size tables its
    * descriptor points to) while a peer is still reading them */

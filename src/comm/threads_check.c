@@ -14,6 +14,13 @@ static int mismatch(tc_comm *c, int a, int b, const char *why) {
 
 int tc_check_match(tc_comm *c) {
   int n = c->g->size;
+  for (int r = 0; r < n; r++) /* a rank whose arguments failed: every rank raises its message */
+    if (tc_peer(c, r)->kind == TC_ARG_ERROR) {
+      int all_same = 1;
+      for (int q = 0; q < n && all_same; q++)
+        all_same = tc_peer(c, q)->kind == TC_ARG_ERROR && strcmp(tc_peer(c, q)->why, tc_peer(c, r)->why) == 0;
+      return tc_arg_error(c->g->label, c->g->world_ranks[r], tc_peer(c, r)->why, all_same);
+    }
   const tc_desc *d0 = tc_peer(c, 0);
   for (int r = 1; r < n; r++)
     if (!tc_same_call(d0, tc_peer(c, r))) return mismatch(c, 0, r, "");

@@ -131,6 +131,11 @@ static int tc_barrier(dt_comm *base) {
   return tc_enter((tc_comm *)base, &d, "barrier");
 }
 
+static int tc_fail(dt_comm *base, const char *why) {
+  tc_desc d = {.kind = TC_ARG_ERROR, .why = why};
+  return tc_enter((tc_comm *)base, &d, "collective");
+}
+
 /* send/recv: a rendezvous in the (src, dst) mailbox; the receiver copies from the
  * sender's buffer, then releases the sender. */
 static int tc_send(dt_comm *base, const void *buf, size_t count, dt_dtype dt, int dst) {
@@ -182,6 +187,7 @@ const dt_comm_ops dt_threads_ops = {
     .send = tc_send,
     .recv = tc_recv,
     .barrier = tc_barrier,
+    .fail = tc_fail,
     .new_group = tc_new_group_impl,
     .destroy = tc_destroy_impl,
 };

@@ -43,19 +43,8 @@ local skip = {
   ["dt.distributed.recv"] = "point-to-point: waits for a send that never comes",
   ["dt.distributed._bench_mpi"] = "a benchmark loop, not an API",
 }
-if world > 1 then
-  -- A rooted collective validates its arguments on some ranks only: with a table for the tensor,
-  -- scatter's source raises while the other ranks enter the collective, so the ranks'
-  -- sequences of collectives part (caught as "collective mismatch" later, or a hang).
-  -- repro: dtlua -n 2 -e 'pcall(dt.distributed.scatter, {2,3}, 1); dt.barrier()'
-  -- Until collectives agree on failures (issue 16, MPI section), dt.distributed.* other than
-  -- the rank queries is not fuzzed on several ranks.
-  for _, k in ipairs({"all_gather", "all_gather_v", "all_reduce", "all_to_all", "all_to_all_v",
-                      "barrier", "broadcast", "gather", "new_group", "reduce_scatter", "scatter"}) do
-    skip["dt.distributed." .. k] = "several ranks: a collective whose argument checks differ per rank"
-  end
-  skip["dt.barrier"] = skip["dt.distributed.barrier"]
-end
+-- On several ranks the collectives are fuzzed too: every rank makes the same call, and a check
+-- that fails on some ranks only is agreed (dt_comm_fail_agreed: every rank raises it).
 
 ----------------------------------------------------------------------------------------------
 -- Deterministic generator (xorshift64*), independent of math.random and of dt's RNG.

@@ -50,6 +50,19 @@ describe("dtlua -n N", function()
     assert.is_true(secs < 20) -- the busy rank is interrupted too
   end)
 
+  it("collectives on different groups fail at once, naming both groups, not after the timeout", function()
+    local prog = "local D = dt.distributed local g = D.new_group({0, 1}) local t = dt.ones(2) " ..
+                 "if dt.rank() == 0 then D.all_reduce(t, 'sum', g) else D.all_reduce(t) end"
+    local out, rc, secs = run("-n 3 -e " .. sh_quote(prog))
+    assert.are_not.equal(0, rc)
+    -- whichever of ranks 0 and 1 looks first names the other's call
+    assert(out:find("rank 0 waits in all_reduce(sum, float32, 2 elements) on group {0,1} instead, which waits for " ..
+                    "rank 1: collectives called on different groups", 1, true) or
+           out:find("rank 1 waits in all_reduce(sum, float32, 2 elements) on group {0,1,2} instead, which waits " ..
+                    "for rank 0: collectives called on different groups", 1, true), out)
+    assert.is_true(secs < 20)
+  end)
+
   it("a rank that ends without joining a collective fails its peers at once", function()
     local out, rc = run("-n 2 -e " .. sh_quote("if dt.rank() == 1 then dt.barrier() end"))
     assert.are_not.equal(0, rc)
@@ -144,6 +157,49 @@ describe("under mpirun", function()
     local out, rc = mrun(2, "-e " .. sh_quote(prog), "DTLUA_TIMEOUT=0.5")
     assert.are_not.equal(0, rc)
     assert.matches("barrier: timed out after 0.5 s", out, 1, true)
+  end)
+
+  it("by default (no DTLUA_DEBUG) ranks calling different reduce ops fail on every rank, naming both calls",
+    function()
+      if not mpirun_prefix() then return end
+      local prog = "local t = dt.ones(4) dt.distributed.all_reduce(t, dt.rank() == 0 and 'sum' or 'max') print(t)"
+      local out, rc = mrun(2, "-e " .. sh_quote(prog))
+      assert.are_not.equal(0, rc)
+      assert.matches("collective mismatch in group {0,1}: rank 0 called all_reduce(sum, float32, 4 elements), " ..
+                     "rank 1 called all_reduce(max, float32, 4 elements)", out, 1, true)
+      assert.is_nil(out:find("tensor(", 1, true)) -- no rank went on with a wrong result
+    end)
+
+  it("a stuck collective times out naming what every rank waits in (a rank in Lua code does not answer)", function()
+    if not mpirun_prefix() then return end
+    local prog = "local D = dt.distributed local g = D.new_group({0, 1}) local t = dt.ones(4) " ..
+                 "if dt.rank() == 0 then D.all_reduce(t) elseif dt.rank() == 1 then D.all_reduce(t, 'sum', g) " ..
+                 "else local c = os.clock() while os.clock() - c < 20 do end end"
+    local out, rc = mrun(3, "-e " .. sh_quote(prog), "DTLUA_TIMEOUT=1")
+    assert.are_not.equal(0, rc)
+    assert.matches("timed out after 1 s in group", out, 1, true)
+    assert.matches("rank 0 all_reduce(sum, float32, 4 elements) in group {0,1,2}", out, 1, true)
+    assert.matches("rank 1 all_reduce(sum, float32, 4 elements) in group {0,1}", out, 1, true)
+    assert.matches("rank 2 did not answer", out, 1, true)
+  end)
+
+  it("os.exit(0) on one rank while the others wait ends the world with a message", function()
+    if not mpirun_prefix() then return end
+    local out, rc = mrun(2, "-e " .. sh_quote("if dt.rank() == 1 then os.exit(0) end dt.barrier()"))
+    assert.are_not.equal(0, rc)
+    assert.matches("barrier: in group {0,1}, rank(s) {1} finished their program without joining it", out, 1, true)
+  end)
+
+  it("a bad argument on one rank raises the same error on every rank, naming the rank and the value", function()
+    if not mpirun_prefix() then return end
+    local prog = "local ok, e = pcall(dt.distributed.all_reduce, dt.ones(2), dt.rank() == 1 and 'bogus' or 'sum') " ..
+                 "print('R' .. dt.rank(), e) dt.barrier()"
+    local out, rc = mrun(2, "-e " .. sh_quote(prog))
+    assert.are.equal(0, rc)
+    for r = 0, 1 do
+      assert.matches("R" .. r .. "\tall_reduce: unknown reduce op 'bogus' (expected sum, avg, max, min or product) " ..
+                     "(rank 1's argument; every rank of group {0,1} raises this)", out, 1, true)
+    end
   end)
 
   it("the REPL reads on rank 0 and shows every rank's results", function()
@@ -400,17 +456,16 @@ do
   end)
 
   describe("failure handling: nothing hangs, nothing is silent", function()
-    local bad_arg = "if dt.rank() == 2 then dt.distributed.all_reduce(dt.ones(2), 'bogus') end " ..
-                    "dt.distributed.all_reduce(dt.ones(2))"
+    -- a bad argument to a local op (a collective's is agreed: every rank raises it)
+    local bad_arg = "if dt.rank() == 2 then dt.ones(2):sum(5) end dt.distributed.all_reduce(dt.ones(2))"
 
     it("threads: an error on one rank tears the world down; printed once with rank, message, traceback", function()
       local t0 = os.time()
       local out, rc = run("-n 4 -e " .. sh_quote(bad_arg))
       assert.are_not.equal(0, rc)
       assert.is_true(os.time() - t0 < 30)
-      assert.are.equal(1, count(out, "unknown reduce op"))
-      assert.matches("rank 2: (command line):1: all_reduce: unknown reduce op 'bogus' " ..
-                     "(expected sum, avg, max, min or product)\nstack traceback:", out, 1, true)
+      assert.are.equal(1, count(out, "dim 5 out of range"))
+      assert.matches("rank 2: (command line):1: sum: dim 5 out of range for a 1-d tensor", out, 1, true)
       -- a Lua error while the others compute (not in a collective) is printed once too
       out, rc = run("-n 3 -e " .. sh_quote("if dt.rank() == 0 then error({code = 1}) end " ..
                                            "local t = os.clock() while os.clock() - t < 20 do end"))
@@ -423,7 +478,7 @@ do
       if not mpirun then return end
       local out, rc = mrun(4, "-e " .. sh_quote(bad_arg))
       assert.are_not.equal(0, rc)
-      assert.are.equal(1, count(out, "dtlua: rank 2: (command line):1: all_reduce: unknown reduce op 'bogus'"))
+      assert.are.equal(1, count(out, "dtlua: rank 2: (command line):1: sum: dim 5 out of range"))
       assert.matches("stack traceback:", out, 1, true)
       -- Open MPI prints its MPI_ABORT notice through its help system, which under load sometimes
       -- fails with "ORTE_ERROR_LOG: ... show_help.c" instead: both come from MPI_Abort

@@ -847,3 +847,42 @@ do
     end)
   end)
 end
+
+describe("argument checks failing on some ranks only", function()
+  -- every rank raises the failed rank's message (naming the rank and the value), and the
+  -- ranks go on together; on one rank the message is the plain check's
+  local last = n - 1
+  local function agreed(msg, ok, err)
+    assert.is_false(ok)
+    assert.matches(msg, err, 1, true)
+    if n > 1 then assert.matches("(rank " .. last .. "'s argument; every rank of group", err, 1, true) end
+  end
+  local cases = {
+    {"all_reduce: unknown reduce op 'bogus'", function()
+      return D.all_reduce(dt.ones(2), rank == last and "bogus" or "sum") end},
+    {"broadcast: src 99 is not a rank of the group", function()
+      return D.broadcast(dt.ones(2), rank == last and 99 or 0) end},
+    {"bad argument #1 to 'gather'", function() return D.gather(rank == last and {1} or dt.ones(2), 0) end},
+    {"all_gather: out must be a contiguous float32 CPU tensor", function()
+      return D.all_gather(dt.ones(2), nil, rank == last and dt.zeros(3) or nil) end},
+    {"reduce_scatter: dim 1 (size " .. n + 1 .. ") must be divisible by the group size", function()
+      return D.reduce_scatter(dt.ones(rank == last and n + 1 or 2 * n), "sum") end},
+    {"all_to_all: dim 1 (size " .. n + 1 .. ") must be divisible by the group size", function()
+      return D.all_to_all(dt.ones(rank == last and n + 1 or 2 * n)) end},
+    {"all_to_all_v: send_splits needs", function()
+      local splits = {}
+      for i = 1, (rank == last and n + 1 or n) do splits[i] = 1 end
+      return D.all_to_all_v(dt.ones(n), splits) end},
+    {"all_gather_v: needs a tensor of at least 1 dim", function()
+      return D.all_gather_v(rank == last and dt.tensor(1) or dt.ones(2)) end},
+  }
+  for _, case in ipairs(cases) do
+    it(case[1]:match("^[%w_]+") .. ": " .. case[1], function()
+      if n == 1 then return end -- the check fails on the only rank: plain error (other specs)
+      agreed(case[1], pcall(case[2]))
+      local t = dt.full({2}, 1)
+      D.all_reduce(t) -- the ranks went on together
+      assert.are.same({n, n}, t:totable())
+    end)
+  end
+end)
