@@ -1,5 +1,7 @@
 /* Shard files, marker files and the directory swap of a sharded checkpoint (see the header). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* renameat2 */
+#endif
 #include "io/checkpoint_files.h"
 #include "base/error.h"
 #include "io/file.h"
@@ -11,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define MARKER ".done."
@@ -159,6 +163,9 @@ static int run_job(const dt_shard_job *j, const char *op) {
 
 static void *thread_main(void *arg) {
   dt_shard_writer *w = arg;
+#ifdef __linux__
+  if (w->async) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10); /* training threads first */
+#endif
   w->rc = run_job(&w->job, w->op);
   if (w->rc != DT_OK) snprintf(w->msg, sizeof w->msg, "%s", dt_error_message());
   return NULL;
