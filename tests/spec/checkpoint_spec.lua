@@ -121,11 +121,7 @@ end)
 describe("train_gpt.lua with dt.checkpoint", function()
   it("20 steps, save, 20 more == save on 2 ranks (2x1), resume on 4 (2x2) and on 3 (1x3): the same losses", function()
     local A = "--steps 40 --dtype float64 --layers 2 --width 24 --heads 4 --digits 4 --batch 8 --print-losses"
-    local function losses(out)
-      local l = {}
-      for step, v in out:gmatch("step (%d+) loss (%S+)\n") do l[tonumber(step)] = tonumber(v) end
-      return l
-    end
+    local losses = launch.losses
     local ck = tmpdir()
     local out, rc = launch.run("-n 2 examples/train_gpt.lua --mesh 2x1 " .. A)
     assert.are.equal(0, rc, out)

@@ -86,14 +86,20 @@ function Handle:wait()
   end
 end
 
+-- the checked (dir, opts) of save and load; waits for a pending async save
+local function arguments(op, dir, opts, known)
+  if type(dir) ~= "string" or dir == "" then error(op .. ": dir must be a directory path, got " .. type(dir), 3) end
+  if opts ~= nil and type(opts) ~= "table" then error(op .. ": options must be a table, got " .. type(opts), 3) end
+  for k in pairs(opts or {}) do
+    if not known[k] then error(op .. ": unknown option '" .. tostring(k) .. "' (options: " .. known._list .. ")", 3) end
+  end
+  wait_pending()
+  return (dir:gsub("/+$", "")), opts or {}
+end
+
 function M.save(state, dir, opts)
   local op = "checkpoint.save"
-  if type(dir) ~= "string" or dir == "" then error(op .. ": dir must be a directory path, got " .. type(dir), 2) end
-  if opts ~= nil and type(opts) ~= "table" then error(op .. ": options must be a table, got " .. type(opts), 2) end
-  opts = opts or {}
-  for k in pairs(opts) do if k ~= "async" then error(op .. ": unknown option '" .. tostring(k) .. "' (options: async)", 2) end end
-  dir = dir:gsub("/+$", "")
-  wait_pending()
+  dir, opts = arguments(op, dir, opts, {async = true, _list = "async"})
   local rank, world = core.rank(), core.world_size()
   local leaves = tree.flatten(state, op)
   local tensors, values, mine = {}, {}, {}
@@ -162,10 +168,7 @@ end
 
 function M.load(state, dir, opts)
   local op = "checkpoint.load"
-  if type(dir) ~= "string" or dir == "" then error(op .. ": dir must be a directory path, got " .. type(dir), 2) end
-  if opts ~= nil and type(opts) ~= "table" then error(op .. ": options must be a table, got " .. type(opts), 2) end
-  dir = dir:gsub("/+$", "")
-  wait_pending()
+  dir = arguments(op, dir, opts, {_list = "none"})
   local leaves = tree.flatten(state, op)
   -- header checks: deterministic, so every rank raises the same error
   local ok, cat = pcall(index.read, dir, op)
