@@ -11,11 +11,7 @@ local function tmpdir()
   return p
 end
 
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
+local write = launch.write
 
 local function rmtree(p) os.execute("rm -rf " .. q(p) .. " " .. q(p .. ".dtlua-tmp")) end
 

@@ -14,6 +14,13 @@ end
 
 function M.sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
+-- Writes text to path (a script or data file for a subprocess).
+function M.write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
 -- The losses a run printed with --print-losses ("step N loss X" lines): {[N] = X}.
 function M.losses(out)
   local l = {}
