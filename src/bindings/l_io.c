@@ -268,6 +268,7 @@ static const luaL_Reg st_file_methods[] = {
     {"entries", l_st_entries}, {"read_box", l_st_read_box}, {"close", l_st_close}, {NULL, NULL}};
 static const luaL_Reg writer_methods[] = {{"wait", l_writer_wait}, {NULL, NULL}};
 
+/* name "dtensor.X": getmetatable answers "X" (protected, as every dtensor userdata) */
 static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction release) {
   luaL_newmetatable(L, name);
   lua_newtable(L);
@@ -275,7 +276,7 @@ static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, l
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, release), lua_setfield(L, -2, "__gc");
   lua_pushcfunction(L, release), lua_setfield(L, -2, "__close");
-  lua_pushboolean(L, 0), lua_setfield(L, -2, "__metatable");
+  lua_pushstring(L, strchr(name, '.') + 1), lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
 }
 

@@ -114,6 +114,23 @@ if dt.rank() == 0 then dt.save(full, arg[3]) end
   end)
 end)
 
+describe("an async save in flight when the program ends", function()
+  it("is written and committed (the writer is joined at exit)", function()
+    local dir = tmpdir()
+    local prog = "local m = dt.init_device_mesh('cpu', {dt.world_size()}) " ..
+                 "local w = dt.distribute_tensor(dt.arange(4096):to('float64'):reshape(64, 64), m, {dt.Shard(1)}) " ..
+                 "dt.checkpoint.save({w = w, step = 3}, " .. string.format("%q", dir) .. ", {async = true})"
+    local out, rc = launch.run("-n 3 -e " .. q(prog))
+    assert.are.equal(0, rc, out)
+    local check = "local t = {w = dt.zeros(64, 64, {dtype = 'float64'})} dt.checkpoint.load(t, " ..
+                  string.format("%q", dir) .. ") print(dt.equal(t.w, dt.arange(4096):to('float64'):reshape(64, 64)), t.step)"
+    out, rc = launch.run("-e " .. q(check))
+    assert.are.equal(0, rc, out)
+    assert.matches("true\t3", out)
+    rmtree(dir)
+  end)
+end)
+
 describe("train_gpt.lua with dt.checkpoint", function()
   it("20 steps, save, 20 more == save on 2 ranks (2x1), resume on 4 (2x2) and on 3 (1x3): the same losses", function()
     local A = "--steps 40 --dtype float64 --layers 2 --width 24 --heads 4 --digits 4 --batch 8 --print-losses"
