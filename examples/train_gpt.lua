@@ -18,6 +18,8 @@
 --   --layers N [2] --width N [64] --heads N [4] --digits N [6] --batch N [32] --lr X [3e-3]
 --   --dropout P [0.1] --data PATH --save FILE.safetensors --resume FILE.safetensors
 --   --until N: stop after step N of the --steps schedule (then --save; a later --resume goes on)
+--   --save-checkpoint DIR / --resume-checkpoint DIR: the same through dt.checkpoint, a sharded
+--     checkpoint (each rank writes its own shards; resumable on another mesh or world size)
 --   --amp bfloat16|float16 (mixed precision: matmuls in that dtype, float32 parameters and
 --     optimizer state; float16 with a dt.amp.GradScaler; doc/amp.md)
 --   --fsdp: fully_shard each block and the model over dp (parameters and optimizer state
@@ -145,8 +147,22 @@ local pos_ids = dt.distribute_tensor(dt.arange(1, task.context + 1):reshape(1, t
 local opt = dt.optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = 0.01})
 local sched = dt.optim.lr_scheduler.cosine_with_warmup(opt, math.min(20, opts.steps // 10), opts.steps, opts.lr / 10)
 
+-- what a sharded checkpoint holds: the state dicts (DTensors as they are placed), the step
+-- and the generator's position
+local function checkpoint_state(step)
+  return {model = model:state_dict(), optim = opt:state_dict(), step = step, rng = dt.get_rng_state()}
+end
+
 local first_step = 1
-if opts.resume then
+if opts["resume-checkpoint"] then
+  local state = dt.checkpoint.load(checkpoint_state(0), opts["resume-checkpoint"])
+  model:load_state_dict(state.model)
+  opt:load_state_dict(state.optim) -- a fresh optimizer's state comes as whole tensors: chunked here
+  first_step = state.step + 1
+  dt.set_rng_state(state.rng)
+  for _ = 1, first_step - 1 do sched:step() end
+  dt.print0(string.format("resumed from %s at step %d", opts["resume-checkpoint"], first_step))
+elseif opts.resume then
   local saved, meta = dt.load(opts.resume)
   local sd, osd = {}, {state = {}, param_groups = opt:state_dict().param_groups}
   for k, v in pairs(saved) do
@@ -221,6 +237,10 @@ local function sorted(t)
   return keys
 end
 local function full(t) return dt.is_dtensor(t) and t:full_tensor() or t end
+if opts["save-checkpoint"] then
+  dt.checkpoint.save(checkpoint_state(last_step), opts["save-checkpoint"])
+  dt.print0("saved " .. opts["save-checkpoint"])
+end
 if opts.save then
   local state, meta = {}, {step = tostring(last_step)}
   for name, t in pairs(model:state_dict()) do state["model." .. name] = full(t) end

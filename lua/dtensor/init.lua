@@ -34,10 +34,12 @@ local optim = require "dtensor.optim" -- dt.optim (optimizers, lr_scheduler), dt
 local amp = require "dtensor.amp" -- dt.amp (autocast, GradScaler)
 local utils = require "dtensor.utils" -- dt.utils.progress, plot, sparkline, read_jsonl
 local parallel = require "dtensor.parallel" -- dt.parallel (tensor/data parallel styles), dt.distribute_module
+local checkpoint = require "dtensor.checkpoint" -- dt.checkpoint (sharded save/load, reshard on load)
 local MODULES = { -- installed in this order
   {"dtensor.dtensor", factories}, {"dtensor.dispatch", dispatch},
   {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn},
   {"dtensor.autograd", autograd}, {"dtensor.optim", optim}, {"dtensor.amp", amp}, {"dtensor.utils", utils},
+  {"dtensor.checkpoint", checkpoint},
 }
 -- dt.nn: the Module base class, dt.nn.init, the layers and containers
 for _, name in ipairs {"module", "initializers", "linear", "embedding", "normalization", "dropout", "activation",

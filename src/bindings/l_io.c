@@ -1,6 +1,9 @@
-/* Bindings: dt.save / dt.load (safetensors) and dt.save_npy / dt.load_npy. */
+/* Bindings: dt.save / dt.load (safetensors) and dt.save_npy / dt.load_npy; for dt.checkpoint
+ * an open safetensors file read by boxes and the shard writer (conversion only: the work is
+ * in src/io). */
 #include <stdio.h>
 #include "base/error.h"
+#include "io/checkpoint_files.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
 #include "bindings/l_tensor.h"
@@ -121,11 +124,171 @@ static int l_load_npy(lua_State *L) {
   return 1;
 }
 
+/* ---- dt._safetensors_open(path, op): a file read by boxes (dt.checkpoint) ---- */
+#define ST_FILE_MT "dtensor.SafetensorsFile"
+
+static dt_safetensors_file *check_st_file(lua_State *L) {
+  dt_safetensors_file **u = luaL_checkudata(L, 1, ST_FILE_MT);
+  if (!*u) luaL_error(L, "safetensors file is closed");
+  return *u;
+}
+
+static int l_st_open(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1), *op = luaL_optstring(L, 2, "load");
+  dt_safetensors_file **u = lua_newuserdatauv(L, sizeof *u, 1);
+  *u = NULL;
+  luaL_setmetatable(L, ST_FILE_MT);
+  lua_pushvalue(L, 2), lua_setiuservalue(L, -2, 1); /* keeps op alive */
+  if (dt_safetensors_open(path, op, u) != DT_OK) return dt_lua_raise(L);
+  return 1;
+}
+
+static int l_st_close(lua_State *L) {
+  dt_safetensors_file **u = luaL_checkudata(L, 1, ST_FILE_MT);
+  dt_safetensors_close(*u);
+  *u = NULL;
+  return 0;
+}
+
+static void push_shape(lua_State *L, int n, const int64_t *v) {
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) lua_pushinteger(L, v[i]), lua_rawseti(L, -2, i + 1);
+}
+
+/* f:entries() -> {name = {dtype =, shape = {...}}}, metadata {k = v} */
+static int l_st_entries(lua_State *L) {
+  dt_safetensors_file *f = check_st_file(L);
+  lua_createtable(L, 0, f->n);
+  for (int i = 0; i < f->n; i++) {
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, dt_dtype_name(f->entries[i].dtype)), lua_setfield(L, -2, "dtype");
+    push_shape(L, f->entries[i].ndim, f->entries[i].shape), lua_setfield(L, -2, "shape");
+    lua_setfield(L, -2, f->entries[i].name);
+  }
+  lua_createtable(L, 0, f->nmeta);
+  for (int i = 0; i < f->nmeta; i++) lua_pushstring(L, f->meta_values[i]), lua_setfield(L, -2, f->meta_keys[i]);
+  return 2;
+}
+
+static void check_box(lua_State *L, int idx, int n, int64_t *out, const char *what) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  if ((int)lua_rawlen(L, idx) != n) luaL_error(L, "read_box: %s must have %d entries", what, n);
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, idx, i + 1);
+    out[i] = (int64_t)dt_lua_check_integer(L, -1, "read_box", what);
+    lua_pop(L, 1);
+  }
+}
+
+/* f:read_box(name, dst, src_offset, size, dst_offset): offsets are 0-based element offsets
+ * per dim (as dt._dtensor_shards gives them), not indices */
+static int l_st_read_box(lua_State *L) {
+  dt_safetensors_file *f = check_st_file(L);
+  const char *name = luaL_checkstring(L, 2);
+  dt_tensor *dst = dt_lua_check_tensor(L, 3);
+  lua_getiuservalue(L, 1, 1);
+  const char *op = lua_tostring(L, -1);
+  int index = dt_safetensors_find(f, name);
+  if (index < 0) return luaL_error(L, "%s: %s: tensor '%s' is not in the file", op, f->path, name);
+  int nd = f->entries[index].ndim;
+  int64_t src[DT_MAX_DIMS], size[DT_MAX_DIMS], at[DT_MAX_DIMS];
+  check_box(L, 4, nd, src, "src_offset");
+  check_box(L, 5, nd, size, "size");
+  check_box(L, 6, nd, at, "dst_offset");
+  if (dt_safetensors_read_box(f, index, src, size, dst, at, op) != DT_OK) return dt_lua_raise(L);
+  return 0;
+}
+
+/* ---- dt._checkpoint_write{...}: one rank's shard file, index and marker ---- */
+#define WRITER_MT "dtensor.CheckpointWriter"
+
+static const char *opt_field(lua_State *L, const char *k) {
+  lua_getfield(L, 1, k);
+  const char *v = lua_tostring(L, -1); /* anchored: the table holds it */
+  lua_pop(L, 1);
+  return v;
+}
+
+/* {tmp_dir =, final_dir =, file = name|nil, tensors = {name = tensor}, index_name =, index_text =,
+ *  rank =, world =, async = bool} -> a writer with :wait() */
+static int l_checkpoint_write(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  dt_shard_job job = {0};
+  job.tmp_dir = opt_field(L, "tmp_dir"), job.final_dir = opt_field(L, "final_dir"), job.file = opt_field(L, "file");
+  job.index_name = opt_field(L, "index_name"), job.index_text = opt_field(L, "index_text");
+  if (!job.tmp_dir || !job.final_dir) return luaL_error(L, "checkpoint.save: tmp_dir and final_dir are required");
+  lua_getfield(L, 1, "rank"), job.rank = (int)dt_lua_check_integer(L, -1, "checkpoint.save", "rank");
+  lua_getfield(L, 1, "world"), job.world = (int)dt_lua_check_integer(L, -1, "checkpoint.save", "world");
+  lua_getfield(L, 1, "async");
+  int async = lua_toboolean(L, -1);
+  lua_settop(L, 1);
+  lua_getfield(L, 1, "tensors"); /* index 2 */
+  if (lua_istable(L, 2)) {
+    const char **keys = sorted_keys(L, 2, &job.shard.n, "tensor", job.tmp_dir, 1);
+    job.shard.names = (char **)keys;
+    job.shard.tensors = lua_newuserdatauv(L, sizeof(dt_tensor *) * ((size_t)job.shard.n + 1), 0);
+    for (int i = 0; i < job.shard.n; i++) {
+      lua_getfield(L, 2, keys[i]);
+      job.shard.tensors[i] = saveable(L, -1, "checkpoint.save", job.tmp_dir, keys[i]);
+      lua_pop(L, 1);
+    }
+  }
+  dt_shard_writer **u = lua_newuserdatauv(L, sizeof *u, 0);
+  *u = NULL;
+  luaL_setmetatable(L, WRITER_MT);
+  if (!(*u = dt_shard_writer_start(&job, async, "checkpoint.save"))) return dt_lua_raise(L);
+  return 1;
+}
+
+static int l_writer_wait(lua_State *L) {
+  dt_shard_writer **u = luaL_checkudata(L, 1, WRITER_MT);
+  if (*u && dt_shard_writer_wait(*u) != DT_OK) return dt_lua_raise(L);
+  return 0;
+}
+
+static int l_writer_free(lua_State *L) {
+  dt_shard_writer **u = luaL_checkudata(L, 1, WRITER_MT);
+  dt_shard_writer_free(*u);
+  *u = NULL;
+  return 0;
+}
+
+static int l_dir_make_fresh(lua_State *L) {
+  if (dt_dir_make_fresh(luaL_checkstring(L, 1), luaL_optstring(L, 2, "checkpoint.save")) != DT_OK) return dt_lua_raise(L);
+  return 0;
+}
+
+static int l_dir_remove(lua_State *L) {
+  if (dt_dir_remove(luaL_checkstring(L, 1), luaL_optstring(L, 2, "checkpoint.save")) != DT_OK) return dt_lua_raise(L);
+  return 0;
+}
+
+static const luaL_Reg st_file_methods[] = {
+    {"entries", l_st_entries}, {"read_box", l_st_read_box}, {"close", l_st_close}, {NULL, NULL}};
+static const luaL_Reg writer_methods[] = {{"wait", l_writer_wait}, {NULL, NULL}};
+
+/* name "dtensor.X": getmetatable answers "X" (protected, as every dtensor userdata) */
+static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction release) {
+  luaL_newmetatable(L, name);
+  lua_newtable(L);
+  luaL_setfuncs(L, methods, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, release), lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, release), lua_setfield(L, -2, "__close");
+  lua_pushstring(L, strchr(name, '.') + 1), lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+}
+
 static const luaL_Reg io_funcs[] = {
-    {"save", l_save}, {"load", l_load}, {"save_npy", l_save_npy}, {"load_npy", l_load_npy}, {NULL, NULL},
+    {"save", l_save}, {"load", l_load}, {"save_npy", l_save_npy}, {"load_npy", l_load_npy},
+    {"_safetensors_open", l_st_open}, {"_checkpoint_write", l_checkpoint_write},
+    {"_dir_make_fresh", l_dir_make_fresh}, {"_dir_remove", l_dir_remove}, {NULL, NULL},
 };
 
 void dt_lua_open_io(lua_State *L, const dt_lua_targets *tg) {
+  new_class(L, ST_FILE_MT, st_file_methods, l_st_close);
+  new_class(L, WRITER_MT, writer_methods, l_writer_free);
   lua_pushvalue(L, tg->module);
   luaL_setfuncs(L, io_funcs, 0);
   lua_pop(L, 1);

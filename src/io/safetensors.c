@@ -5,8 +5,11 @@
 #include "io/file.h"
 #include "io/json.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors I/O assumes a little-endian host"
@@ -108,165 +111,270 @@ int dt_safetensors_save(const char *path, const dt_safetensors *st) {
   return dt_file_writer_commit(&w);
 }
 
-/* ---- load ---- */
-typedef struct entry {
-  int64_t begin, end;
-  int index; /* in st->names */
-  dt_dtype dtype;
-  int ndim;
-  int64_t shape[DT_MAX_DIMS];
-} entry;
-
+/* ---- read: the header, then whole tensors or boxes of them ---- */
 static int cmp_entry(const void *x, const void *y) {
-  const entry *a = x, *b = y;
+  const dt_safetensors_entry *a = *(const dt_safetensors_entry *const *)x, *b = *(const dt_safetensors_entry *const *)y;
   return a->begin < b->begin ? -1 : a->begin > b->begin ? 1 : (a->end > b->end) - (a->end < b->end);
 }
 
-static int fail(const char *path, const char *name, const char *what) {
-  return dt_error("load: %s: tensor '%s': %s", path, name, what);
+static int fail(const char *op, const char *path, const char *name, const char *what) {
+  return dt_error("%s: %s: tensor '%s': %s", op, path, name, what);
 }
 
 /* Validates one header entry; fills dtype/shape and the byte range. */
-static int parse_entry(const char *path, const char *name, const dt_json *e, entry *range) {
-  if (e->type != DT_JSON_OBJECT) return fail(path, name, "entry is not an object");
+static int parse_entry(const char *op, const char *path, const char *name, const dt_json *e, dt_safetensors_entry *range) {
+  if (e->type != DT_JSON_OBJECT) return fail(op, path, name, "entry is not an object");
   const dt_json *jd = dt_json_get(e, "dtype"), *js = dt_json_get(e, "shape"), *jo = dt_json_get(e, "data_offsets");
-  if (!jd || jd->type != DT_JSON_STRING) return fail(path, name, "missing or non-string \"dtype\"");
+  if (!jd || jd->type != DT_JSON_STRING) return fail(op, path, name, "missing or non-string \"dtype\"");
   if (dt_safetensors_dtype_from_code(jd->str, &range->dtype) != DT_OK)
-    return dt_error("load: %s: tensor '%s': unknown dtype '%s' (supported: F32 F64 BF16 F16 I64 I32 U8 BOOL)", path,
+    return dt_error("%s: %s: tensor '%s': unknown dtype '%s' (supported: F32 F64 BF16 F16 I64 I32 U8 BOOL)", op, path,
                     name, jd->str);
-  if (!js || js->type != DT_JSON_ARRAY) return fail(path, name, "missing or non-array \"shape\"");
-  if (js->n > DT_MAX_DIMS) return dt_error("load: %s: tensor '%s': %d dims (at most %d supported)", path, name, js->n, DT_MAX_DIMS);
+  if (!js || js->type != DT_JSON_ARRAY) return fail(op, path, name, "missing or non-array \"shape\"");
+  if (js->n > DT_MAX_DIMS)
+    return dt_error("%s: %s: tensor '%s': %d dims (at most %d supported)", op, path, name, js->n, DT_MAX_DIMS);
   range->ndim = js->n;
   int64_t numel = 1;
   for (int d = 0; d < js->n; d++) {
     const dt_json *s = js->items[d];
-    if (s->type != DT_JSON_INT) return fail(path, name, "shape entries must be integers");
-    if (s->integer < 0) return dt_error("load: %s: tensor '%s': negative dim %lld in shape", path, name, (long long)s->integer);
+    if (s->type != DT_JSON_INT) return fail(op, path, name, "shape entries must be integers");
+    if (s->integer < 0)
+      return dt_error("%s: %s: tensor '%s': negative dim %lld in shape", op, path, name, (long long)s->integer);
     range->shape[d] = s->integer;
   }
   if (dt_shape_numel_checked(js->n, range->shape, &numel) != DT_OK) { /* a 0 dim does not hide the others */
-    char op[600];
-    snprintf(op, sizeof op, "load: %.300s: tensor '%.200s'", path, name);
-    return dt_check_numel(op, js->n, range->shape);
+    char where[600];
+    snprintf(where, sizeof where, "%s: %.300s: tensor '%.200s'", op, path, name);
+    return dt_check_numel(where, js->n, range->shape);
   }
   if (!jo || jo->type != DT_JSON_ARRAY || jo->n != 2 || jo->items[0]->type != DT_JSON_INT || jo->items[1]->type != DT_JSON_INT)
-    return fail(path, name, "\"data_offsets\" must be [begin, end] integers");
+    return fail(op, path, name, "\"data_offsets\" must be [begin, end] integers");
   range->begin = jo->items[0]->integer, range->end = jo->items[1]->integer;
   if (range->begin < 0 || range->end < range->begin)
-    return dt_error("load: %s: tensor '%s': invalid data_offsets [%lld, %lld]", path, name, (long long)range->begin,
+    return dt_error("%s: %s: tensor '%s': invalid data_offsets [%lld, %lld]", op, path, name, (long long)range->begin,
                     (long long)range->end);
   int64_t want = numel * (int64_t)dt_dtype_size(range->dtype);
   if (range->end - range->begin != want)
-    return dt_error("load: %s: tensor '%s': data_offsets [%lld, %lld] hold %lld bytes but shape and dtype %s need %lld",
-                    path, name, (long long)range->begin, (long long)range->end, (long long)(range->end - range->begin),
-                    jd->str, (long long)want);
+    return dt_error("%s: %s: tensor '%s': data_offsets [%lld, %lld] hold %lld bytes but shape and dtype %s need %lld",
+                    op, path, name, (long long)range->begin, (long long)range->end,
+                    (long long)(range->end - range->begin), jd->str, (long long)want);
   return DT_OK;
 }
 
-static int read_metadata(const char *path, const dt_json *m, dt_safetensors *st) {
-  if (m->type != DT_JSON_OBJECT) return dt_error("load: %s: \"__metadata__\" is not an object", path);
+static int read_metadata(const char *op, const char *path, const dt_json *m, dt_safetensors_file *st) {
+  if (m->type != DT_JSON_OBJECT) return dt_error("%s: %s: \"__metadata__\" is not an object", op, path);
   st->meta_keys = calloc((size_t)m->n + 1, sizeof(char *));
   st->meta_values = calloc((size_t)m->n + 1, sizeof(char *));
-  if (!st->meta_keys || !st->meta_values) return dt_error("load: %s: out of memory", path);
+  if (!st->meta_keys || !st->meta_values) return dt_error("%s: %s: out of memory", op, path);
   for (int i = 0; i < m->n; i++) {
     if (m->items[i]->type != DT_JSON_STRING || strlen(m->items[i]->str) != m->items[i]->len)
-      return dt_error("load: %s: metadata value of '%s' is not a string (or holds a NUL)", path, m->keys[i]);
+      return dt_error("%s: %s: metadata value of '%s' is not a string (or holds a NUL)", op, path, m->keys[i]);
     st->meta_keys[i] = strdup(m->keys[i]);
     st->meta_values[i] = strdup(m->items[i]->str);
     st->nmeta = i + 1;
-    if (!st->meta_keys[i] || !st->meta_values[i]) return dt_error("load: %s: out of memory", path);
+    if (!st->meta_keys[i] || !st->meta_values[i]) return dt_error("%s: %s: out of memory", op, path);
   }
   return DT_OK;
 }
 
 /* Every tensor's range must tile the data area exactly: no overlap, no hole, no excess. */
-static int check_layout(const char *path, const dt_safetensors *st, entry *ranges, int n, int64_t data_size) {
-  qsort(ranges, (size_t)n, sizeof *ranges, cmp_entry);
+static int check_layout(const char *op, const char *path, const dt_safetensors_file *st, int64_t data_size) {
+  int n = st->n;
+  const dt_safetensors_entry **sorted = malloc(sizeof *sorted * ((size_t)n + 1));
+  if (!sorted) return dt_error("%s: %s: out of memory", op, path);
+  for (int i = 0; i < n; i++) sorted[i] = &st->entries[i];
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_entry);
   int64_t pos = 0;
-  for (int i = 0; i < n; i++) {
-    const char *name = st->names[ranges[i].index];
-    if (ranges[i].begin < pos) return fail(path, name, "data_offsets overlap another tensor");
-    if (ranges[i].begin > pos)
-      return dt_error("load: %s: tensor '%s': hole in the data before offset %lld", path, name, (long long)ranges[i].begin);
-    if (ranges[i].end > data_size)
-      return dt_error("load: %s: tensor '%s': data_offsets end %lld is past the data size %lld (file truncated?)", path,
-                      name, (long long)ranges[i].end, (long long)data_size);
-    pos = ranges[i].end;
+  int rc = DT_OK;
+  for (int i = 0; rc == DT_OK && i < n; i++) {
+    const dt_safetensors_entry *e = sorted[i];
+    if (e->begin < pos) rc = fail(op, path, e->name, "data_offsets overlap another tensor");
+    else if (e->begin > pos)
+      rc = dt_error("%s: %s: tensor '%s': hole in the data before offset %lld", op, path, e->name, (long long)e->begin);
+    else if (e->end > data_size)
+      rc = dt_error("%s: %s: tensor '%s': data_offsets end %lld is past the data size %lld (file truncated?)", op, path,
+                    e->name, (long long)e->end, (long long)data_size);
+    pos = e->end;
   }
-  if (pos != data_size)
-    return dt_error("load: %s: %lld bytes of data after the last tensor", path, (long long)(data_size - pos));
-  return DT_OK;
+  free(sorted);
+  if (rc == DT_OK && pos != data_size)
+    rc = dt_error("%s: %s: %lld bytes of data after the last tensor", op, path, (long long)(data_size - pos));
+  return rc;
 }
 
-static int load_header(const char *path, FILE *f, int64_t fsize, dt_json **hdr, int64_t *data_start) {
+static int load_header(const char *op, const char *path, FILE *f, int64_t fsize, dt_json **hdr, int64_t *data_start) {
   unsigned char len8[8];
-  if (fsize < 8) return dt_error("load: %s: file is %lld bytes, too short for a safetensors header", path, (long long)fsize);
-  if (dt_file_read_at(f, 0, len8, 8, path, "load") != DT_OK) return DT_ERR;
+  if (fsize < 8) return dt_error("%s: %s: file is %lld bytes, too short for a safetensors header", op, path, (long long)fsize);
+  if (dt_file_read_at(f, 0, len8, 8, path, op) != DT_OK) return DT_ERR;
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
   if (hlen > (uint64_t)(fsize - 8))
-    return dt_error("load: %s: header length %llu exceeds the file size %lld", path, (unsigned long long)hlen, (long long)fsize);
-  if (hlen > ST_MAX_HEADER) return dt_error("load: %s: header length %llu is too large", path, (unsigned long long)hlen);
+    return dt_error("%s: %s: header length %llu exceeds the file size %lld", op, path, (unsigned long long)hlen,
+                    (long long)fsize);
+  if (hlen > ST_MAX_HEADER) return dt_error("%s: %s: header length %llu is too large", op, path, (unsigned long long)hlen);
   char *text = malloc(hlen ? hlen : 1);
-  if (!text) return dt_error("load: %s: out of memory", path);
-  if (dt_file_read_at(f, 8, text, hlen, path, "load") != DT_OK) return free(text), DT_ERR;
+  if (!text) return dt_error("%s: %s: out of memory", op, path);
+  if (dt_file_read_at(f, 8, text, hlen, path, op) != DT_OK) return free(text), DT_ERR;
   int rc = hlen && text[0] == '{' ? dt_json_parse(text, hlen, hdr) : dt_error("json: header does not start with '{'");
   free(text);
-  if (rc != DT_OK) return dt_error_prefix("load: %s: invalid header", path);
+  if (rc != DT_OK) return dt_error_prefix("%s: %s: invalid header", op, path);
   if ((*hdr)->type != DT_JSON_OBJECT) {
     dt_json_free(*hdr);
-    return dt_error("load: %s: header is not a JSON object", path);
+    return dt_error("%s: %s: header is not a JSON object", op, path);
   }
   *data_start = 8 + (int64_t)hlen;
   return DT_OK;
 }
 
 /* Parses and checks every entry first, so a corrupt header never triggers a big allocation. */
-static int load_tensors(const char *path, FILE *f, const dt_json *hdr, int64_t data_start, int64_t fsize,
-                        dt_safetensors *st, entry *ranges) {
-  int n = 0;
+static int read_entries(const char *op, const dt_json *hdr, int64_t fsize, dt_safetensors_file *st) {
+  st->entries = calloc((size_t)hdr->n + 1, sizeof *st->entries);
+  if (!st->entries) return dt_error("%s: %s: out of memory", op, st->path);
   for (int i = 0; i < hdr->n; i++) {
     if (strcmp(hdr->keys[i], "__metadata__") == 0) {
-      if (read_metadata(path, hdr->items[i], st) != DT_OK) return DT_ERR;
+      if (read_metadata(op, st->path, hdr->items[i], st) != DT_OK) return DT_ERR;
       continue;
     }
-    entry *e = &ranges[n];
-    if (parse_entry(path, hdr->keys[i], hdr->items[i], e) != DT_OK) return DT_ERR;
-    e->index = n;
-    st->names[n] = strdup(hdr->keys[i]);
-    if (!st->names[n]) return dt_error("load: %s: out of memory", path);
-    st->n = ++n;
+    dt_safetensors_entry *e = &st->entries[st->n];
+    if (parse_entry(op, st->path, hdr->keys[i], hdr->items[i], e) != DT_OK) return DT_ERR;
+    if (!(e->name = strdup(hdr->keys[i]))) return dt_error("%s: %s: out of memory", op, st->path);
+    st->n++;
   }
-  if (check_layout(path, st, ranges, n, fsize - data_start) != DT_OK) return DT_ERR;
-  for (int i = 0; i < n; i++) {
-    const entry *e = &ranges[i];
-    dt_tensor *t = st->tensors[e->index] = dt_tensor_empty(e->dtype, e->ndim, e->shape, DT_HOST);
-    if (!t) return dt_error_prefix("load: %s", path);
-    size_t nbytes = (size_t)(e->end - e->begin);
-    if (dt_file_read_at(f, data_start + e->begin, dt_tensor_data(t), nbytes, path, "load") != DT_OK) return DT_ERR;
-    if (t->dtype == DT_BOOL) { /* any non-zero byte is true; store canonical 0/1 */
-      unsigned char *p = dt_tensor_data(t);
-      for (size_t k = 0; k < nbytes; k++) p[k] = p[k] != 0;
-    }
+  return check_layout(op, st->path, st, fsize - st->data_start);
+}
+
+void dt_safetensors_close(dt_safetensors_file *st) {
+  if (!st) return;
+  for (int i = 0; i < st->n; i++) free(st->entries[i].name);
+  for (int i = 0; i < st->nmeta; i++) free(st->meta_keys[i]), free(st->meta_values[i]);
+  free(st->entries), free(st->meta_keys), free(st->meta_values), free(st->path);
+  if (st->f) fclose(st->f);
+  free(st);
+}
+
+int dt_safetensors_open(const char *path, const char *op, dt_safetensors_file **out) {
+  *out = NULL;
+  dt_safetensors_file *st = calloc(1, sizeof *st);
+  if (!st || !(st->path = strdup(path))) return free(st), dt_error("%s: %s: out of memory", op, path);
+  int64_t fsize;
+  if (!(st->f = dt_file_open_read(path, op, &fsize))) return dt_safetensors_close(st), DT_ERR;
+  dt_json *hdr = NULL;
+  if (load_header(op, path, st->f, fsize, &hdr, &st->data_start) != DT_OK) return dt_safetensors_close(st), DT_ERR;
+  int rc = read_entries(op, hdr, fsize, st);
+  dt_json_free(hdr);
+  if (rc != DT_OK) return dt_safetensors_close(st), DT_ERR;
+  *out = st;
+  return DT_OK;
+}
+
+int dt_safetensors_find(const dt_safetensors_file *st, const char *name) {
+  for (int i = 0; i < st->n; i++)
+    if (strcmp(st->entries[i].name, name) == 0) return i;
+  return -1;
+}
+
+#define READ_THROUGH_GAP (64 * 1024)       /* bytes between runs read rather than skipped */
+#define READ_THROUGH_BUF (8 * 1024 * 1024) /* the most one read-through covers */
+
+/* pread until n bytes arrived (large reads may come back short) */
+static int read_full(const dt_safetensors_file *st, int64_t off, char *buf, size_t n, const char *op, const char *name) {
+  while (n > 0) {
+    ssize_t got = pread(fileno(st->f), buf, n, (off_t)off);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return dt_error("%s: %s: tensor '%s': read failed (%s)", op, st->path, name, strerror(errno));
+    if (got == 0) return dt_error("%s: %s: tensor '%s': file is truncated", op, st->path, name);
+    buf += got, off += got, n -= (size_t)got;
   }
   return DT_OK;
 }
 
-int dt_safetensors_load(const char *path, dt_safetensors *st) {
-  memset(st, 0, sizeof *st);
-  int64_t fsize, data_start = 0;
-  FILE *f = dt_file_open_read(path, "load", &fsize);
-  if (!f) return DT_ERR;
-  dt_json *hdr = NULL;
-  if (load_header(path, f, fsize, &hdr, &data_start) != DT_OK) return fclose(f), DT_ERR;
-  st->names = calloc((size_t)hdr->n + 1, sizeof(char *));
-  st->tensors = calloc((size_t)hdr->n + 1, sizeof(dt_tensor *));
-  entry *ranges = calloc((size_t)hdr->n + 1, sizeof(entry));
-  int rc = st->names && st->tensors && ranges ? load_tensors(path, f, hdr, data_start, fsize, st, ranges)
-                                              : dt_error("load: %s: out of memory", path);
-  free(ranges);
-  dt_json_free(hdr);
-  fclose(f);
-  if (rc != DT_OK) dt_safetensors_free(st);
+int dt_safetensors_read_box(const dt_safetensors_file *st, int index, const int64_t *src_start, const int64_t *size,
+                            dt_tensor *dst, const int64_t *dst_start, const char *op) {
+  const dt_safetensors_entry *e = &st->entries[index];
+  int nd = e->ndim;
+  if (dst->dtype != e->dtype)
+    return dt_error("%s: %s: tensor '%s': the file holds %s, the destination is %s", op, st->path, e->name,
+                    dt_dtype_name(e->dtype), dt_dtype_name(dst->dtype));
+  if (dst->ndim != nd)
+    return dt_error("%s: %s: tensor '%s': the file holds %d dims, the destination has %d", op, st->path, e->name, nd,
+                    dst->ndim);
+  if (dt_tensor_device(dst) != DT_HOST || !dt_tensor_is_contiguous(dst))
+    return dt_error("%s: %s: tensor '%s': the destination must be a contiguous host tensor", op, st->path, e->name);
+  int64_t numel = 1;
+  for (int d = 0; d < nd; d++) {
+    if (size[d] < 0 || src_start[d] < 0 || dst_start[d] < 0 || src_start[d] + size[d] > e->shape[d] ||
+        dst_start[d] + size[d] > dst->shape[d])
+      return dt_error("%s: %s: tensor '%s': dim %d: box [%lld, +%lld) does not fit the file's %lld or the destination's "
+                      "[%lld, +%lld) of %lld", op, st->path, e->name, d + 1, (long long)src_start[d], (long long)size[d],
+                      (long long)e->shape[d], (long long)dst_start[d], (long long)size[d], (long long)dst->shape[d]);
+    numel *= size[d];
+  }
+  if (numel == 0) return DT_OK;
+  size_t el = dt_dtype_size(e->dtype);
+  int64_t sstride[DT_MAX_DIMS], dstride[DT_MAX_DIMS];
+  dt_contiguous_strides(nd, e->shape, sstride);
+  dt_contiguous_strides(nd, dst->shape, dstride);
+  /* dims [k, nd) form one contiguous run in both file and destination: read them at once */
+  int k = nd > 0 ? nd - 1 : 0;
+  int64_t run = nd > 0 ? size[nd - 1] : 1;
+  while (k > 0 && size[k] == e->shape[k] && size[k] == dst->shape[k]) k--, run *= size[k];
+  /* Short runs with small gaps (a box narrow in its last dims) are read through: one large
+   * read of several runs beats a syscall per run.  m = runs per read along dim k - 1. */
+  int j = k - 1;
+  int64_t run_bytes = run * (int64_t)el, step = j >= 0 ? sstride[j] * (int64_t)el : 0, m = 1;
+  if (j >= 0 && size[j] > 1 && step - run_bytes <= READ_THROUGH_GAP && run_bytes < READ_THROUGH_BUF / 2)
+    m = (READ_THROUGH_BUF - run_bytes) / step + 1;
+  char *buf = m > 1 ? malloc((size_t)((m - 1) * step + run_bytes)) : NULL;
+  if (m > 1 && !buf) m = 1; /* no buffer: a read per run */
+  int64_t idx[DT_MAX_DIMS] = {0};
+  char *base = dt_tensor_data(dst);
+  int rc = DT_OK;
+  for (;;) {
+    int64_t so = 0, doff = 0;
+    for (int d = 0; d < nd; d++) so += (src_start[d] + idx[d]) * sstride[d], doff += (dst_start[d] + idx[d]) * dstride[d];
+    int64_t runs = j >= 0 && m > 1 ? (size[j] - idx[j] < m ? size[j] - idx[j] : m) : 1;
+    char *p = base + doff * (int64_t)el;
+    int64_t at = st->data_start + e->begin + so * (int64_t)el;
+    if (runs == 1) {
+      rc = read_full(st, at, p, (size_t)run_bytes, op, e->name);
+    } else {
+      rc = read_full(st, at, buf, (size_t)((runs - 1) * step + run_bytes), op, e->name);
+      for (int64_t r = 0; rc == DT_OK && r < runs; r++) memcpy(p + r * dstride[j] * (int64_t)el, buf + r * step, (size_t)run_bytes);
+    }
+    if (rc != DT_OK) break;
+    if (e->dtype == DT_BOOL) /* any non-zero byte is true; store canonical 0/1 */
+      for (int64_t r = 0; r < runs; r++) {
+        char *q = p + (j >= 0 ? r * dstride[j] * (int64_t)el : 0);
+        for (int64_t c = 0; c < run; c++) q[c] = q[c] != 0;
+      }
+    if (j < 0) break;
+    idx[j] += runs - 1;
+    int d = j;
+    while (d >= 0 && ++idx[d] == size[d]) idx[d--] = 0;
+    if (d < 0) break;
+  }
+  free(buf);
+  return rc;
+}
+
+int dt_safetensors_load(const char *path, dt_safetensors *out) {
+  memset(out, 0, sizeof *out);
+  dt_safetensors_file *st;
+  if (dt_safetensors_open(path, "load", &st) != DT_OK) return DT_ERR;
+  out->names = calloc((size_t)st->n + 1, sizeof(char *));
+  out->tensors = calloc((size_t)st->n + 1, sizeof(dt_tensor *));
+  int rc = out->names && out->tensors ? DT_OK : dt_error("load: %s: out of memory", path);
+  int64_t zero[DT_MAX_DIMS] = {0};
+  for (int i = 0; rc == DT_OK && i < st->n; i++) {
+    const dt_safetensors_entry *e = &st->entries[i];
+    out->names[i] = e->name, st->entries[i].name = NULL; /* moved */
+    out->n = i + 1;
+    dt_tensor *t = out->tensors[i] = dt_tensor_empty(e->dtype, e->ndim, e->shape, DT_HOST);
+    if (!t) rc = dt_error_prefix("load: %s", path);
+    else rc = dt_safetensors_read_box(st, i, zero, e->shape, t, zero, "load");
+  }
+  out->nmeta = st->nmeta, out->meta_keys = st->meta_keys, out->meta_values = st->meta_values;
+  st->nmeta = 0, st->meta_keys = st->meta_values = NULL;
+  dt_safetensors_close(st);
+  if (rc != DT_OK) dt_safetensors_free(out);
   return rc;
 }

@@ -9,6 +9,8 @@
 
 #include "tensor/tensor.h"
 
+#include <stdio.h>
+
 typedef struct dt_safetensors {
   int n;              /* tensors */
   char **names;
@@ -25,6 +27,37 @@ DT_API int dt_safetensors_save(const char *path, const dt_safetensors *st);
  * Errors are "load: <path>: ..." and leave *st empty. */
 DT_API int dt_safetensors_load(const char *path, dt_safetensors *st);
 DT_API void dt_safetensors_free(dt_safetensors *st);
+
+/* An open file whose header has been read and validated (the layout tiles the data, so a
+ * truncated file is refused here): tensors are then read whole or by boxes. */
+typedef struct dt_safetensors_entry {
+  char *name;
+  dt_dtype dtype;
+  int ndim;
+  int64_t shape[DT_MAX_DIMS];
+  int64_t begin, end; /* byte range in the data area */
+} dt_safetensors_entry;
+
+typedef struct dt_safetensors_file {
+  char *path;
+  FILE *f;
+  int64_t data_start; /* file offset of the data area */
+  int n;
+  dt_safetensors_entry *entries; /* in header order */
+  int nmeta;
+  char **meta_keys, **meta_values;
+} dt_safetensors_file;
+
+/* Errors are "<op>: <path>: ...". */
+DT_API int dt_safetensors_open(const char *path, const char *op, dt_safetensors_file **out);
+DT_API void dt_safetensors_close(dt_safetensors_file *st);
+/* The entry index of name, or -1. */
+DT_API int dt_safetensors_find(const dt_safetensors_file *st, const char *name);
+/* Reads the box [src_start, src_start + size) of entry `index` into the contiguous host
+ * tensor dst at dst_start (dtype must match), with one read per contiguous run; only
+ * those bytes are read.  Thread-safe for distinct dst (pread). */
+DT_API int dt_safetensors_read_box(const dt_safetensors_file *st, int index, const int64_t *src_start,
+                                   const int64_t *size, dt_tensor *dst, const int64_t *dst_start, const char *op);
 
 /* "F32" <-> DT_FLOAT32 and so on; DT_ERR for codes this runtime has no dtype for. */
 DT_API const char *dt_safetensors_dtype_code(dt_dtype t);

@@ -39,11 +39,7 @@ end)
 describe("train_gpt.lua", function()
   local SMALL = "--steps 20 --dtype float64 --layers 2 --width 32 --heads 4 --digits 4 --batch 8 --print-losses"
 
-  local function losses_of(out)
-    local l = {}
-    for step, v in out:gmatch("step (%d+) loss (%S+)\n") do l[tonumber(step)] = tonumber(v) end
-    return l
-  end
+  local losses_of = launch.losses
 
   local function saved(path)
     local t = dt.load(path)

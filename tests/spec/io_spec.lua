@@ -227,6 +227,59 @@ describe("safetensors", function()
   end)
 end)
 
+describe("safetensors read by boxes (dt.checkpoint's reader)", function()
+  it("reads any box of any tensor into any place of a destination, equal to narrowing the whole", function()
+    local rng = require("tests.spec.support.spec_helpers").prng(77)
+    for case = 1, 30 do
+      local ndim = rng.int(0, 4)
+      local shape = {}
+      for d = 1, ndim do shape[d] = rng.int(case % 5 == 0 and 0 or 1, 5) end
+      local dtype = ({"float32", "float64", "int64", "uint8", "bool", "bfloat16"})[rng.int(1, 6)]
+      local n = 1
+      for _, v in ipairs(shape) do n = n * v end
+      local x = dt.arange(n):remainder(7):reshape(shape):to(dtype)
+      local p = path("box.safetensors")
+      dt.save({x = x, other = dt.ones(3)}, p)
+      local f = dt._safetensors_open(p, "read_box")
+      local entries = f:entries()
+      assert.are.same({dtype = dtype, shape = shape}, {dtype = entries.x.dtype, shape = entries.x.shape})
+      local src, size, at, dshape = {}, {}, {}, {}
+      for d = 1, ndim do
+        src[d] = rng.int(0, shape[d])
+        size[d] = rng.int(0, shape[d] - src[d])
+        at[d] = rng.int(0, 2)
+        dshape[d] = at[d] + size[d] + rng.int(0, 2)
+      end
+      local dst = dt.zeros(dshape, {dtype = dtype})
+      f:read_box("x", dst, src, size, at)
+      local want, got = x, dst
+      for d = 1, ndim do
+        want = want:narrow(d, src[d] + 1, size[d])
+        got = got:narrow(d, at[d] + 1, size[d])
+      end
+      assert(dt.equal(got, want), "case " .. case)
+      assert.are.equal(0, (dst:to("float64"):sum() - got:to("float64"):sum()):item()) -- nothing else written
+      f:close()
+    end
+  end)
+
+  it("refuses a dtype or box that does not match, naming the file and the tensor", function()
+    local p = path("box.safetensors")
+    dt.save({x = dt.arange(6):reshape(2, 3)}, p)
+    local f = dt._safetensors_open(p, "read_box")
+    fails("read_box: " .. p .. ": tensor 'x': the file holds int64, the destination is float32", f.read_box, f, "x",
+          dt.zeros(2, 3), {0, 0}, {2, 3}, {0, 0})
+    fails("read_box: " .. p .. ": tensor 'x': dim 2: box [1, +3) does not fit", f.read_box, f, "x",
+          dt.zeros(2, 3, {dtype = "int64"}), {0, 1}, {2, 3}, {0, 0})
+    fails("read_box: " .. p .. ": tensor 'y' is not in the file", f.read_box, f, "y", dt.zeros(1), {0}, {1}, {0})
+    f:close()
+    fails("safetensors file is closed", f.entries, f)
+    write_bytes(p, read_bytes(p):sub(1, -3))
+    fails("read_box: " .. p .. ": tensor 'x': data_offsets end 48 is past the data size 46 (file truncated?)",
+          dt._safetensors_open, p, "read_box")
+  end)
+end)
+
 describe("npy", function()
   for _, d in ipairs(dtypes) do
     if d ~= "bfloat16" then

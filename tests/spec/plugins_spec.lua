@@ -10,11 +10,7 @@ local function tmpdir()
   return d
 end
 
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
+local write = H.write
 
 local count = H.count
 

@@ -19,6 +19,8 @@ local function string_text(s)
   return '"' .. s:gsub('[%c"\\]', function(c) return ESCAPES[c] or string.format("\\u%04x", c:byte()) end) .. '"'
 end
 
+M.quote = string_text -- a JSON string literal (dt.checkpoint's index writer)
+
 local function value_text(v, what)
   local t = type(v)
   if t == "number" then return number_text(v) end

@@ -14,6 +14,20 @@ end
 
 function M.sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
+-- Writes text to path (a script or data file for a subprocess).
+function M.write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+-- The losses a run printed with --print-losses ("step N loss X" lines): {[N] = X}.
+function M.losses(out)
+  local l = {}
+  for step, v in out:gmatch("step (%d+) loss (%S+)\n") do l[tonumber(step)] = tonumber(v) end
+  return l
+end
+
 -- Runs a shell command; returns its output (stdout+stderr), exit status and seconds.
 function M.capture(cmd)
   local t0 = os.time()

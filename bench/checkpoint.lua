@@ -1,0 +1,112 @@
+-- Checkpoint throughput: dt.checkpoint.save and load of a sharded state (default 1 GiB of
+-- float32, 8 tensors Shard(1) over the ranks), as a ratio of the disk's sequential write and
+-- read measured in the same run with dd (write: conv=fsync, as each shard file is fsync'ed;
+-- read: right after writing, so both dd and the load read the page cache -- see
+-- doc/performance.md), and the training time an async save costs.
+--   dtlua -n 4 bench/checkpoint.lua [MiB = 1024] [dir = a new temporary directory]
+local baseline = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/load_baseline.lua")
+local now = baseline.now
+local D = dt.distributed
+local n, rank = dt.world_size(), dt.rank()
+local mib = tonumber(arg and arg[1]) or 1024
+
+-- one directory name for every rank (rank 0's)
+local function shared_name(name)
+  local bytes = {name:byte(1, -1)}
+  for i = #bytes + 1, 256 do bytes[i] = 0 end
+  local out = {}
+  for _, b in ipairs(D.broadcast(dt.tensor(bytes, {dtype = "uint8"}), 0):tolist()) do
+    if b ~= 0 then out[#out + 1] = string.char(b) end
+  end
+  return table.concat(out)
+end
+local base = arg and arg[2]
+if not base then
+  base = rank == 0 and os.tmpname() or ""
+  if rank == 0 then os.remove(base) end
+end
+base = shared_name(base)
+local dir = base .. "/ckpt"
+if rank == 0 then os.execute("mkdir -p '" .. base .. "'") end
+dt.barrier()
+
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+-- seconds of a collective phase: the slowest rank's (from a barrier to the end)
+local function timed(f)
+  dt.barrier()
+  local t0 = now()
+  f()
+  local t = dt.tensor({now() - t0}, {dtype = "float64"})
+  D.all_reduce(t, "max")
+  return t:item()
+end
+
+local bytes = mib * 1024 * 1024
+local mesh = dt.init_device_mesh("cpu", {n})
+local TENSORS = 8
+local rows = bytes // TENSORS // 4 // 1024
+local state = {model = {}}
+for i = 1, TENSORS do
+  state.model["w" .. i] = dt.distribute_tensor(dt.full({rows, 1024}, i, {dtype = "float32"}), mesh, {dt.Shard(1)},
+                                              {src_rank = false})
+end
+local total = rows * 1024 * 4 * TENSORS
+
+-- the disk: one sequential dd stream of the same size, write then read
+local dd_write, dd_read
+if rank == 0 then
+  local f = base .. "/dd.bin"
+  local t0 = now()
+  sh(string.format("dd if=/dev/zero of='%s' bs=4M count=%d conv=fsync", f, total // (4 * 1024 * 1024)))
+  dd_write = now() - t0
+  t0 = now()
+  sh(string.format("dd if='%s' of=/dev/null bs=4M", f))
+  dd_read = now() - t0
+  os.remove(f)
+end
+local disk = D.broadcast(dt.tensor({dd_write or 0, dd_read or 0}, {dtype = "float64"}), 0):tolist()
+
+local t_save = timed(function() dt.checkpoint.save(state, dir) end)
+local target = {model = {}}
+for i = 1, TENSORS do -- loaded into other placements: Shard(2) (reads strided byte ranges)
+  target.model["w" .. i] = dt.distribute_tensor(dt.zeros(rows, 1024, {dtype = "float32"}), mesh, {dt.Shard(2)},
+                                               {src_rank = false})
+end
+local t_load = timed(function() dt.checkpoint.load(target, dir) end)
+local t_load_same = timed(function() dt.checkpoint.load(state, dir) end)
+
+-- training time lost to an async save: the same compute loop alone, then with a save in flight
+local a, b = dt.randn(384, 384), dt.randn(384, 384)
+local function train(steps) for _ = 1, steps do a = (a:matmul(b)):tanh() end end
+train(2)
+local steps = 40
+local t_train = timed(function() train(steps) end)
+local handle
+local t_async_call = timed(function() handle = dt.checkpoint.save(state, dir, {async = true}) end)
+local t_train_async = timed(function() train(steps) end)
+local t_wait = timed(function() handle:wait() end)
+
+local gib = total / 2 ^ 30
+if rank == 0 then
+  print(string.format("# bench/checkpoint.lua: %d rank(s), %s backend, %.2f GiB state (%d tensors, Shard(1))", n,
+                      dt.backend(), gib, TENSORS))
+  print(string.format("disk (dd, one stream): write+fsync %.2f GiB/s, read %.2f GiB/s", gib / disk[1], gib / disk[2]))
+  print(string.format("save:                  %.3f s  %.2f GiB/s  ratio to dd write %.2f", t_save, gib / t_save,
+                      disk[1] / t_save))
+  print(string.format("load (Shard(1)->Shard(2)): %.3f s  %.2f GiB/s  ratio to dd read %.2f", t_load, gib / t_load,
+                      disk[2] / t_load))
+  print(string.format("load (same placements):    %.3f s  %.2f GiB/s  ratio to dd read %.2f", t_load_same,
+                      gib / t_load_same, disk[2] / t_load_same))
+  print(string.format("async save: call %.3f s (the copy), training %d steps %.3f s alone, %.3f s with the save in " ..
+                      "flight (%.3f s lost, %.0f%% of the blocking save), wait after %.3f s", t_async_call, steps, t_train,
+                      t_train_async, t_async_call + t_train_async - t_train,
+                      100 * (t_async_call + t_train_async - t_train) / t_save, t_wait))
+end
+dt.barrier()
+if rank == 0 and not (arg and arg[2]) then os.execute("rm -rf '" .. base .. "'") end

@@ -1,0 +1,258 @@
+-- dt.checkpoint: distributed checkpoints of DTensor state (doc/checkpoint.md).
+--   save(state, dir, {async = false})  each rank writes the blocks it owns (a replicated block
+--                                      once) as safetensors files + model.safetensors.index.json,
+--                                      into <dir>.dtlua-tmp, swapped in when every rank is done
+--   load(state, dir)                   fills state's tensors for their current mesh and
+--                                      placements, reading only the byte ranges each rank needs
+--   consolidate(dir, path)             one ordinary safetensors file
+local core = require "dtensor.core"
+local tree = require "dtensor.checkpoint.state_tree"
+local index = require "dtensor.checkpoint.index"
+local agree = require "dtensor.checkpoint.agree"
+local M = {}
+
+local pending = {} -- async saves not yet waited for (the writers' __gc joins at program end)
+
+local function wait_pending()
+  local list = pending
+  pending = {}
+  for _, h in ipairs(list) do h:wait() end
+end
+
+local function shard_file(rank, world) return string.format("model-%05d-of-%05d.safetensors", rank + 1, world) end
+
+local function numel(shape)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return n
+end
+
+local function zeros(n)
+  local z = {}
+  for i = 1, n do z[i] = 0 end
+  return z
+end
+
+-- a DTensor whose Partial placements are reduced (blocks of a partial tensor are not its values)
+local function without_partial(x)
+  local ps, changed = {}, false
+  for i, p in ipairs(x.placements) do
+    if p:is_partial() then ps[i], changed = core.Replicate(), true else ps[i] = p end
+  end
+  return changed and x:redistribute(x.device_mesh, ps) or x
+end
+
+-- the blocks of tensor x: {{rank = writer, offset, shape}}, each distinct non-empty block
+-- once, written by the lowest rank holding it
+local function blocks_of(x)
+  if not core.is_dtensor(x) then return {{rank = 0, offset = zeros(x:dim()), shape = x:size()}} end
+  local by_key, list = {}, {}
+  for _, s in ipairs(core._dtensor_shards(x)) do
+    if numel(s.shape) > 0 then
+      local key = table.concat(s.offset, ",") .. "|" .. table.concat(s.shape, ",")
+      local b = by_key[key]
+      if not b then
+        b = {rank = s.rank, offset = s.offset, shape = s.shape}
+        by_key[key] = b
+        list[#list + 1] = b
+      elseif s.rank < b.rank then
+        b.rank = s.rank
+      end
+    end
+  end
+  if #list == 0 then list[1] = {rank = 0, offset = zeros(x:dim()), shape = x:size(), empty = true} end
+  table.sort(list, function(a, b) -- the block at the origin first: the weight_map names its file
+    for d = 1, #a.offset do
+      if a.offset[d] ~= b.offset[d] then return a.offset[d] < b.offset[d] end
+    end
+    return false
+  end)
+  return list
+end
+
+local Handle = {}
+Handle.__index = Handle
+
+-- h:wait(): the save is complete (on every rank: a collective); raises its error on every rank
+function Handle:wait()
+  if self.done then return end
+  self.done = true
+  local ok, err = pcall(self.writer.wait, self.writer)
+  self.writer = nil
+  local agreed, aerr = pcall(agree, "checkpoint.save", ok, err)
+  if not agreed then
+    if core.rank() == 0 then pcall(core._dir_remove, self.tmp) end -- the previous checkpoint stays
+    error(aerr, 2)
+  end
+end
+
+-- the checked (dir, opts) of save and load; waits for a pending async save
+local function arguments(op, dir, opts, known)
+  if type(dir) ~= "string" or dir == "" then error(op .. ": dir must be a directory path, got " .. type(dir), 3) end
+  if opts ~= nil and type(opts) ~= "table" then error(op .. ": options must be a table, got " .. type(opts), 3) end
+  for k in pairs(opts or {}) do
+    if not known[k] then error(op .. ": unknown option '" .. tostring(k) .. "' (options: " .. known._list .. ")", 3) end
+  end
+  wait_pending()
+  return (dir:gsub("/+$", "")), opts or {}
+end
+
+function M.save(state, dir, opts)
+  local op = "checkpoint.save"
+  dir, opts = arguments(op, dir, opts, {async = true, _list = "async"})
+  local rank, world = core.rank(), core.world_size()
+  local leaves = tree.flatten(state, op)
+  local tensors, values, mine = {}, {}, {}
+  do
+    local _ <close> = core.no_grad()
+    for _, leaf in ipairs(leaves) do
+      local x = leaf.value
+      if core.is_tensor(x) then
+        if core.is_dtensor(x) then x = without_partial(x) end
+        local pieces = {}
+        for i, b in ipairs(blocks_of(x)) do
+          pieces[i] = {file = shard_file(b.rank, world), offset = b.offset, shape = b.shape}
+          if b.rank == rank then
+            local data = b.empty and core.empty(x:size(), {dtype = x.dtype}) or
+                         (core.is_dtensor(x) and x:to_local() or x):detach()
+            mine[leaf.name] = opts.async and data:clone() or data -- async: a private copy
+          end
+        end
+        tensors[#tensors + 1] = {name = leaf.name, path = leaf.path, dtype = x.dtype, shape = x:size(),
+                                 elsize = x:element_size(), pieces = pieces}
+      else
+        values[#values + 1] = leaf
+      end
+    end
+  end
+  local tmp = dir .. ".dtlua-tmp"
+  local ok, err = true, nil
+  if rank == 0 then ok, err = pcall(core._dir_make_fresh, tmp, op) end
+  agree(op, ok, err) -- also the barrier: the directory exists before anyone writes
+  ok, err = pcall(core._checkpoint_write, {
+    tmp_dir = tmp, final_dir = dir, file = next(mine) ~= nil and shard_file(rank, world) or nil, tensors = mine,
+    index_name = rank == 0 and index.NAME or nil,
+    index_text = rank == 0 and index.encode(tensors, values, world) or nil,
+    rank = rank, world = world, async = opts.async == true})
+  local h = setmetatable({writer = ok and err or nil, tmp = tmp}, Handle)
+  if not ok then h.writer = {wait = function() error(err, 0) end} end
+  if not opts.async then return h:wait() end
+  pending[#pending + 1] = h
+  return h
+end
+
+-- the box of x this rank fills: offset and shape (nil off x's mesh)
+local function my_box(x)
+  if not core.is_dtensor(x) then return zeros(x:dim()), x:size() end
+  local me = core.rank()
+  for _, s in ipairs(core._dtensor_shards(x)) do
+    if s.rank == me then return s.offset, s.shape end
+  end
+end
+
+-- reads into dst (offset `at`, shape `size` in the global tensor) every piece's overlap
+local function read_into(cat, dir, name, entry, dst, at, size)
+  for _, p in ipairs(entry.pieces) do
+    local src, box, dst_at, empty = {}, {}, {}, false
+    for d = 1, #size do
+      local lo = math.max(at[d], p.offset[d])
+      local hi = math.min(at[d] + size[d], p.offset[d] + p.shape[d])
+      if hi <= lo then empty = true break end
+      src[d], box[d], dst_at[d] = lo - p.offset[d], hi - lo, lo - at[d]
+    end
+    if not empty then
+      cat.files[p.file]:read_box(name, dst, src, box, dst_at)
+    end
+  end
+end
+
+function M.load(state, dir, opts)
+  local op = "checkpoint.load"
+  dir = arguments(op, dir, opts, {_list = "none"})
+  local leaves = tree.flatten(state, op)
+  -- header checks: deterministic, so every rank raises the same error
+  local ok, cat = pcall(index.read, dir, op)
+  if not ok then error(cat, 2) end
+  local staged, wanted = {}, {}
+  local err
+  ok, err = pcall(function()
+    for _, leaf in ipairs(leaves) do
+      local x = leaf.value
+      wanted[leaf.name] = true
+      if core.is_tensor(x) then
+        local e = cat.tensors[leaf.name]
+        local ipath = dir .. "/" .. index.NAME
+        if not e then error(string.format("%s: %s: tensor '%s' is not in the checkpoint", op, ipath, leaf.name), 0) end
+        if not index.same(e.shape, x:size()) then
+          error(string.format("%s: %s: tensor '%s' has shape %s in the checkpoint, %s in the state", op, ipath,
+                              leaf.name, index.shape_text(e.shape), index.shape_text(x:size())), 0)
+        end
+        if e.dtype ~= x.dtype then
+          error(string.format("%s: %s: tensor '%s' is %s in the checkpoint, %s in the state", op, ipath, leaf.name,
+                              e.dtype, x.dtype), 0)
+        end
+        local at, size = my_box(x)
+        if at then
+          local tmp = core.empty(size, {dtype = e.dtype})
+          staged[#staged + 1] = {target = x, tmp = tmp, name = leaf.name, at = at, size = size, entry = e}
+        end
+      elseif cat.values[leaf.name] == nil and next(cat.values) ~= nil then
+        error(string.format("%s: %s/%s: value '%s' is not in the checkpoint", op, dir, index.NAME, leaf.name), 0)
+      end
+    end
+  end)
+  if not ok then
+    index.close(cat)
+    error(err, 2)
+  end
+  -- entries of the checkpoint the state does not have (a fresh optimizer's state): whole tensors
+  local extra = {}
+  for name, e in pairs(cat.tensors) do
+    if not wanted[name] and e.path then
+      local tmp = core.empty(e.shape, {dtype = e.dtype})
+      extra[#extra + 1] = {path = e.path, tmp = tmp}
+      staged[#staged + 1] = {tmp = tmp, name = name, at = zeros(#e.shape), size = e.shape, entry = e}
+    end
+  end
+  -- data: only I/O can fail from here; every rank agrees before anything is committed
+  ok, err = pcall(function()
+    for _, s in ipairs(staged) do read_into(cat, dir, s.name, s.entry, s.tmp, s.at, s.size) end
+  end)
+  index.close(cat)
+  agree(op, ok, err)
+  local _ <close> = core.no_grad()
+  for _, s in ipairs(staged) do
+    if s.target then (core.is_dtensor(s.target) and s.target:to_local() or s.target):copy_(s.tmp) end
+  end
+  for _, x in ipairs(extra) do tree.set(state, x.path, x.tmp) end
+  for _, v in pairs(cat.values) do tree.set(state, v.path, v.value) end
+  return state
+end
+
+function M.consolidate(dir, path)
+  local op = "checkpoint.consolidate"
+  if type(dir) ~= "string" or type(path) ~= "string" then
+    error(op .. ": expected (dir, path) strings, got " .. type(dir) .. ", " .. type(path), 2)
+  end
+  dir = dir:gsub("/+$", "")
+  wait_pending()
+  local ok, err = true, nil
+  if core.rank() == 0 then -- one writer; the others wait for its outcome
+    ok, err = pcall(function()
+      local cat = index.read(dir, op)
+      local out = {}
+      local good, e = pcall(function()
+        for name, t in pairs(cat.tensors) do
+          out[name] = core.empty(t.shape, {dtype = t.dtype})
+          read_into(cat, dir, name, t, out[name], zeros(#t.shape), t.shape)
+        end
+      end)
+      index.close(cat)
+      if not good then error(e, 0) end
+      core.save(out, path, {format = "pt"})
+    end)
+  end
+  agree(op, ok, err)
+end
+
+return {module = {checkpoint = M}}
