@@ -45,6 +45,7 @@ static const dt_rule_fn family_rules[] = {
     [DT_SHARDING_NN] = dt_rule_nn,
     [DT_SHARDING_INDEX] = dt_rule_index,
     [DT_SHARDING_JOIN] = dt_rule_join,
+    [DT_SHARDING_SHAPE] = dt_rule_shape,
     [DT_SHARDING_WRITE] = NULL,
     [DT_SHARDING_RANDOM] = NULL,
 };
@@ -62,6 +63,7 @@ static const dt_local_args_fn family_local_args[DT_SHARDING_COUNT] = {
     [DT_SHARDING_VIEW] = dt_rule_view_local_args,
     [DT_SHARDING_NN] = dt_rule_nn_local_args,
     [DT_SHARDING_INDEX] = dt_rule_index_local_args,
+    [DT_SHARDING_SHAPE] = dt_rule_shape_local_args,
 };
 
 dt_local_args_fn dt_local_args_for(dt_op_id op) {

@@ -43,6 +43,7 @@ int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_nn(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_index(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_join(const dt_rule_args *r, dt_strategy *s, int *n);
+int dt_rule_shape(const dt_rule_args *r, dt_strategy *s, int *n); /* shape_ops.c */
 
 /* Local args: the static args of the local call where they differ from the global call's,
  * for the families whose kernels need to know which block of the global tensors they get.
@@ -66,6 +67,9 @@ int dt_rule_nn_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strat
 /* INDEX: index_add with x replicated beside a Partial(sum) output (DT_ARG_INDEX_NO_BASE off
  * coordinate 0) or x sharded on the indexed dim (DT_ARG_INDEX_BLOCK and the block's start). */
 int dt_rule_index_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
+                             const dt_dspec *const *out, dt_op_args *la);
+/* SHAPE: tril/triu on a block of the last two dims: the diagonal moved by the block's offsets. */
+int dt_rule_shape_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
                              const dt_dspec *const *out, dt_op_args *la);
 
 /* Shared helpers (rules/common.c). */
