@@ -97,6 +97,11 @@ local function sharded_topk(x, k, d, largest)
   local coord = mesh:get_coordinate()
   local offset = coord and math.min(coord[m] * chunk, n) or 0
   local loc = x:to_local()
+  if not coord then -- off the mesh: nothing of its own, in the tensor's rank (autograd's link kept)
+    local zero = {}
+    for i = 1, x:dim() do zero[i] = 0 end
+    loc = loc:reshape(zero)
+  end
   local lk = math.min(kk, loc:dim() > 0 and loc:size(d) or 0)
   local lv, li = c_topk(loc, lk, d, largest)
   li = li + offset
