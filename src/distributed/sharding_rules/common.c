@@ -5,6 +5,18 @@
 
 #include "base/error.h"
 
+int dt_rule_product(const dt_rule_args *r, int nchoice, dt_rule_choice_fn choice, dt_strategy *s, int *n) {
+  int total = 1;
+  for (int m = 0; m < r->mesh_ndim; m++) total *= nchoice;
+  dt_strategy st = dt_rule_strategy(r);
+  for (int t = 0; t < total; t++) {
+    int ok = 1, rest = t;
+    for (int m = 0; m < r->mesh_ndim && ok; m++, rest /= nchoice) ok = choice(r, rest % nchoice, m, &st);
+    if (ok) dt_rule_push(s, n, &st);
+  }
+  return DT_OK;
+}
+
 dt_placement dt_rule_R(void) { return (dt_placement){.kind = DT_REPLICATE}; }
 dt_placement dt_rule_S(int d) { return (dt_placement){.kind = DT_SHARD, .dim = d}; }
 dt_placement dt_rule_P(dt_reduce_op op) { return (dt_placement){.kind = DT_PARTIAL, .op = op}; }

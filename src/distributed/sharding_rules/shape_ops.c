@@ -106,18 +106,10 @@ static int scatter_choice(const dt_rule_args *r, int c, int m, dt_strategy *st) 
 }
 
 int dt_rule_shape(const dt_rule_args *r, dt_strategy *s, int *n) {
-  int nd = r->a->in[0]->ndim, nchoice = 2 + nd, total = 1;
-  int (*choice)(const dt_rule_args *, int, int, dt_strategy *) = unary_choice;
-  if (r->op == DT_OP_GATHER) choice = gather_choice, nchoice = 2 + 2 * nd;
-  if (r->op == DT_OP_SCATTER || r->op == DT_OP_SCATTER_ADD) choice = scatter_choice;
-  for (int m = 0; m < r->mesh_ndim; m++) total *= nchoice;
-  dt_strategy st = dt_rule_strategy(r);
-  for (int t = 0; t < total; t++) {
-    int ok = 1, rest = t;
-    for (int m = 0; m < r->mesh_ndim && ok; m++, rest /= nchoice) ok = choice(r, rest % nchoice, m, &st);
-    if (ok) dt_rule_push(s, n, &st);
-  }
-  return DT_OK;
+  int nd = r->a->in[0]->ndim;
+  if (r->op == DT_OP_GATHER) return dt_rule_product(r, 2 + 2 * nd, gather_choice, s, n);
+  if (r->op == DT_OP_SCATTER || r->op == DT_OP_SCATTER_ADD) return dt_rule_product(r, 2 + nd, scatter_choice, s, n);
+  return dt_rule_product(r, 2 + nd, unary_choice, s, n);
 }
 
 /* tril/triu on a block of the last two dims: element (i, j) of the block is (i + r0, j + c0)

@@ -78,6 +78,11 @@ int dt_rule_push(dt_strategy *s, int *n, const dt_strategy *st); /* deduplicated
 dt_strategy dt_rule_strategy(const dt_rule_args *r);
 /* Copies src's placements into dst, whose rows are allocated for src->nin. */
 void dt_strategy_copy(dt_strategy *dst, const dt_strategy *src);
+/* The strategies of a rule that decides each mesh dim on its own: choice(r, c, m, st) sets
+ * mesh dim m's placements in st for its choice c (0..nchoice-1) and returns 0 when c does not
+ * apply; every combination over the mesh dims is pushed. */
+typedef int (*dt_rule_choice_fn)(const dt_rule_args *r, int c, int m, dt_strategy *st);
+int dt_rule_product(const dt_rule_args *r, int nchoice, dt_rule_choice_fn choice, dt_strategy *s, int *n);
 dt_placement dt_rule_R(void);
 dt_placement dt_rule_S(int d);
 dt_placement dt_rule_P(dt_reduce_op op);

@@ -6,12 +6,6 @@
 #include "kernels/cpu/elem_walk.h"
 #include "kernels/cpu/kernel_table.h"
 
-static int out_of_range(const char *op, int64_t i, int d, int64_t size) {
-  return dt_error("%s: index %s%llu out of range for dim %d of size %lld (indices are 1-based: 1..%lld)", op,
-                  i < -1 ? "-" : "", i < -1 ? 0ULL - ((unsigned long long)i + 1) : (unsigned long long)i + 1, d + 1,
-                  (long long)size, (long long)size);
-}
-
 int dt_cpu_gather(const dt_op_args *a, dt_tensor **out) {
   const dt_tensor *x = a->in[0], *ix = a->in[1];
   int d = (int)a->ints[0], nd = ix->ndim;
@@ -20,7 +14,7 @@ int dt_cpu_gather(const dt_op_args *a, dt_tensor **out) {
   char *o = dt_tensor_data(out[0]);
   for (int64_t j = 0; j < n; j++, dt_walk_next(nd, ix->shape, c)) {
     int64_t i = dt_load_i64(dt_walk_at(ix, c), ix->dtype), keep = nd ? c[d] : 0;
-    if (i < 0 || i >= size) return out_of_range(a->name, i, d, size);
+    if (i < 0 || i >= size) return dt_cpu_index_out_of_range(a->name, i, d, size);
     if (nd) c[d] = i;
     memcpy(o + j * (int64_t)es, dt_walk_at(x, c), es);
     if (nd) c[d] = keep;
@@ -37,7 +31,7 @@ static int scatter(const dt_op_args *a, dt_tensor *out, int add) {
   size_t es = dt_tensor_elsize(x);
   for (int64_t j = 0; j < n; j++, dt_walk_next(nd, ix->shape, c)) {
     int64_t i = dt_load_i64(dt_walk_at(ix, c), ix->dtype), keep = nd ? c[d] : 0;
-    if (i < 0 || i >= size) return out_of_range(a->name, i, d, size);
+    if (i < 0 || i >= size) return dt_cpu_index_out_of_range(a->name, i, d, size);
     const char *s = dt_walk_at(src, c);
     if (nd) c[d] = i;
     char *p = dt_walk_at(out, c);
