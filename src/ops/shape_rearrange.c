@@ -78,6 +78,7 @@ int dt_shape_topk(const dt_op_args *a, dt_meta *out) {
     return dt_error("%s: k %lld out of range for dim %lld of size %lld (0..%lld)", a->name, (long long)k, (long long)d + 1,
                     (long long)size, (long long)size);
   if (x->ndim) out[0].shape[d] = out[1].shape[d] = k;
+  else if (k != 1) return dt_error("%s: k %lld for a 0-d tensor (its one element: k must be 1)", a->name, (long long)k);
   return DT_OK;
 }
 

@@ -1519,7 +1519,7 @@ local function sort_cases(rng, with_k)
   local function add(x, label)
     local dim = x:dim() > 0 and rng.int(1, x:dim()) or 1
     local size = x:dim() > 0 and x:size(dim) or 1
-    local s = {dim = dim, descending = rng.int(0, 1) == 1, k = with_k and rng.int(0, size) or nil}
+    local s = {dim = dim, descending = rng.int(0, 1) == 1, k = with_k and (x:dim() == 0 and 1 or rng.int(0, size)) or nil}
     list[#list + 1] = {inputs = {x}, static = s, label = label .. ", dim " .. dim .. (s.descending and " descending" or "")}
   end
   for i = 1, 3 do
