@@ -22,7 +22,7 @@ end
 -- a 1-based dim (negative from the end) of an nd-d tensor, normalised to 1..nd
 local function norm_dim(name, d, nd, level)
   local n = math.max(nd, 1)
-  if math.type(d) ~= "integer" then error(name .. ": dim must be an integer, got " .. tostring(d), level + 1) end
+  if math.type(d) ~= "integer" then error(name .. ": dim must be an integer, got " .. (math.type(d) or type(d)), level + 1) end
   if d == 0 or d < -n or d > n then
     error(string.format("%s: dim %d out of range for a %d-d tensor (dims are 1-based: 1..%d or -%d..-1)", name, d, nd, n, n), level + 1)
   end
@@ -34,7 +34,11 @@ end
 local function scatter_src(name, x, dim, index, src)
   check_tensor(name, x, nil, 3)
   check_tensor(name, index, "index must be a tensor", 3)
-  if type(src) == "number" then return like.full_like(index, src, {dtype = x.dtype}) end
+  if type(src) == "number" then
+    local ok, r = pcall(like.full_like, index, src, {dtype = x.dtype})
+    if not ok then error(name .. ": " .. tostring(r):gsub("^.-full: ", ""), 3) end
+    return r
+  end
   check_tensor(name, src, "src must be a tensor or a number", 3)
   local is, ss = index:size(), src:size()
   if #is ~= #ss then
@@ -54,8 +58,14 @@ function methods.scatter_add(x, dim, index, src)
   return c_scatter_add(x, dim, index, scatter_src("scatter_add", x, dim, index, src))
 end
 -- in place: x takes the result (autograd records the copy_)
-function methods.scatter_(x, dim, index, src) return x:copy_(methods.scatter(x, dim, index, src)) end
-function methods.scatter_add_(x, dim, index, src) return x:copy_(methods.scatter_add(x, dim, index, src)) end
+function methods.scatter_(x, dim, index, src)
+  local r = c_scatter(x, dim, index, scatter_src("scatter_", x, dim, index, src))
+  return x:copy_(r)
+end
+function methods.scatter_add_(x, dim, index, src)
+  local r = c_scatter_add(x, dim, index, scatter_src("scatter_add_", x, dim, index, src))
+  return x:copy_(r)
+end
 module.scatter, module.scatter_add = methods.scatter, methods.scatter_add
 
 -- ---- topk over a sharded dim.  Each shard's own topk holds every element of the global
@@ -176,8 +186,13 @@ end
 methods.moveaxis = methods.movedim
 
 -- swapaxes / swapdims: transpose under numpy's names
-function methods.swapaxes(x, d0, d1) return x:transpose(d0, d1) end
-methods.swapdims = methods.swapaxes
+local function swap(name)
+  return function(x, d0, d1)
+    check_tensor(name, x)
+    return x:transpose(d0, d1)
+  end
+end
+methods.swapaxes, methods.swapdims = swap("swapaxes"), swap("swapdims")
 
 -- ravel: the elements as a 1-d tensor (a view when the layout allows)
 function methods.ravel(x)
@@ -202,7 +217,7 @@ function methods.unflatten(x, dim, sizes)
   if type(sizes) ~= "table" or #sizes == 0 then error("unflatten: sizes must be a non-empty list of integers", 2) end
   local s, prod, free = x:size(), 1, nil
   for i, v in ipairs(sizes) do
-    if math.type(v) ~= "integer" or v < -1 then error("unflatten: sizes must be integers (one may be -1), got " .. tostring(v), 2) end
+    if math.type(v) ~= "integer" or v < -1 then error("unflatten: sizes must be integers (one may be -1), got " .. (math.type(v) and tostring(v) or type(v)), 2) end
     if v == -1 then
       if free then error("unflatten: only one size may be -1", 2) end
       free = i
@@ -285,7 +300,12 @@ function methods.repeat_interleave(x, repeats, dim)
     local e = {table.unpack(s)}
     table.insert(e, d + 1, repeats)
     s[d] = s[d] * repeats
-    return x:unsqueeze(d + 1):expand(e):reshape(s)
+    local ok, r = pcall(function() return x:unsqueeze(d + 1):expand(e):reshape(s) end)
+    if not ok then error("repeat_interleave: " .. tostring(r):gsub("^[^\n]-:%d+: ", ""), 2) end
+    return r
+  end
+  if core.is_dtensor(repeats) then
+    error("repeat_interleave: per-slice counts must be a list or a plain tensor, got a DTensor (full_tensor() it)", 2)
   end
   local counts = is_tensor(repeats) and repeats:totable() or repeats
   if type(counts) ~= "table" or #counts ~= size then
@@ -294,7 +314,7 @@ function methods.repeat_interleave(x, repeats, dim)
   end
   local ids = {}
   for i, c in ipairs(counts) do
-    if math.type(c) ~= "integer" or c < 0 then error("repeat_interleave: counts must be non-negative integers, got " .. tostring(c), 2) end
+    if math.type(c) ~= "integer" or c < 0 then error("repeat_interleave: counts must be non-negative integers, got " .. (math.type(c) and tostring(c) or type(c)), 2) end
     for _ = 1, c do ids[#ids + 1] = i end
   end
   local ix = core.tensor(#ids > 0 and ids or {}, {dtype = "int64"})
