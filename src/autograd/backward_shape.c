@@ -82,7 +82,10 @@ static int roll_backward(dt_bw *b) {
   dt_bx x;
   dt_bx_begin(&x, b);
   dt_op_args a = *b->args;
-  for (int i = 0; i < a.nints / 2; i++) a.ints[i] = -a.ints[i];
+  for (int i = 0, n = a.nints / 2; i < n; i++) { /* -(shift mod size): no overflow for INT64_MIN */
+    int64_t size = b->in_meta[0].ndim ? b->in_meta[0].shape[a.ints[n + i]] : 1;
+    a.ints[i] = size ? -(a.ints[i] % size) : 0;
+  }
   const dt_value *g = dt_bx_grad(&x, 0);
   dt_bx_set(&x, 0, dt_bx_op(&x, DT_OP_ROLL, &a, &g, 1));
   return dt_bx_end(&x);

@@ -138,7 +138,9 @@ int dt_shape_tril(const dt_op_args *a, dt_meta *out) {
 int dt_shape_diag(const dt_op_args *a, dt_meta *out) {
   if (a->nin < 1 || !a->in[0]) return dt_error("%s: expected a tensor", a->name);
   const dt_tensor *x = a->in[0];
-  int64_t k = a->nints ? a->ints[0] : 0, ak = k < 0 ? -k : k;
+  int64_t k = a->nints ? a->ints[0] : 0;
+  if (k < -DT_MAX_NUMEL || k > DT_MAX_NUMEL) return dt_error("%s: diagonal %lld out of range", a->name, (long long)k);
+  int64_t ak = k < 0 ? -k : k;
   if (x->ndim == 1) {
     int64_t n = x->shape[0];
     *out = (dt_meta){.dtype = x->dtype, .ndim = 2};

@@ -150,6 +150,17 @@ describe("flip, roll, repeat, tile, tril, triu, diag", function()
     assert.are.same({1, 5, 9}, x:diag():totable())
     assert.are.same({4, 8}, x:diag(-1):totable())
     assert.are.same({{0, 1, 0}, {0, 0, 2}, {0, 0, 0}}, seq({2}):diag(1):totable())
+    -- any int64 diagonal or shift (no overflow): beyond the matrix keeps all or nothing
+    local big, small = math.maxinteger, math.mininteger
+    assert.are.equal(0, x:tril(small):sum():item())
+    assert.are.equal(45, x:triu(small):sum():item())
+    assert.are.equal(45, x:tril(big):sum():item())
+    local r = t({1, 2, 3, 4}):requires_grad_()
+    local rolled = r:roll(small, 1) -- small is a multiple of 4
+    assert.are.same({1, 2, 3, 4}, rolled:totable());
+    (rolled * t({1, 2, 3, 4})):sum():backward()
+    assert.are.same({1, 2, 3, 4}, r.grad:totable())
+    assert.matches("diag: diagonal " .. small .. " out of range", err(function() return x:diag(small) end), 1, true)
     assert.matches("tril: expected a tensor of at least 2 dims, got 1", err(function() return seq({3}):tril() end), 1, true)
     assert.matches("diag: expected a 1-d or 2-d tensor, got 3-d", err(function() return seq({1, 1, 1}):diag() end), 1, true)
     local m = t({{1, 2, 3}, {4, 5, 6}}):requires_grad_()

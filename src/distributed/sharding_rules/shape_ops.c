@@ -15,6 +15,8 @@
  *     where all three sizes match; x and src Partial(sum) -> Partial(sum). */
 #include "distributed/sharding_rules/sharding_rules.h"
 
+#include <stdint.h>
+
 #include "base/error.h"
 
 static int is_partial_sum(const dt_dspec *s, int m) {
@@ -123,6 +125,9 @@ int dt_rule_shape_local_args(dt_op_id op, const dt_dspec *const *in, const dt_st
   int nd;
   int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
   dt_dspec_my_local(&x, &nd, shape, off);
-  if (nd >= 2) la->ints[0] += off[nd - 2] - off[nd - 1];
+  int64_t k;
+  if (nd >= 2 && __builtin_add_overflow(la->ints[0], off[nd - 2] - off[nd - 1], &k))
+    k = la->ints[0] < 0 ? INT64_MIN : INT64_MAX; /* beyond every block either way */
+  if (nd >= 2) la->ints[0] = k;
   return DT_OK;
 }

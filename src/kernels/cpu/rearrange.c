@@ -52,15 +52,16 @@ static int repeat_source(const dt_op_args *a, const int64_t *c, int64_t *s) {
   return 1;
 }
 
-/* the diagonal offset of the last two dims' element c: column - row - diagonal */
-static int64_t above(const dt_op_args *a, const int64_t *c, int nd) { return c[nd - 1] - c[nd - 2] - a->ints[0]; }
+/* which diagonal the last two dims' element c is on: column - row (compared with the op's
+ * diagonal, never subtracted from it: any int64 diagonal is valid) */
+static int64_t diagonal_of(const int64_t *c, int nd) { return c[nd - 1] - c[nd - 2]; }
 static int tril_source(const dt_op_args *a, const int64_t *c, int64_t *s) {
   memcpy(s, c, sizeof(int64_t) * (size_t)a->in[0]->ndim);
-  return above(a, c, a->in[0]->ndim) <= 0;
+  return diagonal_of(c, a->in[0]->ndim) <= a->ints[0];
 }
 static int triu_source(const dt_op_args *a, const int64_t *c, int64_t *s) {
   memcpy(s, c, sizeof(int64_t) * (size_t)a->in[0]->ndim);
-  return above(a, c, a->in[0]->ndim) >= 0;
+  return diagonal_of(c, a->in[0]->ndim) >= a->ints[0];
 }
 
 static int diag_source(const dt_op_args *a, const int64_t *c, int64_t *s) {
