@@ -29,6 +29,7 @@ local factories = require "dtensor.dtensor" -- DTensor factories on a mesh, visu
 local dispatch = require "dtensor.dispatch" -- decisions, register_sharding/register_op, explain
 local dtensor_ops = require "dtensor.dtensor_ops" -- item/equal/allclose, *_like on DTensors
 local dtensor_nn = require "dtensor.dtensor_nn" -- F.embedding, F.cross_entropy on DTensors
+local shape_ops = require "dtensor.shape_ops" -- scatter forms, topk over a sharded dim, movedim, tile, einsum...
 local autograd = require "dtensor.autograd" -- dt.autograd.Function, dt.utils.checkpoint
 local optim = require "dtensor.optim" -- dt.optim (optimizers, lr_scheduler), dt.nn.utils.clip_grad_*
 local amp = require "dtensor.amp" -- dt.amp (autocast, GradScaler)
@@ -37,7 +38,7 @@ local parallel = require "dtensor.parallel" -- dt.parallel (tensor/data parallel
 local checkpoint = require "dtensor.checkpoint" -- dt.checkpoint (sharded save/load, reshard on load)
 local MODULES = { -- installed in this order
   {"dtensor.dtensor", factories}, {"dtensor.dispatch", dispatch},
-  {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn},
+  {"dtensor.dtensor_ops", dtensor_ops}, {"dtensor.dtensor_nn", dtensor_nn}, {"dtensor.shape_ops", shape_ops},
   {"dtensor.autograd", autograd}, {"dtensor.optim", optim}, {"dtensor.amp", amp}, {"dtensor.utils", utils},
   {"dtensor.checkpoint", checkpoint},
 }

@@ -349,6 +349,7 @@ int dt_lua_open(lua_State *L) {
   dt_lua_open_reduce(L, &tg);
   dt_lua_open_linalg(L, &tg);
   dt_lua_open_view(L, &tg);
+  dt_lua_open_shape(L, &tg);
   dt_lua_open_nn(L, &tg);
   dt_lua_open_io(L, &tg);
   dt_lua_open_print(L, &tg);

@@ -95,6 +95,7 @@ void dt_lua_open_pointwise(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_reduce(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_linalg(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_view(lua_State *L, const dt_lua_targets *tg);
+void dt_lua_open_shape(lua_State *L, const dt_lua_targets *tg); /* l_shape.c: gather, scatter, sort, topk, flip, ... */
 void dt_lua_open_nn(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_io(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_print(lua_State *L, const dt_lua_targets *tg);

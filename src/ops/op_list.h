@@ -136,3 +136,18 @@ DT_OP(DROPOUT, dropout, dropout, 2, DT_OPF_RANDOM, RANDOM, dropout, "dropout(Ten
 DT_OP(DROPOUT_BACKWARD, dropout_backward, dropout_backward, 1, 0, POINTWISE, dropout_backward, "dropout_backward(Tensor grad, Tensor(bool) keep, scalar p) -> grad * keep / (1 - p)")
 DT_OP(RANDPERM, randperm, randperm, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, RANDOM, none, "randperm(int n, int first value, dtype=int64) -> Tensor[n] (first .. first+n-1 permuted)")
 DT_OP(MULTINOMIAL, multinomial, multinomial, 1, DT_OPF_RANDOM, RANDOM, none, "multinomial(Tensor weights [c] | [r,c], int samples, int replacement) -> int64 (0-based)")
+
+/* ---- shape and index family: gather/scatter, sort/topk, flip/roll, repeat, tril/triu, diag
+ *      (SHAPE sharding: sharding_rules/shape_ops.c; kernels cpu/gather.c, cpu/sort.c,
+ *      cpu/rearrange.c; index values 0-based here, the bindings convert) ---- */
+DT_OP(GATHER, gather, gather, 1, 0, SHAPE, gather, "gather(Tensor x, Tensor index (int64|int32, x's ndim, each size <= x's but dim's), ints[0]=dim) -> Tensor (index's shape: x at index along dim)")
+DT_OP(SCATTER, scatter, scatter, 1, 0, SHAPE, scatter, "scatter(Tensor x, Tensor index, Tensor src (x's dtype, index's shape), ints[0]=dim) -> Tensor (x with src written at index along dim; repeats: the last written wins)")
+DT_OP(SCATTER_ADD, scatter_add, scatter, 1, 0, SHAPE, scatter_add, "scatter_add(Tensor x, Tensor index, Tensor src (x's dtype, index's shape), ints[0]=dim) -> Tensor (x with src added at index along dim; repeats accumulate)")
+DT_OP(SORT, sort, sort, 2, 0, SHAPE, sort, "sort(Tensor x, ints[0]=dim, ints[1]=descending) -> (values, indices int64 0-based); stable, NaN largest")
+DT_OP(TOPK, topk, topk, 2, 0, SHAPE, topk, "topk(Tensor x, ints[0]=dim, ints[1]=k, ints[2]=largest) -> (values, indices int64 0-based), sorted; ties: the lower index first")
+DT_OP(FLIP, flip, flip, 1, 0, SHAPE, flip, "flip(Tensor x, ints dims) -> Tensor")
+DT_OP(ROLL, roll, roll, 1, 0, SHAPE, roll, "roll(Tensor x, ints[0..n-1] shifts, ints[n..2n-1] dims (nints = 2n)) -> Tensor")
+DT_OP(REPEAT, repeat, repeat, 1, 0, SHAPE, repeat, "repeat(Tensor x, ints repeats (at least x's ndim; extra ones lead)) -> Tensor")
+DT_OP(TRIL, tril, tril, 1, 0, SHAPE, tril, "tril(Tensor x (>= 2-d), ints[0]=diagonal) -> Tensor (elements above the diagonal zeroed)")
+DT_OP(TRIU, triu, tril, 1, 0, SHAPE, triu, "triu(Tensor x (>= 2-d), ints[0]=diagonal) -> Tensor (elements below the diagonal zeroed)")
+DT_OP(DIAG, diag, diag, 1, 0, SHAPE, diag, "diag(Tensor x (1-d or 2-d), ints[0]=diagonal; 1-d: ints[1], ints[2] = rows, cols when nints 3, else square) -> Tensor (1-d: the matrix with x on the diagonal; 2-d: the diagonal)")

@@ -5,6 +5,18 @@
 
 #include "base/error.h"
 
+int dt_rule_product(const dt_rule_args *r, int nchoice, dt_rule_choice_fn choice, dt_strategy *s, int *n) {
+  int total = 1;
+  for (int m = 0; m < r->mesh_ndim; m++) total *= nchoice;
+  dt_strategy st = dt_rule_strategy(r);
+  for (int t = 0; t < total; t++) {
+    int ok = 1, rest = t;
+    for (int m = 0; m < r->mesh_ndim && ok; m++, rest /= nchoice) ok = choice(r, rest % nchoice, m, &st);
+    if (ok) dt_rule_push(s, n, &st);
+  }
+  return DT_OK;
+}
+
 dt_placement dt_rule_R(void) { return (dt_placement){.kind = DT_REPLICATE}; }
 dt_placement dt_rule_S(int d) { return (dt_placement){.kind = DT_SHARD, .dim = d}; }
 dt_placement dt_rule_P(dt_reduce_op op) { return (dt_placement){.kind = DT_PARTIAL, .op = op}; }
@@ -45,6 +57,7 @@ static const dt_rule_fn family_rules[] = {
     [DT_SHARDING_NN] = dt_rule_nn,
     [DT_SHARDING_INDEX] = dt_rule_index,
     [DT_SHARDING_JOIN] = dt_rule_join,
+    [DT_SHARDING_SHAPE] = dt_rule_shape,
     [DT_SHARDING_WRITE] = NULL,
     [DT_SHARDING_RANDOM] = NULL,
 };
@@ -62,6 +75,7 @@ static const dt_local_args_fn family_local_args[DT_SHARDING_COUNT] = {
     [DT_SHARDING_VIEW] = dt_rule_view_local_args,
     [DT_SHARDING_NN] = dt_rule_nn_local_args,
     [DT_SHARDING_INDEX] = dt_rule_index_local_args,
+    [DT_SHARDING_SHAPE] = dt_rule_shape_local_args,
 };
 
 dt_local_args_fn dt_local_args_for(dt_op_id op) {

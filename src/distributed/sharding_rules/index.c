@@ -66,15 +66,7 @@ static int index_add_choice(const dt_rule_args *r, int c, int m, dt_strategy *st
 }
 
 static int index_add_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
-  int nchoice = 1 + r->a->in[0]->ndim + NEXTRA, total = 1;
-  for (int m = 0; m < r->mesh_ndim; m++) total *= nchoice;
-  dt_strategy st = dt_rule_strategy(r);
-  for (int t = 0; t < total; t++) {
-    int ok = 1, rest = t;
-    for (int m = 0; m < r->mesh_ndim && ok; m++, rest /= nchoice) ok = index_add_choice(r, rest % nchoice, m, &st);
-    if (ok) dt_rule_push(s, n, &st);
-  }
-  return DT_OK;
+  return dt_rule_product(r, 1 + r->a->in[0]->ndim + NEXTRA, index_add_choice, s, n);
 }
 
 int dt_rule_index(const dt_rule_args *r, dt_strategy *s, int *n) {

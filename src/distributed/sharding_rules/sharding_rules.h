@@ -43,6 +43,7 @@ int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_nn(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_index(const dt_rule_args *r, dt_strategy *s, int *n);
 int dt_rule_join(const dt_rule_args *r, dt_strategy *s, int *n);
+int dt_rule_shape(const dt_rule_args *r, dt_strategy *s, int *n); /* shape_ops.c */
 
 /* Local args: the static args of the local call where they differ from the global call's,
  * for the families whose kernels need to know which block of the global tensors they get.
@@ -67,6 +68,9 @@ int dt_rule_nn_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strat
  * coordinate 0) or x sharded on the indexed dim (DT_ARG_INDEX_BLOCK and the block's start). */
 int dt_rule_index_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
                              const dt_dspec *const *out, dt_op_args *la);
+/* SHAPE: tril/triu on a block of the last two dims: the diagonal moved by the block's offsets. */
+int dt_rule_shape_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
+                             const dt_dspec *const *out, dt_op_args *la);
 
 /* Shared helpers (rules/common.c). */
 int dt_rule_push(dt_strategy *s, int *n, const dt_strategy *st); /* deduplicated, copies the rows */
@@ -74,6 +78,11 @@ int dt_rule_push(dt_strategy *s, int *n, const dt_strategy *st); /* deduplicated
 dt_strategy dt_rule_strategy(const dt_rule_args *r);
 /* Copies src's placements into dst, whose rows are allocated for src->nin. */
 void dt_strategy_copy(dt_strategy *dst, const dt_strategy *src);
+/* The strategies of a rule that decides each mesh dim on its own: choice(r, c, m, st) sets
+ * mesh dim m's placements in st for its choice c (0..nchoice-1) and returns 0 when c does not
+ * apply; every combination over the mesh dims is pushed. */
+typedef int (*dt_rule_choice_fn)(const dt_rule_args *r, int c, int m, dt_strategy *st);
+int dt_rule_product(const dt_rule_args *r, int nchoice, dt_rule_choice_fn choice, dt_strategy *s, int *n);
 dt_placement dt_rule_R(void);
 dt_placement dt_rule_S(int d);
 dt_placement dt_rule_P(dt_reduce_op op);

@@ -23,7 +23,7 @@ static int64_t index_at(const dt_tensor *ix, int64_t j) {
 }
 
 /* An index outside 0..size-1, shown 1-based as Lua users wrote it (unsigned: i may be INT64_MAX). */
-static int out_of_range(const char *op, int64_t i, int d, int64_t size) {
+int dt_cpu_index_out_of_range(const char *op, int64_t i, int d, int64_t size) {
   return dt_error("%s: index %s%llu out of range for dim %d of size %lld (indices are 1-based: 1..%lld)", op,
                   i < -1 ? "-" : "", i < -1 ? 0ULL - ((unsigned long long)i + 1) : (unsigned long long)i + 1, d + 1,
                   (long long)size, (long long)size);
@@ -35,7 +35,7 @@ int dt_cpu_index_select(const dt_op_args *a, dt_tensor **out) {
   int64_t n = dt_tensor_numel(ix), size = x->ndim ? x->shape[d] : 1;
   for (int64_t j = 0; j < n; j++) {
     int64_t i = index_at(ix, j);
-    if (i < 0 || i >= size) return out_of_range("index_select", i, d, size);
+    if (i < 0 || i >= size) return dt_cpu_index_out_of_range("index_select", i, d, size);
     dt_tensor *src = slice_at(x, d, i), *dst = slice_at(out[0], d, j);
     int rc = src && dst ? dt_tensor_copy_(dst, src, a->name) : dt_error("index_select: out of memory");
     if (src) dt_tensor_release(src);
@@ -89,7 +89,7 @@ int dt_cpu_index_add(const dt_op_args *a, dt_tensor **out) {
   if (!pos) return dt_error("%s: out of memory", a->name);
   for (int64_t j = 0; j < n && rc == DT_OK; j++) {
     int64_t i = index_at(ix, j);
-    if (i < 0 || i >= size) rc = out_of_range("index_add", i, d, size);
+    if (i < 0 || i >= size) rc = dt_cpu_index_out_of_range("index_add", i, d, size);
     pos[j] = i - first >= 0 && i - first < local ? i - first : -1; /* another rank's row */
   }
   dt_dtype t = out[0]->dtype;

@@ -11,4 +11,8 @@
 
 extern const dt_kernel_fn dt_cpu_kernel_table[DT_OP_COUNT];
 
+/* The error of an index kernel (index_select, index_add, gather, scatter) for index i (0-based)
+ * outside dim d of this size, worded 1-based as Lua users wrote it (cpu/index.c). */
+int dt_cpu_index_out_of_range(const char *op, int64_t i, int d, int64_t size);
+
 #endif

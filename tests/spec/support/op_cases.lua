@@ -1387,6 +1387,279 @@ ops.multinomial = random_entry {
   partial = false,
 }
 
+-- ---------------------------------------------------------------- shape and index family
+-- gather, scatter/scatter_add, sort, topk, flip, roll, repeat, tril/triu, diag (op_list.h's
+-- SHAPE block; their gradient cases follow in the same block)
+
+-- a random index tensor for gather/scatter: x's ndim, each size <= x's (dim's: 0..5), values
+-- 1..x's size along dim; unique: each line along dim a distinct prefix of a permutation
+-- (scatter's overwrites have a gradient only then); alike: the other dims' sizes are x's
+local function index_for(rng, shape, dim, o)
+  local ishape = {}
+  for d = 1, #shape do
+    ishape[d] = d == dim and (o.unique and rng.int(0, shape[d]) or rng.int(0, 5))
+      or (o.alike and shape[d] or rng.int(0, shape[d]))
+  end
+  local v, n = {}, numel(ishape)
+  for i = 1, n do
+    local c = coords(i, ishape)
+    if o.unique then
+      v[i] = c[dim] -- a rotation by a per-line amount keeps the line's values distinct
+      local line = 0
+      for d = 1, #c do if d ~= dim then line = line * 7 + c[d] end end
+      v[i] = (c[dim] - 1 + line) % shape[dim] + 1
+    else v[i] = rng.int(1, shape[dim]) end
+  end
+  return make(v, ishape, o.dtype or "int64")
+end
+
+local function index_cases(rng, nin, o)
+  local list = {}
+  for i = 1, 5 do
+    local shape = rand_shape(rng, rng.int(1, 3), 1)
+    local dim = rng.int(1, #shape)
+    local ix = index_for(rng, shape, dim, {alike = i <= 2, unique = o.unique, dtype = i == 2 and "int32" or nil})
+    local x = t_of(rng, shape)
+    if i == 3 then x = noncontig(x) end
+    local ins = {x, ix}
+    if nin == 3 then ins[3] = t_of(rng, ix:size()) end
+    list[#list + 1] = {inputs = ins, static = {dim = dim}, label = "dim " .. dim .. ", index {" .. table.concat(ix:size(), ",") .. "}"}
+  end
+  return list
+end
+
+ops.gather = {
+  family = "shape", exact = true, tol = 0,
+  cases = function(rng) return index_cases(rng, 2, {}) end,
+  run = function(i, s) return i[1]:gather(s.dim, i[2]) end,
+  ref = function(i, s)
+    local x, ix = ref_of(i[1]), ref_of(i[2])
+    return build(ix.shape, function(c)
+      local o = {table.unpack(c)}
+      o[s.dim] = ix.data[flat_index(c, ix.shape)]
+      return x.data[flat_index(o, x.shape)]
+    end)
+  end,
+}
+
+local function scatter_entry(method, add)
+  return {
+    family = "shape", exact = not add, tol = not add and 0 or nil,
+    cases = function(rng) return index_cases(rng, 3, {unique = not add}) end,
+    run = function(i, s) return method(i[1], s.dim, i[2], i[3]) end,
+    ref = function(i, s)
+      local x, ix, src = ref_of(i[1]), ref_of(i[2]), ref_of(i[3])
+      local out = {shape = x.shape, data = {table.unpack(x.data)}}
+      for k = 1, #ix.data do -- row-major order: a later write wins (scatter), or adds
+        local c = coords(k, ix.shape)
+        c[s.dim] = ix.data[k]
+        local f = flat_index(c, x.shape)
+        out.data[f] = add and out.data[f] + src.data[k] or src.data[k]
+      end
+      return out
+    end,
+  }
+end
+ops.scatter = scatter_entry(function(x, d, ix, src) return x:scatter(d, ix, src) end)
+ops.scatter_add = scatter_entry(function(x, d, ix, src) return x:scatter_add(d, ix, src) end, true)
+
+-- the positions of list l in the stable order (NaN largest), the first k of them
+local function order_of(l, descending)
+  local pos = {}
+  for p = 1, #l do pos[p] = p end
+  local function key_before(a, b)
+    local x, y = l[a], l[b]
+    local nx, ny = x ~= x, y ~= y
+    if nx or ny then
+      if nx ~= ny then
+        if descending then return nx end
+        return ny
+      end
+    elseif x ~= y then
+      if descending then return x > y end
+      return x < y
+    end
+    return a < b
+  end
+  table.sort(pos, key_before)
+  return pos
+end
+
+-- values and 1-based indices along dim of the first k of each line's order
+local function sorted_ref(x, dim, k, descending)
+  local nd = #x.shape
+  local shape = {table.unpack(x.shape)}
+  if nd > 0 then shape[dim] = k end
+  local v, ix = {shape = shape, data = {}}, {shape = shape, data = {}}
+  local cache = {}
+  for i = 1, numel(shape) do
+    local c = coords(i, shape)
+    local line = {table.unpack(c)}
+    if nd > 0 then line[dim] = 1 end
+    local key = table.concat(line, ",")
+    if not cache[key] then
+      local l = {}
+      for p = 1, (nd > 0 and x.shape[dim] or 1) do
+        if nd > 0 then line[dim] = p end
+        l[p] = x.data[nd > 0 and flat_index(line, x.shape) or 1]
+      end
+      cache[key] = {l = l, pos = order_of(l, descending)}
+    end
+    local e = cache[key]
+    local p = e.pos[nd > 0 and c[dim] or 1]
+    v.data[i], ix.data[i] = e.l[p], p
+  end
+  return v, ix
+end
+
+-- distinct values first (the gradient check takes the first three), then ties (the stable
+-- order), an integer tensor, NaN, a 0-size dim and a 0-d tensor
+local function sort_cases(rng, with_k)
+  local list = {}
+  local function add(x, label)
+    local dim = x:dim() > 0 and rng.int(1, x:dim()) or 1
+    local size = x:dim() > 0 and x:size(dim) or 1
+    local s = {dim = dim, descending = rng.int(0, 1) == 1, k = with_k and (x:dim() == 0 and 1 or rng.int(0, size)) or nil}
+    list[#list + 1] = {inputs = {x}, static = s, label = label .. ", dim " .. dim .. (s.descending and " descending" or "")}
+  end
+  for i = 1, 3 do
+    local x = t_of(rng, rand_shape(rng, rng.int(1, 3), 1), i == 2 and "float32" or "float64", "distinct")
+    add(i == 3 and noncontig(x) or x, "distinct values")
+  end
+  local ties = make({1, 2, 1, 2, 1, 0.5, 2, 1, 0.5, 1, 2, 2}, {2, 6})
+  add(ties, "ties")
+  add(t_of(rng, rand_shape(rng, 2, 1), "int64"), "int64")
+  add(make({0 / 0, 1, -1, 0 / 0, 3, 1}, {6}), "NaN")
+  add(t_of(rng, {0, 3}), "0-size")
+  add(make({2.5}, {}), "0-d")
+  return list
+end
+
+ops.sort = {
+  family = "shape", exact = true, tol = 0,
+  cases = function(rng) return sort_cases(rng) end,
+  run = function(i, s) return i[1]:sort(s.dim, s.descending) end,
+  ref = function(i, s)
+    local x = ref_of(i[1])
+    return {sorted_ref(x, s.dim, #x.shape > 0 and x.shape[s.dim] or 1, s.descending)}
+  end,
+}
+ops.topk = {
+  family = "shape", exact = true, tol = 0,
+  cases = function(rng) return sort_cases(rng, true) end,
+  run = function(i, s) return i[1]:topk(s.k, s.dim, s.descending) end, -- descending: largest
+  ref = function(i, s) return {sorted_ref(ref_of(i[1]), s.dim, s.k, s.descending)} end,
+}
+
+-- the one-input rearrangements: f(rng, x) -> static; src(c, shape, s) -> the input coordinates
+-- of output coordinates c (nil: a zero); oshape(shape, s) the output's shape
+local function rearrange(method, static, src, oshape, o)
+  o = o or {}
+  return {
+    family = "shape", exact = true, tol = 0,
+    cases = function(rng)
+      local list = {}
+      for i = 1, 5 do
+        local nd = o.ndims and rng.pick(o.ndims) or rng.int(1, 3)
+        local x = t_of(rng, rand_shape(rng, nd, i == 5 and 0 or 1), i == 2 and "float32" or i == 4 and "int64" or "float64")
+        if i == 3 then x = noncontig(x) end
+        local s = static(rng, x)
+        list[#list + 1] = {inputs = {x}, static = s, label = (s.label or "") .. " on {" .. table.concat(x:size(), ",") .. "}"}
+      end
+      return list
+    end,
+    run = function(i, s) return method(i[1], s) end,
+    ref = function(i, s)
+      local x = ref_of(i[1])
+      return build(oshape and oshape(x.shape, s) or x.shape, function(c)
+        local sc = src(c, x.shape, s)
+        return sc and x.data[flat_index(sc, x.shape)] or 0
+      end)
+    end,
+  }
+end
+
+local function some_dims(rng, nd)
+  local dims = {}
+  for d = 1, nd do if rng.int(0, 1) == 1 then dims[#dims + 1] = rng.pick {d, d - nd - 1} end end
+  return dims
+end
+local function pos_dim(d, nd) return d < 0 and d + nd + 1 or d end
+
+ops.flip = rearrange(function(x, s) return x:flip(s.dims) end,
+  function(rng, x) local d = some_dims(rng, x:dim()) return {dims = d, label = "dims {" .. table.concat(d, ",") .. "}"} end,
+  function(c, shape, s)
+    local o = {table.unpack(c)}
+    for _, d in ipairs(s.dims) do d = pos_dim(d, #shape) o[d] = shape[d] + 1 - c[d] end
+    return o
+  end)
+
+ops.roll = rearrange(function(x, s)
+    if s.flat then return x:roll(s.shifts[1]) end
+    return x:roll(s.shifts, s.dims)
+  end,
+  function(rng, x)
+    if rng.int(1, 4) == 1 then return {flat = true, shifts = {rng.int(-7, 7)}, label = "flattened"} end
+    local dims, shifts = {}, {}
+    for k = 1, rng.int(1, x:dim()) do dims[k], shifts[k] = rng.int(1, x:dim()), rng.int(-7, 7) end
+    return {dims = dims, shifts = shifts, label = "shifts {" .. table.concat(shifts, ",") .. "} dims {" .. table.concat(dims, ",") .. "}"}
+  end,
+  function(c, shape, s)
+    if s.flat then
+      local n = numel(shape)
+      return coords((flat_index(c, shape) - 1 - s.shifts[1]) % n + 1, shape)
+    end
+    local o = {table.unpack(c)}
+    for k, d in ipairs(s.dims) do o[d] = (o[d] - 1 - s.shifts[k]) % shape[d] + 1 end
+    return o
+  end)
+
+ops["repeat"] = rearrange(function(x, s) return x["repeat"](x, s.reps) end,
+  function(rng, x)
+    local reps = {}
+    for k = 1, x:dim() + rng.int(0, 1) do reps[k] = rng.int(0, 3) end
+    if rng.int(0, 1) == 1 then for k = 1, #reps do reps[k] = math.max(reps[k], 1) end end
+    return {reps = reps, label = "repeats {" .. table.concat(reps, ",") .. "}"}
+  end,
+  function(c, shape, s)
+    local lead, o = #s.reps - #shape, {}
+    for d = 1, #shape do o[d] = (c[d + lead] - 1) % shape[d] + 1 end
+    return o
+  end,
+  function(shape, s)
+    local lead, o = #s.reps - #shape, {}
+    for e = 1, #s.reps do o[e] = s.reps[e] * (e <= lead and 1 or shape[e - lead]) end
+    return o
+  end)
+
+local function triangle(name, keep)
+  return rearrange(function(x, s) return x[name](x, s.diagonal) end,
+    function(rng) local k = rng.int(-2, 2) return {diagonal = k, label = "diagonal " .. k} end,
+    function(c, shape, s)
+      local nd = #c
+      if keep(c[nd] - c[nd - 1], s.diagonal) then return c end
+    end, nil, {ndims = {2, 2, 3}})
+end
+ops.tril = triangle("tril", function(above, k) return above <= k end)
+ops.triu = triangle("triu", function(above, k) return above >= k end)
+
+ops.diag = rearrange(function(x, s) return x:diag(s.diagonal) end,
+  function(rng) local k = rng.int(-2, 2) return {diagonal = k, label = "diagonal " .. k} end,
+  function(c, shape, s)
+    local k = s.diagonal
+    if #shape == 1 then
+      if c[2] - c[1] ~= k then return nil end
+      return {k >= 0 and c[1] or c[2]}
+    end
+    return k >= 0 and {c[1], c[1] + k} or {c[1] - k, c[1]}
+  end,
+  function(shape, s)
+    local k = s.diagonal
+    if #shape == 1 then return {shape[1] + math.abs(k), shape[1] + math.abs(k)} end
+    local n = k >= 0 and math.min(shape[1], shape[2] - k) or math.min(shape[1] + k, shape[2])
+    return {math.max(n, 0)}
+  end, {ndims = {1, 2}})
+
 -- factories on a mesh take Shard and Replicate only (doc/dtensor.md)
 for name, e in pairs(ops) do
   if e.factory and e.dist ~= false then
