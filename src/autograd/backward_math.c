@@ -8,19 +8,7 @@
 
 #include "base/error.h"
 
-/* floor, ceil, round, trunc, sign: zeros shaped like the input (torch's .grad is zeros) */
-static int zero_backward(dt_bw *b) {
-  if (!b->grad[0] || !b->needs[0]) return DT_OK;
-  dt_bx e;
-  dt_bx_begin(&e, b);
-  dt_bx_set(&e, 0, dt_bx_full_input(&e, 0, 0));
-  return dt_bx_end(&e);
-}
-DT_BACKWARD(floor, zero_backward, 0, 0, 0)
-DT_BACKWARD(ceil, zero_backward, 0, 0, 0)
-DT_BACKWARD(round, zero_backward, 0, 0, 0)
-DT_BACKWARD(trunc, zero_backward, 0, 0, 0)
-DT_BACKWARD(sign, zero_backward, 0, 0, 0)
+/* floor, ceil, round, trunc, sign: zeros (backward_pointwise.c's overwrite rule) */
 
 /* erf: g 2/sqrt(pi) exp(-x^2) */
 static int erf_backward(dt_bw *b) {

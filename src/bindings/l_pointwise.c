@@ -239,7 +239,7 @@ static int l_round(lua_State *L) {
   if (!lua_isnoneornil(L, idx)) {
     if (!lua_isinteger(L, idx)) return luaL_error(L, "round: decimals must be an integer, got %s", dt_lua_typename(L, idx));
     lua_Integer d = lua_tointeger(L, idx);
-    if (d < -300 || d > 300) return luaL_error(L, "round: decimals %lld is out of range (-300 .. 300)", (long long)d);
+    if (d < -300 || d > 300) return luaL_error(L, "round: decimals %I is out of range (-300 .. 300)", (lua_Integer)d);
     a.ints[0] = d;
   }
   return dt_lua_call(L, DT_OP_ROUND, &a, &x, 1);

@@ -81,11 +81,18 @@ MATH_UNARY(isnan, false_i64)
 MATH_UNARY(isinf, false_i64)
 MATH_UNARY(isfinite, true_i64)
 
+/* A number the float32 loops convert: beyond float's range it is an infinity (the C cast
+ * would be undefined); used where the compute dtype is float32. */
+static double fit_f32(double v, const dt_tensor *out) {
+  if (pw_compute(out->dtype) != DT_FLOAT32 || !(fabs(v) > FLT_MAX)) return v;
+  return v > 0 ? INFINITY : -INFINITY;
+}
+
 /* round: decimals in ints[0] (10^|decimals| in c.s) */
 int dt_cpu_round(const dt_op_args *a, dt_tensor **out) {
   pw_ctx c = {0};
   c.si = a->nints > 0 ? a->ints[0] : 0;
-  c.s = pow(10.0, (double)(c.si < 0 ? -c.si : c.si));
+  c.s = fit_f32(pow(10.0, (double)(c.si < 0 ? -c.si : c.si)), out[0]);
   return unary(a, out[0], round_f32, round_f64, same_i64, &c);
 }
 
@@ -104,9 +111,9 @@ static double finite_max(dt_dtype t) {
 int dt_cpu_nan_to_num(const dt_op_args *a, dt_tensor **out) {
   pw_ctx c = {0};
   double m = finite_max(out[0]->dtype);
-  c.s = a->scalar[0];
-  c.hi = (a->flags & DT_ARG_HAS_MAX) ? a->scalar[1] : m;
-  c.lo = (a->flags & DT_ARG_HAS_MIN) ? a->scalar[2] : -m;
+  c.s = fit_f32(a->scalar[0], out[0]);
+  c.hi = fit_f32((a->flags & DT_ARG_HAS_MAX) ? a->scalar[1] : m, out[0]);
+  c.lo = fit_f32((a->flags & DT_ARG_HAS_MIN) ? a->scalar[2] : -m, out[0]);
   return unary(a, out[0], nan_to_num_f32, nan_to_num_f64, same_i64, &c);
 }
 
@@ -155,24 +162,24 @@ static int nary(const dt_op_args *a, dt_tensor *out, int nin, dt_iter_inner_fn f
 
 int dt_cpu_lerp(const dt_op_args *a, dt_tensor **out) {
   pw_ctx c = {0};
-  c.s = a->scalar[0];
+  c.s = fit_f32(a->scalar[0], out[0]);
   if (a->flags & DT_ARG_SCALAR) return nary(a, out[0], 2, lerp_s_f32, lerp_s_f64, NULL, &c);
   return nary(a, out[0], 3, lerp_t_f32, lerp_t_f64, NULL, &c);
 }
 
 /* value: scalar[0], exactly ints[0] when DT_ARG_SCALAR_INT */
-static pw_ctx value_ctx(const dt_op_args *a) {
+static pw_ctx value_ctx(const dt_op_args *a, const dt_tensor *out) {
   pw_ctx c = {0};
-  c.s = a->scalar[0];
-  c.si = (a->flags & DT_ARG_SCALAR_INT) ? a->ints[0] : (int64_t)a->scalar[0];
+  c.s = fit_f32(a->scalar[0], out);
+  c.si = (a->flags & DT_ARG_SCALAR_INT) ? a->ints[0] : 0; /* integer tensors take integer values only */
   return c;
 }
 int dt_cpu_addcmul(const dt_op_args *a, dt_tensor **out) {
-  pw_ctx c = value_ctx(a);
+  pw_ctx c = value_ctx(a, out[0]);
   return nary(a, out[0], 3, addcmul_f32, addcmul_f64, addcmul_i64, &c);
 }
 int dt_cpu_addcdiv(const dt_op_args *a, dt_tensor **out) {
-  pw_ctx c = value_ctx(a);
+  pw_ctx c = value_ctx(a, out[0]);
   return nary(a, out[0], 3, addcdiv_f32, addcdiv_f64, NULL, &c);
 }
 
