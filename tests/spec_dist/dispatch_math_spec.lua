@@ -131,6 +131,16 @@ describe("the math family's sharding on a 1-d mesh of " .. n, function()
     H.close(p:redistribute(mesh, {dt.Replicate()}), want, "Partial(prod) -> Replicate")
     H.close(p:redistribute(mesh, {dt.Shard(1)}), want, "Partial(prod) -> Shard(1)")
     H.close(p + 1, want + 1, "a pointwise op reduces Partial(prod) first")
+    -- writes and draws into a Partial(prod): the value once, ones elsewhere
+    local q = dt.from_local(parts[coord[1] + 1]:clone(), mesh, {dt.Partial("prod")}, {shape = {3, 2}})
+    q[{2, {}}] = 5
+    local w = want:clone()
+    w[{2, {}}] = 5
+    H.close(q, w, "t[k] = v into a Partial(prod)")
+    dt.manual_seed(11)
+    q:uniform_(1, 2)
+    dt.manual_seed(11)
+    H.close(q, dt.empty({3, 2}, {dtype = "float64"}):uniform_(1, 2), "uniform_ into a Partial(prod)")
   end)
 
   it("refuses masked_fill_ on a Partial self, on every rank", function()
