@@ -141,6 +141,8 @@ describe("the math family's sharding on a 1-d mesh of " .. n, function()
     q:uniform_(1, 2)
     dt.manual_seed(11)
     H.close(q, dt.empty({3, 2}, {dtype = "float64"}):uniform_(1, 2), "uniform_ into a Partial(prod)")
+    dt.nn.init.constant_(q, 2.5)
+    H.close(q, dt.full({3, 2}, 2.5, {dtype = "float64"}), "nn.init into a Partial(prod)")
   end)
 
   it("refuses masked_fill_ on a Partial self, on every rank", function()
