@@ -61,13 +61,13 @@ static int out_dim(const dt_rule_args *r, int d) {
 
 int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
-  int softmax = along_dim(r->op);
+  int along = along_dim(r->op);
   dt_strategy st = dt_rule_strategy(r);
   for (int m = 0; m < r->mesh_ndim; m++) {
     dt_placement p = x->p[m], in = dt_rule_R(), out = dt_rule_R();
-    if (p.kind == DT_SHARD && !(softmax ? p.dim == r->a->ints[0] : reduced(r->a, p.dim))) {
+    if (p.kind == DT_SHARD && !(along ? p.dim == r->a->ints[0] : reduced(r->a, p.dim))) {
       in = p, out = dt_rule_S(out_dim(r, p.dim)); /* a kept dim */
-    } else if (p.kind == DT_SHARD && !softmax && partial_of(r, p.dim) >= 0) {
+    } else if (p.kind == DT_SHARD && !along && partial_of(r, p.dim) >= 0) {
       in = p, out = dt_rule_P((dt_reduce_op)partial_of(r, p.dim));
     } else if (p.kind == DT_PARTIAL && p.op == DT_REDUCE_SUM && keeps_partial_sum(r)) {
       in = p, out = p;
