@@ -69,8 +69,7 @@ static int pow_backward(dt_bw *b) {
 }
 DT_BACKWARD(pow, pow_backward, DT_SAVE(0) | DT_SAVE(1), DT_SAVE(0), 0)
 
-/* remainder(a, b) = a - floor(a/b) b: da = g, db = -g floor(a/b).  The table has no floor;
- * floor(a/b) = (a - y) / b from the output y.  s % t: dt = -g floor(s/t) = g (y - s) / t. */
+/* remainder(a, b) = a - floor(a/b) b: da = g, db = -g floor(a/b) (torch's); s % t: dt = -g floor(s/t). */
 static int remainder_backward(dt_bw *b) {
   if (!b->grad[0]) return DT_OK;
   dt_bx e;
@@ -78,17 +77,19 @@ static int remainder_backward(dt_bw *b) {
   const dt_value *g = b->grad[0];
   if (scalar_form(b) && scalar_left(b)) {
     const dt_value *t = dt_bx_in(&e, 0);
-    dt_bx_set(&e, 0, dt_bx_mul(&e, g, dt_bx_div(&e, dt_bx_add_scalar(&e, dt_bx_out(&e, 0), -b->args->scalar[0]), t)));
+    dt_op_args q = {.flags = DT_ARG_SCALAR | DT_ARG_SCALAR_LEFT, .nscalar = 1, .scalar = {b->args->scalar[0]}};
+    const dt_value *s_over_t = dt_bx_op(&e, DT_OP_DIV, &q, &t, 1);
+    dt_bx_set(&e, 0, dt_bx_mul(&e, g, dt_bx_unary(&e, DT_OP_NEG, dt_bx_unary(&e, DT_OP_FLOOR, s_over_t))));
   } else {
     if (b->needs[0]) dt_bx_set_summed(&e, 0, g);
     if (!scalar_form(b) && b->needs[1]) {
-      const dt_value *a = dt_bx_in(&e, 0), *den = dt_bx_in(&e, 1);
-      dt_bx_set_summed(&e, 1, dt_bx_mul(&e, g, dt_bx_div(&e, dt_bx_sub(&e, dt_bx_out(&e, 0), a), den)));
+      const dt_value *q = dt_bx_unary(&e, DT_OP_FLOOR, dt_bx_div(&e, dt_bx_in(&e, 0), dt_bx_in(&e, 1)));
+      dt_bx_set_summed(&e, 1, dt_bx_mul(&e, g, dt_bx_unary(&e, DT_OP_NEG, q)));
     }
   }
   return dt_bx_end(&e);
 }
-DT_BACKWARD(remainder, remainder_backward, DT_SAVE(0) | DT_SAVE(1), DT_SAVE(0), 0)
+DT_BACKWARD(remainder, remainder_backward, DT_SAVE(0) | DT_SAVE(1), 0, 0)
 
 /* where(cond, a, b): g goes to a where cond holds, to b elsewhere (numbers take none) */
 static int where_backward(dt_bw *b) {
@@ -111,3 +112,4 @@ static int masked_fill_backward(dt_bw *b) {
   return dt_bx_end(&e);
 }
 DT_BACKWARD(masked_fill, masked_fill_backward, DT_SAVE(1), 0, 0)
+DT_BACKWARD(masked_fill_, masked_fill_backward, DT_SAVE(1), 0, 0) /* in place: the same gradient */

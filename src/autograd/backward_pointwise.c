@@ -92,3 +92,9 @@ static int overwrite_backward(dt_bw *b) {
 DT_BACKWARD(copy_, overwrite_backward, 0, 0, 0)
 DT_BACKWARD(fill_, overwrite_backward, 0, 0, 0)
 DT_BACKWARD(zero_, overwrite_backward, 0, 0, 0)
+/* piecewise constant (the math family): zeros, as torch's */
+DT_BACKWARD(floor, overwrite_backward, 0, 0, 0)
+DT_BACKWARD(ceil, overwrite_backward, 0, 0, 0)
+DT_BACKWARD(round, overwrite_backward, 0, 0, 0)
+DT_BACKWARD(trunc, overwrite_backward, 0, 0, 0)
+DT_BACKWARD(sign, overwrite_backward, 0, 0, 0)

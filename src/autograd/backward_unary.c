@@ -72,13 +72,13 @@ static const dt_value *relu_grad(dt_bx *e, const dt_value *g) {
 }
 UNARY_RULE(relu, 0, DT_SAVE(0))
 
-/* gelu, exact: Phi(x) + x phi(x).  The table has no erf, but y = x Phi(x), so Phi(x) = y / x
- * (1/2 at x = 0), as accurate as the forward itself; phi(x) = exp(-x^2/2) / sqrt(2 pi).
+/* gelu, exact: Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 and
+ * phi(x) = exp(-x^2/2) / sqrt(2 pi).
  * tanh approximation (u = k0 (x + k1 x^3), t = tanh u):
  *   0.5 (1 + t) + 0.5 x (1 - t^2) k0 (1 + 3 k1 x^2)   (torch's formula) */
 static const dt_value *gelu_erf_grad(dt_bx *e, const dt_value *g) {
-  const dt_value *in = saved_x(e), *y = saved_y(e);
-  const dt_value *cdf = dt_bx_where_scalar(e, dt_bx_scalar(e, DT_OP_EQ, in, 0), 0.5, dt_bx_div(e, y, in));
+  const dt_value *in = saved_x(e);
+  const dt_value *cdf = dt_bx_mul_scalar(e, dt_bx_add_scalar(e, dt_bx_unary(e, DT_OP_ERF, dt_bx_mul_scalar(e, in, sqrt(0.5))), 1), 0.5);
   const dt_value *pdf = dt_bx_mul_scalar(e, dt_bx_unary(e, DT_OP_EXP, dt_bx_mul_scalar(e, dt_bx_mul(e, in, in), -0.5)),
                                          1 / sqrt(2 * pi));
   return dt_bx_mul(e, g, dt_bx_add(e, cdf, dt_bx_mul(e, in, pdf)));
@@ -97,7 +97,7 @@ static const dt_value *gelu_tanh_grad(dt_bx *e, const dt_value *g) {
 static int gelu_backward(dt_bw *b) {
   return unary_rule(b, (b->args->flags & DT_ARG_GELU_TANH) ? gelu_tanh_grad : gelu_erf_grad);
 }
-DT_BACKWARD(gelu, gelu_backward, DT_SAVE(0), DT_SAVE(0), 0)
+DT_BACKWARD(gelu, gelu_backward, DT_SAVE(0), 0, 0)
 
 /* silu: g s (1 + x (1 - s)), s = sigmoid(x) */
 static const dt_value *silu_grad(dt_bx *e, const dt_value *g) {

@@ -30,8 +30,8 @@ static int l_replicate(lua_State *L) {
 }
 static dt_reduce_op check_partial_op(lua_State *L, const char *name) {
   dt_reduce_op op;
-  if (dt_reduce_op_from_name(name, &op) != DT_OK || op == DT_REDUCE_PRODUCT)
-    luaL_error(L, "Partial: unknown reduce op '%s' (expected sum, avg, max or min)", name);
+  if (dt_reduce_op_from_name(name, &op) != DT_OK)
+    luaL_error(L, "Partial: unknown reduce op '%s' (expected sum, avg, max, min or prod)", name);
   return op;
 }
 static int l_partial(lua_State *L) {
@@ -88,7 +88,6 @@ static void one_placement(lua_State *L, int idx, dt_placement *out, const char *
     luaL_error(L, "%s: a placement is dt.Shard(d), dt.Replicate(), dt.Partial(op) or a string such as \"S1\", \"R\", "
                   "\"P\", got %s", op, luaL_typename(L, idx));
   if (dt_placement_parse(lua_tostring(L, idx), out) != DT_OK) dt_error_prefix("%s", op), dt_lua_raise(L);
-  if (out->kind == DT_PARTIAL && out->op == DT_REDUCE_PRODUCT) luaL_error(L, "%s: Partial(product) is not supported", op);
 }
 
 void dt_lua_check_placements(lua_State *L, int idx, int mesh_ndim, dt_placement *out, const char *op) {

@@ -207,19 +207,116 @@ static int l_leaky_relu(lua_State *L) {
 }
 
 /* masked_fill(x, mask, value): value (a number or a boolean) where mask is true. */
+static int masked_fill_args(lua_State *L, dt_op_args *a, const char *op);
 static int l_masked_fill(lua_State *L) {
   dt_value *in[2] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2)};
-  dt_op_args a = {.nscalar = 1};
-  if (lua_isboolean(L, 3)) {
-    a.ints[0] = lua_toboolean(L, 3);
-    a.scalar[0] = (double)a.ints[0];
-    a.flags |= DT_ARG_SCALAR_INT;
-  } else if (set_number(L, 3, &a, 0) == 2) {
-    a.flags |= DT_ARG_SCALAR_INT;
-  } else if (lua_type(L, 3) != LUA_TNUMBER) {
-    return luaL_error(L, "masked_fill: value must be a number or a boolean, got %s", luaL_typename(L, 3));
-  }
+  dt_op_args a = {0};
+  masked_fill_args(L, &a, "masked_fill");
   return dt_lua_call(L, DT_OP_MASKED_FILL, &a, in, 2);
+}
+
+/* ---- the math family (lm_ names: luaconf.h defines l_floor) ---- */
+#define MATH_UNARY(name, ID) \
+  static int lm_##name(lua_State *L) { return unary(L, ID); }
+MATH_UNARY(floor, DT_OP_FLOOR)
+MATH_UNARY(ceil, DT_OP_CEIL)
+MATH_UNARY(trunc, DT_OP_TRUNC)
+MATH_UNARY(sign, DT_OP_SIGN)
+MATH_UNARY(erf, DT_OP_ERF)
+MATH_UNARY(isnan, DT_OP_ISNAN)
+MATH_UNARY(isinf, DT_OP_ISINF)
+MATH_UNARY(isfinite, DT_OP_ISFINITE)
+
+/* round(x, decimals = 0), or round(x, {decimals =}): half to even, as torch. */
+static int l_round(lua_State *L) {
+  dt_value *x = dt_lua_check_value(L, 1);
+  dt_op_args a = {.nints = 1};
+  int idx = 2;
+  if (lua_istable(L, 2) && !dt_lua_test_value(L, 2)) {
+    lua_getfield(L, 2, "decimals");
+    idx = lua_gettop(L);
+  }
+  if (!lua_isnoneornil(L, idx)) {
+    if (!lua_isinteger(L, idx)) return luaL_error(L, "round: decimals must be an integer, got %s", dt_lua_typename(L, idx));
+    lua_Integer d = lua_tointeger(L, idx);
+    if (d < -300 || d > 300) return luaL_error(L, "round: decimals %I is out of range (-300 .. 300)", (lua_Integer)d);
+    a.ints[0] = d;
+  }
+  return dt_lua_call(L, DT_OP_ROUND, &a, &x, 1);
+}
+
+/* nan_to_num(x, nan = 0, posinf, neginf), or nan_to_num(x, {nan =, posinf =, neginf =});
+ * posinf/neginf default to the dtype's largest/lowest finite values. */
+static int l_nan_to_num(lua_State *L) {
+  dt_value *x = dt_lua_check_value(L, 1);
+  dt_op_args a = {.nscalar = 3};
+  static const char *const names[] = {"nan", "posinf", "neginf"};
+  static const int given[] = {0, DT_ARG_HAS_MAX, DT_ARG_HAS_MIN};
+  int opts = lua_istable(L, 2) && !dt_lua_test_value(L, 2);
+  for (int k = 0; k < 3; k++) {
+    int idx = 2 + k;
+    if (opts) lua_getfield(L, 2, names[k]), idx = lua_gettop(L);
+    if (lua_isnoneornil(L, idx)) continue;
+    if (lua_type(L, idx) != LUA_TNUMBER)
+      return luaL_error(L, "nan_to_num: %s must be a number, got %s", names[k], dt_lua_typename(L, idx));
+    a.scalar[k] = lua_tonumber(L, idx);
+    a.flags |= given[k];
+  }
+  return dt_lua_call(L, DT_OP_NAN_TO_NUM, &a, &x, 1);
+}
+
+/* lerp(start, end, weight): weight a number or a tensor. */
+static int l_lerp(lua_State *L) {
+  dt_value *in[3] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2), live_value(L, 3)};
+  dt_op_args a = {0};
+  if (!in[2]) {
+    if (lua_type(L, 3) != LUA_TNUMBER) return luaL_error(L, "lerp: weight must be a number or a tensor, got %s", dt_lua_typename(L, 3));
+    a.scalar[0] = lua_tonumber(L, 3);
+    a.nscalar = 1;
+    a.flags = DT_ARG_SCALAR;
+    return dt_lua_call(L, DT_OP_LERP, &a, in, 2);
+  }
+  return dt_lua_call(L, DT_OP_LERP, &a, in, 3);
+}
+
+/* addcmul/addcdiv(self, t1, t2, value = 1), value also as {value =}. */
+static int addc(lua_State *L, dt_op_id id, const char *op) {
+  dt_value *in[3] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2), dt_lua_check_value(L, 3)};
+  dt_op_args a = {.nscalar = 1, .flags = DT_ARG_SCALAR_INT, .scalar = {1}, .ints = {1}};
+  int idx = 4;
+  if (lua_istable(L, 4) && !dt_lua_test_value(L, 4)) {
+    lua_getfield(L, 4, "value");
+    idx = lua_gettop(L);
+  }
+  if (!lua_isnoneornil(L, idx)) {
+    int kind = set_number(L, idx, &a, 0);
+    if (!kind) return luaL_error(L, "%s: value must be a number, got %s", op, dt_lua_typename(L, idx));
+    if (kind == 1) a.flags = 0;
+  }
+  return dt_lua_call(L, id, &a, in, 3);
+}
+static int l_addcmul(lua_State *L) { return addc(L, DT_OP_ADDCMUL, "addcmul"); }
+static int l_addcdiv(lua_State *L) { return addc(L, DT_OP_ADDCDIV, "addcdiv"); }
+
+/* masked_fill_(mask, value): masked_fill's arguments, written into the tensor itself. */
+static int masked_fill_args(lua_State *L, dt_op_args *a, const char *op) {
+  a->nscalar = 1;
+  if (lua_isboolean(L, 3)) {
+    a->ints[0] = lua_toboolean(L, 3);
+    a->scalar[0] = (double)a->ints[0];
+    a->flags |= DT_ARG_SCALAR_INT;
+  } else if (set_number(L, 3, a, 0) == 2) {
+    a->flags |= DT_ARG_SCALAR_INT;
+  } else if (lua_type(L, 3) != LUA_TNUMBER) {
+    return luaL_error(L, "%s: value must be a number or a boolean, got %s", op, luaL_typename(L, 3));
+  }
+  return 0;
+}
+static int l_masked_fill_(lua_State *L) {
+  dt_value *in[2] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2)};
+  dt_op_args a = {0};
+  masked_fill_args(L, &a, "masked_fill_");
+  return dt_lua_call_inplace(L, 1, DT_OP_MASKED_FILL_, &a, in, 2);
 }
 
 /* ---- where(cond, a, b): a and b tensors or numbers; x:where(cond, y) is where(cond, x, y) ---- */
@@ -335,6 +432,10 @@ static const luaL_Reg both[] = { /* Tensor methods and dt.* functions */
     {"relu", l_relu},       {"gelu", l_gelu},     {"silu", l_silu},     {"sin", l_sin},
     {"cos", l_cos},         {"clamp", l_clamp},   {"clip", l_clamp},    {"clone", l_clone},
     {"hardtanh", l_hardtanh}, {"leaky_relu", l_leaky_relu}, {"masked_fill", l_masked_fill},
+    /* the math family */
+    {"floor", lm_floor}, {"ceil", lm_ceil}, {"round", l_round}, {"trunc", lm_trunc}, {"sign", lm_sign},
+    {"erf", lm_erf}, {"isnan", lm_isnan}, {"isinf", lm_isinf}, {"isfinite", lm_isfinite},
+    {"nan_to_num", l_nan_to_num}, {"lerp", l_lerp}, {"addcmul", l_addcmul}, {"addcdiv", l_addcdiv},
     {NULL, NULL},
 };
 
@@ -343,6 +444,7 @@ static const luaL_Reg methods[] = {
     {"half", l_half},             {"bfloat16", l_bfloat16}, {"long", l_long}, {"int", l_int},
     {"bool", l_bool},             {"where", m_where},  {"add_", l_add_},     {"mul_", l_mul_},
     {"zero_", l_zero_inplace},    {"fill_", l_fill_},  {"copy_", l_copy_},
+    {"masked_fill_", l_masked_fill_},
     {NULL, NULL},
 };
 

@@ -163,11 +163,54 @@ static int softmax_like(lua_State *L, dt_op_id id, const char *op) {
 static int l_softmax(lua_State *L) { return softmax_like(L, DT_OP_SOFTMAX, "softmax"); }
 static int l_log_softmax(lua_State *L) { return softmax_like(L, DT_OP_LOG_SOFTMAX, "log_softmax"); }
 
+/* ---- the math family ---- */
+/* logsumexp(dims, keepdim): the dims are required, as in torch. */
+static int l_logsumexp(lua_State *L) {
+  dt_value *x = dt_lua_check_value(L, 1);
+  if (lua_isnoneornil(L, 2) || is_opts_table(L, 2))
+    return luaL_error(L, "logsumexp: dim is required, e.g. t:logsumexp(-1) or t:logsumexp({1, 2})");
+  dt_op_args a = {0};
+  parse_dims(L, 2, x, &a, "logsumexp", 1);
+  return dt_lua_call(L, DT_OP_LOGSUMEXP, &a, &x, 1);
+}
+
+/* all(), any(): every dim; all(dim [, keepdim]) over one dim (or a table of dims). */
+static int l_all(lua_State *L) { return reduce_simple(L, DT_OP_ALL, "all"); }
+static int l_any(lua_State *L) { return reduce_simple(L, DT_OP_ANY, "any"); }
+
+/* cumsum(dim [, {dtype =}]), cumprod: the dim is required. */
+static int scan(lua_State *L, dt_op_id id, const char *op) {
+  dt_value *x = dt_lua_check_value(L, 1);
+  if (!lua_isinteger(L, 2))
+    return luaL_error(L, "%s: dim must be an integer, got %s (e.g. t:%s(1))", op, dt_lua_typename(L, 2), op);
+  dt_op_args a = {.nints = 1};
+  a.ints[0] = dt_lua_check_dim(L, 2, dt_value_ndim(x), 0, op);
+  if (lua_istable(L, 3) && !dt_lua_test_tensor(L, 3)) {
+    lua_getfield(L, 3, "dtype");
+    a.has_dtype = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (a.has_dtype) a.dtype = dt_lua_opt_dtype_field(L, 3, DT_DEFAULT_FLOAT);
+  } else if (!lua_isnoneornil(L, 3)) {
+    a.dtype = dt_lua_opt_dtype(L, 3, DT_DEFAULT_FLOAT);
+    a.has_dtype = 1;
+  }
+  return dt_lua_call(L, id, &a, &x, 1);
+}
+static int l_cumsum(lua_State *L) { return scan(L, DT_OP_CUMSUM, "cumsum"); }
+static int l_cumprod(lua_State *L) { return scan(L, DT_OP_CUMPROD, "cumprod"); }
+
+/* var_mean: var's arguments; returns var, mean. */
+static int l_var_mean(lua_State *L) { return var_std(L, DT_OP_VAR_MEAN, "var_mean"); }
+
 static const luaL_Reg reduce_funcs[] = {
     {"sum", l_sum},       {"mean", l_mean},       {"prod", l_prod}, {"amax", l_amax},
     {"amin", l_amin},     {"max", l_max},         {"min", l_min},   {"argmax", l_argmax},
     {"argmin", l_argmin}, {"var", l_var},         {"std", l_std},   {"norm", l_norm},
-    {"softmax", l_softmax}, {"log_softmax", l_log_softmax}, {NULL, NULL},
+    {"softmax", l_softmax}, {"log_softmax", l_log_softmax},
+    /* the math family */
+    {"logsumexp", l_logsumexp}, {"all", l_all}, {"any", l_any}, {"cumsum", l_cumsum}, {"cumprod", l_cumprod},
+    {"var_mean", l_var_mean},
+    {NULL, NULL},
 };
 
 void dt_lua_open_reduce(lua_State *L, const dt_lua_targets *tg) {

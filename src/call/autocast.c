@@ -19,6 +19,7 @@ static const dt_autocast_class EXCEPTIONS[DT_OP_COUNT] = {
     [DT_OP_PROD] = DT_AUTOCAST_FP32, [DT_OP_NORM] = DT_AUTOCAST_FP32,
     [DT_OP_EXP] = DT_AUTOCAST_FP32, [DT_OP_LOG] = DT_AUTOCAST_FP32,
     [DT_OP_POW] = DT_AUTOCAST_FP32, [DT_OP_RSQRT] = DT_AUTOCAST_FP32,
+    [DT_OP_CUMSUM] = DT_AUTOCAST_FP32, [DT_OP_CUMPROD] = DT_AUTOCAST_FP32, /* torch's fp32_set_opt_dtype */
 };
 
 dt_autocast_class dt_autocast_class_of(dt_op_id op) {

@@ -96,11 +96,17 @@ int dt_dspec_has_partial(const dt_placement *p, int n) {
   return 0;
 }
 
-int dt_dspec_holds_value(const dt_dspec *s) {
+int dt_dspec_write_identity(const dt_dspec *s) {
+  int product = 0;
   for (int m = 0; m < s->mesh->ndim; m++)
-    if (s->p[m].kind == DT_PARTIAL && s->p[m].op == DT_REDUCE_SUM && s->mesh->coord[m] != 0) return 0;
-  return 1;
+    if (s->p[m].kind == DT_PARTIAL && s->mesh->coord[m] != 0) {
+      if (s->p[m].op == DT_REDUCE_SUM) return 0; /* a zero part of a sum: whatever multiplies it */
+      if (s->p[m].op == DT_REDUCE_PRODUCT) product = 1;
+    }
+  return product ? 1 : -1;
 }
+
+int dt_dspec_holds_value(const dt_dspec *s) { return dt_dspec_write_identity(s) < 0; }
 
 void dt_dspec_global_header(const dt_dspec *s, dt_tensor *g) {
   memset(g, 0, sizeof *g);

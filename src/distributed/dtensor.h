@@ -39,9 +39,12 @@ DT_API int dt_dspec_has_partial(const dt_placement *p, int n);
 /* A tensor header with the spec's global shape, dtype and contiguous strides, no storage:
  * what shape rules read when an op is decided on global metadata. */
 DT_API void dt_dspec_global_header(const dt_dspec *s, dt_tensor *g);
-/* Writing a value v into a DTensor of spec s in place: does this rank hold v, or zeros?  On
- * a Partial(sum) mesh dim only coordinate 0 holds v, so that the pending sum is v once
- * (avg/max/min and the other placements hold v everywhere).  A mesh rank only. */
+/* Writing a value v into a DTensor of spec s in place: does this rank hold v, or an identity?
+ * On a Partial(sum) (Partial(product)) mesh dim only coordinate 0 holds v, the others 0 (1),
+ * so that the pending sum (product) is v once (avg/max/min and the other placements hold v
+ * everywhere).  A mesh rank only.  write_identity: -1 when this rank holds v, else the
+ * number it holds instead (0 when off coordinate 0 of any Partial(sum) dim, else 1). */
 DT_API int dt_dspec_holds_value(const dt_dspec *s);
+DT_API int dt_dspec_write_identity(const dt_dspec *s);
 
 #endif

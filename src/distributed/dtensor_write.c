@@ -138,9 +138,9 @@ static int write_block(const dt_dspec *ts, dt_tensor *local, const dt_index_key 
   }
   dt_tensor *src;
   int vnd = v->nd;
-  if (!dt_dspec_holds_value(ts)) { /* the pending sum gets the value once, from coordinate 0 */
+  if (!dt_dspec_holds_value(ts)) { /* the pending sum (product) gets the value once, from coordinate 0 */
     const int64_t no_dims[1] = {0};
-    src = dt_tensor_full(DT_BOOL, 0, no_dims, 0, DT_HOST);
+    src = dt_tensor_full(DT_BOOL, 0, no_dims, dt_dspec_write_identity(ts), DT_HOST);
     vnd = 0;
   } else {
     dt_tensor_retain(v->t);

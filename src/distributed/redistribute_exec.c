@@ -224,10 +224,22 @@ static dt_tensor *chunk_local(const step_ctx *c, dt_tensor *x, int d) {
   return out;
 }
 
-/* Replicate -> Partial: sum keeps the value on coordinate 0 and zeros elsewhere, so the sum
- * over the dim is the value; avg, max and min keep it everywhere. */
+/* Ones of x's dtype and shape (the identity of a product). */
+static dt_tensor *ones_like(const dt_tensor *x) {
+  dt_tensor *t = dt_tensor_empty(x->dtype, x->ndim, x->shape, dt_tensor_device(x));
+  if (!t) return NULL;
+  char *p = dt_tensor_data(t);
+  size_t es = dt_dtype_size(x->dtype);
+  for (int64_t i = 0; i < dt_tensor_numel(t); i++) dt_store_f64(p + (size_t)i * es, x->dtype, 1.0);
+  return t;
+}
+
+/* Replicate -> Partial: sum (product) keeps the value on coordinate 0 and zeros (ones)
+ * elsewhere, so the sum (product) over the dim is the value; avg, max and min keep it
+ * everywhere. */
 static dt_tensor *partition(const step_ctx *c, dt_tensor *x, dt_reduce_op op) {
   if (op == DT_REDUCE_SUM && c->me != 0) return dt_tensor_zeros(x->dtype, x->ndim, x->shape, dt_tensor_device(x));
+  if (op == DT_REDUCE_PRODUCT && c->me != 0) return ones_like(x);
   return dt_tensor_clone(x);
 }
 

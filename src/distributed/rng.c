@@ -68,7 +68,7 @@ static int call_block(dt_context *ctx, dt_op_id id, dt_op_args *la, const dt_dsp
 }
 
 /* A mesh rank's part of dt_rng_dispatch: the input brought to target when the kernel
- * reads it, then the block (or zeros for a Partial(sum) rank that holds none of the draw). */
+ * reads it, then the block (or the identity for a Partial(sum/product) rank that holds none of the draw). */
 static int run_local(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *in, const dt_placement *target,
                      const dt_dspec *os, dt_tensor **out) {
   dt_tensor *x = a->in[0];
@@ -85,9 +85,9 @@ static int run_local(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt
   if (st != DT_OK) return DT_ERR;
   dt_op_args la = *a;
   la.in = &x;
-  if (!dt_dspec_holds_value(os)) { /* Partial(sum): the draw once, zeros elsewhere */
-    dt_op_args z = {.in = &x, .nin = 1};
-    st = dt_op_call(DT_OP_ZERO_, &z, out);
+  if (!dt_dspec_holds_value(os)) { /* Partial(sum) (product): the draw once, zeros (ones) elsewhere */
+    dt_op_args z = {.in = &x, .nin = 1, .nscalar = 1, .scalar = {dt_dspec_write_identity(os)}};
+    st = dt_op_call(DT_OP_FILL_, &z, out);
   } else {
     st = call_block(ctx, id, &la, os, out);
   }

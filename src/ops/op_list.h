@@ -151,3 +151,27 @@ DT_OP(REPEAT, repeat, repeat, 1, 0, SHAPE, repeat, "repeat(Tensor x, ints repeat
 DT_OP(TRIL, tril, tril, 1, 0, SHAPE, tril, "tril(Tensor x (>= 2-d), ints[0]=diagonal) -> Tensor (elements above the diagonal zeroed)")
 DT_OP(TRIU, triu, tril, 1, 0, SHAPE, triu, "triu(Tensor x (>= 2-d), ints[0]=diagonal) -> Tensor (elements below the diagonal zeroed)")
 DT_OP(DIAG, diag, diag, 1, 0, SHAPE, diag, "diag(Tensor x (1-d or 2-d), ints[0]=diagonal; 1-d: ints[1], ints[2] = rows, cols when nints 3, else square) -> Tensor (1-d: the matrix with x on the diagonal; 2-d: the diagonal)")
+
+/* ---- the math family: rounding, tests, lerp/addcmul/addcdiv, logsumexp, all/any, scans, var_mean
+ *      (one block; shape rules in shape_math.c, kernels in cpu/pointwise_math.c, cpu/scan.c and
+ *      cpu/reduce.c, rules in autograd/backward_math.c) ---- */
+DT_OP(FLOOR, floor, unary, 1, 0, POINTWISE, floor, "floor(Tensor x) -> Tensor (integers unchanged)")
+DT_OP(CEIL, ceil, unary, 1, 0, POINTWISE, ceil, "ceil(Tensor x) -> Tensor (integers unchanged)")
+DT_OP(ROUND, round, round, 1, 0, POINTWISE, round, "round(Tensor x, ints[0] decimals=0) -> Tensor (half to even, as torch; decimals on floating dtypes only)")
+DT_OP(TRUNC, trunc, unary, 1, 0, POINTWISE, trunc, "trunc(Tensor x) -> Tensor (integers unchanged)")
+DT_OP(SIGN, sign, unary, 1, 0, POINTWISE, sign, "sign(Tensor x) -> Tensor (-1, 0 or 1; NaN stays NaN)")
+DT_OP(ERF, erf, unary_float, 1, 0, POINTWISE, erf, "erf(Tensor x) -> Tensor (ints promote to float32)")
+DT_OP(ISNAN, isnan, unary_bool, 1, 0, POINTWISE, none, "isnan(Tensor x) -> Tensor(bool)")
+DT_OP(ISINF, isinf, unary_bool, 1, 0, POINTWISE, none, "isinf(Tensor x) -> Tensor(bool)")
+DT_OP(ISFINITE, isfinite, unary_bool, 1, 0, POINTWISE, none, "isfinite(Tensor x) -> Tensor(bool)")
+DT_OP(NAN_TO_NUM, nan_to_num, unary, 1, 0, POINTWISE, nan_to_num, "nan_to_num(Tensor x, scalar[0] nan=0, scalar[1] posinf (DT_ARG_HAS_MAX; else the dtype's max), scalar[2] neginf (DT_ARG_HAS_MIN; else its lowest)) -> Tensor (integers unchanged)")
+DT_OP(LERP, lerp, lerp, 1, 0, POINTWISE, lerp, "lerp(Tensor start, Tensor end, Tensor weight | DT_ARG_SCALAR: scalar[0] weight) -> start + weight (end - start) (floating, one dtype; torch's two-sided formula)")
+DT_OP(ADDCMUL, addcmul, addcmul, 1, 0, POINTWISE, addcmul, "addcmul(Tensor self, Tensor t1, Tensor t2, scalar[0] value=1; DT_ARG_SCALAR_INT: value an integer) -> self + value t1 t2")
+DT_OP(ADDCDIV, addcdiv, addcmul, 1, 0, POINTWISE, addcdiv, "addcdiv(Tensor self, Tensor t1, Tensor t2, scalar[0] value=1) -> self + value t1 / t2 (floating results only)")
+DT_OP(MASKED_FILL_, masked_fill_, masked_fill, 1, DT_OPF_INPLACE, POINTWISE, masked_fill_, "masked_fill_(Tensor self, Tensor(bool) mask (broadcast to self), scalar[0] value; DT_ARG_SCALAR_INT: exact in ints[0]) -> self")
+DT_OP(LOGSUMEXP, logsumexp, reduce_to_float, 1, 0, REDUCE, logsumexp, "logsumexp(Tensor x, ints dims, keepdim) -> Tensor (ints promote to float32; empty: -inf)")
+DT_OP(ALL, all, reduce_bool, 1, 0, REDUCE, none, "all(Tensor x, ints dims | DT_ARG_ALL_DIMS, keepdim) -> Tensor(bool) (every element nonzero; empty: true)")
+DT_OP(ANY, any, reduce_bool, 1, 0, REDUCE, none, "any(Tensor x, ints dims | DT_ARG_ALL_DIMS, keepdim) -> Tensor(bool) (some element nonzero; empty: false)")
+DT_OP(CUMSUM, cumsum, scan, 1, 0, REDUCE, cumsum, "cumsum(Tensor x, ints[0] dim; dtype when has_dtype) -> Tensor (ints/bool -> int64)")
+DT_OP(CUMPROD, cumprod, scan, 1, 0, REDUCE, cumprod, "cumprod(Tensor x, ints[0] dim; dtype when has_dtype) -> Tensor (ints/bool -> int64)")
+DT_OP(VAR_MEAN, var_mean, var_mean, 2, 0, REDUCE, var_mean, "var_mean(Tensor x, ints dims, keepdim, scalar[0] correction=1) -> (var, mean) (floating)")

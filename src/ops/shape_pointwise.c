@@ -66,6 +66,15 @@ int dt_shape_unary_float(const dt_op_args *a, dt_meta *out) {
 
 static int same_shape(int na, const int64_t *sa, int nb, const int64_t *sb);
 
+/* An in-place op's self must not have elements that share memory (an expanded view). */
+static int no_overlap(const dt_op_args *a, const dt_tensor *self) {
+  for (int i = 0; i < self->ndim; i++)
+    if (self->stride[i] == 0 && self->shape[i] > 1)
+      return dt_error("%s: cannot write in place into a tensor whose elements overlap (an expanded view); "
+                      "clone() it first", a->name);
+  return DT_OK;
+}
+
 /* Floating dtypes only, kept (hardtanh, leaky_relu: torch has no integer kernels for them). */
 int dt_shape_unary_float_only(const dt_op_args *a, dt_meta *out) {
   if (need_inputs(a, 1) != DT_OK) return DT_ERR;
@@ -77,17 +86,19 @@ int dt_shape_unary_float_only(const dt_op_args *a, dt_meta *out) {
   return DT_OK;
 }
 
-/* masked_fill(x, mask, v): x's shape and dtype; the mask broadcasts to x, v fits x's dtype. */
+/* masked_fill(x, mask, v): x's shape and dtype; the mask broadcasts to x, v fits x's dtype.
+ * masked_fill_ writes x (no overlapping elements). */
 int dt_shape_masked_fill(const dt_op_args *a, dt_meta *out) {
   if (need_inputs(a, 2) != DT_OK) return DT_ERR;
   const dt_tensor *x = a->in[0], *m = a->in[1];
+  if (a->op == DT_OP_MASKED_FILL_ && no_overlap(a, x) != DT_OK) return DT_ERR;
   if (m->dtype != DT_BOOL)
-    return dt_error("masked_fill: mask must be a bool tensor, got %s (compare it, e.g. t:gt(0))", dt_dtype_name(m->dtype));
+    return dt_error("%s: mask must be a bool tensor, got %s (compare it, e.g. t:gt(0))", a->name, dt_dtype_name(m->dtype));
   dt_meta b;
   char s1[160], s2[160];
   if (dt_broadcast_shapes(a->name, x->ndim, x->shape, m->ndim, m->shape, &b.ndim, b.shape) != DT_OK ||
       !same_shape(b.ndim, b.shape, x->ndim, x->shape))
-    return dt_error("masked_fill: mask of shape %s does not broadcast to the tensor's shape %s",
+    return dt_error("%s: mask of shape %s does not broadcast to the tensor's shape %s", a->name,
                     dt_format_shape(s1, sizeof s1, m->ndim, m->shape), dt_format_shape(s2, sizeof s2, x->ndim, x->shape));
   if (dt_check_value_fits(a->name, x->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[0], a->scalar[0]) != DT_OK)
     return DT_ERR;
@@ -157,10 +168,7 @@ int dt_shape_inplace(const dt_op_args *a, dt_meta *out) {
   if (need_inputs(a, 1) != DT_OK) return DT_ERR;
   const dt_tensor *self = a->in[0];
   char b1[160], b2[160];
-  for (int i = 0; i < self->ndim; i++)
-    if (self->stride[i] == 0 && self->shape[i] > 1)
-      return dt_error("%s: cannot write in place into a tensor whose elements overlap (an expanded view); "
-                      "clone() it first", a->name);
+  if (no_overlap(a, self) != DT_OK) return DT_ERR;
   meta_of(out, self->dtype, self);
   if (a->op == DT_OP_ZERO_) return DT_OK;
   if (a->op == DT_OP_FILL_) return dt_check_value_fits(a->name, self->dtype, a->flags & DT_ARG_SCALAR_INT, a->ints[0], a->scalar[0]);

@@ -8,7 +8,7 @@ local S = require "tests.spec.support.spec_helpers"
 
 local LOWER = {matmul = true, mm = true, bmm = true, addmm = true, scaled_dot_product_attention = true}
 local FP32 = {softmax = true, log_softmax = true, layer_norm = true, rms_norm = true, cross_entropy = true, sum = true,
-              prod = true, norm = true, exp = true, log = true, pow = true, rsqrt = true}
+              prod = true, norm = true, exp = true, log = true, pow = true, rsqrt = true, cumsum = true, cumprod = true}
 
 local function values(t) -- a tensor's values as a flat Lua list (float64)
   local flat = t:to("float64"):reshape({-1})

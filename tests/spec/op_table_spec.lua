@@ -82,6 +82,7 @@ describe("operator table, every row on one device", function()
     zero_ = function(x) return x:zero_() end, add_ = function(x) return x:add_(1) end,
     mul_ = function(x) return x:mul_(2) end, uniform_ = function(x) return x:uniform_(0, 1) end,
     normal_ = function(x) return x:normal_(0, 1) end,
+    masked_fill_ = function(x) return x:masked_fill_(x:ge(0), 1) end,
     index_put_ = function(x) -- t[k] = v is a statement: the write lands in x itself
       x[1] = dt.ones(3)
       assert(x:select(1, 1):equal(dt.ones(3)), "t[k] = v wrote into another tensor")

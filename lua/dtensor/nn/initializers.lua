@@ -34,15 +34,20 @@ local function has_partial(t)
   return false
 end
 
--- Whether this rank's local part of the Partial DTensor t holds the value (rather than
--- zeros): at coordinate 0 of every Partial(sum) mesh dim; avg, max and min hold it anywhere.
-local function holds_value(t)
+-- What this rank's local part of the Partial DTensor t holds: nil for the value itself, or
+-- the identity that stands in for it: 0 off coordinate 0 of any Partial(sum) mesh dim, else 1
+-- off coordinate 0 of a Partial(product) one; avg, max and min hold the value anywhere.
+local function identity_here(t)
   local coord = t.device_mesh:get_coordinate()
-  if not coord then return false end
+  if not coord then return 0 end
+  local product = false
   for m, p in ipairs(t.placements) do
-    if p:is_partial() and p.reduce_op == "sum" and coord[m] ~= 0 then return false end
+    if p:is_partial() and coord[m] ~= 0 then
+      if p.reduce_op == "sum" then return 0 end
+      if p.reduce_op == "product" then product = true end
+    end
   end
-  return true
+  return product and 1 or nil
 end
 
 -- t's values := v (a number, or a tensor whose values t takes: for a DTensor t, a DTensor
@@ -53,7 +58,8 @@ local function write(t, v)
     return t
   end
   local lt = t:to_local()
-  if not holds_value(t) then lt:zero_()
+  local id = identity_here(t)
+  if id then lt:fill_(id)
   elseif type(v) == "number" then lt:fill_(v)
   else lt:copy_(v:to_local()) end
   return t

@@ -1,7 +1,8 @@
 /* Pointwise ops (unary, binary with broadcasting, where, casts and copies, in-place ops):
  * the output follows a sharded input, dims aligned from the right; an input dim that is
  * broadcast (size 1, or missing) cannot be sharded; Partial(sum) passes through the linear
- * ops only, and is replicated first otherwise. */
+ * ops only (lerp, addcmul, addcdiv in the operands they are linear in), and is replicated
+ * first otherwise (floor, round, sign, nan_to_num, ...: never a wrong number). */
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #include "base/error.h"
@@ -25,6 +26,13 @@ static int partial_ok(const dt_rule_args *r, int m) {
     return sp[1] && ((is_sum(sp[0]->p[m]) && is_rep(sp[1]->p[m])) || (is_rep(sp[0]->p[m]) && is_sum(sp[1]->p[m])));
   case DT_OP_DROPOUT_BACKWARD: /* grad * keep / (1 - p): linear in grad */
     return is_sum(sp[0]->p[m]) && sp[1] && is_rep(sp[1]->p[m]);
+  case DT_OP_LERP: /* (1 - w) a + w b: linear in a and b together, w a number or replicated */
+    return sp[1] && is_sum(sp[0]->p[m]) && is_sum(sp[1]->p[m]) && (a->nin == 2 || (sp[2] && is_rep(sp[2]->p[m])));
+  case DT_OP_ADDCMUL: /* s + v t1 t2: linear in s with one of t1, t2 (the other replicated) */
+  case DT_OP_ADDCDIV: /* s + v t1 / t2: linear in s and t1 (t2 replicated) */
+    return sp[1] && sp[2] && is_sum(sp[0]->p[m]) &&
+           ((is_sum(sp[1]->p[m]) && is_rep(sp[2]->p[m])) ||
+            (r->op == DT_OP_ADDCMUL && is_rep(sp[1]->p[m]) && is_sum(sp[2]->p[m])));
   case DT_OP_DIV:
     if (a->nin == 1) return is_sum(sp[0]->p[m]) && !(a->flags & DT_ARG_SCALAR_LEFT);
     return sp[1] && is_sum(sp[0]->p[m]) && is_rep(sp[1]->p[m]);

@@ -1,7 +1,10 @@
-/* Reductions (and softmax, which normalises along one dim): a kept dim stays sharded (its
- * index shifts when keepdim is off); a reduced sharded dim gives Partial where one fits
- * (sum, mean over equal shards, amax/max values, amin) and is replicated first otherwise
- * (prod, var, std, norm, argmax, indices); Partial(sum) passes through sum and mean. */
+/* Reductions (and softmax and the scans cumsum/cumprod, which work along one dim): a kept dim
+ * stays sharded (its index shifts when keepdim is off); a reduced sharded dim gives Partial
+ * where one fits (sum, mean over equal shards, amax/max values, amin, prod -> Partial(product),
+ * any -> Partial(max), all -> Partial(min): an empty shard gives each op's identity) and is
+ * replicated first otherwise (var, std, norm, logsumexp, var_mean, argmax, indices); the dim
+ * of softmax or a scan is replicated first; Partial(sum) passes through sum, mean and
+ * cumsum (linear). */
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #include "base/error.h"
@@ -30,12 +33,27 @@ static int partial_of(const dt_rule_args *r, int d) {
   /* an empty shard cannot be reduced by max/min: only when every shard has elements */
   case DT_OP_AMAX: return even(s, s->mesh, d) ? DT_REDUCE_MAX : -1;
   case DT_OP_AMIN: return even(s, s->mesh, d) ? DT_REDUCE_MIN : -1;
+  case DT_OP_PROD: return DT_REDUCE_PRODUCT;
+  case DT_OP_ANY: return DT_REDUCE_MAX;
+  case DT_OP_ALL: return DT_REDUCE_MIN;
   default: return -1;
   }
 }
 
+/* softmax, log_softmax, cumsum, cumprod: the output has the input's dims; ints[0] is the one
+ * they work along. */
+static int along_dim(dt_op_id op) {
+  return op == DT_OP_SOFTMAX || op == DT_OP_LOG_SOFTMAX || op == DT_OP_CUMSUM || op == DT_OP_CUMPROD;
+}
+
+/* Partial(sum) passes through: sum, mean, and cumsum unless it casts floats to integers. */
+static int keeps_partial_sum(const dt_rule_args *r) {
+  if (r->op == DT_OP_SUM || r->op == DT_OP_MEAN) return 1;
+  return r->op == DT_OP_CUMSUM && !(dt_dtype_is_float(r->spec[0]->dtype) && !dt_dtype_is_float(r->out[0].dtype));
+}
+
 static int out_dim(const dt_rule_args *r, int d) {
-  if (r->op == DT_OP_SOFTMAX || r->op == DT_OP_LOG_SOFTMAX || r->a->keepdim) return d;
+  if (along_dim(r->op) || r->a->keepdim) return d;
   int od = d;
   for (int i = 0; i < d; i++) od -= reduced(r->a, i);
   return od;
@@ -43,15 +61,15 @@ static int out_dim(const dt_rule_args *r, int d) {
 
 int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
-  int softmax = r->op == DT_OP_SOFTMAX || r->op == DT_OP_LOG_SOFTMAX;
+  int along = along_dim(r->op);
   dt_strategy st = dt_rule_strategy(r);
   for (int m = 0; m < r->mesh_ndim; m++) {
     dt_placement p = x->p[m], in = dt_rule_R(), out = dt_rule_R();
-    if (p.kind == DT_SHARD && !(softmax ? p.dim == r->a->ints[0] : reduced(r->a, p.dim))) {
+    if (p.kind == DT_SHARD && !(along ? p.dim == r->a->ints[0] : reduced(r->a, p.dim))) {
       in = p, out = dt_rule_S(out_dim(r, p.dim)); /* a kept dim */
-    } else if (p.kind == DT_SHARD && !softmax && partial_of(r, p.dim) >= 0) {
+    } else if (p.kind == DT_SHARD && !along && partial_of(r, p.dim) >= 0) {
       in = p, out = dt_rule_P((dt_reduce_op)partial_of(r, p.dim));
-    } else if (p.kind == DT_PARTIAL && p.op == DT_REDUCE_SUM && (r->op == DT_OP_SUM || r->op == DT_OP_MEAN)) {
+    } else if (p.kind == DT_PARTIAL && p.op == DT_REDUCE_SUM && keeps_partial_sum(r)) {
       in = p, out = p;
     }
     st.in[0][m] = in;

@@ -1,4 +1,5 @@
-/* Reductions: sum mean prod amax amin max min argmax argmin var std norm.
+/* Reductions: sum mean prod amax amin max min argmax argmin var std norm, and the math
+ * family's logsumexp all any var_mean.
  * The input is split into kept dims (one output element each) and reduced dims (walked in
  * row-major order, so a position counter is the flat index argmax needs).  Each run of the
  * innermost reduced dim is converted in chunks into a double (or, for exact integer
@@ -12,14 +13,14 @@
 
 #define CHUNK 512
 
-typedef enum { R_SUM, R_PROD, R_MAX, R_MIN, R_VAR, R_NORM } red_kind;
+typedef enum { R_SUM, R_PROD, R_MAX, R_MIN, R_VAR, R_NORM, R_LSE, R_ALL, R_ANY } red_kind;
 
 typedef struct acc {
   double s;      /* sum / product / best value / norm accumulator */
   int64_t is;    /* the same in int64 for integer inputs */
   int64_t idx;   /* position of the best value */
   int64_t n;     /* elements folded so far */
-  double mean, m2; /* Welford (var/std) */
+  double mean, m2; /* Welford (var/std); logsumexp: the running max and sum of exp(x - max) */
 } acc;
 
 typedef struct plan {
@@ -145,6 +146,20 @@ static void fold_f64(const plan *pl, acc *a, const double *v, int64_t n) {
     a->s = s;
     break;
   }
+  case R_LSE: /* rescaled when a larger value comes; NaN and +inf decide the result alone */
+    for (int64_t i = 0; i < n; i++) {
+      double x = v[i], m = a->mean;
+      if (isnan(m) || (isinf(m) && m > 0)) break;
+      if (isnan(x) || x > m) a->m2 = (isinf(x) || isnan(x)) ? 1 : a->m2 * exp(m - x) + 1, a->mean = x;
+      else if (x != -INFINITY) a->m2 += exp(x - m);
+    }
+    break;
+  case R_ALL:
+    for (int64_t i = 0; i < n && a->s != 0; i++) a->s = v[i] != 0;
+    break;
+  case R_ANY:
+    for (int64_t i = 0; i < n && a->s == 0; i++) a->s = v[i] != 0;
+    break;
   }
   a->n += n;
 }
@@ -185,10 +200,11 @@ static int64_t odometer_step(int nd, const int64_t *shape, const int64_t *stride
 }
 
 static void reduce_one(const plan *pl, const char *base, acc *a) {
-  a->s = pl->kind == R_PROD ? 1 : 0;
+  a->s = pl->kind == R_PROD || pl->kind == R_ALL ? 1 : 0;
   a->is = pl->kind == R_PROD ? 1 : 0;
   a->idx = a->n = 0;
-  a->mean = a->m2 = 0;
+  a->mean = pl->kind == R_LSE ? -INFINITY : 0;
+  a->m2 = 0;
   int nr = pl->nr;
   int64_t inner = nr ? pl->rshape[nr - 1] : 1, ist = nr ? pl->rstride[nr - 1] : 0;
   int64_t outer = 1;
@@ -263,6 +279,8 @@ static double finish(const plan *pl, const acc *a, dt_op_id op, double correctio
     if (pl->p == 2) return sqrt(a->s);
     if (pl->p == 1 || pl->p == 0 || isinf(pl->p)) return a->s;
     return pow(a->s, 1 / pl->p);
+  case DT_OP_LOGSUMEXP: /* empty or all -inf: -inf; NaN or +inf: itself */
+    return isnan(a->mean) || isinf(a->mean) ? a->mean : a->mean + log(a->m2);
   default: return a->s;
   }
 }
@@ -354,3 +372,11 @@ int dt_cpu_argmin(const dt_op_args *a, dt_tensor **out) { return run_reduce(a, o
 int dt_cpu_var(const dt_op_args *a, dt_tensor **out) { return run_reduce(a, out, R_VAR, DT_OP_VAR); }
 int dt_cpu_std(const dt_op_args *a, dt_tensor **out) { return run_reduce(a, out, R_VAR, DT_OP_STD); }
 int dt_cpu_norm(const dt_op_args *a, dt_tensor **out) { return run_reduce(a, out, R_NORM, DT_OP_NORM); }
+int dt_cpu_logsumexp(const dt_op_args *a, dt_tensor **out) { return run_reduce(a, out, R_LSE, DT_OP_LOGSUMEXP); }
+int dt_cpu_all(const dt_op_args *a, dt_tensor **out) { return run_reduce(a, out, R_ALL, DT_OP_ALL); }
+int dt_cpu_any(const dt_op_args *a, dt_tensor **out) { return run_reduce(a, out, R_ANY, DT_OP_ANY); }
+/* var_mean: var's pass, then mean's (out[1]) */
+int dt_cpu_var_mean(const dt_op_args *a, dt_tensor **out) {
+  if (run_reduce(a, out, R_VAR, DT_OP_VAR) != DT_OK) return DT_ERR;
+  return run_reduce(a, out + 1, R_SUM, DT_OP_MEAN);
+}

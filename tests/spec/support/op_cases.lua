@@ -1825,6 +1825,251 @@ do -- norm: every branch of the rule, over one dim and over all dims (no zeros: 
   grad_variants("norm", v, "nonzero")
 end
 
+-- ---------------------------------------------------------------- the math family
+-- (op_list.h's last block: rounding and sign, erf, the floating-point tests, nan_to_num, lerp,
+-- addcmul/addcdiv, masked_fill_, logsumexp, all/any, the scans, var_mean)
+local function round_half_even(v)
+  local f = math.floor(v)
+  local d = v - f
+  if d ~= 0.5 then return d > 0.5 and f + 1 or f end
+  return f % 2 == 0 and f or f + 1
+end
+local function round_ref(v, d) -- torch's decimals: scaled by 10^|d| first
+  if not d or d == 0 then return round_half_even(v) end
+  local t = 10.0 ^ math.abs(d)
+  return d > 0 and round_half_even(v * t) / t or round_half_even(v / t) * t
+end
+local function sign_of(v) return v > 0 and 1 or v < 0 and -1 or v end
+local with_ints = {dtypes = {"float64", "float32", "float64", "int64"}, tol = 0}
+ops.floor = unary(function(x) return x:floor() end, math.floor, with_ints)
+ops.ceil = unary(function(x) return x:ceil() end, math.ceil, with_ints)
+ops.trunc = unary(function(x) return x:trunc() end, function(v) return v >= 0 and math.floor(v) or math.ceil(v) end, with_ints)
+ops.sign = unary(function(x) return x:sign() end, sign_of, with_ints)
+ops.round = unary(function(x, s) return s.decimals and x:round(s.decimals) or x:round() end,
+  function(v, s) return round_ref(v, s.decimals) end,
+  {tol = 1e-15, static = function(rng) local d = rng.int(-1, 2) return {decimals = d ~= 0 and d or nil} end})
+ops.erf = unary(function(x) return x:erf() end, erf, {dtypes = {"float64", "float32", "float64", "int64"}, tol = 1e-11})
+-- piecewise constant: the gradient (zeros) is checked off the kinks (values k/4 + 1/8)
+for _, name in ipairs {"floor", "ceil", "trunc", "sign", "round"} do
+  ops[name].grad_cases = function(rng)
+    local list = {}
+    for k, s in ipairs {{}, {decimals = -1}, {}} do
+      local x = t_of(rng, {3, 4}) + 0.125
+      list[#list + 1] = {inputs = {k == 3 and noncontig(x) or x}, static = name == "round" and s or {}, label = "off the kinks " .. k}
+    end
+    return list
+  end
+end
+
+-- values with NaN and infinities among the quarters (float dtypes; integers have none)
+local specials = {0 / 0, math.huge, -math.huge}
+local function with_specials(rng, shape, dtype)
+  local x = t_of(rng, shape, dtype)
+  if not dtype:match("float") then return x end
+  local v = vals(x)
+  for k = 1, #v do if rng.int(1, 3) == 1 then v[k] = specials[rng.int(1, 3)] end end
+  return make(v, shape, dtype)
+end
+local function special_cases(rng, static)
+  local list = {}
+  for i, dtype in ipairs {"float64", "float32", "float64", "float64", "int64"} do
+    local x = with_specials(rng, rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1), dtype)
+    list[#list + 1] = {inputs = {i == 3 and noncontig(x) or x}, static = static and static(rng) or {},
+                       label = dtype .. (i == 3 and " non-contiguous" or "") .. (i == 4 and " 0-size allowed" or "")}
+  end
+  return list
+end
+local function float_test(method, fn)
+  return {
+    family = "pointwise", exact = true, tol = 0,
+    nondiff = "a bool result",
+    cases = special_cases,
+    run = function(i) return method(i[1]) end,
+    ref = function(i)
+      local x = ref_of(i[1])
+      local d = {}
+      for k, v in ipairs(x.data) do d[k] = fn(v) and 1 or 0 end
+      return {shape = x.shape, data = d}
+    end,
+  }
+end
+ops.isnan = float_test(function(x) return x:isnan() end, function(v) return v ~= v end)
+ops.isinf = float_test(function(x) return x:isinf() end, function(v) return v == math.huge or v == -math.huge end)
+ops.isfinite = float_test(function(x) return x:isfinite() end, function(v) return v == v and v ~= math.huge and v ~= -math.huge end)
+
+local finite_max = {float64 = 1.7976931348623157e308, float32 = 3.4028234663852886e38}
+ops.nan_to_num = {
+  family = "pointwise", exact = true, tol = 0,
+  cases = function(rng)
+    return special_cases(rng, function(r)
+      local s = {}
+      if r.int(1, 2) == 1 then s.nan = r.int(-8, 8) / 4 end
+      if r.int(1, 2) == 1 then s.posinf = r.int(8, 40) / 4 end
+      if r.int(1, 2) == 1 then s.neginf = -r.int(8, 40) / 4 end
+      return s
+    end)
+  end,
+  run = function(i, s) return i[1]:nan_to_num({nan = s.nan, posinf = s.posinf, neginf = s.neginf}) end,
+  ref = function(i, s)
+    local x = ref_of(i[1])
+    local m = finite_max[i[1].dtype] or 0
+    local d = {}
+    for k, v in ipairs(x.data) do
+      if v ~= v then v = s.nan or 0 elseif v == math.huge then v = s.posinf or m elseif v == -math.huge then v = s.neginf or -m end
+      d[k] = v
+    end
+    return {shape = x.shape, data = d}
+  end,
+  -- finite replacements, so that the loss stays finite
+  grad_cases = function(rng)
+    local list = {}
+    for k = 1, 3 do
+      local x = with_specials(rng, {3, 4}, "float64")
+      list[#list + 1] = {inputs = {k == 2 and noncontig(x) or x}, static = {nan = 0.5, posinf = 7, neginf = -7}, label = "case " .. k}
+    end
+    return list
+  end,
+}
+
+local function lerp_ref(a, b, w)
+  if math.abs(w) < 0.5 then return a + w * (b - a) end
+  return b - (b - a) * (1 - w)
+end
+ops.lerp = {
+  family = "pointwise",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 5 do
+      local dtype = i == 2 and "float32" or "float64"
+      local sa = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+      local a, b = t_of(rng, sa, dtype), t_of(rng, broadcastable(rng, sa), dtype)
+      local w = i == 5 and rng.int(-4, 8) / 4 or t_of(rng, broadcastable(rng, sa), dtype)
+      if i == 3 then a, b = noncontig(a), noncontig(b) end
+      list[#list + 1] = {inputs = i == 5 and {a, b} or {a, b, w}, static = {w = i == 5 and w or nil},
+                         label = dtype .. (i == 5 and " number weight" or " tensor weight") .. (i == 3 and " non-contiguous" or "")}
+    end
+    return list
+  end,
+  run = function(i, s) return dt.lerp(i[1], i[2], s.w or i[3]) end,
+  ref = function(i, s)
+    local a, b = ref_of(i[1]), ref_of(i[2])
+    local w = s.w and {shape = {}, data = {s.w}} or ref_of(i[3])
+    return build(broadcast_shape(a.shape, b.shape, w.shape), function(c) return lerp_ref(at(a, c), at(b, c), at(w, c)) end)
+  end,
+}
+
+local function addc(name, fn)
+  return {
+    family = "pointwise",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 5 do
+        local dtype = ({"float64", "float32", "float64", "float64", "int64"})[i]
+        if name == "addcdiv" and dtype == "int64" then dtype = "float64" end
+        local sa = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+        local x, t1 = t_of(rng, sa, dtype), t_of(rng, broadcastable(rng, sa), dtype)
+        local t2 = t_of(rng, broadcastable(rng, sa), dtype, "nonzero")
+        if i == 3 then x, t2 = noncontig(x), noncontig(t2) end
+        local v = dtype == "int64" and rng.int(-3, 3) or rng.int(-8, 8) / 4
+        list[#list + 1] = {inputs = {x, t1, t2}, static = {value = i ~= 1 and v or nil},
+                           label = dtype .. (i == 3 and " non-contiguous" or "") .. (i == 1 and ", default value" or "")}
+      end
+      return list
+    end,
+    run = function(i, s) return dt[name](i[1], i[2], i[3], s.value and {value = s.value} or nil) end,
+    ref = function(i, s)
+      local x, a, b = ref_of(i[1]), ref_of(i[2]), ref_of(i[3])
+      return build(broadcast_shape(x.shape, a.shape, b.shape), function(c) return fn(at(x, c), at(a, c), at(b, c), s.value or 1) end)
+    end,
+  }
+end
+ops.addcmul = addc("addcmul", function(x, a, b, v) return x + v * a * b end)
+ops.addcdiv = addc("addcdiv", function(x, a, b, v) return x + v * a / b end)
+
+ops.masked_fill_ = {
+  family = "inplace", exact = true, tol = 0,
+  refuses = {P = "masked_fill_: an in-place op keeps its input's placements (Partial(sum))"},
+  cases = ops.masked_fill.cases,
+  run = function(i, s) return i[1]:clone():masked_fill_(i[2], s.v) end,
+  ref = ops.masked_fill.ref,
+}
+
+local function all_dims(x) local d = {} for k = 1, x:dim() do d[k] = k end return d end
+local function lse(l)
+  local m = -math.huge
+  for _, v in ipairs(l) do if v > m then m = v end end
+  if m == -math.huge then return m end
+  local s = 0
+  for _, v in ipairs(l) do s = s + math.exp(v - m) end
+  return m + math.log(s)
+end
+ops.logsumexp = reduce(function(x, d, k) return x:logsumexp(d, k) end, function(x) return x:logsumexp(all_dims(x)) end, lse)
+
+-- all/any on 0/1 values of the input's dtype with both answers likely (x >= -2 for all, x >= 2
+-- for any), and on a bool tensor
+local function logic(name, fn, cut)
+  local e = reduce(function(x, d, k) return x[name](x, d, k) end, function(x) return x[name](x) end,
+                   function(l) return fn(l) and 1 or 0 end, {tol = 0})
+  local base = e.cases
+  e.cases = function(rng)
+    local list = base(rng)
+    for _, c in ipairs(list) do c.inputs[1] = c.inputs[1]:ge(cut):to(c.inputs[1].dtype) end
+    local x = t_of(rng, {3, 4}):ge(cut)
+    list[#list + 1] = {inputs = {x}, static = {dim = 2, keep = false}, label = "bool, dim 2"}
+    return list
+  end
+  e.exact, e.nondiff = true, "a bool result"
+  return e
+end
+ops.all = logic("all", function(l) for _, v in ipairs(l) do if v == 0 then return false end end return true end, -2)
+ops.any = logic("any", function(l) for _, v in ipairs(l) do if v ~= 0 then return true end end return false end, 2)
+
+local function scan(name, fn)
+  return {
+    family = "reduce",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 5 do
+        local nd = rng.int(1, 3)
+        local dtype = ({"float64", "float32", "float64", "float64", "int64"})[i]
+        local x = t_of(rng, rand_shape(rng, nd, i == 4 and 0 or 1), dtype)
+        if i == 3 then x = noncontig(x) end
+        list[#list + 1] = {inputs = {x}, static = {dim = rng.int(1, nd), dtype = i == 1 and "float32" or nil},
+                           label = dtype .. (i == 1 and " -> float32" or "") .. (i == 3 and " non-contiguous" or "")}
+      end
+      list[#list + 1] = {inputs = {make({1, 0, 1, 1}, {4}, "bool")}, static = {dim = 1}, label = "bool -> int64"}
+      return list
+    end,
+    run = function(i, s) return i[1][name](i[1], s.dim, s.dtype and {dtype = s.dtype} or nil) end,
+    ref = function(i, s)
+      return along(ref_of(i[1]), s.dim, function(l)
+        local r, acc = {}, name == "cumsum" and 0 or 1
+        for k, v in ipairs(l) do acc = fn(acc, v) r[k] = acc end
+        return r
+      end)
+    end,
+  }
+end
+ops.cumsum = scan("cumsum", function(a, v) return a + v end)
+ops.cumprod = scan("cumprod", function(a, v) return a * v end)
+-- cumprod is a polynomial (no kinks): exact zeros, none, one or several, without jitter
+ops.cumprod.grad_jitter = false
+ops.cumprod.grad_cases = function(rng)
+  local list = {}
+  for k, v in ipairs {{0.5, -1.25, 2, 0.75}, {0, 1.5, -2, 0.5}, {1.5, 0, -0.5, 0}, {0, 0, 2, 3}, {2, -1, 1.5, 0}} do
+    list[#list + 1] = {inputs = {make(v, {4})}, static = {dim = 1}, label = "zeros " .. k}
+  end
+  local x = t_of(rng, {3, 4})
+  list[#list + 1] = {inputs = {noncontig(x)}, static = {dim = 2}, label = "2-d, dim 2"}
+  list[#list + 1] = {inputs = {x}, static = {dim = 1}, label = "2-d, dim 1"}
+  return list
+end
+
+ops.var_mean = reduce(function(x, d, k, c) return x:var_mean(d, {keepdim = k, correction = c}) end,
+                      function(x, c) return x:var_mean(nil, {correction = c}) end,
+                      {function(l, c) return R.var(c)(l) end, function(l) return R.mean(l) end},
+                      {static = corr, nout = 2})
+
 -- Asserts got (a tensor) equals the reference {shape, data} within tol (relative; nan == nan).
 function M.check_ref(got, want, tol, what)
   assert.are.same(want.shape, got:size(), what .. ": shape")
