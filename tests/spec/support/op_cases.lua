@@ -138,7 +138,16 @@ local function t_of(rng, shape, dtype, kind)
 end
 M.t_of = t_of
 
-local function erf(x) -- Maclaurin series: |x| <= 3 here, error far below 1e-12
+local function erf(x)
+  -- |x| <= 3: the Maclaurin series (error far below 1e-12); beyond, where the series cancels
+  -- catastrophically (integer inputs reach 9 and more), 1 - erfc from its continued fraction
+  -- erfc(x) = exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))), summed bottom-up
+  if math.abs(x) > 3 then
+    local a, f = math.abs(x), 0
+    for k = 200, 1, -1 do f = (k / 2) / (a + f) end
+    local erfc = math.exp(-a * a) / math.sqrt(math.pi) / (a + f)
+    return x > 0 and 1 - erfc or erfc - 1
+  end
   local s, term, k = 0, x, 0
   repeat
     local add = term / (2 * k + 1)
