@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "kernels/philox.h"
 #include "kernels/cpu/philox_batch.h"
 
@@ -164,9 +165,11 @@ static void fill_normal(const dt_rng_fill *f, int64_t pos, int64_t g0, int64_t n
   }
 }
 
-int dt_rng_fill_range(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t n) {
-  if (n <= 0) return DT_OK;
-  if (f->kind == DT_RNG_NORMAL) return fill_normal(f, pos, gbegin, n), DT_OK;
+static void fill_range_serial(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t n) {
+  if (f->kind == DT_RNG_NORMAL) {
+    fill_normal(f, pos, gbegin, n);
+    return;
+  }
   uint32_t w[2 * CHUNK];
   unsigned ww = f->wide ? 2 : 1;
   for (int64_t c = 0; c < n; c += CHUNK) {
@@ -176,10 +179,29 @@ int dt_rng_fill_range(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t
     case DT_RNG_UNIFORM: put_uniform(f, pos + c, m, w); break;
     case DT_RNG_RANDINT: put_randint(f, pos + c, m, w); break;
     case DT_RNG_BERNOULLI:
-    case DT_RNG_KEEP_MASK: put_compare(f, pos + c, m, w); break;
-    default: return dt_error("random fill: unknown kind %d", (int)f->kind);
+    default: put_compare(f, pos + c, m, w); break; /* bernoulli, keep mask */
     }
   }
+}
+
+typedef struct {
+  const dt_rng_fill *f;
+  int64_t pos, gbegin;
+} fill_job;
+
+static void fill_piece(int64_t b, int64_t e, void *vj) {
+  const fill_job *j = vj;
+  fill_range_serial(j->f, j->pos + b, j->gbegin + b, e - b);
+}
+
+/* Every element's value is a function of its global index alone (counter-based Philox; a
+ * normal pair reads the words of its two elements), so any split over threads gives the
+ * same bits. */
+int dt_rng_fill_range(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t n) {
+  if (n <= 0) return DT_OK;
+  if (f->kind < DT_RNG_UNIFORM || f->kind > DT_RNG_KEEP_MASK) return dt_error("random fill: unknown kind %d", (int)f->kind);
+  fill_job j = {f, pos, gbegin};
+  dt_parallel_for(n, DT_PARALLEL_GRAIN / 4, fill_piece, &j); /* compute bound: smaller pieces pay */
   return DT_OK;
 }
 

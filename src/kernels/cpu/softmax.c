@@ -3,6 +3,7 @@
  * [outer, n, inner]; each line of n elements takes three sweeps (max, exp+sum, scale), the
  * last dim's vectorised for float32. */
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "kernels/cpu/kernel_table.h"
 
 #include <math.h>
@@ -209,15 +210,17 @@ static double exp_sum_f64(const double *restrict x, double m, double *restrict y
     if (log_out) FINISH(x, y, n, mx, (T)LOG(sum), 1);                                             \
     else FINISH(x, y, n, (T)(1.0 / sum), 0, 0);                                                   \
   }                                                                                               \
-  static void NAME(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, int log_out) {     \
+  /* items [b, e): rows when inner == 1, else (outer index, column block) pairs */              \
+  static void NAME(const T *x, T *y, int64_t n, int64_t inner, int log_out, int64_t b, int64_t e) { \
     T mx[BLOCK];                                                                                  \
     double sum[BLOCK];                                                                            \
     if (inner == 1) {                                                                             \
-      for (int64_t o = 0; o < outer; o++) NAME##_line(x + o * n, y + o * n, n, log_out);          \
+      for (int64_t o = b; o < e; o++) NAME##_line(x + o * n, y + o * n, n, log_out);              \
       return;                                                                                     \
     }                                                                                             \
-    for (int64_t o = 0; o < outer; o++)                                                           \
-      for (int64_t i0 = 0; i0 < inner; i0 += BLOCK) {                                             \
+    int64_t nblocks = (inner + BLOCK - 1) / BLOCK;                                                \
+    for (int64_t item = b; item < e; item++) {                                                    \
+        int64_t o = item / nblocks, i0 = item % nblocks * BLOCK;                                  \
         int64_t w = inner - i0 < BLOCK ? inner - i0 : BLOCK;                                      \
         const T *xb = x + o * n * inner + i0;                                                     \
         T *yb = y + o * n * inner + i0;                                                           \
@@ -249,6 +252,18 @@ static double exp_sum_f64(const double *restrict x, double m, double *restrict y
 DEFINE_SOFTMAX(softmax_f32, float, exp_sub_f32, max_f32, exp_sum_f32, finish_f32, log)
 DEFINE_SOFTMAX(softmax_f64, double, exp_sub_f64, max_f64, exp_sum_f64, finish_f64, log)
 
+typedef struct {
+  void *x, *y;
+  int64_t n, inner;
+  int log_out, f64;
+} sm_job;
+
+static void sm_piece(int64_t b, int64_t e, void *vj) {
+  const sm_job *j = vj;
+  if (j->f64) softmax_f64(j->x, j->y, j->n, j->inner, j->log_out, b, e);
+  else softmax_f32(j->x, j->y, j->n, j->inner, j->log_out, b, e);
+}
+
 static int run_softmax(const dt_op_args *a, dt_tensor **out, int log_out) {
   dt_tensor *x = a->in[0], *y = out[0];
   int dim = (int)a->ints[0];
@@ -263,8 +278,11 @@ static int run_softmax(const dt_op_args *a, dt_tensor **out, int log_out) {
     if (xc) dt_tensor_release(xc);
     return dt_error_prefix("%s", a->name);
   }
-  if (ct == DT_FLOAT64) softmax_f64(dt_tensor_data(xc), dt_tensor_data(yc), outer, n, inner, log_out);
-  else softmax_f32(dt_tensor_data(xc), dt_tensor_data(yc), outer, n, inner, log_out);
+  sm_job j = {dt_tensor_data(xc), dt_tensor_data(yc), n, inner, log_out, ct == DT_FLOAT64};
+  /* rows (or column blocks) over the threads: each item's arithmetic is the same on any */
+  int64_t items = inner == 1 ? outer : outer * ((inner + BLOCK - 1) / BLOCK);
+  int64_t per_item = n * (inner < BLOCK ? inner : BLOCK);
+  dt_parallel_for(items, per_item >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / per_item, sm_piece, &j);
   int rc = DT_OK;
   if (yc != y) {
     rc = dt_tensor_copy_(y, yc, a->name);
