@@ -1,9 +1,15 @@
 /* Per-submitter worker threads for intra-op parallelism (design: thread_pool.h).
  *
- * A job is published by bumping a generation counter; every worker of the pool acknowledges
- * every generation (pending counts all of them), so the job's fields are never rewritten
- * while a worker may still read them.  Workers spin briefly on the counter (a kernel is often
- * followed by another within microseconds), then sleep on a condition variable. */
+ * A job is cut into more chunks than threads, and whoever is running claims the next chunk
+ * from an atomic counter: on a machine whose cores are busy with other work a worker may not
+ * get a core for a while, and then the submitter simply runs the chunks itself instead of
+ * waiting for it.  Workers take part in a job by entering it through a "door" (an atomic word:
+ * an open bit and the count of workers inside); the submitter closes the door once every chunk
+ * is claimed and waits only for the workers that entered, so a job's fields are never rewritten
+ * while a worker may read them and a late worker never delays the submitter.  Workers spin on
+ * the job counter for a while (a kernel is often followed by another within microseconds, and
+ * waking a sleeping thread costs tens of microseconds), yielding the core between looks, then
+ * sleep on a condition variable. */
 #include "base/thread_pool.h"
 #include "base/error.h"
 
@@ -13,14 +19,17 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-#define SPIN_ROUNDS 2000
+#define SPIN_ROUNDS 2000          /* pause-spins before yielding */
+#define WORKER_SPIN_NS 300000     /* a worker waits this long for the next job before it sleeps */
+#define CHUNKS_PER_THREAD 4       /* chunks per thread of a job: the slack that balances load */
+#define DOOR_OPEN (1 << 30)
 
 typedef struct pool pool;
 typedef struct {
   pool *p;
-  int index; /* the piece it runs: 1..nworkers (the submitter runs piece 0) */
   pthread_t tid;
 } worker;
 
@@ -28,19 +37,20 @@ struct pool {
   int nworkers;
   worker *w;
   pthread_mutex_t mu;
-  pthread_cond_t go, done;
-  atomic_uint_fast64_t gen;
-  atomic_int pending;
+  pthread_cond_t go;
+  atomic_uint_fast64_t gen; /* bumped for every job */
+  atomic_int door;          /* DOOR_OPEN | workers that entered the current job */
+  atomic_int left;          /* workers that entered and are done */
+  atomic_int_fast64_t next; /* the next chunk to claim */
   atomic_int stop;
-  dt_parallel_fn fn; /* the job, written only while no worker reads it */
+  dt_parallel_fn fn; /* the job: written only while the door is closed and nobody is inside */
   void *ctx;
-  int64_t n;
-  int pieces;
+  int64_t n, chunks;
 };
 
 static _Thread_local pool *tl_pool;
 static _Thread_local int tl_threads; /* 0: the default, not read yet */
-static _Thread_local int tl_inside;  /* this thread is running a piece */
+static _Thread_local int tl_inside;  /* this thread is running a chunk */
 static atomic_int ranks_per_process = 1;
 static pthread_key_t pool_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -51,35 +61,59 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void run_piece(pool *p, int k) {
-  int64_t q = p->n / p->pieces, r = p->n % p->pieces;
-  int64_t b = q * k + (k < r ? k : r), e = b + q + (k < r);
-  if (e > b) p->fn(b, e, p->ctx);
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Claims and runs chunks until none is left. */
+static void run_chunks(pool *p) {
+  int64_t q = p->n / p->chunks, r = p->n % p->chunks;
+  for (;;) {
+    int64_t k = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+    if (k >= p->chunks) return;
+    int64_t b = q * k + (k < r ? k : r), e = b + q + (k < r);
+    p->fn(b, e, p->ctx);
+  }
+}
+
+/* Waits up to WORKER_SPIN_NS for gen to move past seen: pause-spins, then yields the core to
+ * anything runnable (other ranks, BLAS threads) between looks. */
+static uint_fast64_t spin_for_job(pool *p, uint_fast64_t seen) {
+  uint_fast64_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
+  for (int i = 0; g == seen && i < SPIN_ROUNDS; i++) {
+    cpu_relax();
+    g = atomic_load_explicit(&p->gen, memory_order_acquire);
+  }
+  int64_t until = now_ns() + WORKER_SPIN_NS;
+  while (g == seen && !atomic_load(&p->stop) && now_ns() < until) {
+    sched_yield();
+    g = atomic_load_explicit(&p->gen, memory_order_acquire);
+  }
+  return g;
 }
 
 static void *worker_main(void *arg) {
-  worker *w = arg;
-  pool *p = w->p;
+  pool *p = ((worker *)arg)->p;
   tl_inside = 1;
   uint_fast64_t seen = 0;
   for (;;) {
-    uint_fast64_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
-    for (int i = 0; g == seen && i < SPIN_ROUNDS; i++) {
-      cpu_relax();
-      g = atomic_load_explicit(&p->gen, memory_order_acquire);
-    }
+    uint_fast64_t g = spin_for_job(p, seen);
     if (g == seen) {
       pthread_mutex_lock(&p->mu);
       while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->go, &p->mu);
       pthread_mutex_unlock(&p->mu);
-      if (g == seen) return NULL; /* stopped */
     }
+    if (atomic_load(&p->stop)) return NULL;
     seen = g;
-    if (w->index < p->pieces) run_piece(p, w->index);
-    if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
-      pthread_mutex_lock(&p->mu);
-      pthread_cond_signal(&p->done);
-      pthread_mutex_unlock(&p->mu);
+    int d = atomic_load_explicit(&p->door, memory_order_acquire);
+    while (d & DOOR_OPEN) {
+      if (atomic_compare_exchange_weak_explicit(&p->door, &d, d + 1, memory_order_acq_rel, memory_order_acquire)) {
+        run_chunks(p);
+        atomic_fetch_add_explicit(&p->left, 1, memory_order_release);
+        break;
+      }
     }
   }
 }
@@ -94,7 +128,6 @@ static void pool_destroy(void *arg) {
   for (int i = 0; i < p->nworkers; i++) pthread_join(p->w[i].tid, NULL);
   pthread_mutex_destroy(&p->mu);
   pthread_cond_destroy(&p->go);
-  pthread_cond_destroy(&p->done);
   free(p->w);
   free(p);
 }
@@ -112,10 +145,8 @@ static pool *pool_create(int want) {
   }
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->go, NULL);
-  pthread_cond_init(&p->done, NULL);
   for (int i = 0; i < want; i++) {
     p->w[i].p = p;
-    p->w[i].index = i + 1;
     if (pthread_create(&p->w[i].tid, NULL, worker_main, &p->w[i]) != 0) break;
     p->nworkers++;
   }
@@ -140,31 +171,31 @@ void dt_parallel_for(int64_t n, int64_t grain, dt_parallel_fn fn, void *ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   int threads = tl_inside ? 1 : dt_get_num_threads();
-  int64_t pieces = n / grain;
-  if (pieces > threads) pieces = threads;
-  pool *p = pieces >= 2 ? my_pool(threads) : NULL;
+  int64_t chunks = n / grain;
+  if (chunks > (int64_t)threads * CHUNKS_PER_THREAD) chunks = (int64_t)threads * CHUNKS_PER_THREAD;
+  pool *p = chunks >= 2 && threads >= 2 ? my_pool(threads) : NULL;
   if (!p) {
     fn(0, n, ctx);
     return;
   }
-  if (pieces > p->nworkers + 1) pieces = p->nworkers + 1;
   p->fn = fn;
   p->ctx = ctx;
   p->n = n;
-  p->pieces = (int)pieces;
-  atomic_store_explicit(&p->pending, p->nworkers, memory_order_relaxed);
+  p->chunks = chunks;
+  atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+  atomic_store_explicit(&p->left, 0, memory_order_relaxed);
+  atomic_store_explicit(&p->door, DOOR_OPEN, memory_order_release);
   atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
   pthread_mutex_lock(&p->mu);
   pthread_cond_broadcast(&p->go);
   pthread_mutex_unlock(&p->mu);
   tl_inside = 1;
-  run_piece(p, 0);
+  run_chunks(p);
   tl_inside = 0;
-  for (int i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0 && i < SPIN_ROUNDS; i++) cpu_relax();
-  if (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
-    pthread_mutex_lock(&p->mu);
-    while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+  int inside = atomic_fetch_and_explicit(&p->door, ~DOOR_OPEN, memory_order_acq_rel) & ~DOOR_OPEN;
+  for (int i = 0; atomic_load_explicit(&p->left, memory_order_acquire) < inside; i++) {
+    if (i < SPIN_ROUNDS) cpu_relax();
+    else sched_yield(); /* a worker inside was preempted: give it the core */
   }
 }
 
