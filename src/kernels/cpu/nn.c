@@ -4,6 +4,7 @@
 #include "base/thread_pool.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/softmax_line.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -14,20 +15,24 @@
 #define SUF(x) x##_f32
 #define GEMM dt_gemm_f32
 #define EXP expf
+#define SOFTMAX_LINE dt_cpu_softmax_line_f32
 #include "kernels/cpu/nn_typed.h"
 #undef R
 #undef SUF
 #undef GEMM
 #undef EXP
+#undef SOFTMAX_LINE
 #define R double
 #define SUF(x) x##_f64
 #define GEMM dt_gemm_f64
 #define EXP exp
+#define SOFTMAX_LINE dt_cpu_softmax_line_f64
 #include "kernels/cpu/nn_typed.h"
 #undef R
 #undef SUF
 #undef GEMM
 #undef EXP
+#undef SOFTMAX_LINE
 
 /* Up to 4 inputs converted to one compute dtype (NULL stays NULL), released together. */
 typedef struct inputs {
@@ -307,9 +312,9 @@ int dt_cpu_scaled_dot_product_attention(const dt_op_args *a, dt_tensor **out) {
   sdpa_job j = {.q = in.t[0], .k = in.t[1], .v = in.t[2], .mv = mv, .y = y, .nb = nb, .bs = bs, .sq = sq, .sk = sk,
                .sv = sv, .sm = sm, .L = L, .S = S, .E = E, .Ev = Ev, .m_rs = m_rs, .m_cs = m_cs, .scale = scale,
                .causal = causal, .block = block, .es = es, .f64 = cd == DT_FLOAT64};
-  /* batches (batch x heads) over the threads, each with its own scores block */
-  int64_t batches = dt_shape_numel(nb, bs), per = L * (S + Ev);
-  dt_parallel_for(batches, per >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (per ? per : 1), sdpa_piece, &j);
+  /* batches (batch x heads) in order: their GEMMs use the BLAS's threads (BLAS calls from
+   * several of our threads at once contend in OpenBLAS), their softmax rows ours */
+  sdpa_piece(0, dt_shape_numel(nb, bs), &j);
   int oom = atomic_load(&j.oom);
   if (mv) dt_tensor_release(mv);
   if (m) dt_tensor_release(m);

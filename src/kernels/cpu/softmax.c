@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/softmax_line.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -251,6 +252,9 @@ static double exp_sum_f64(const double *restrict x, double m, double *restrict y
 
 DEFINE_SOFTMAX(softmax_f32, float, exp_sub_f32, max_f32, exp_sum_f32, finish_f32, log)
 DEFINE_SOFTMAX(softmax_f64, double, exp_sub_f64, max_f64, exp_sum_f64, finish_f64, log)
+
+void dt_cpu_softmax_line_f32(const float *x, float *y, int64_t n) { softmax_f32_line(x, y, n, 0); }
+void dt_cpu_softmax_line_f64(const double *x, double *y, int64_t n) { softmax_f64_line(x, y, n, 0); }
 
 typedef struct {
   void *x, *y;
