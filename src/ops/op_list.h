@@ -136,3 +136,7 @@ DT_OP(DROPOUT, dropout, dropout, 2, DT_OPF_RANDOM, RANDOM, dropout, "dropout(Ten
 DT_OP(DROPOUT_BACKWARD, dropout_backward, dropout_backward, 1, 0, POINTWISE, dropout_backward, "dropout_backward(Tensor grad, Tensor(bool) keep, scalar p) -> grad * keep / (1 - p)")
 DT_OP(RANDPERM, randperm, randperm, 1, DT_OPF_FACTORY | DT_OPF_RANDOM, RANDOM, none, "randperm(int n, int first value, dtype=int64) -> Tensor[n] (first .. first+n-1 permuted)")
 DT_OP(MULTINOMIAL, multinomial, multinomial, 1, DT_OPF_RANDOM, RANDOM, none, "multinomial(Tensor weights [c] | [r,c], int samples, int replacement) -> int64 (0-based)")
+
+/* ---- fused backward kernels (CPU speed): one pass where the composed backward rules made
+ * several ops; called by those rules, so they have no gradient of their own ---- */
+DT_OP(GELU_BACKWARD, gelu_backward, binary_float, 1, 0, POINTWISE, none, "gelu_backward(Tensor grad, Tensor x; ints[0]=1: tanh approximation) -> grad * gelu'(x)")

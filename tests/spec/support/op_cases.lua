@@ -1395,6 +1395,41 @@ for name, e in pairs(ops) do
   end
 end
 
+-- ---------------------------------------------------------------- fused backward kernels
+-- (the backward rules call them; they have no gradient of their own: nondiff below)
+local function gelu_d(v, tanh_form)
+  if tanh_form then
+    local k0, k1 = math.sqrt(2 / math.pi), 0.044715
+    local t = math.tanh(k0 * (v + k1 * v ^ 3))
+    return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k0 * (1 + 3 * k1 * v * v)
+  end
+  return 0.5 * (1 + erf(v / math.sqrt(2))) + v * math.exp(-v * v / 2) / math.sqrt(2 * math.pi)
+end
+ops.gelu_backward = {
+  family = "pointwise",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 5 do
+      local dtype = i == 2 and "float32" or "float64"
+      local shape = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+      local g, x = t_of(rng, shape, dtype), t_of(rng, shape, dtype)
+      if i == 3 then g, x = noncontig(g), noncontig(x) end
+      if i == 5 then g = t_of(rng, {shape[#shape]}, dtype) end -- broadcast along the leading dims
+      list[#list + 1] = {inputs = {g, x}, static = {tanh = rng.int(1, 2) == 1}, label = dtype .. " case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return dt._gelu_backward(i[1], i[2], s.tanh) end,
+  ref = function(i, s)
+    local g, x = ref_of(i[1]), ref_of(i[2])
+    local d, ng = {}, #g.data
+    for j = 1, #x.data do d[j] = g.data[(j - 1) % ng + 1] * gelu_d(x.data[j], s.tanh) end
+    return {shape = x.shape, data = d}
+  end,
+  tol = 1e-11,
+  nondiff = "the fused backward of gelu, called by gelu's rule: no second derivative",
+}
+
 -- ---------------------------------------------------------------- gradients
 -- Rows whose backward column is `none`, and why (op_table_spec.lua's grad column; every other
 -- row's gradient is checked against finite differences, tests/spec/support/grad_check.lua).
