@@ -214,6 +214,48 @@ static int64_t batch_offset(int64_t b, int nb, const int64_t *bs, const int64_t 
   return off;
 }
 
+/* ---- layer_norm_backward(grad, x, w?): rows over the threads, as the forward ---- */
+typedef struct {
+  const void *g, *x, *w;
+  void *dx, *gxhat;
+  int64_t n;
+  double eps;
+  int rms, f64;
+} norm_bw_job;
+
+static void norm_bw_piece(int64_t r0, int64_t r1, void *vj) {
+  const norm_bw_job *j = vj;
+  int64_t o = r0 * j->n;
+  if (j->f64)
+    norm_backward_rows_f64((const double *)j->g + o, (const double *)j->x + o, j->w, (double *)j->dx + o,
+                           (double *)j->gxhat + o, r1 - r0, j->n, j->eps, j->rms);
+  else
+    norm_backward_rows_f32((const float *)j->g + o, (const float *)j->x + o, j->w, (float *)j->dx + o,
+                           (float *)j->gxhat + o, r1 - r0, j->n, j->eps, j->rms);
+}
+
+int dt_cpu_layer_norm_backward(const dt_op_args *a, dt_tensor **out) {
+  const dt_tensor *x = a->in[1];
+  dt_dtype cd = dt_dtype_compute(x->dtype);
+  int k = (int)a->ints[0];
+  int64_t n = dt_shape_numel(k, x->shape + x->ndim - k), numel = dt_tensor_numel(x);
+  int64_t rows = n ? numel / n : 0;
+  inputs in;
+  if (inputs_get(&in, a, 3, cd) != DT_OK) return DT_ERR;
+  dt_tensor *dx = out_buffer(out[0], cd, a->name), *gh = dx ? out_buffer(out[1], cd, a->name) : NULL;
+  if (!gh) {
+    if (dx) dt_tensor_release(dx);
+    return inputs_release(&in), DT_ERR;
+  }
+  norm_bw_job j = {dt_tensor_data(in.t[0]), dt_tensor_data(in.t[1]), data_or_null(in.t[2]), dt_tensor_data(dx),
+                   dt_tensor_data(gh), n, a->scalar[0], a->flags & 1, cd == DT_FLOAT64};
+  dt_parallel_for(rows, n >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (n ? n : 1), norm_bw_piece, &j);
+  inputs_release(&in);
+  int rc = out_finish(out[0], dx, a->name);
+  int rc2 = out_finish(out[1], gh, a->name);
+  return rc == DT_OK ? rc2 : rc;
+}
+
 /* The mask as an additive float tensor in the compute dtype: bool true -> 0, false -> -inf. */
 static dt_tensor *additive_mask(dt_tensor *m, dt_dtype cd, const char *op) {
   if (m->dtype != DT_BOOL) return dt_tensor_contiguous_as(m, cd);

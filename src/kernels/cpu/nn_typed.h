@@ -65,6 +65,31 @@ static void SUF(norm_rows)(const R *restrict x, const R *restrict w, const R *re
 }
 #undef SUF_LANES
 
+/* layer_norm / rms_norm backward over rows of n: the statistics recomputed as norm_rows makes
+ * them, xhat = (x - mean) * rstd, gy = g * w; gxhat = g * xhat (for dw) and
+ * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) (rms: without mean(gy)). */
+static void SUF(norm_backward_rows)(const R *restrict g, const R *restrict x, const R *restrict w, R *restrict dx,
+                                    R *restrict gxhat, int64_t rows, int64_t n, double eps, int rms) {
+  for (int64_t r = 0; r < rows; r++) {
+    const R *xr = x + r * n, *gr = g + r * n;
+    R *dr = dx + r * n, *hr = gxhat + r * n;
+    R mu = rms ? 0 : (R)(SUF(row_sum)(xr, n, 0, 0) / (double)n);
+    double var = SUF(row_sum)(xr, n, mu, 1) / (double)n;
+    R inv = (R)(1.0 / sqrt(var + eps));
+    double sum_gy = 0, sum_gyxh = 0;
+    for (int64_t i = 0; i < n; i++) {
+      R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
+      hr[i] = gr[i] * xh;
+      sum_gy += gy, sum_gyxh += (double)gy * xh;
+    }
+    R a = rms ? 0 : (R)(sum_gy / (double)n), b = (R)(sum_gyxh / (double)n);
+    for (int64_t i = 0; i < n; i++) {
+      R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
+      dr[i] = inv * (gy - a - xh * b);
+    }
+  }
+}
+
 /* In-place softmax of each row of scores [L, S]; mask (additive) and causal applied first.
  * Row i is query row0 + i (for the causal diagonal): its keys past the diagonal are not
  * exponentiated, they get 0 (NaN when the row's sum is NaN, as an all -inf row gives, as

@@ -1430,6 +1430,54 @@ ops.gelu_backward = {
   nondiff = "the fused backward of gelu, called by gelu's rule: no second derivative",
 }
 
+-- layer_norm_backward(grad, x, w?): dx and grad * xhat, from the formulas in plain Lua
+ops.layer_norm_backward = {
+  family = "nn",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 5 do
+      local shape = rand_shape(rng, rng.int(1, 3), 1)
+      if i == 4 then shape[1] = 0 end
+      local k = rng.int(1, #shape)
+      local nshape = {table.unpack(shape, #shape - k + 1)}
+      local dtype = i == 2 and "float32" or "float64"
+      local g, x = t_of(rng, shape, dtype), t_of(rng, shape, dtype)
+      local s = {nshape = nshape, eps = 1e-5, w = i ~= 5, rms = rng.int(1, 2) == 1}
+      local ins = {i == 3 and noncontig(g) or g, i == 3 and noncontig(x) or x}
+      if s.w then ins[3] = t_of(rng, nshape, dtype) end
+      list[#list + 1] = {inputs = ins, static = s, label = "case " .. i .. (s.rms and " rms" or "")}
+    end
+    return list
+  end,
+  run = function(i, s) return dt._layer_norm_backward(i[1], i[2], s.w and i[3] or nil, s.nshape, s.eps, s.rms) end,
+  ref = function(i, s)
+    local g, x, w = ref_of(i[1]), ref_of(i[2]), s.w and ref_of(i[3]) or nil
+    local inner = 1
+    for _, d in ipairs(s.nshape) do inner = inner * d end
+    local dx, gh = {shape = x.shape, data = {}}, {shape = x.shape, data = {}}
+    for r = 0, #x.data // inner - 1 do
+      local m, v = 0, 0
+      for j = 1, inner do m = m + x.data[r * inner + j] end
+      m = s.rms and 0 or m / inner
+      for j = 1, inner do v = v + (x.data[r * inner + j] - m) ^ 2 end
+      local rstd = 1 / math.sqrt(v / inner + s.eps)
+      local xh, gy, a, b = {}, {}, 0, 0
+      for j = 1, inner do
+        xh[j] = (x.data[r * inner + j] - m) * rstd
+        gy[j] = g.data[r * inner + j] * (w and w.data[j] or 1)
+        a, b = a + gy[j] / inner, b + gy[j] * xh[j] / inner
+      end
+      for j = 1, inner do
+        dx.data[r * inner + j] = rstd * (gy[j] - (s.rms and 0 or a) - xh[j] * b)
+        gh.data[r * inner + j] = g.data[r * inner + j] * xh[j]
+      end
+    end
+    return {dx, gh}
+  end,
+  tol = 1e-10,
+  nondiff = "the fused backward of layer_norm and rms_norm, called by their rules: no second derivative",
+}
+
 -- ---------------------------------------------------------------- gradients
 -- Rows whose backward column is `none`, and why (op_table_spec.lua's grad column; every other
 -- row's gradient is checked against finite differences, tests/spec/support/grad_check.lua).
