@@ -4,15 +4,13 @@
 
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/pointwise.h"
+#include "kernels/cpu/vec_math.h"
 
 #define SQRT1_2 0.70710678118654752440     /* 1/sqrt(2) */
 #define INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2 pi) */
 #define SQRT_2_PI 0.79788456080286535588    /* sqrt(2/pi) */
 
-/* exact gelu: Phi(x) + x phi(x) */
-static inline float gelu_d_f32(float x) {
-  return 0.5f * (1.0f + erff(x * (float)SQRT1_2)) + x * expf(-0.5f * x * x) * (float)INV_SQRT_2PI;
-}
+/* exact gelu: Phi(x) + x phi(x) (float32: gelu_grad4 in vec_math.h) */
 static inline double gelu_d_f64(double x) { return 0.5 * (1.0 + erf(x * SQRT1_2)) + x * exp(-0.5 * x * x) * INV_SQRT_2PI; }
 /* tanh approximation, torch's formula: 0.5 (1 + t) + 0.5 x (1 - t^2) k0 (1 + 3 k1 x^2) */
 static inline float gelut_d_f32(float x) {
@@ -39,7 +37,23 @@ static inline double gelut_d_f64(double x) {
         *(T *)(p[0] + i * s[0]) = *(const T *)(p[1] + i * s[1]) * DERIV(*(const T *)(p[2] + i * s[2])); \
     }                                                                                               \
   }
-BW_LOOP(gelu_bw_f32, float, gelu_d_f32)
+/* float32 exact gelu: vec_math.h's 4-lane erf and exp, a block of x at a time */
+DEFINE_VEC_MAP(gelu_grad_map_f32, gelu_grad4)
+static void gelu_bw_f32(char **p, const int64_t *s, int64_t n, void *c) {
+  (void)c;
+  float d[256];
+  for (int64_t i0 = 0; i0 < n; i0 += 256) {
+    int64_t m = n - i0 < 256 ? n - i0 : 256;
+    if (s[2] == (int64_t)sizeof(float)) {
+      gelu_grad_map_f32((const float *)p[2] + i0, d, m);
+    } else {
+      for (int64_t i = 0; i < m; i++) d[i] = *(const float *)(p[2] + (i0 + i) * s[2]);
+      gelu_grad_map_f32(d, d, m);
+    }
+    for (int64_t i = 0; i < m; i++)
+      *(float *)(p[0] + (i0 + i) * s[0]) = *(const float *)(p[1] + (i0 + i) * s[1]) * d[i];
+  }
+}
 BW_LOOP(gelu_bw_f64, double, gelu_d_f64)
 BW_LOOP(gelut_bw_f32, float, gelut_d_f32)
 BW_LOOP(gelut_bw_f64, double, gelut_d_f64)

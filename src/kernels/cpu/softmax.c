@@ -6,54 +6,14 @@
 #include "base/thread_pool.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/softmax_line.h"
+#include "kernels/cpu/vec_math.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-/* ---- exp(x - m) for a row ------------------------------------------------------------
- * glibc's expf is scalar and dominated softmax (it is ~85% of the time), so float32 uses
- * a 4-lane exp (GCC vector extensions, plain SSE2 on x86-64): Cephes' range reduction
- * x = n ln2 + r and degree-6 polynomial, 2^n built in the exponent bits; max error 1.4
- * ulp.  Below -87 the result is 0 (PyTorch would give a denormal < 1.6e-38, invisible
- * next to a softmax sum >= 1), above 88 inf; NaN stays NaN. */
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-static inline __attribute__((always_inline)) v4f splat(float v) { return (v4f){v, v, v, v}; }
-
-/* 8 lanes, for the AVX2 sweep below.  No function takes or returns a v8f by value: a call
- * between it and a default-ISA helper would disagree on how it is passed (GCC's -Wpsabi),
- * hence the macro and the pointer. */
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-#define splat8(v) ((v8f){(v), (v), (v), (v), (v), (v), (v), (v)})
-
-#define DEFINE_EXP(NAME, VF, VI, SPLAT)                                                          \
-  static inline __attribute__((always_inline)) void NAME(VF *px) { /* in place */                \
-    VF x = *px;                                                                                  \
-    VI small = x < SPLAT(-87.0f), big = x > SPLAT(88.0f), nan = x != x, out = small | big | nan; \
-    VF xc = (VF)((VI)x & ~out); /* out-of-range lanes compute exp(0) and are replaced below */   \
-    VF t = xc * SPLAT(1.44269504088896341f) + SPLAT(0.5f);                                       \
-    VI ni = __builtin_convertvector(t, VI); /* truncates: floor for t >= 0, fix below */         \
-    ni += (VI)(__builtin_convertvector(ni, VF) > t); /* -1 where truncation rounded up */        \
-    VF n = __builtin_convertvector(ni, VF);                                                      \
-    VF r = xc - n * SPLAT(0.693359375f) + n * SPLAT(2.12194440e-4f);                             \
-    VF p = SPLAT(1.9875691500e-4f);                                                              \
-    p = p * r + SPLAT(1.3981999507e-3f);                                                         \
-    p = p * r + SPLAT(8.3334519073e-3f);                                                         \
-    p = p * r + SPLAT(4.1665795894e-2f);                                                         \
-    p = p * r + SPLAT(1.6666665459e-1f);                                                         \
-    p = p * r + SPLAT(5.0000001201e-1f);                                                         \
-    p = p * r * r + r + SPLAT(1.0f);                                                             \
-    VF v = p * (VF)((ni + 127) << 23);                                                           \
-    v = (VF)(((VI)v & ~out) | ((VI)SPLAT(INFINITY) & big)); /* underflow 0, overflow inf */      \
-    *px = (VF)((VI)v | ((VI)x & nan));                        /* NaN in, NaN out */              \
-  }
-
-DEFINE_EXP(exp4, v4f, v4i, splat)
-DEFINE_EXP(exp8, v8f, v8i, splat8)
-
+/* ---- exp(x - m) for a row: exp4/exp8 of vec_math.h (glibc's expf is scalar and was ~85% of
+ * softmax's time) ---- */
 /* y[i] = exp(x[i] - m[mstep ? i : 0]) for i < n. */
 static void exp_sub_f32(const float *x, const float *m, int mstep, float *y, int64_t n) {
   int64_t i = 0;

@@ -1,0 +1,109 @@
+/* Vector math for the float32 kernels, written with GCC vector extensions (plain SSE2 on
+ * x86-64; 8-lane forms for functions compiled with target("avx2")): exp, erf and gelu.  Every
+ * element goes through the same lanes arithmetic whatever its position, so results do not
+ * depend on how a loop is split (intra-op threads) or where a row's tail falls. */
+#ifndef DT_KERNELS_CPU_VEC_MATH_H
+#define DT_KERNELS_CPU_VEC_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- exp --------------------------------------------------------------------------------
+ * A 4-lane exp (GCC vector extensions, plain SSE2 on x86-64): Cephes' range reduction
+ * x = n ln2 + r and degree-6 polynomial, 2^n built in the exponent bits; max error 1.4
+ * ulp.  Below -87 the result is 0 (PyTorch would give a denormal < 1.6e-38, invisible
+ * next to a softmax sum >= 1), above 88 inf; NaN stays NaN. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline __attribute__((always_inline)) v4f splat(float v) { return (v4f){v, v, v, v}; }
+
+/* 8 lanes, for the AVX2 sweep below.  No function takes or returns a v8f by value: a call
+ * between it and a default-ISA helper would disagree on how it is passed (GCC's -Wpsabi),
+ * hence the macro and the pointer. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#define splat8(v) ((v8f){(v), (v), (v), (v), (v), (v), (v), (v)})
+
+#define DEFINE_EXP(NAME, VF, VI, SPLAT)                                                          \
+  static inline __attribute__((always_inline)) void NAME(VF *px) { /* in place */                \
+    VF x = *px;                                                                                  \
+    VI small = x < SPLAT(-87.0f), big = x > SPLAT(88.0f), nan = x != x, out = small | big | nan; \
+    VF xc = (VF)((VI)x & ~out); /* out-of-range lanes compute exp(0) and are replaced below */   \
+    VF t = xc * SPLAT(1.44269504088896341f) + SPLAT(0.5f);                                       \
+    VI ni = __builtin_convertvector(t, VI); /* truncates: floor for t >= 0, fix below */         \
+    ni += (VI)(__builtin_convertvector(ni, VF) > t); /* -1 where truncation rounded up */        \
+    VF n = __builtin_convertvector(ni, VF);                                                      \
+    VF r = xc - n * SPLAT(0.693359375f) + n * SPLAT(2.12194440e-4f);                             \
+    VF p = SPLAT(1.9875691500e-4f);                                                              \
+    p = p * r + SPLAT(1.3981999507e-3f);                                                         \
+    p = p * r + SPLAT(8.3334519073e-3f);                                                         \
+    p = p * r + SPLAT(4.1665795894e-2f);                                                         \
+    p = p * r + SPLAT(1.6666665459e-1f);                                                         \
+    p = p * r + SPLAT(5.0000001201e-1f);                                                         \
+    p = p * r * r + r + SPLAT(1.0f);                                                             \
+    VF v = p * (VF)((ni + 127) << 23);                                                           \
+    v = (VF)(((VI)v & ~out) | ((VI)SPLAT(INFINITY) & big)); /* underflow 0, overflow inf */      \
+    *px = (VF)((VI)v | ((VI)x & nan));                        /* NaN in, NaN out */              \
+  }
+
+DEFINE_EXP(exp4, v4f, v4i, splat)
+DEFINE_EXP(exp8, v8f, v8i, splat8)
+
+/* ---- erf and gelu (4 lanes) -------------------------------------------------------------
+ * erf by Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7), the formula PyTorch's
+ * vectorised CPU erf uses: 1 - (a1 t + ... + a5 t^5) exp(-x^2), t = 1 / (1 + p |x|), with
+ * x's sign.  NaN stays NaN. */
+static inline __attribute__((always_inline)) void erf4(v4f *px) {
+  v4f x = *px;
+  v4i neg = x < splat(0.0f);
+  v4f ax = (v4f)((v4i)x & ~(v4i)splat(-0.0f));
+  v4f t = splat(1.0f) / (splat(1.0f) + splat(0.3275911f) * ax);
+  v4f poly = splat(1.061405429f);
+  poly = poly * t + splat(-1.453152027f);
+  poly = poly * t + splat(1.421413741f);
+  poly = poly * t + splat(-0.284496736f);
+  poly = poly * t + splat(0.254829592f);
+  poly = poly * t;
+  v4f e = -(ax * ax);
+  exp4(&e);
+  v4f r = splat(1.0f) - poly * e;
+  *px = (v4f)((v4i)r | ((v4i)splat(-0.0f) & neg)); /* the sign back; NaN: t, r are NaN */
+}
+
+/* gelu(x) = 0.5 x (1 + erf(x / sqrt 2)) */
+static inline __attribute__((always_inline)) void gelu4(v4f *px) {
+  v4f x = *px, e = x * splat(0.70710678118654752440f);
+  erf4(&e);
+  *px = splat(0.5f) * x * (splat(1.0f) + e);
+}
+
+/* gelu'(x) = Phi(x) + x phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt 2)), phi(x) = exp(-x^2/2) / sqrt(2 pi) */
+static inline __attribute__((always_inline)) void gelu_grad4(v4f *px) {
+  v4f x = *px, e = x * splat(0.70710678118654752440f), q = splat(-0.5f) * x * x;
+  erf4(&e);
+  exp4(&q);
+  *px = splat(0.5f) * (splat(1.0f) + e) + x * q * splat(0.39894228040143267794f);
+}
+
+/* f over n floats, y[i] = f(x[i]) (y may be x): 4 lanes at a time, the tail padded into one
+ * vector, so each element gets the same lanes arithmetic wherever it sits. */
+#define DEFINE_VEC_MAP(NAME, F4)                                                   \
+  static inline void NAME(const float *x, float *y, int64_t n) {                   \
+    int64_t i = 0;                                                                 \
+    for (; i + 4 <= n; i += 4) {                                                   \
+      v4f v;                                                                       \
+      memcpy(&v, x + i, sizeof v);                                                 \
+      F4(&v);                                                                      \
+      memcpy(y + i, &v, sizeof v);                                                 \
+    }                                                                              \
+    if (i < n) {                                                                   \
+      v4f v = splat(0);                                                            \
+      for (int64_t j = 0; i + j < n; j++) v[j] = x[i + j];                         \
+      F4(&v);                                                                      \
+      for (int64_t j = 0; i + j < n; j++) y[i + j] = v[j];                         \
+    }                                                                              \
+  }
+
+#endif
