@@ -108,10 +108,10 @@ int dt_cpu_embedding(const dt_op_args *a, dt_tensor **out) {
   return rc;
 }
 
-/* ---- layer_norm / rms_norm ---- */
+/* ---- layer_norm / rms_norm and their backward: rows over the threads ---- */
 typedef struct {
-  const void *x, *w, *b;
-  void *y;
+  const void *g, *x, *w, *b; /* g: the backward's gradient */
+  void *y, *y2;              /* backward: dx, grad * xhat */
   int64_t n;
   double eps;
   int rms, f64;
@@ -137,8 +137,8 @@ static int norm(const dt_op_args *a, dt_tensor **out, int rms) {
   dt_tensor *y = out_buffer(out[0], cd, a->name);
   if (!y) return inputs_release(&in), DT_ERR;
   const dt_tensor *b = rms ? NULL : in.t[2];
-  norm_job j = {dt_tensor_data(in.t[0]), data_or_null(in.t[1]), data_or_null(b), dt_tensor_data(y), n, a->scalar[0],
-                rms, cd == DT_FLOAT64};
+  norm_job j = {.x = dt_tensor_data(in.t[0]), .w = data_or_null(in.t[1]), .b = data_or_null(b), .y = dt_tensor_data(y),
+                .n = n, .eps = a->scalar[0], .rms = rms, .f64 = cd == DT_FLOAT64};
   dt_parallel_for(rows, n >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (n ? n : 1), norm_piece, &j);
   inputs_release(&in);
   return out_finish(out[0], y, a->name);
@@ -214,24 +214,16 @@ static int64_t batch_offset(int64_t b, int nb, const int64_t *bs, const int64_t 
   return off;
 }
 
-/* ---- layer_norm_backward(grad, x, w?): rows over the threads, as the forward ---- */
-typedef struct {
-  const void *g, *x, *w;
-  void *dx, *gxhat;
-  int64_t n;
-  double eps;
-  int rms, f64;
-} norm_bw_job;
-
+/* ---- layer_norm_backward(grad, x, w?) ---- */
 static void norm_bw_piece(int64_t r0, int64_t r1, void *vj) {
-  const norm_bw_job *j = vj;
+  const norm_job *j = vj;
   int64_t o = r0 * j->n;
   if (j->f64)
-    norm_backward_rows_f64((const double *)j->g + o, (const double *)j->x + o, j->w, (double *)j->dx + o,
-                           (double *)j->gxhat + o, r1 - r0, j->n, j->eps, j->rms);
+    norm_backward_rows_f64((const double *)j->g + o, (const double *)j->x + o, j->w, (double *)j->y + o,
+                           (double *)j->y2 + o, r1 - r0, j->n, j->eps, j->rms);
   else
-    norm_backward_rows_f32((const float *)j->g + o, (const float *)j->x + o, j->w, (float *)j->dx + o,
-                           (float *)j->gxhat + o, r1 - r0, j->n, j->eps, j->rms);
+    norm_backward_rows_f32((const float *)j->g + o, (const float *)j->x + o, j->w, (float *)j->y + o,
+                           (float *)j->y2 + o, r1 - r0, j->n, j->eps, j->rms);
 }
 
 int dt_cpu_layer_norm_backward(const dt_op_args *a, dt_tensor **out) {
@@ -247,8 +239,9 @@ int dt_cpu_layer_norm_backward(const dt_op_args *a, dt_tensor **out) {
     if (dx) dt_tensor_release(dx);
     return inputs_release(&in), DT_ERR;
   }
-  norm_bw_job j = {dt_tensor_data(in.t[0]), dt_tensor_data(in.t[1]), data_or_null(in.t[2]), dt_tensor_data(dx),
-                   dt_tensor_data(gh), n, a->scalar[0], a->flags & 1, cd == DT_FLOAT64};
+  norm_job j = {.g = dt_tensor_data(in.t[0]), .x = dt_tensor_data(in.t[1]), .w = data_or_null(in.t[2]),
+                .y = dt_tensor_data(dx), .y2 = dt_tensor_data(gh), .n = n, .eps = a->scalar[0], .rms = a->flags & 1,
+                .f64 = cd == DT_FLOAT64};
   dt_parallel_for(rows, n >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (n ? n : 1), norm_bw_piece, &j);
   inputs_release(&in);
   int rc = out_finish(out[0], dx, a->name);

@@ -1110,16 +1110,20 @@ local function norm_ref(i, s, rms)
   end
   return out, k
 end
+-- case i of a norm: x's shape (case 4: a 0-size batch) and its last k dims
+local function norm_shapes(rng, i)
+  local shape = rand_shape(rng, rng.int(1, 3), 1)
+  if i == 4 then shape[1] = 0 end
+  local k = rng.int(1, #shape)
+  return shape, {table.unpack(shape, #shape - k + 1)}
+end
 for _, name in ipairs {"layer_norm", "rms_norm"} do
   ops[name] = {
     family = "nn",
     cases = function(rng)
       local list = {}
       for i = 1, 4 do
-        local shape = rand_shape(rng, rng.int(1, 3), 1)
-        if i == 4 then shape[1] = 0 end
-        local k = rng.int(1, #shape)
-        local nshape = {table.unpack(shape, #shape - k + 1)}
+        local shape, nshape = norm_shapes(rng, i)
         local x = t_of(rng, shape, i == 2 and "float32" or "float64")
         local ins = {i == 3 and noncontig(x) or x}
         local s = {nshape = nshape, eps = 1e-5, w = rng.int(1, 2) == 1, b = name == "layer_norm" and rng.int(1, 2) == 1}
@@ -1436,10 +1440,7 @@ ops.layer_norm_backward = {
   cases = function(rng)
     local list = {}
     for i = 1, 5 do
-      local shape = rand_shape(rng, rng.int(1, 3), 1)
-      if i == 4 then shape[1] = 0 end
-      local k = rng.int(1, #shape)
-      local nshape = {table.unpack(shape, #shape - k + 1)}
+      local shape, nshape = norm_shapes(rng, i)
       local dtype = i == 2 and "float32" or "float64"
       local g, x = t_of(rng, shape, dtype), t_of(rng, shape, dtype)
       local s = {nshape = nshape, eps = 1e-5, w = i ~= 5, rms = rng.int(1, 2) == 1}
