@@ -2,7 +2,7 @@
 -- (bench/train.lua's sizes) and its non-GEMM ops forward + backward at the step's shapes, each
 -- against PyTorch on the same thread count (dt.get_num_threads(): DTLUA_NUM_THREADS or every
 -- core), in the same run where PyTorch is installed.  Best of 5 after a warm-up, in ms.
--- usage (from the build dir): ./dtlua bench/train_ops.lua [quick]
+-- usage (from the build dir): ./dtlua bench/train_ops.lua [quick]   (quick: tiny sizes, no PyTorch)
 local here = (arg and arg[0] or ""):match("^(.*)/") or "bench"
 local gpt = dofile(here .. "/../examples/gpt_model.lua")
 local baseline = dofile(here .. "/load_baseline.lua")
@@ -123,7 +123,7 @@ print("embedding_[V,W]", best(fb(lambda w: F.embedding(ids, w), leaf(V, W))))
 print("softmax_[B,H,L,L]", best(fb(lambda x: x.softmax(-1), leaf(B, H, L, L))))
 ]]
 local torch = {}
-if baseline.torch_available() then
+if not quick and baseline.torch_available() then
   torch = baseline.run_python(TORCH, "python3", {threads, quick and 1 or 0},
                               string.format("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d", threads, threads))
 end
@@ -134,4 +134,5 @@ for _, r in ipairs(rows) do
   print(string.format("%-28s %10.2f %10s %8s", r[1], r[2], t and string.format("%.2f", t) or "n/a",
                       t and string.format("%.2f", t / r[2]) or "n/a"))
 end
-if not torch["gelu_[B,L,4W]"] then print("(PyTorch not importable or failed: its column is n/a)") end
+if quick then print("(quick: tiny sizes, no PyTorch)")
+elseif not torch["gelu_[B,L,4W]"] then print("(PyTorch not importable or failed: its column is n/a)") end
