@@ -38,7 +38,7 @@ static inline double gelut_d_f64(double x) {
     }                                                                                               \
   }
 /* float32 exact gelu: vec_math.h's 4-lane erf and exp, a block of x at a time */
-DEFINE_VEC_MAP(gelu_grad_map_f32, gelu_grad4)
+DEFINE_VEC_MAP(gelu_grad_map_f32, gelu_grad4, gelu_grad8)
 static void gelu_bw_f32(char **p, const int64_t *s, int64_t n, void *c) {
   (void)c;
   float d[256];

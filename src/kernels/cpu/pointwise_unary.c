@@ -73,7 +73,7 @@ PW_UN(tanh_f64, double, tanh(x))
 PW_UN(sigmoid_f32, float, 1.0f / (1.0f + expf(-x)))
 PW_UN(sigmoid_f64, double, 1.0 / (1.0 + exp(-x)))
 /* float32 gelu: vec_math.h's 4-lane erf (scalar erff was most of a GPT step's gelu time) */
-DEFINE_VEC_MAP(gelu_map_f32, gelu4)
+DEFINE_VEC_MAP(gelu_map_f32, gelu4, gelu8)
 static void gelu_f32(char **p, const int64_t *s, int64_t n, void *vc) {
   (void)vc;
   if (s[0] == (int64_t)sizeof(float) && s[1] == (int64_t)sizeof(float)) {

@@ -51,41 +51,42 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 DEFINE_EXP(exp4, v4f, v4i, splat)
 DEFINE_EXP(exp8, v8f, v8i, splat8)
 
-/* ---- erf and gelu (4 lanes) -------------------------------------------------------------
+/* ---- erf and gelu (4 lanes, and 8 for target("avx2") functions) --------------------------
  * erf by Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7), the formula PyTorch's
  * vectorised CPU erf uses: 1 - (a1 t + ... + a5 t^5) exp(-x^2), t = 1 / (1 + p |x|), with
- * x's sign.  NaN stays NaN. */
-static inline __attribute__((always_inline)) void erf4(v4f *px) {
-  v4f x = *px;
-  v4i neg = x < splat(0.0f);
-  v4f ax = (v4f)((v4i)x & ~(v4i)splat(-0.0f));
-  v4f t = splat(1.0f) / (splat(1.0f) + splat(0.3275911f) * ax);
-  v4f poly = splat(1.061405429f);
-  poly = poly * t + splat(-1.453152027f);
-  poly = poly * t + splat(1.421413741f);
-  poly = poly * t + splat(-0.284496736f);
-  poly = poly * t + splat(0.254829592f);
-  poly = poly * t;
-  v4f e = -(ax * ax);
-  exp4(&e);
-  v4f r = splat(1.0f) - poly * e;
-  *px = (v4f)((v4i)r | ((v4i)splat(-0.0f) & neg)); /* the sign back; NaN: t, r are NaN */
-}
-
-/* gelu(x) = 0.5 x (1 + erf(x / sqrt 2)) */
-static inline __attribute__((always_inline)) void gelu4(v4f *px) {
-  v4f x = *px, e = x * splat(0.70710678118654752440f);
-  erf4(&e);
-  *px = splat(0.5f) * x * (splat(1.0f) + e);
-}
-
-/* gelu'(x) = Phi(x) + x phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt 2)), phi(x) = exp(-x^2/2) / sqrt(2 pi) */
-static inline __attribute__((always_inline)) void gelu_grad4(v4f *px) {
-  v4f x = *px, e = x * splat(0.70710678118654752440f), q = splat(-0.5f) * x * x;
-  erf4(&e);
-  exp4(&q);
-  *px = splat(0.5f) * (splat(1.0f) + e) + x * q * splat(0.39894228040143267794f);
-}
+ * x's sign.  NaN stays NaN.  gelu(x) = 0.5 x (1 + erf(x / sqrt 2)); gelu'(x) = Phi(x) + x phi(x),
+ * Phi(x) = 0.5 (1 + erf(x / sqrt 2)), phi(x) = exp(-x^2/2) / sqrt(2 pi).  Both widths do the
+ * same lane arithmetic (no fused multiply-add under -std=c11): the same bits. */
+#define DEFINE_GELU(W, VF, VI, SPLAT, EXP)                                                          \
+  static inline __attribute__((always_inline)) void erf##W(VF *px) {                                \
+    VF x = *px;                                                                                     \
+    VI neg = x < SPLAT(0.0f);                                                                       \
+    VF ax = (VF)((VI)x & ~(VI)SPLAT(-0.0f));                                                        \
+    VF t = SPLAT(1.0f) / (SPLAT(1.0f) + SPLAT(0.3275911f) * ax);                                    \
+    VF poly = SPLAT(1.061405429f);                                                                  \
+    poly = poly * t + SPLAT(-1.453152027f);                                                         \
+    poly = poly * t + SPLAT(1.421413741f);                                                          \
+    poly = poly * t + SPLAT(-0.284496736f);                                                         \
+    poly = poly * t + SPLAT(0.254829592f);                                                          \
+    poly = poly * t;                                                                                \
+    VF e = -(ax * ax);                                                                              \
+    EXP(&e);                                                                                        \
+    VF r = SPLAT(1.0f) - poly * e;                                                                  \
+    *px = (VF)((VI)r | ((VI)SPLAT(-0.0f) & neg)); /* the sign back; NaN: t, r are NaN */            \
+  }                                                                                                 \
+  static inline __attribute__((always_inline)) void gelu##W(VF *px) {                               \
+    VF x = *px, e = x * SPLAT(0.70710678118654752440f);                                             \
+    erf##W(&e);                                                                                     \
+    *px = SPLAT(0.5f) * x * (SPLAT(1.0f) + e);                                                      \
+  }                                                                                                 \
+  static inline __attribute__((always_inline)) void gelu_grad##W(VF *px) {                          \
+    VF x = *px, e = x * SPLAT(0.70710678118654752440f), q = SPLAT(-0.5f) * x * x;                   \
+    erf##W(&e);                                                                                     \
+    EXP(&q);                                                                                        \
+    *px = SPLAT(0.5f) * (SPLAT(1.0f) + e) + x * q * SPLAT(0.39894228040143267794f);                 \
+  }
+DEFINE_GELU(4, v4f, v4i, splat, exp4)
+DEFINE_GELU(8, v8f, v8i, splat8, exp8)
 
 /* ---- log and sin/cos for Box-Muller (4 lanes, Cephes' logf / sinf / cosf) ---------------------
  * log4: x > 0 finite (1 - u with u in [0, 1)); ~1 ulp.  sincos4: 0 <= x <= 2 pi (2 pi u);
@@ -141,23 +142,42 @@ static inline void box_muller4(const float *u1, const float *u2, float *z0, floa
   memcpy(z1, &s, sizeof s);
 }
 
-/* f over n floats, y[i] = f(x[i]) (y may be x): 4 lanes at a time, the tail padded into one
- * vector, so each element gets the same lanes arithmetic wherever it sits. */
-#define DEFINE_VEC_MAP(NAME, F4)                                                   \
-  static inline void NAME(const float *x, float *y, int64_t n) {                   \
-    int64_t i = 0;                                                                 \
-    for (; i + 4 <= n; i += 4) {                                                   \
-      v4f v;                                                                       \
-      memcpy(&v, x + i, sizeof v);                                                 \
-      F4(&v);                                                                      \
-      memcpy(y + i, &v, sizeof v);                                                 \
-    }                                                                              \
-    if (i < n) {                                                                   \
-      v4f v = splat(0);                                                            \
-      for (int64_t j = 0; i + j < n; j++) v[j] = x[i + j];                         \
-      F4(&v);                                                                      \
-      for (int64_t j = 0; i + j < n; j++) y[i + j] = v[j];                         \
-    }                                                                              \
+/* f over n floats, y[i] = f(x[i]) (y may be x): 8 lanes at a time where the CPU has AVX2, then
+ * 4, the tail padded into one vector, so each element gets the same lane arithmetic wherever
+ * it sits (F4 and F8 compute alike). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DEFINE_VEC_MAP_AVX2(NAME, F8)                                                \
+  __attribute__((target("avx2"))) static int64_t NAME##_avx2(const float *x, float *y, int64_t n) { \
+    int64_t i = 0;                                                                   \
+    for (; i + 8 <= n; i += 8) {                                                     \
+      v8f v;                                                                         \
+      memcpy(&v, x + i, sizeof v);                                                   \
+      F8(&v);                                                                        \
+      memcpy(y + i, &v, sizeof v);                                                   \
+    }                                                                                \
+    return i;                                                                        \
+  }
+#define VEC_MAP_AVX2_PART(NAME, x, y, n) (__builtin_cpu_supports("avx2") ? NAME##_avx2(x, y, n) : 0)
+#else
+#define DEFINE_VEC_MAP_AVX2(NAME, F8)
+#define VEC_MAP_AVX2_PART(NAME, x, y, n) 0
+#endif
+#define DEFINE_VEC_MAP(NAME, F4, F8)                                                 \
+  DEFINE_VEC_MAP_AVX2(NAME, F8)                                                      \
+  static inline void NAME(const float *x, float *y, int64_t n) {                     \
+    int64_t i = n >= 8 ? VEC_MAP_AVX2_PART(NAME, x, y, n) : 0;                       \
+    for (; i + 4 <= n; i += 4) {                                                     \
+      v4f v;                                                                         \
+      memcpy(&v, x + i, sizeof v);                                                   \
+      F4(&v);                                                                        \
+      memcpy(y + i, &v, sizeof v);                                                   \
+    }                                                                                \
+    if (i < n) {                                                                     \
+      v4f v = splat(0);                                                              \
+      for (int64_t j = 0; i + j < n; j++) v[j] = x[i + j];                           \
+      F4(&v);                                                                        \
+      for (int64_t j = 0; i + j < n; j++) y[i + j] = v[j];                           \
+    }                                                                                \
   }
 
 #endif
