@@ -2,12 +2,16 @@
 -- (bench/train.lua's sizes) and its non-GEMM ops forward + backward at the step's shapes, each
 -- against PyTorch on the same thread count (dt.get_num_threads(): DTLUA_NUM_THREADS or every
 -- core), in the same run where PyTorch is installed.  Best of 5 after a warm-up, in ms.
--- usage (from the build dir): ./dtlua bench/train_ops.lua [quick]   (quick: tiny sizes, no PyTorch)
+-- usage (from the build dir): ./dtlua bench/train_ops.lua [quick|cpu]
+--   quick: tiny sizes, no PyTorch; cpu: CPU time of the process (os.clock, Python's
+--   time.process_time) instead of wall clock, steadier on a shared machine (with 1 thread:
+--   DTLUA_NUM_THREADS=1; more threads add their CPU time up)
 local here = (arg and arg[0] or ""):match("^(.*)/") or "bench"
 local gpt = dofile(here .. "/../examples/gpt_model.lua")
 local baseline = dofile(here .. "/load_baseline.lua")
 local F, now = dt.F, baseline.now
-local quick = arg and arg[1] == "quick"
+local quick, cpu = arg and arg[1] == "quick", arg and arg[1] == "cpu"
+if cpu then now = os.clock end
 local C = {layers = 4, width = 256, heads = 4, context = 128, batch = 16, vocab = 256, dropout = 0.1}
 if quick then C = {layers = 1, width = 32, heads = 4, context = 16, batch = 4, vocab = 32, dropout = 0.1} end
 local threads = dt.get_num_threads()
@@ -72,6 +76,7 @@ import sys, time, torch
 import torch.nn as nn, torch.nn.functional as F
 torch.set_num_threads(int(sys.argv[1]))
 quick = sys.argv[2] == "1"
+clock = time.process_time if sys.argv[3] == "1" else time.perf_counter
 B, L, W, H, V, NL = (4, 16, 32, 4, 32, 1) if quick else (16, 128, 256, 4, 256, 4)
 class Attn(nn.Module):
     def __init__(s):
@@ -97,7 +102,7 @@ class GPT(nn.Module):
 def best(f):
     f(); b = 1e30
     for _ in range(2 if quick else 5):
-        t0 = time.perf_counter(); r = f(); b = min(b, r if isinstance(r, float) else time.perf_counter() - t0)
+        t0 = clock(); r = f(); b = min(b, r if isinstance(r, float) else clock() - t0)
     return b * 1e3
 torch.manual_seed(1)
 m = GPT(); opt = torch.optim.AdamW(m.parameters(), lr=3e-3, weight_decay=0.01)
@@ -105,7 +110,7 @@ ids = torch.randint(0, V, (B, L)); pos = torch.arange(L).reshape(1, L); tgt = to
 fwd = best(lambda: F.cross_entropy(m(ids, pos).reshape(B * L, V), tgt))
 print("step:_forward_+_loss", fwd)
 def bwd():
-    opt.zero_grad(); l = F.cross_entropy(m(ids, pos).reshape(B * L, V), tgt); t0 = time.perf_counter(); l.backward(); return time.perf_counter() - t0
+    opt.zero_grad(); l = F.cross_entropy(m(ids, pos).reshape(B * L, V), tgt); t0 = clock(); l.backward(); return clock() - t0
 print("step:_backward", best(bwd))
 print("step:_clip_+_AdamW", best(lambda: (torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0), opt.step()) and None))
 def fb(f, *xs):
@@ -124,10 +129,11 @@ print("softmax_[B,H,L,L]", best(fb(lambda x: x.softmax(-1), leaf(B, H, L, L))))
 ]]
 local torch = {}
 if not quick and baseline.torch_available() then
-  torch = baseline.run_python(TORCH, "python3", {threads, quick and 1 or 0},
+  torch = baseline.run_python(TORCH, "python3", {threads, quick and 1 or 0, cpu and 1 or 0},
                               string.format("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d", threads, threads))
 end
-print(string.format("one rank, %d threads (dtlua and PyTorch); ms, best of %d", threads, quick and 2 or 5))
+print(string.format("one rank, %d threads (dtlua and PyTorch); ms%s, best of %d", threads, cpu and " of CPU time" or "",
+                    quick and 2 or 5))
 print(string.format("%-28s %10s %10s %8s", "piece", "dtlua", "PyTorch", "ratio"))
 for _, r in ipairs(rows) do
   local t = torch[(r[1]:gsub(" ", "_"))]
