@@ -1,5 +1,8 @@
 /* Unary pointwise kernels: neg abs relu clamp (every dtype) and the float functions
  * exp log sqrt rsqrt tanh sigmoid gelu silu sin cos (integers compute in float32). */
+/* The contiguous loops below vectorise only with runtime alias checks (out may be an input:
+ * a:add_(b)), which -O2's very-cheap cost model never adds: this file gets the dynamic one. */
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #include <math.h>
 
 #include "base/error.h"
