@@ -126,12 +126,17 @@ static void norm_piece(int64_t r0, int64_t r1, void *vj) {
     norm_rows_f32((const float *)j->x + r0 * j->n, j->w, j->b, (float *)j->y + r0 * j->n, r1 - r0, j->n, j->eps, j->rms);
 }
 
+/* The rows a norm walks: n elements each, x's last ints[0] dims. */
+static int64_t norm_rows(const dt_op_args *a, const dt_tensor *x, int64_t *n) {
+  int k = (int)a->ints[0];
+  *n = dt_shape_numel(k, x->shape + x->ndim - k);
+  return *n ? dt_tensor_numel(x) / *n : 0;
+}
+
 static int norm(const dt_op_args *a, dt_tensor **out, int rms) {
   const dt_tensor *x = a->in[0];
   dt_dtype cd = dt_dtype_compute(x->dtype);
-  int k = (int)a->ints[0];
-  int64_t n = dt_shape_numel(k, x->shape + x->ndim - k), numel = dt_tensor_numel(x);
-  int64_t rows = n ? numel / n : 0;
+  int64_t n, rows = norm_rows(a, x, &n);
   inputs in;
   if (inputs_get(&in, a, rms ? 2 : 3, cd) != DT_OK) return DT_ERR;
   dt_tensor *y = out_buffer(out[0], cd, a->name);
@@ -229,9 +234,7 @@ static void norm_bw_piece(int64_t r0, int64_t r1, void *vj) {
 int dt_cpu_layer_norm_backward(const dt_op_args *a, dt_tensor **out) {
   const dt_tensor *x = a->in[1];
   dt_dtype cd = dt_dtype_compute(x->dtype);
-  int k = (int)a->ints[0];
-  int64_t n = dt_shape_numel(k, x->shape + x->ndim - k), numel = dt_tensor_numel(x);
-  int64_t rows = n ? numel / n : 0;
+  int64_t n, rows = norm_rows(a, x, &n);
   inputs in;
   if (inputs_get(&in, a, 3, cd) != DT_OK) return DT_ERR;
   dt_tensor *dx = out_buffer(out[0], cd, a->name), *gh = dx ? out_buffer(out[1], cd, a->name) : NULL;
