@@ -5,9 +5,10 @@ local here = (arg and arg[0] or ""):match("^(.*)/") or "bench"
 package.cpath = here .. "/.libs/?.so;bench/.libs/?.so;" .. package.cpath
 local baseline = require "baseline"
 
--- The BLAS threads of this process (OpenBLAS reads these variables; default: every core), which
--- benchmarks match on the PyTorch side.
+-- The threads of this rank (intra-op and BLAS: dt.get_num_threads(), DTLUA_NUM_THREADS; before
+-- dtlua set OpenBLAS's count, the variables OpenBLAS reads), which benchmarks match on the PyTorch side.
 function baseline.blas_threads()
+  if dt and dt.get_num_threads then return dt.get_num_threads() end
   local env = tonumber(os.getenv("OPENBLAS_NUM_THREADS") or os.getenv("OMP_NUM_THREADS") or "")
   if env then return env end
   local p = io.popen("nproc 2>/dev/null")

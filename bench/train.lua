@@ -32,7 +32,7 @@
 --                  over dp, clipping by the global norm, AdamW.
 --
 -- usage (from the build dir): ./dtlua -n N bench/train.lua [quick]
---   BLAS threads per rank: OPENBLAS_NUM_THREADS, else every core.  quick: tiny sizes, no
+--   Threads per rank (intra-op and BLAS): DTLUA_NUM_THREADS, else the cores / the ranks.  quick: tiny sizes, no
 --   PyTorch (tests/spec/bench_spec.lua).  Times are medians of the timed steps, each step
 --   between two barriers.
 local here = (arg and arg[0] or ""):match("^(.*)/") or "bench"

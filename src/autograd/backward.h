@@ -124,6 +124,10 @@ void dt_bx_set_summed(dt_bx *x, int i, const dt_value *v);
 const dt_value *dt_bx_full_input(dt_bx *x, int i, double c);
 /* Any op: in[] may hold NULL operands the op allows (where's scalars); a->in is set here. */
 const dt_value *dt_bx_op(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin);
+/* An op with two outputs (the fused backward kernels): the first, the second in *second
+ * (both NULL after a failure); in[0] and in[1] are required. */
+const dt_value *dt_bx_op2(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin,
+                          const dt_value **second);
 const dt_value *dt_bx_unary(dt_bx *x, dt_op_id op, const dt_value *p); /* exp, sqrt, abs, ... */
 const dt_value *dt_bx_add(dt_bx *x, const dt_value *p, const dt_value *q);
 const dt_value *dt_bx_sub(dt_bx *x, const dt_value *p, const dt_value *q);

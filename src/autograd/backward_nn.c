@@ -25,28 +25,23 @@ DT_BACKWARD(embedding, embedding_backward, DT_SAVE(0), 0, 0)
  * scalar[0]): xhat = (x - mean) * rstd with rstd = 1/sqrt(var + eps) (rms: no mean, var =
  * mean(x^2)), y = xhat * w + b.  dw = g * xhat and db = g summed over the leading dims;
  * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) with gy = g * w (rms: without the
- * mean(gy) term; the means over the normalised dims). */
+ * mean(gy) term; the means over the normalised dims).  dx and g * xhat come from one op,
+ * layer_norm_backward (one pass per row instead of a dozen ops over the tensor). */
 static int norm_backward(dt_bw *b, int rms) {
   if (!b->grad[0]) return DT_OK;
-  int nd = b->in_meta[0].ndim, k = (int)b->args->ints[0], has_w = b->nin > 1 && b->in[1];
-  int64_t dims[DT_MAX_DIMS];
-  for (int i = 0; i < k; i++) dims[i] = nd - k + i;
+  int has_w = b->nin > 1 && b->in[1];
+  int want_w = has_w && b->needs[1], want_b = !rms && b->nin > 2 && b->needs[2];
+  if (!b->needs[0] && !want_w && !want_b) return DT_OK;
   dt_bx x;
   dt_bx_begin(&x, b);
-#define MEAN(p) dt_bx_reduce_dims(&x, DT_OP_MEAN, (p), k, dims, 1)
-  const dt_value *in = dt_bx_in(&x, 0), *w = has_w ? dt_bx_in(&x, 1) : NULL, *g = dt_bx_grad(&x, 0);
-  const dt_value *xc = rms ? in : dt_bx_sub(&x, in, MEAN(in));
-  const dt_value *rstd = dt_bx_unary(&x, DT_OP_RSQRT, dt_bx_add_scalar(&x, MEAN(dt_bx_mul(&x, xc, xc)), b->args->scalar[0]));
-  const dt_value *xhat = dt_bx_mul(&x, xc, rstd);
-  if (has_w && b->needs[1]) dt_bx_set_summed(&x, 1, dt_bx_mul(&x, g, xhat));
-  if (!rms && b->nin > 2 && b->needs[2]) dt_bx_set_summed(&x, 2, g);
-  if (b->needs[0]) {
-    const dt_value *gy = w ? dt_bx_mul(&x, g, w) : g;
-    const dt_value *d = dt_bx_sub(&x, gy, dt_bx_mul(&x, xhat, MEAN(dt_bx_mul(&x, gy, xhat))));
-    if (!rms) d = dt_bx_sub(&x, d, MEAN(gy));
-    dt_bx_set(&x, 0, dt_bx_mul(&x, d, rstd));
-  }
-#undef MEAN
+  const dt_value *g = dt_bx_grad(&x, 0);
+  dt_op_args a = *b->args; /* k, normalized_shape, eps as the forward had them */
+  a.flags = rms ? 1 : 0;
+  const dt_value *in[3] = {g, dt_bx_in(&x, 0), has_w ? dt_bx_in(&x, 1) : NULL}, *gxhat = NULL;
+  const dt_value *dx = dt_bx_op2(&x, DT_OP_LAYER_NORM_BACKWARD, &a, in, has_w ? 3 : 2, &gxhat);
+  if (want_w) dt_bx_set_summed(&x, 1, gxhat);
+  if (want_b) dt_bx_set_summed(&x, 2, g);
+  if (b->needs[0]) dt_bx_set(&x, 0, dx);
   return dt_bx_end(&x);
 }
 static int layer_norm_backward(dt_bw *b) { return norm_backward(b, 0); }

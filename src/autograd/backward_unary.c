@@ -8,7 +8,6 @@
 
 #include "base/error.h"
 
-static const double pi = 3.14159265358979323846;
 
 /* A rule's body: the input's gradient from the output's gradient g and the saved values
  * (NULL after a failure). */
@@ -72,30 +71,17 @@ static const dt_value *relu_grad(dt_bx *e, const dt_value *g) {
 }
 UNARY_RULE(relu, 0, DT_SAVE(0))
 
-/* gelu, exact: Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 and
- * phi(x) = exp(-x^2/2) / sqrt(2 pi).
- * tanh approximation (u = k0 (x + k1 x^3), t = tanh u):
- *   0.5 (1 + t) + 0.5 x (1 - t^2) k0 (1 + 3 k1 x^2)   (torch's formula) */
-static const dt_value *gelu_erf_grad(dt_bx *e, const dt_value *g) {
-  const dt_value *in = saved_x(e);
-  const dt_value *cdf = dt_bx_mul_scalar(e, dt_bx_add_scalar(e, dt_bx_unary(e, DT_OP_ERF, dt_bx_mul_scalar(e, in, sqrt(0.5))), 1), 0.5);
-  const dt_value *pdf = dt_bx_mul_scalar(e, dt_bx_unary(e, DT_OP_EXP, dt_bx_mul_scalar(e, dt_bx_mul(e, in, in), -0.5)),
-                                         1 / sqrt(2 * pi));
-  return dt_bx_mul(e, g, dt_bx_add(e, cdf, dt_bx_mul(e, in, pdf)));
-}
-static const dt_value *gelu_tanh_grad(dt_bx *e, const dt_value *g) {
-  const double k0 = sqrt(2 / pi), k1 = 0.044715;
-  const dt_value *in = saved_x(e), *x2 = dt_bx_mul(e, in, in);
-  const dt_value *u = dt_bx_mul_scalar(e, dt_bx_mul(e, in, dt_bx_add_scalar(e, dt_bx_mul_scalar(e, x2, k1), 1)), k0);
-  const dt_value *t = dt_bx_unary(e, DT_OP_TANH, u);
-  const dt_value *left = dt_bx_mul_scalar(e, dt_bx_add_scalar(e, t, 1), 0.5);
-  const dt_value *du = dt_bx_mul_scalar(e, dt_bx_add_scalar(e, dt_bx_mul_scalar(e, x2, 3 * k1), 1), k0);
-  const dt_value *right =
-      dt_bx_mul(e, dt_bx_mul(e, dt_bx_mul_scalar(e, in, 0.5), dt_bx_rsub_scalar(e, 1, dt_bx_mul(e, t, t))), du);
-  return dt_bx_mul(e, g, dt_bx_add(e, left, right));
-}
+/* gelu: g * gelu'(x) by the fused gelu_backward op (one pass; its kernel holds the formulas:
+ * exact Phi(x) + x phi(x), or torch's tanh-approximation derivative) */
 static int gelu_backward(dt_bw *b) {
-  return unary_rule(b, (b->args->flags & DT_ARG_GELU_TANH) ? gelu_tanh_grad : gelu_erf_grad);
+  if (!b->grad[0]) return DT_OK;
+  dt_bx e;
+  dt_bx_begin(&e, b);
+  dt_op_args a = dt_bw_args();
+  a.ints[0] = (b->args->flags & DT_ARG_GELU_TANH) ? 1 : 0, a.nints = 1;
+  const dt_value *in[2] = {dt_bx_grad(&e, 0), saved_x(&e)};
+  dt_bx_set(&e, 0, dt_bx_op(&e, DT_OP_GELU_BACKWARD, &a, in, 2));
+  return dt_bx_end(&e);
 }
 DT_BACKWARD(gelu, gelu_backward, DT_SAVE(0), 0, 0)
 

@@ -107,7 +107,8 @@ void dt_lua_open_op_table(lua_State *L, const dt_lua_targets *tg); /* l_op_table
 void dt_lua_open_autograd(lua_State *L, const dt_lua_targets *tg); /* l_autograd.c */
 void dt_lua_open_host(lua_State *L, const dt_lua_targets *tg);     /* l_host.c: clock, isatty */
 void dt_lua_open_amp(lua_State *L, const dt_lua_targets *tg);      /* l_amp.c: autocast mode, op classes */
-void dt_lua_open_config(lua_State *L, const dt_lua_targets *tg);   /* l_config.c: dt.config() */
+void dt_lua_open_config(lua_State *L, const dt_lua_targets *tg);   /* l_config.c: dt.config(), threads */
+void dt_lua_open_fused_backward(lua_State *L, const dt_lua_targets *tg); /* l_fused_backward.c */
 /* __index / __newindex for the autograd fields (requires_grad, is_leaf, grad, grad_fn,
  * retains_grad): pushes the field and returns 1, or returns -1 (get) / 0 (set) for another key. */
 int dt_lua_autograd_field(lua_State *L, dt_value *u, const char *k);

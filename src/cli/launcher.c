@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "comm/comm.h"
 #include "distributed/context.h"
 #include "bindings/l_dist.h"
@@ -201,6 +202,7 @@ static const char *pick_backend(const dtlua_launch_opts *o) {
 }
 
 static int launch_threads(launcher *la, int argc, char **argv) {
+  dt_set_ranks_per_process(la->n); /* the ranks share the cores: intra-op threads per rank */
   la->world = dt_threads_world_new(la->n, env_timeout());
   la->ranks = la->world ? calloc((size_t)la->n, sizeof *la->ranks) : NULL;
   if (!la->ranks) {
@@ -256,6 +258,9 @@ static int launch_mpi(launcher *la, int argc, char **argv) {
     for (size_t i = 0; local < 0 && i < sizeof vars / sizeof vars[0]; i++)
       if (getenv(vars[i])) local = atoi(getenv(vars[i]));
   }
+  const char *local_size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local_size) local_size = getenv("MPI_LOCALNRANKS");
+  if (local_size) dt_set_ranks_per_process(atoi(local_size)); /* ranks of this host share its cores */
   rank_rec rec = {.la = la, .rank = c->rank, .argc = argc, .argv = copy_argv(argc, argv)};
   rec.ctx = dt_context_new(c, local > 0 ? local : 0);
   la->n = c->size;

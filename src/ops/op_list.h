@@ -175,3 +175,8 @@ DT_OP(ANY, any, reduce_bool, 1, 0, REDUCE, none, "any(Tensor x, ints dims | DT_A
 DT_OP(CUMSUM, cumsum, scan, 1, 0, REDUCE, cumsum, "cumsum(Tensor x, ints[0] dim; dtype when has_dtype) -> Tensor (ints/bool -> int64)")
 DT_OP(CUMPROD, cumprod, scan, 1, 0, REDUCE, cumprod, "cumprod(Tensor x, ints[0] dim; dtype when has_dtype) -> Tensor (ints/bool -> int64)")
 DT_OP(VAR_MEAN, var_mean, var_mean, 2, 0, REDUCE, var_mean, "var_mean(Tensor x, ints dims, keepdim, scalar[0] correction=1) -> (var, mean) (floating)")
+
+/* ---- fused backward kernels (CPU speed): one pass where the composed backward rules made
+ * several ops; called by those rules, so they have no gradient of their own ---- */
+DT_OP(GELU_BACKWARD, gelu_backward, binary_float, 1, 0, POINTWISE, none, "gelu_backward(Tensor grad, Tensor x; ints[0]=1: tanh approximation) -> grad * gelu'(x)")
+DT_OP(LAYER_NORM_BACKWARD, layer_norm_backward, layer_norm_backward, 2, 0, NN, none, "layer_norm_backward(Tensor grad, Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps; flags&1: rms_norm) -> (dx, grad * xhat) (the row statistics recomputed; dw and db are sums of grad * xhat and grad)")

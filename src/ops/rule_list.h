@@ -70,3 +70,5 @@ DT_RULE(reduce_to_float)
 DT_RULE(reduce_bool)
 DT_RULE(scan)
 DT_RULE(var_mean)
+/* fused backward kernels (shape_nn.c) */
+DT_RULE(layer_norm_backward)

@@ -59,6 +59,24 @@ int dt_shape_layer_norm(const dt_op_args *a, dt_meta *out) {
   return DT_OK;
 }
 
+/* layer_norm_backward(grad, x, w?): x and w as layer_norm checks them, grad x's shape; two
+ * outputs shaped like x. */
+int dt_shape_layer_norm_backward(const dt_op_args *a, dt_meta *out) {
+  if (a->nin < 2 || !a->in[0] || !a->in[1]) return dt_error("%s: expected grad and input tensors", a->name);
+  const dt_tensor *g = a->in[0], *x = a->in[1];
+  dt_op_args fwd = *a; /* the forward's operands: (x, w) */
+  fwd.in = a->in + 1, fwd.nin = a->nin > 2 ? 2 : 1;
+  if (dt_shape_layer_norm(&fwd, out) != DT_OK) return DT_ERR;
+  if (need_float(a, g, "grad") != DT_OK) return DT_ERR;
+  if (!same_shape(g->ndim, g->shape, x->ndim, x->shape)) {
+    char b1[128], b2[128];
+    return dt_error("%s: grad %s and input %s differ in shape", a->name, dt_format_shape(b1, sizeof b1, g->ndim, g->shape),
+                    dt_format_shape(b2, sizeof b2, x->ndim, x->shape));
+  }
+  out[1] = out[0];
+  return DT_OK;
+}
+
 /* logits [n, c, d...] with target [n, d...], or logits [c] with a 0-d target.
  * ints[1] = reduction: 0 none (target's shape), 1 mean, 2 sum (0-d). */
 int dt_shape_cross_entropy(const dt_op_args *a, dt_meta *out) {

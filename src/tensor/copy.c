@@ -60,7 +60,7 @@ int dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src, const char *op) {
   dt_tensor *ops[2] = {dst, (dt_tensor *)src};
   if (dt_iter_init(&it, 2, ops, dst->ndim, dst->shape, op) != DT_OK) return DT_ERR;
   copy_ctx ctx = {dst->dtype, src->dtype};
-  dt_iter_run(&it, dst->dtype == src->dtype ? copy_same : copy_convert, &ctx);
+  dt_iter_run_parallel(&it, dst->dtype == src->dtype ? copy_same : copy_convert, &ctx);
   return DT_OK;
 }
 

@@ -1,5 +1,6 @@
 #include "tensor/iter.h"
 #include "base/error.h"
+#include "base/thread_pool.h"
 
 #include <string.h>
 
@@ -52,23 +53,39 @@ int dt_iter_init(dt_iter *it, int nops, dt_tensor *const *ops, int ndim, const i
   return DT_OK;
 }
 
-void dt_iter_run(const dt_iter *it, dt_iter_inner_fn fn, void *ctx) {
+int64_t dt_iter_numel(const dt_iter *it) {
+  int64_t n = 1;
+  for (int i = 0; i < it->ndim; i++) n *= it->shape[i];
+  return n;
+}
+
+/* fn over the elements [begin, end) of the iteration space in row-major order: the first and
+ * last inner runs may be partial rows. */
+static void run_range(const dt_iter *it, dt_iter_inner_fn fn, void *ctx, int64_t begin, int64_t end) {
   int nops = it->nops, nd = it->ndim;
   char *ptrs[DT_ITER_MAX_OPERANDS];
-  int64_t inner_strides[DT_ITER_MAX_OPERANDS];
-  for (int k = 0; k < nops; k++) ptrs[k] = it->base[k];
+  int64_t inner_strides[DT_ITER_MAX_OPERANDS], idx[DT_MAX_DIMS] = {0};
   if (nd == 0) { /* a single element */
-    for (int k = 0; k < nops; k++) inner_strides[k] = 0;
+    for (int k = 0; k < nops; k++) ptrs[k] = it->base[k], inner_strides[k] = 0;
     fn(ptrs, inner_strides, 1, ctx);
     return;
   }
-  for (int i = 0; i < nd; i++)
-    if (it->shape[i] == 0) return;
-  for (int k = 0; k < nops; k++) inner_strides[k] = it->strides[k][nd - 1];
-  int64_t inner = it->shape[nd - 1];
-  int64_t idx[DT_MAX_DIMS] = {0};
+  int64_t rem = begin;
+  for (int d = nd - 1; d >= 0; d--) idx[d] = rem % it->shape[d], rem /= it->shape[d];
+  for (int k = 0; k < nops; k++) {
+    ptrs[k] = it->base[k];
+    for (int d = 0; d < nd; d++) ptrs[k] += idx[d] * it->strides[k][d];
+    inner_strides[k] = it->strides[k][nd - 1];
+  }
+  int64_t inner = it->shape[nd - 1], left = end - begin;
   for (;;) {
-    fn(ptrs, inner_strides, inner, ctx);
+    int64_t run = inner - idx[nd - 1];
+    if (run > left) run = left;
+    fn(ptrs, inner_strides, run, ctx);
+    left -= run;
+    if (left <= 0) return;
+    for (int k = 0; k < nops; k++) ptrs[k] -= idx[nd - 1] * it->strides[k][nd - 1];
+    idx[nd - 1] = 0;
     int d = nd - 2;
     for (; d >= 0; d--) {
       for (int k = 0; k < nops; k++) ptrs[k] += it->strides[k][d];
@@ -78,6 +95,33 @@ void dt_iter_run(const dt_iter *it, dt_iter_inner_fn fn, void *ctx) {
     }
     if (d < 0) return;
   }
+}
+
+void dt_iter_run(const dt_iter *it, dt_iter_inner_fn fn, void *ctx) {
+  int64_t n = dt_iter_numel(it);
+  if (n > 0) run_range(it, fn, ctx, 0, n);
+}
+
+typedef struct {
+  const dt_iter *it;
+  dt_iter_inner_fn fn;
+  void *ctx;
+} par_job;
+
+static void par_piece(int64_t begin, int64_t end, void *vj) {
+  par_job *j = vj;
+  run_range(j->it, j->fn, j->ctx, begin, end);
+}
+
+void dt_iter_run_parallel(const dt_iter *it, dt_iter_inner_fn fn, void *ctx) {
+  int64_t n = dt_iter_numel(it);
+  if (n <= 0) return;
+  if (n < 2 * DT_ITER_PARALLEL_GRAIN) {
+    run_range(it, fn, ctx, 0, n);
+    return;
+  }
+  par_job j = {it, fn, ctx};
+  dt_parallel_for(n, DT_ITER_PARALLEL_GRAIN, par_piece, &j);
 }
 
 int dt_iter_is_flat(const dt_iter *it, const size_t *elsizes) {

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "base/thread_pool.h"
 #include "tensor/tensor.h"
 
 #define DT_ITER_MAX_OPERANDS 4
@@ -25,6 +26,13 @@ typedef void (*dt_iter_inner_fn)(char **ptrs, const int64_t *strides, int64_t n,
  * others must broadcast to it (they are expanded with stride 0). */
 int dt_iter_init(dt_iter *it, int nops, dt_tensor *const *ops, int ndim, const int64_t *shape, const char *op);
 void dt_iter_run(const dt_iter *it, dt_iter_inner_fn fn, void *ctx);
+/* The same on the calling rank's intra-op threads (base/thread_pool.h) when there are at least
+ * 2 * DT_ITER_PARALLEL_GRAIN elements: each thread runs fn over its own range of the elements,
+ * so fn must only write the elements it is given (ctx is shared, read-only but for flags that
+ * every writer sets to the same value).  Results are those of dt_iter_run. */
+#define DT_ITER_PARALLEL_GRAIN DT_PARALLEL_GRAIN
+void dt_iter_run_parallel(const dt_iter *it, dt_iter_inner_fn fn, void *ctx);
+int64_t dt_iter_numel(const dt_iter *it);
 /* True when every operand is contiguous with unit element stride in a single run. */
 int dt_iter_is_flat(const dt_iter *it, const size_t *elsizes);
 

@@ -79,6 +79,22 @@ do
   end)
 end
 do
+  describe("bench/train_ops.lua", function()
+    local H = require("tests.spec.support.launch_helpers")
+    local srcdir = os.getenv("srcdir") or "."
+
+    it("prints the step's forward/backward/optimizer and its ops in ms (quick: no PyTorch)", function()
+      local out, rc = H.run(H.sh_quote(srcdir .. "/bench/train_ops.lua") .. " quick", "DTLUA_NUM_THREADS=2")
+      assert.are.equal(0, rc, out)
+      assert.matches("one rank, 2 threads %(dtlua and PyTorch%)", out)
+      for _, piece in ipairs {"step: forward %+ loss", "step: backward", "step: clip %+ AdamW", "gelu %[B,L,4W%]",
+                              "layer_norm %[B,L,W%]", "sdpa causal %[B,H,L,W/H%]", "softmax %[B,H,L,L%]"} do
+        assert.matches("\n" .. piece .. " +[%d.]+ +n/a +n/a", out)
+      end
+    end)
+  end)
+end
+do
   describe("bench/blas_cores.lua", function()
     it("prints sgemm GFLOP/s for each forced OpenBLAS core and dtlua's own pick, with ratios", function()
       if dt.config().blas ~= "openblas" then return end

@@ -53,18 +53,23 @@ int dt_rule_nn_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strat
   return DT_OK;
 }
 
+/* layer_norm/rms_norm: x's leading-dim sharding kept; layer_norm_backward: the same for grad
+ * and x (its first two operands), and for both its outputs */
 static int norm_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
-  int k = (int)r->a->ints[0], first = x->ndim - k;
+  int k = (int)r->a->ints[0], first = x->ndim - k, follow = r->op == DT_OP_LAYER_NORM_BACKWARD ? 2 : 1;
   dt_strategy st = dt_rule_strategy(r);
   for (int m = 0; m < r->mesh_ndim; m++) {
     dt_placement p = x->p[m];
     dt_placement keep = p.kind == DT_SHARD && p.dim < first ? p : dt_rule_R();
-    st.in[0][m] = st.out[0][m] = keep;
-    for (int i = 1; i < r->a->nin; i++) st.in[i][m] = dt_rule_R();
+    for (int i = 0; i < r->a->nin; i++) st.in[i][m] = i < follow ? keep : dt_rule_R();
+    for (int o = 0; o < r->nout; o++) st.out[o][m] = keep;
   }
   dt_rule_push(s, n, &st);
-  for (int m = 0; m < r->mesh_ndim; m++) st.in[0][m] = st.out[0][m] = dt_rule_R();
+  for (int m = 0; m < r->mesh_ndim; m++) {
+    for (int i = 0; i < follow; i++) st.in[i][m] = dt_rule_R();
+    for (int o = 0; o < r->nout; o++) st.out[o][m] = dt_rule_R();
+  }
   return dt_rule_push(s, n, &st);
 }
 

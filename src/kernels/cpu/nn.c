@@ -1,10 +1,13 @@
 /* CPU kernels of the neural-network ops.  Inputs are made contiguous in their compute
  * dtype (bf16/f16 compute in f32); outputs in bf16/f16 go through an f32 buffer. */
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/softmax_line.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,20 +15,24 @@
 #define SUF(x) x##_f32
 #define GEMM dt_gemm_f32
 #define EXP expf
+#define SOFTMAX_LINE dt_cpu_softmax_line_f32
 #include "kernels/cpu/nn_typed.h"
 #undef R
 #undef SUF
 #undef GEMM
 #undef EXP
+#undef SOFTMAX_LINE
 #define R double
 #define SUF(x) x##_f64
 #define GEMM dt_gemm_f64
 #define EXP exp
+#define SOFTMAX_LINE dt_cpu_softmax_line_f64
 #include "kernels/cpu/nn_typed.h"
 #undef R
 #undef SUF
 #undef GEMM
 #undef EXP
+#undef SOFTMAX_LINE
 
 /* Up to 4 inputs converted to one compute dtype (NULL stays NULL), released together. */
 typedef struct inputs {
@@ -101,24 +108,43 @@ int dt_cpu_embedding(const dt_op_args *a, dt_tensor **out) {
   return rc;
 }
 
-/* ---- layer_norm / rms_norm ---- */
+/* ---- layer_norm / rms_norm and their backward: rows over the threads ---- */
+typedef struct {
+  const void *g, *x, *w, *b; /* g: the backward's gradient */
+  void *y, *y2;              /* backward: dx, grad * xhat */
+  int64_t n;
+  double eps;
+  int rms, f64;
+} norm_job;
+
+/* rows [r0, r1) on one thread: each row's arithmetic is the same on any thread count */
+static void norm_piece(int64_t r0, int64_t r1, void *vj) {
+  const norm_job *j = vj;
+  if (j->f64)
+    norm_rows_f64((const double *)j->x + r0 * j->n, j->w, j->b, (double *)j->y + r0 * j->n, r1 - r0, j->n, j->eps, j->rms);
+  else
+    norm_rows_f32((const float *)j->x + r0 * j->n, j->w, j->b, (float *)j->y + r0 * j->n, r1 - r0, j->n, j->eps, j->rms);
+}
+
+/* The rows a norm walks: n elements each, x's last ints[0] dims. */
+static int64_t norm_rows(const dt_op_args *a, const dt_tensor *x, int64_t *n) {
+  int k = (int)a->ints[0];
+  *n = dt_shape_numel(k, x->shape + x->ndim - k);
+  return *n ? dt_tensor_numel(x) / *n : 0;
+}
+
 static int norm(const dt_op_args *a, dt_tensor **out, int rms) {
   const dt_tensor *x = a->in[0];
   dt_dtype cd = dt_dtype_compute(x->dtype);
-  int k = (int)a->ints[0];
-  int64_t n = dt_shape_numel(k, x->shape + x->ndim - k), numel = dt_tensor_numel(x);
-  int64_t rows = n ? numel / n : 0;
+  int64_t n, rows = norm_rows(a, x, &n);
   inputs in;
   if (inputs_get(&in, a, rms ? 2 : 3, cd) != DT_OK) return DT_ERR;
   dt_tensor *y = out_buffer(out[0], cd, a->name);
   if (!y) return inputs_release(&in), DT_ERR;
   const dt_tensor *b = rms ? NULL : in.t[2];
-  if (cd == DT_FLOAT64)
-    norm_rows_f64(dt_tensor_data(in.t[0]), data_or_null(in.t[1]), data_or_null(b), dt_tensor_data(y), rows, n,
-                  a->scalar[0], rms);
-  else
-    norm_rows_f32(dt_tensor_data(in.t[0]), data_or_null(in.t[1]), data_or_null(b), dt_tensor_data(y), rows, n,
-                  a->scalar[0], rms);
+  norm_job j = {.x = dt_tensor_data(in.t[0]), .w = data_or_null(in.t[1]), .b = data_or_null(b), .y = dt_tensor_data(y),
+                .n = n, .eps = a->scalar[0], .rms = rms, .f64 = cd == DT_FLOAT64};
+  dt_parallel_for(rows, n >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (n ? n : 1), norm_piece, &j);
   inputs_release(&in);
   return out_finish(out[0], y, a->name);
 }
@@ -193,6 +219,39 @@ static int64_t batch_offset(int64_t b, int nb, const int64_t *bs, const int64_t 
   return off;
 }
 
+/* ---- layer_norm_backward(grad, x, w?) ---- */
+static void norm_bw_piece(int64_t r0, int64_t r1, void *vj) {
+  const norm_job *j = vj;
+  int64_t o = r0 * j->n;
+  if (j->f64)
+    norm_backward_rows_f64((const double *)j->g + o, (const double *)j->x + o, j->w, (double *)j->y + o,
+                           (double *)j->y2 + o, r1 - r0, j->n, j->eps, j->rms);
+  else
+    norm_backward_rows_f32((const float *)j->g + o, (const float *)j->x + o, j->w, (float *)j->y + o,
+                           (float *)j->y2 + o, r1 - r0, j->n, j->eps, j->rms);
+}
+
+int dt_cpu_layer_norm_backward(const dt_op_args *a, dt_tensor **out) {
+  const dt_tensor *x = a->in[1];
+  dt_dtype cd = dt_dtype_compute(x->dtype);
+  int64_t n, rows = norm_rows(a, x, &n);
+  inputs in;
+  if (inputs_get(&in, a, 3, cd) != DT_OK) return DT_ERR;
+  dt_tensor *dx = out_buffer(out[0], cd, a->name), *gh = dx ? out_buffer(out[1], cd, a->name) : NULL;
+  if (!gh) {
+    if (dx) dt_tensor_release(dx);
+    return inputs_release(&in), DT_ERR;
+  }
+  norm_job j = {.g = dt_tensor_data(in.t[0]), .x = dt_tensor_data(in.t[1]), .w = data_or_null(in.t[2]),
+                .y = dt_tensor_data(dx), .y2 = dt_tensor_data(gh), .n = n, .eps = a->scalar[0], .rms = a->flags & 1,
+                .f64 = cd == DT_FLOAT64};
+  dt_parallel_for(rows, n >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (n ? n : 1), norm_bw_piece, &j);
+  inputs_release(&in);
+  int rc = out_finish(out[0], dx, a->name);
+  int rc2 = out_finish(out[1], gh, a->name);
+  return rc == DT_OK ? rc2 : rc;
+}
+
 /* The mask as an additive float tensor in the compute dtype: bool true -> 0, false -> -inf. */
 static dt_tensor *additive_mask(dt_tensor *m, dt_dtype cd, const char *op) {
   if (m->dtype != DT_BOOL) return dt_tensor_contiguous_as(m, cd);
@@ -212,6 +271,44 @@ static dt_tensor *additive_mask(dt_tensor *m, dt_dtype cd, const char *op) {
   return r;
 }
 
+typedef struct {
+  const dt_tensor *q, *k, *v, *mv, *y;
+  int nb;
+  const int64_t *bs, *sq, *sk, *sv, *sm;
+  int64_t L, S, E, Ev, m_rs, m_cs;
+  double scale;
+  int causal;
+  int64_t block;
+  size_t es;
+  int f64;
+  atomic_int oom;
+} sdpa_job;
+
+static void sdpa_piece(int64_t b0, int64_t b1, void *vj) {
+  sdpa_job *j = vj;
+  int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev, block = j->block;
+  void *scores = malloc((size_t)(block * S > 0 ? block * S : 1) * j->es);
+  if (!scores) {
+    atomic_store(&j->oom, 1);
+    return;
+  }
+  for (int64_t b = b0; b < b1; b++) {
+    int64_t oq = batch_offset(b, j->nb, j->bs, j->sq), ok = batch_offset(b, j->nb, j->bs, j->sk);
+    int64_t ov = batch_offset(b, j->nb, j->bs, j->sv), om = batch_offset(b, j->nb, j->bs, j->sm), oo = b * L * Ev;
+    if (j->f64)
+      attention_f64((const double *)dt_tensor_data(j->q) + oq, (const double *)dt_tensor_data(j->k) + ok,
+                    (const double *)dt_tensor_data(j->v) + ov, scores, (double *)dt_tensor_data(j->y) + oo, L, S, E, Ev,
+                    j->scale, j->mv ? (const double *)dt_tensor_data(j->mv) + om : NULL, j->m_rs, j->m_cs, j->causal,
+                    block);
+    else
+      attention_f32((const float *)dt_tensor_data(j->q) + oq, (const float *)dt_tensor_data(j->k) + ok,
+                    (const float *)dt_tensor_data(j->v) + ov, scores, (float *)dt_tensor_data(j->y) + oo, L, S, E, Ev,
+                    (float)j->scale, j->mv ? (const float *)dt_tensor_data(j->mv) + om : NULL, j->m_rs, j->m_cs,
+                    j->causal, block);
+  }
+  free(scores);
+}
+
 int dt_cpu_scaled_dot_product_attention(const dt_op_args *a, dt_tensor **out) {
   const dt_tensor *q = a->in[0], *k = a->in[1], *v = a->in[2];
   dt_dtype cd = dt_dtype_compute(q->dtype);
@@ -228,13 +325,11 @@ int dt_cpu_scaled_dot_product_attention(const dt_op_args *a, dt_tensor **out) {
   int64_t block = S > 0 ? (1 << 18) / S : L;
   block = block < 16 ? 16 : block;
   block = block > L ? L : block;
-  void *scores = malloc((size_t)(block * S > 0 ? block * S : 1) * es);
-  if ((a->nin > 3 && a->in[3] && !m) || !y || !scores) {
+  if ((a->nin > 3 && a->in[3] && !m) || !y) {
     if (m) dt_tensor_release(m);
     if (y) dt_tensor_release(y);
-    free(scores);
     inputs_release(&in);
-    return y && scores ? DT_ERR : dt_error("%s: out of memory", a->name);
+    return DT_ERR;
   }
   int64_t sq[DT_MAX_DIMS], sk[DT_MAX_DIMS], sv[DT_MAX_DIMS], sm[DT_MAX_DIMS] = {0};
   batch_strides(in.t[0], nb, bs, L * E, sq);
@@ -252,22 +347,19 @@ int dt_cpu_scaled_dot_product_attention(const dt_op_args *a, dt_tensor **out) {
     m_rs = mL == 1 ? 0 : mS, m_cs = mS == 1 ? 0 : 1;
     batch_strides(mv, nb, bs, mL * mS, sm);
   }
-  int64_t batches = dt_shape_numel(nb, bs);
-  for (int64_t b = 0; b < batches; b++) {
-    int64_t oq = batch_offset(b, nb, bs, sq), ok = batch_offset(b, nb, bs, sk), ov = batch_offset(b, nb, bs, sv);
-    int64_t om = batch_offset(b, nb, bs, sm), oo = b * L * Ev;
-    if (cd == DT_FLOAT64)
-      attention_f64((const double *)dt_tensor_data(in.t[0]) + oq, (const double *)dt_tensor_data(in.t[1]) + ok,
-                    (const double *)dt_tensor_data(in.t[2]) + ov, scores, (double *)dt_tensor_data(y) + oo, L, S, E, Ev,
-                    scale, mv ? (const double *)dt_tensor_data(mv) + om : NULL, m_rs, m_cs, causal, block);
-    else
-      attention_f32((const float *)dt_tensor_data(in.t[0]) + oq, (const float *)dt_tensor_data(in.t[1]) + ok,
-                    (const float *)dt_tensor_data(in.t[2]) + ov, scores, (float *)dt_tensor_data(y) + oo, L, S, E, Ev,
-                    (float)scale, mv ? (const float *)dt_tensor_data(mv) + om : NULL, m_rs, m_cs, causal, block);
-  }
-  free(scores);
+  sdpa_job j = {.q = in.t[0], .k = in.t[1], .v = in.t[2], .mv = mv, .y = y, .nb = nb, .bs = bs, .sq = sq, .sk = sk,
+               .sv = sv, .sm = sm, .L = L, .S = S, .E = E, .Ev = Ev, .m_rs = m_rs, .m_cs = m_cs, .scale = scale,
+               .causal = causal, .block = block, .es = es, .f64 = cd == DT_FLOAT64};
+  /* batches (batch x heads) in order: their GEMMs use the BLAS's threads (BLAS calls from
+   * several of our threads at once contend in OpenBLAS), their softmax rows ours */
+  sdpa_piece(0, dt_shape_numel(nb, bs), &j);
+  int oom = atomic_load(&j.oom);
   if (mv) dt_tensor_release(mv);
   if (m) dt_tensor_release(m);
   inputs_release(&in);
+  if (oom) {
+    dt_tensor_release(y);
+    return dt_error("%s: out of memory", a->name);
+  }
   return out_finish(out[0], y, a->name);
 }

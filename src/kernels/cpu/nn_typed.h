@@ -65,24 +65,73 @@ static void SUF(norm_rows)(const R *restrict x, const R *restrict w, const R *re
 }
 #undef SUF_LANES
 
+/* layer_norm / rms_norm backward over rows of n: the statistics recomputed as norm_rows makes
+ * them, xhat = (x - mean) * rstd, gy = g * w; gxhat = g * xhat (for dw) and
+ * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) (rms: without mean(gy)). */
+static void SUF(norm_backward_rows)(const R *restrict g, const R *restrict x, const R *restrict w, R *restrict dx,
+                                    R *restrict gxhat, int64_t rows, int64_t n, double eps, int rms) {
+  for (int64_t r = 0; r < rows; r++) {
+    const R *xr = x + r * n, *gr = g + r * n;
+    R *dr = dx + r * n, *hr = gxhat + r * n;
+    R mu = rms ? 0 : (R)(SUF(row_sum)(xr, n, 0, 0) / (double)n);
+    double var = SUF(row_sum)(xr, n, mu, 1) / (double)n;
+    R inv = (R)(1.0 / sqrt(var + eps));
+    double sum_gy = 0, sum_gyxh = 0;
+    for (int64_t i = 0; i < n; i++) {
+      R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
+      hr[i] = gr[i] * xh;
+      sum_gy += gy, sum_gyxh += (double)gy * xh;
+    }
+    R a = rms ? 0 : (R)(sum_gy / (double)n), b = (R)(sum_gyxh / (double)n);
+    for (int64_t i = 0; i < n; i++) {
+      R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
+      dr[i] = inv * (gy - a - xh * b);
+    }
+  }
+}
+
 /* In-place softmax of each row of scores [L, S]; mask (additive) and causal applied first.
- * Row i is query row0 + i (for the causal diagonal).  A row whose every entry is -inf gives
- * NaN, as PyTorch's math path does. */
+ * Row i is query row0 + i (for the causal diagonal): its keys past the diagonal are not
+ * exponentiated, they get 0 (NaN when the row's sum is NaN, as an all -inf row gives, as
+ * PyTorch's math path does).  Rows go over the intra-op threads, each with a row buffer. */
+typedef struct {
+  R *scores;
+  int64_t S, m_rs, m_cs, row0;
+  const R *mask;
+  int causal;
+} SUF(sm_job);
+
+static void SUF(sm_rows)(int64_t i0, int64_t i1, void *vj) {
+  const SUF(sm_job) *j = vj;
+  int64_t S = j->S;
+  R *tmp = malloc(sizeof(R) * (size_t)(S > 0 ? S : 1));
+  for (int64_t i = i0; i < i1; i++) {
+    R *row = j->scores + i * S;
+    if (j->mask)
+      for (int64_t c = 0; c < S; c++) row[c] += j->mask[i * j->m_rs + c * j->m_cs];
+    int64_t live = j->causal && j->row0 + i + 1 < S ? j->row0 + i + 1 : S;
+    if (tmp) {
+      SOFTMAX_LINE(row, tmp, live);
+      memcpy(row, tmp, sizeof(R) * (size_t)live);
+    } else { /* no memory for the buffer: the scalar path */
+      R mx = -INFINITY;
+      for (int64_t c = 0; c < live; c++) mx = row[c] > mx ? row[c] : mx;
+      if (isinf(mx) && mx < 0) mx = 0;
+      double sum = 0;
+      for (int64_t c = 0; c < live; c++) sum += row[c] = EXP(row[c] - mx);
+      R inv = (R)(1.0 / sum);
+      for (int64_t c = 0; c < live; c++) row[c] *= inv;
+    }
+    R rest = live > 0 && row[0] != row[0] ? row[0] : 0;
+    for (int64_t c = live; c < S; c++) row[c] = rest;
+  }
+  free(tmp);
+}
+
 static void SUF(masked_softmax)(R *scores, int64_t L, int64_t S, const R *mask, int64_t m_rs, int64_t m_cs, int causal,
                                 int64_t row0) {
-  for (int64_t i = 0; i < L; i++) {
-    R *row = scores + i * S;
-    if (mask)
-      for (int64_t j = 0; j < S; j++) row[j] += mask[i * m_rs + j * m_cs];
-    if (causal)
-      for (int64_t j = row0 + i + 1; j < S; j++) row[j] = -INFINITY;
-    R mx = -INFINITY;
-    for (int64_t j = 0; j < S; j++) mx = row[j] > mx ? row[j] : mx;
-    double sum = 0;
-    for (int64_t j = 0; j < S; j++) sum += row[j] = EXP(row[j] - mx);
-    R inv = (R)(1.0 / sum);
-    for (int64_t j = 0; j < S; j++) row[j] *= inv;
-  }
+  SUF(sm_job) j = {scores, S, m_rs, m_cs, row0, mask, causal};
+  dt_parallel_for(L, S >= DT_PARALLEL_GRAIN / 4 ? 1 : DT_PARALLEL_GRAIN / 4 / (S ? S : 1), SUF(sm_rows), &j);
 }
 
 /* One attention batch: out[L, Ev] = softmax(scale * q k^T + mask) v, by blocks of `block`

@@ -2,6 +2,9 @@
  * Loops exist for the compute dtypes float32, float64 and int64 (see pw_compute) in
  * three forms: tensor-tensor (tt), tensor-scalar (ts) and scalar-tensor (st).  Each
  * inner loop has a contiguous branch the compiler vectorises and a strided one. */
+/* The contiguous loops below vectorise only with runtime alias checks (out may be an input:
+ * a:add_(b)), which -O2's very-cheap cost model never adds: this file gets the dynamic one. */
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #include <math.h>
 
 #include "base/error.h"

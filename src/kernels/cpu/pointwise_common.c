@@ -60,7 +60,7 @@ int pw_run(dt_tensor *out, dt_dtype out_dt, dt_dtype common, int nin, dt_tensor 
   dt_iter it;
   if (dt_iter_init(&it, nin + 1, ops, out->ndim, out->shape, op) != DT_OK) goto done;
   ctx->err = 0;
-  dt_iter_run(&it, fn, ctx);
+  dt_iter_run_parallel(&it, fn, ctx);
   if (ctx->err == PW_ERR_ZERO_DIV) {
     dt_error("%s: integer division by zero", op);
     goto done;

@@ -54,7 +54,7 @@ static int fill(dt_tensor *t, double v, int is_int, int64_t vi, const char *op) 
   else dt_store_f64(&f.v, t->dtype, v);
   dt_iter it;
   if (dt_iter_init(&it, 1, &t, t->ndim, t->shape, op) != DT_OK) return DT_ERR;
-  dt_iter_run(&it, fill_loop, &f);
+  dt_iter_run_parallel(&it, fill_loop, &f);
   return DT_OK;
 }
 

@@ -6,8 +6,10 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "kernels/philox.h"
 #include "kernels/cpu/philox_batch.h"
+#include "kernels/cpu/vec_math.h"
 
 #define CHUNK 256 /* elements converted per batch of words (the word buffer stays in L1) */
 
@@ -133,11 +135,17 @@ static void put_normal_one(const dt_rng_fill *f, int64_t pos, int64_t g0, int64_
  * z0 = r cos(2 pi u2) goes to 2k, z1 = r sin(2 pi u2) to 2k+1, r = sqrt(-2 ln(1 - u1)). */
 static void fill_normal(const dt_rng_fill *f, int64_t pos, int64_t g0, int64_t n) {
   uint32_t w[4 * (CHUNK / 2 + 1)];
+  float u1[CHUNK / 2 + 4], u2[CHUNK / 2 + 4], z0f[CHUNK / 2 + 4], z1f[CHUNK / 2 + 4];
   int64_t k = g0 / 2, klast = (g0 + n - 1) / 2;
   unsigned ww = f->wide ? 2 : 1;
   while (k <= klast) {
     int64_t np = klast - k + 1 < CHUNK / 2 ? klast - k + 1 : CHUNK / 2;
     gen_words(f->seed, f->offset + (uint64_t)k * 2 * ww, np * 2 * ww, w);
+    if (!f->wide) { /* float: 4 pairs per vector step (vec_math.h), the tail padded: same bits anywhere */
+      for (int64_t j = 0; j < np; j++) u1[j] = dt_philox_unit_f32(w[2 * j], 24), u2[j] = dt_philox_unit_f32(w[2 * j + 1], 24);
+      for (int64_t j = np; j % 4; j++) u1[j] = u2[j] = 0.5f;
+      for (int64_t j = 0; j < np; j += 4) box_muller4(u1 + j, u2 + j, z0f + j, z1f + j);
+    }
     for (int64_t j = 0; j < np; j++) {
       double z0, z1;
       if (f->wide) {
@@ -146,9 +154,7 @@ static void fill_normal(const dt_rng_fill *f, int64_t pos, int64_t g0, int64_t n
         double th = TWO_PI * dt_philox_unit_f64(q[2], q[3]);
         z0 = r * cos(th), z1 = r * sin(th);
       } else {
-        float r = sqrtf(-2.0f * logf(1.0f - dt_philox_unit_f32(w[2 * j], 24)));
-        float th = (float)TWO_PI * dt_philox_unit_f32(w[2 * j + 1], 24);
-        z0 = r * cosf(th), z1 = r * sinf(th);
+        z0 = z0f[j], z1 = z1f[j];
       }
       int64_t g = 2 * (k + j);
       if (f->dtype == DT_FLOAT32 && g >= g0 && g + 1 < g0 + n) { /* hot path: both inside */
@@ -164,9 +170,11 @@ static void fill_normal(const dt_rng_fill *f, int64_t pos, int64_t g0, int64_t n
   }
 }
 
-int dt_rng_fill_range(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t n) {
-  if (n <= 0) return DT_OK;
-  if (f->kind == DT_RNG_NORMAL) return fill_normal(f, pos, gbegin, n), DT_OK;
+static void fill_range_serial(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t n) {
+  if (f->kind == DT_RNG_NORMAL) {
+    fill_normal(f, pos, gbegin, n);
+    return;
+  }
   uint32_t w[2 * CHUNK];
   unsigned ww = f->wide ? 2 : 1;
   for (int64_t c = 0; c < n; c += CHUNK) {
@@ -176,10 +184,29 @@ int dt_rng_fill_range(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t
     case DT_RNG_UNIFORM: put_uniform(f, pos + c, m, w); break;
     case DT_RNG_RANDINT: put_randint(f, pos + c, m, w); break;
     case DT_RNG_BERNOULLI:
-    case DT_RNG_KEEP_MASK: put_compare(f, pos + c, m, w); break;
-    default: return dt_error("random fill: unknown kind %d", (int)f->kind);
+    default: put_compare(f, pos + c, m, w); break; /* bernoulli, keep mask */
     }
   }
+}
+
+typedef struct {
+  const dt_rng_fill *f;
+  int64_t pos, gbegin;
+} fill_job;
+
+static void fill_piece(int64_t b, int64_t e, void *vj) {
+  const fill_job *j = vj;
+  fill_range_serial(j->f, j->pos + b, j->gbegin + b, e - b);
+}
+
+/* Every element's value is a function of its global index alone (counter-based Philox; a
+ * normal pair reads the words of its two elements), so any split over threads gives the
+ * same bits. */
+int dt_rng_fill_range(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t n) {
+  if (n <= 0) return DT_OK;
+  if (f->kind < DT_RNG_UNIFORM || f->kind > DT_RNG_KEEP_MASK) return dt_error("random fill: unknown kind %d", (int)f->kind);
+  fill_job j = {f, pos, gbegin};
+  dt_parallel_for(n, DT_PARALLEL_GRAIN / 4, fill_piece, &j); /* compute bound: smaller pieces pay */
   return DT_OK;
 }
 

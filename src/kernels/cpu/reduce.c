@@ -5,6 +5,7 @@
  * innermost reduced dim is converted in chunks into a double (or, for exact integer
  * results, int64) buffer, and an accumulator folds the chunk in. */
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "kernels/cpu/kernel_table.h"
 #include "ops/shape_reduce.h"
 
@@ -199,6 +200,37 @@ static int64_t odometer_step(int nd, const int64_t *shape, const int64_t *stride
   return delta;
 }
 
+/* A long contiguous float32 sum as the ordered sum of fixed blocks' sums: the blocks do not
+ * depend on the thread count, so neither do the bits. */
+#define SUM_BLOCK 65536
+typedef struct {
+  const float *x;
+  int64_t n;
+  double *part;
+} sum_job;
+
+static void sum_piece(int64_t b, int64_t e, void *vj) {
+  const sum_job *j = vj;
+  for (int64_t k = b; k < e; k++) {
+    int64_t len = j->n - k * SUM_BLOCK < SUM_BLOCK ? j->n - k * SUM_BLOCK : SUM_BLOCK;
+    j->part[k] = sum_run_f32(j->x + k * SUM_BLOCK, len, 0);
+  }
+}
+
+static int sum_blocks(const float *x, int64_t n, acc *a) {
+  int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
+  double *part = malloc(sizeof(double) * (size_t)nb);
+  if (!part) return DT_ERR; /* the caller sums serially */
+  sum_job j = {x, n, part};
+  dt_parallel_for(nb, 1, sum_piece, &j);
+  double s = 0;
+  for (int64_t k = 0; k < nb; k++) s += part[k];
+  free(part);
+  a->s = s;
+  a->n = n;
+  return DT_OK;
+}
+
 static void reduce_one(const plan *pl, const char *base, acc *a) {
   a->s = pl->kind == R_PROD || pl->kind == R_ALL ? 1 : 0;
   a->is = pl->kind == R_PROD ? 1 : 0;
@@ -215,6 +247,7 @@ static void reduce_one(const plan *pl, const char *base, acc *a) {
   double vbuf[CHUNK];
   int64_t ibuf[CHUNK];
   int direct = pl->kind == R_SUM && pl->dtype == DT_FLOAT32 && ist == 1;
+  if (direct && outer == 1 && inner >= 2 * SUM_BLOCK && sum_blocks((const float *)p, inner, a) == DT_OK) return;
   for (int64_t o = 0; o < outer; o++) {
     if (direct) {
       a->s += sum_run_f32((const float *)p, inner, 0);
@@ -299,33 +332,81 @@ static void add_row(double *acc, const char *row, dt_dtype t, int64_t n) {
 /* sum/mean when the input's last dim is kept with unit stride (reducing leading dims, as
  * for a bias gradient): whole rows are added, in memory order, into a row of double
  * accumulators, instead of walking each output's strided column. */
-static int reduce_rows(const plan *pl, dt_tensor *vals, int mean, const char *op) {
-  int64_t len = pl->kshape[pl->nk - 1], outer = dt_shape_numel(pl->nk - 1, pl->kshape);
-  int64_t count = dt_shape_numel(pl->nr, pl->rshape), es = (int64_t)pl->es;
-  double *acc = malloc(sizeof(double) * (size_t)len);
-  if (!acc) return dt_error("%s: out of memory", op);
-  char *vp = dt_tensor_data(vals);
-  size_t ves = dt_dtype_size(vals->dtype);
-  int64_t kcnt[DT_MAX_DIMS] = {0};
-  const char *p = pl->base;
-  for (int64_t o = 0; o < outer; o++) {
-    for (int64_t i = 0; i < len; i++) acc[i] = 0;
+typedef struct {
+  const plan *pl;
+  dt_tensor *vals;
+  int mean;
+  int64_t len, count, nblk;
+} rows_job;
+
+/* items [b, e): (kept row, CHUNK columns) pairs; each column adds the rows in memory order,
+ * whatever the split */
+static void rows_piece(int64_t b, int64_t e, void *vj) {
+  const rows_job *j = vj;
+  const plan *pl = j->pl;
+  int64_t es = (int64_t)pl->es, len = j->len;
+  size_t ves = dt_dtype_size(j->vals->dtype);
+  double acc[CHUNK];
+  for (int64_t item = b; item < e; item++) {
+    int64_t o = item / j->nblk, c0 = item % j->nblk * CHUNK, w = len - c0 < CHUNK ? len - c0 : CHUNK;
+    int64_t koff = 0, rem = o;
+    for (int d = pl->nk - 2; d >= 0; d--) koff += rem % pl->kshape[d] * pl->kstride[d], rem /= pl->kshape[d];
+    const char *p = pl->base + (koff + c0) * es;
+    for (int64_t i = 0; i < w; i++) acc[i] = 0;
     int64_t rcnt[DT_MAX_DIMS] = {0}, roff = 0;
-    for (int64_t r = 0; r < count; r++) {
-      for (int64_t j = 0; j < len; j += CHUNK)
-        add_row(acc + j, p + (roff + j) * es, pl->dtype, len - j < CHUNK ? len - j : CHUNK);
+    for (int64_t r = 0; r < j->count; r++) {
+      add_row(acc, p + roff * es, pl->dtype, w);
       roff += odometer_step(pl->nr, pl->rshape, pl->rstride, rcnt);
     }
-    char *dst = vp + o * len * (int64_t)ves;
-    for (int64_t i = 0; i < len; i++) {
-      double v = mean ? acc[i] / (double)count : acc[i];
-      if (vals->dtype == DT_FLOAT32) ((float *)dst)[i] = (float)v;
-      else dt_store_f64(dst + i * (int64_t)ves, vals->dtype, v);
+    char *dst = (char *)dt_tensor_data(j->vals) + (o * len + c0) * (int64_t)ves;
+    for (int64_t i = 0; i < w; i++) {
+      double v = j->mean ? acc[i] / (double)j->count : acc[i];
+      if (j->vals->dtype == DT_FLOAT32) ((float *)dst)[i] = (float)v;
+      else dt_store_f64(dst + i * (int64_t)ves, j->vals->dtype, v);
     }
-    p += odometer_step(pl->nk - 1, pl->kshape, pl->kstride, kcnt) * es;
   }
-  free(acc);
+}
+
+static int reduce_rows(const plan *pl, dt_tensor *vals, int mean) {
+  int64_t len = pl->kshape[pl->nk - 1], outer = dt_shape_numel(pl->nk - 1, pl->kshape);
+  rows_job j = {pl, vals, mean, len, dt_shape_numel(pl->nr, pl->rshape), (len + CHUNK - 1) / CHUNK};
+  int64_t per = j.count * (len < CHUNK ? len : CHUNK);
+  dt_parallel_for(outer * j.nblk, per >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (per ? per : 1), rows_piece, &j);
   return DT_OK;
+}
+
+typedef struct {
+  const plan *pl;
+  dt_tensor *vals, *idx;
+  dt_op_id op;
+  double correction;
+  int index_only;
+} out_job;
+
+/* output elements [o0, o1): each reduced exactly as on one thread */
+static void out_piece(int64_t o0, int64_t o1, void *vj) {
+  const out_job *j = vj;
+  const plan *pl = j->pl;
+  char *vp = dt_tensor_data(j->vals);
+  size_t ves = dt_dtype_size(j->vals->dtype);
+  int64_t cnt[DT_MAX_DIMS] = {0}, off = 0, rem = o0;
+  for (int d = pl->nk - 1; d >= 0; d--) {
+    cnt[d] = rem % pl->kshape[d], rem /= pl->kshape[d];
+    off += cnt[d] * pl->kstride[d];
+  }
+  const char *p = pl->base + off * (int64_t)pl->es;
+  for (int64_t o = o0; o < o1; o++) {
+    acc ac;
+    reduce_one(pl, p, &ac);
+    char *dst = vp + o * (int64_t)ves;
+    if (j->index_only) ((int64_t *)dst)[0] = ac.idx;
+    else if (pl->integer && j->vals->dtype == DT_INT64) ((int64_t *)dst)[0] = ac.is;
+    else if (pl->integer) dt_store_i64(dst, j->vals->dtype, ac.is);
+    else if (j->vals->dtype == DT_FLOAT32) ((float *)dst)[0] = (float)finish(pl, &ac, j->op, j->correction);
+    else dt_store_f64(dst, j->vals->dtype, finish(pl, &ac, j->op, j->correction));
+    if (j->idx) ((int64_t *)dt_tensor_data(j->idx))[o] = ac.idx;
+    if (o + 1 < o1) p += odometer_step(pl->nk, pl->kshape, pl->kstride, cnt) * (int64_t)pl->es;
+  }
 }
 
 static int run_reduce(const dt_op_args *a, dt_tensor **out, red_kind kind, dt_op_id op) {
@@ -333,30 +414,16 @@ static int run_reduce(const dt_op_args *a, dt_tensor **out, red_kind kind, dt_op
   if (make_plan(a, kind, &pl) != DT_OK) return DT_ERR;
   if (kind == R_SUM && !pl.integer && pl.last_kept && pl.nr > 0 && pl.kstride[pl.nk - 1] == 1 &&
       pl.kshape[pl.nk - 1] >= 16) {
-    return reduce_rows(&pl, out[0], op == DT_OP_MEAN, a->name);
+    return reduce_rows(&pl, out[0], op == DT_OP_MEAN);
   }
   double correction = a->nscalar > 0 ? a->scalar[0] : 1;
   dt_tensor *vals = out[0];
   dt_tensor *idx = NULL;
   if (op == DT_OP_MAX || op == DT_OP_MIN) idx = out[1];
   int index_only = op == DT_OP_ARGMAX || op == DT_OP_ARGMIN;
-  int64_t nout = dt_tensor_numel(vals);
-  char *vp = dt_tensor_data(vals);
-  size_t ves = dt_dtype_size(vals->dtype);
-  int64_t cnt[DT_MAX_DIMS] = {0};
-  const char *p = pl.base;
-  for (int64_t o = 0; o < nout; o++) {
-    acc ac;
-    reduce_one(&pl, p, &ac);
-    char *dst = vp + o * (int64_t)ves;
-    if (index_only) ((int64_t *)dst)[0] = ac.idx;
-    else if (pl.integer && vals->dtype == DT_INT64) ((int64_t *)dst)[0] = ac.is;
-    else if (pl.integer) dt_store_i64(dst, vals->dtype, ac.is);
-    else if (vals->dtype == DT_FLOAT32) ((float *)dst)[0] = (float)finish(&pl, &ac, op, correction);
-    else dt_store_f64(dst, vals->dtype, finish(&pl, &ac, op, correction));
-    if (idx) ((int64_t *)dt_tensor_data(idx))[o] = ac.idx;
-    p += odometer_step(pl.nk, pl.kshape, pl.kstride, cnt) * (int64_t)pl.es;
-  }
+  out_job j = {&pl, vals, idx, op, correction, index_only};
+  int64_t nout = dt_tensor_numel(vals), per = nout ? dt_shape_numel(pl.nr, pl.rshape) : 1;
+  dt_parallel_for(nout, per >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (per ? per : 1), out_piece, &j);
   return DT_OK;
 }
 

@@ -3,55 +3,17 @@
  * [outer, n, inner]; each line of n elements takes three sweeps (max, exp+sum, scale), the
  * last dim's vectorised for float32. */
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/softmax_line.h"
+#include "kernels/cpu/vec_math.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-/* ---- exp(x - m) for a row ------------------------------------------------------------
- * glibc's expf is scalar and dominated softmax (it is ~85% of the time), so float32 uses
- * a 4-lane exp (GCC vector extensions, plain SSE2 on x86-64): Cephes' range reduction
- * x = n ln2 + r and degree-6 polynomial, 2^n built in the exponent bits; max error 1.4
- * ulp.  Below -87 the result is 0 (PyTorch would give a denormal < 1.6e-38, invisible
- * next to a softmax sum >= 1), above 88 inf; NaN stays NaN. */
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-static inline __attribute__((always_inline)) v4f splat(float v) { return (v4f){v, v, v, v}; }
-
-/* 8 lanes, for the AVX2 sweep below.  No function takes or returns a v8f by value: a call
- * between it and a default-ISA helper would disagree on how it is passed (GCC's -Wpsabi),
- * hence the macro and the pointer. */
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-#define splat8(v) ((v8f){(v), (v), (v), (v), (v), (v), (v), (v)})
-
-#define DEFINE_EXP(NAME, VF, VI, SPLAT)                                                          \
-  static inline __attribute__((always_inline)) void NAME(VF *px) { /* in place */                \
-    VF x = *px;                                                                                  \
-    VI small = x < SPLAT(-87.0f), big = x > SPLAT(88.0f), nan = x != x, out = small | big | nan; \
-    VF xc = (VF)((VI)x & ~out); /* out-of-range lanes compute exp(0) and are replaced below */   \
-    VF t = xc * SPLAT(1.44269504088896341f) + SPLAT(0.5f);                                       \
-    VI ni = __builtin_convertvector(t, VI); /* truncates: floor for t >= 0, fix below */         \
-    ni += (VI)(__builtin_convertvector(ni, VF) > t); /* -1 where truncation rounded up */        \
-    VF n = __builtin_convertvector(ni, VF);                                                      \
-    VF r = xc - n * SPLAT(0.693359375f) + n * SPLAT(2.12194440e-4f);                             \
-    VF p = SPLAT(1.9875691500e-4f);                                                              \
-    p = p * r + SPLAT(1.3981999507e-3f);                                                         \
-    p = p * r + SPLAT(8.3334519073e-3f);                                                         \
-    p = p * r + SPLAT(4.1665795894e-2f);                                                         \
-    p = p * r + SPLAT(1.6666665459e-1f);                                                         \
-    p = p * r + SPLAT(5.0000001201e-1f);                                                         \
-    p = p * r * r + r + SPLAT(1.0f);                                                             \
-    VF v = p * (VF)((ni + 127) << 23);                                                           \
-    v = (VF)(((VI)v & ~out) | ((VI)SPLAT(INFINITY) & big)); /* underflow 0, overflow inf */      \
-    *px = (VF)((VI)v | ((VI)x & nan));                        /* NaN in, NaN out */              \
-  }
-
-DEFINE_EXP(exp4, v4f, v4i, splat)
-DEFINE_EXP(exp8, v8f, v8i, splat8)
-
+/* ---- exp(x - m) for a row: exp4/exp8 of vec_math.h (glibc's expf is scalar and was ~85% of
+ * softmax's time) ---- */
 /* y[i] = exp(x[i] - m[mstep ? i : 0]) for i < n. */
 static void exp_sub_f32(const float *x, const float *m, int mstep, float *y, int64_t n) {
   int64_t i = 0;
@@ -209,15 +171,17 @@ static double exp_sum_f64(const double *restrict x, double m, double *restrict y
     if (log_out) FINISH(x, y, n, mx, (T)LOG(sum), 1);                                             \
     else FINISH(x, y, n, (T)(1.0 / sum), 0, 0);                                                   \
   }                                                                                               \
-  static void NAME(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, int log_out) {     \
+  /* items [b, e): rows when inner == 1, else (outer index, column block) pairs */              \
+  static void NAME(const T *x, T *y, int64_t n, int64_t inner, int log_out, int64_t b, int64_t e) { \
     T mx[BLOCK];                                                                                  \
     double sum[BLOCK];                                                                            \
     if (inner == 1) {                                                                             \
-      for (int64_t o = 0; o < outer; o++) NAME##_line(x + o * n, y + o * n, n, log_out);          \
+      for (int64_t o = b; o < e; o++) NAME##_line(x + o * n, y + o * n, n, log_out);              \
       return;                                                                                     \
     }                                                                                             \
-    for (int64_t o = 0; o < outer; o++)                                                           \
-      for (int64_t i0 = 0; i0 < inner; i0 += BLOCK) {                                             \
+    int64_t nblocks = (inner + BLOCK - 1) / BLOCK;                                                \
+    for (int64_t item = b; item < e; item++) {                                                    \
+        int64_t o = item / nblocks, i0 = item % nblocks * BLOCK;                                  \
         int64_t w = inner - i0 < BLOCK ? inner - i0 : BLOCK;                                      \
         const T *xb = x + o * n * inner + i0;                                                     \
         T *yb = y + o * n * inner + i0;                                                           \
@@ -249,6 +213,21 @@ static double exp_sum_f64(const double *restrict x, double m, double *restrict y
 DEFINE_SOFTMAX(softmax_f32, float, exp_sub_f32, max_f32, exp_sum_f32, finish_f32, log)
 DEFINE_SOFTMAX(softmax_f64, double, exp_sub_f64, max_f64, exp_sum_f64, finish_f64, log)
 
+void dt_cpu_softmax_line_f32(const float *x, float *y, int64_t n) { softmax_f32_line(x, y, n, 0); }
+void dt_cpu_softmax_line_f64(const double *x, double *y, int64_t n) { softmax_f64_line(x, y, n, 0); }
+
+typedef struct {
+  void *x, *y;
+  int64_t n, inner;
+  int log_out, f64;
+} sm_job;
+
+static void sm_piece(int64_t b, int64_t e, void *vj) {
+  const sm_job *j = vj;
+  if (j->f64) softmax_f64(j->x, j->y, j->n, j->inner, j->log_out, b, e);
+  else softmax_f32(j->x, j->y, j->n, j->inner, j->log_out, b, e);
+}
+
 static int run_softmax(const dt_op_args *a, dt_tensor **out, int log_out) {
   dt_tensor *x = a->in[0], *y = out[0];
   int dim = (int)a->ints[0];
@@ -263,8 +242,11 @@ static int run_softmax(const dt_op_args *a, dt_tensor **out, int log_out) {
     if (xc) dt_tensor_release(xc);
     return dt_error_prefix("%s", a->name);
   }
-  if (ct == DT_FLOAT64) softmax_f64(dt_tensor_data(xc), dt_tensor_data(yc), outer, n, inner, log_out);
-  else softmax_f32(dt_tensor_data(xc), dt_tensor_data(yc), outer, n, inner, log_out);
+  sm_job j = {dt_tensor_data(xc), dt_tensor_data(yc), n, inner, log_out, ct == DT_FLOAT64};
+  /* rows (or column blocks) over the threads: each item's arithmetic is the same on any */
+  int64_t items = inner == 1 ? outer : outer * ((inner + BLOCK - 1) / BLOCK);
+  int64_t per_item = n * (inner < BLOCK ? inner : BLOCK);
+  dt_parallel_for(items, per_item >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / per_item, sm_piece, &j);
   int rc = DT_OK;
   if (yc != y) {
     rc = dt_tensor_copy_(y, yc, a->name);

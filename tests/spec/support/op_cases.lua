@@ -1119,16 +1119,20 @@ local function norm_ref(i, s, rms)
   end
   return out, k
 end
+-- case i of a norm: x's shape (case 4: a 0-size batch) and its last k dims
+local function norm_shapes(rng, i)
+  local shape = rand_shape(rng, rng.int(1, 3), 1)
+  if i == 4 then shape[1] = 0 end
+  local k = rng.int(1, #shape)
+  return shape, {table.unpack(shape, #shape - k + 1)}
+end
 for _, name in ipairs {"layer_norm", "rms_norm"} do
   ops[name] = {
     family = "nn",
     cases = function(rng)
       local list = {}
       for i = 1, 4 do
-        local shape = rand_shape(rng, rng.int(1, 3), 1)
-        if i == 4 then shape[1] = 0 end
-        local k = rng.int(1, #shape)
-        local nshape = {table.unpack(shape, #shape - k + 1)}
+        local shape, nshape = norm_shapes(rng, i)
         local x = t_of(rng, shape, i == 2 and "float32" or "float64")
         local ins = {i == 3 and noncontig(x) or x}
         local s = {nshape = nshape, eps = 1e-5, w = rng.int(1, 2) == 1, b = name == "layer_norm" and rng.int(1, 2) == 1}
@@ -1676,6 +1680,86 @@ for name, e in pairs(ops) do
     e.refuses.P = name .. ": factories take Shard and Replicate placements only"
   end
 end
+
+-- ---------------------------------------------------------------- fused backward kernels
+-- (the backward rules call them; they have no gradient of their own: nondiff below)
+local function gelu_d(v, tanh_form)
+  if tanh_form then
+    local k0, k1 = math.sqrt(2 / math.pi), 0.044715
+    local t = math.tanh(k0 * (v + k1 * v ^ 3))
+    return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k0 * (1 + 3 * k1 * v * v)
+  end
+  return 0.5 * (1 + erf(v / math.sqrt(2))) + v * math.exp(-v * v / 2) / math.sqrt(2 * math.pi)
+end
+ops.gelu_backward = {
+  family = "pointwise",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 5 do
+      local dtype = i == 2 and "float32" or "float64"
+      local shape = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+      local g, x = t_of(rng, shape, dtype), t_of(rng, shape, dtype)
+      if i == 3 then g, x = noncontig(g), noncontig(x) end
+      if i == 5 then g = t_of(rng, {shape[#shape]}, dtype) end -- broadcast along the leading dims
+      list[#list + 1] = {inputs = {g, x}, static = {tanh = rng.int(1, 2) == 1}, label = dtype .. " case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return dt._gelu_backward(i[1], i[2], s.tanh) end,
+  ref = function(i, s)
+    local g, x = ref_of(i[1]), ref_of(i[2])
+    local d, ng = {}, #g.data
+    for j = 1, #x.data do d[j] = g.data[(j - 1) % ng + 1] * gelu_d(x.data[j], s.tanh) end
+    return {shape = x.shape, data = d}
+  end,
+  tol = 1e-11,
+  nondiff = "the fused backward of gelu, called by gelu's rule: no second derivative",
+}
+
+-- layer_norm_backward(grad, x, w?): dx and grad * xhat, from the formulas in plain Lua
+ops.layer_norm_backward = {
+  family = "nn",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 5 do
+      local shape, nshape = norm_shapes(rng, i)
+      local dtype = i == 2 and "float32" or "float64"
+      local g, x = t_of(rng, shape, dtype), t_of(rng, shape, dtype)
+      local s = {nshape = nshape, eps = 1e-5, w = i ~= 5, rms = rng.int(1, 2) == 1}
+      local ins = {i == 3 and noncontig(g) or g, i == 3 and noncontig(x) or x}
+      if s.w then ins[3] = t_of(rng, nshape, dtype) end
+      list[#list + 1] = {inputs = ins, static = s, label = "case " .. i .. (s.rms and " rms" or "")}
+    end
+    return list
+  end,
+  run = function(i, s) return dt._layer_norm_backward(i[1], i[2], s.w and i[3] or nil, s.nshape, s.eps, s.rms) end,
+  ref = function(i, s)
+    local g, x, w = ref_of(i[1]), ref_of(i[2]), s.w and ref_of(i[3]) or nil
+    local inner = 1
+    for _, d in ipairs(s.nshape) do inner = inner * d end
+    local dx, gh = {shape = x.shape, data = {}}, {shape = x.shape, data = {}}
+    for r = 0, #x.data // inner - 1 do
+      local m, v = 0, 0
+      for j = 1, inner do m = m + x.data[r * inner + j] end
+      m = s.rms and 0 or m / inner
+      for j = 1, inner do v = v + (x.data[r * inner + j] - m) ^ 2 end
+      local rstd = 1 / math.sqrt(v / inner + s.eps)
+      local xh, gy, a, b = {}, {}, 0, 0
+      for j = 1, inner do
+        xh[j] = (x.data[r * inner + j] - m) * rstd
+        gy[j] = g.data[r * inner + j] * (w and w.data[j] or 1)
+        a, b = a + gy[j] / inner, b + gy[j] * xh[j] / inner
+      end
+      for j = 1, inner do
+        dx.data[r * inner + j] = rstd * (gy[j] - (s.rms and 0 or a) - xh[j] * b)
+        gh.data[r * inner + j] = g.data[r * inner + j] * xh[j]
+      end
+    end
+    return {dx, gh}
+  end,
+  tol = 1e-10,
+  nondiff = "the fused backward of layer_norm and rms_norm, called by their rules: no second derivative",
+}
 
 -- ---------------------------------------------------------------- gradients
 -- Rows whose backward column is `none`, and why (op_table_spec.lua's grad column; every other

@@ -1,0 +1,39 @@
+/* Bindings: the fused backward kernels the backward rules call (src/ops/op_list.h, "fused
+ * backward kernels"), reachable from Lua for their tests: dt._gelu_backward(grad, x, tanh),
+ * dt._layer_norm_backward(grad, x, w, normalized_shape, eps, rms). */
+#include "bindings/l_tensor.h"
+
+/* dt._gelu_backward(grad, x, tanh?) -> grad * gelu'(x) */
+static int l_gelu_backward(lua_State *L) {
+  dt_value *in[2] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2)};
+  dt_op_args a = {0};
+  a.ints[0] = lua_toboolean(L, 3), a.nints = 1;
+  return dt_lua_call(L, DT_OP_GELU_BACKWARD, &a, in, 2);
+}
+
+/* dt._layer_norm_backward(grad, x, w | nil, normalized_shape, eps, rms?) -> dx, grad * xhat */
+static int l_layer_norm_backward(lua_State *L) {
+  dt_value *in[3] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2), lua_isnil(L, 3) ? NULL : dt_lua_check_value(L, 3)};
+  dt_op_args a = {0};
+  luaL_checktype(L, 4, LUA_TTABLE);
+  lua_Integer k = luaL_len(L, 4);
+  if (k < 1 || k > DT_MAX_DIMS) return luaL_error(L, "_layer_norm_backward: normalized_shape must have 1 to %d dims", DT_MAX_DIMS);
+  a.ints[0] = k, a.nints = (int)k + 1;
+  for (lua_Integer i = 1; i <= k; i++) {
+    lua_geti(L, 4, i);
+    a.ints[i] = luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+  }
+  a.scalar[0] = luaL_optnumber(L, 5, 1e-5), a.nscalar = 1;
+  a.flags = lua_toboolean(L, 6) ? 1 : 0;
+  return dt_lua_call(L, DT_OP_LAYER_NORM_BACKWARD, &a, in, 3);
+}
+
+static const luaL_Reg funcs[] = {
+    {"_gelu_backward", l_gelu_backward}, {"_layer_norm_backward", l_layer_norm_backward}, {NULL, NULL}};
+
+void dt_lua_open_fused_backward(lua_State *L, const dt_lua_targets *tg) {
+  lua_pushvalue(L, tg->module);
+  luaL_setfuncs(L, funcs, 0);
+  lua_pop(L, 1);
+}

@@ -1,0 +1,183 @@
+/* Vector math for the float32 kernels, written with GCC vector extensions (plain SSE2 on
+ * x86-64; 8-lane forms for functions compiled with target("avx2")): exp, erf and gelu.  Every
+ * element goes through the same lanes arithmetic whatever its position, so results do not
+ * depend on how a loop is split (intra-op threads) or where a row's tail falls. */
+#ifndef DT_KERNELS_CPU_VEC_MATH_H
+#define DT_KERNELS_CPU_VEC_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- exp --------------------------------------------------------------------------------
+ * A 4-lane exp (GCC vector extensions, plain SSE2 on x86-64): Cephes' range reduction
+ * x = n ln2 + r and degree-6 polynomial, 2^n built in the exponent bits; max error 1.4
+ * ulp.  Below -87 the result is 0 (PyTorch would give a denormal < 1.6e-38, invisible
+ * next to a softmax sum >= 1), above 88 inf; NaN stays NaN. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline __attribute__((always_inline)) v4f splat(float v) { return (v4f){v, v, v, v}; }
+
+/* 8 lanes, for the AVX2 sweep below.  No function takes or returns a v8f by value: a call
+ * between it and a default-ISA helper would disagree on how it is passed (GCC's -Wpsabi),
+ * hence the macro and the pointer. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+#define splat8(v) ((v8f){(v), (v), (v), (v), (v), (v), (v), (v)})
+
+#define DEFINE_EXP(NAME, VF, VI, SPLAT)                                                          \
+  static inline __attribute__((always_inline)) void NAME(VF *px) { /* in place */                \
+    VF x = *px;                                                                                  \
+    VI small = x < SPLAT(-87.0f), big = x > SPLAT(88.0f), nan = x != x, out = small | big | nan; \
+    VF xc = (VF)((VI)x & ~out); /* out-of-range lanes compute exp(0) and are replaced below */   \
+    VF t = xc * SPLAT(1.44269504088896341f) + SPLAT(0.5f);                                       \
+    VI ni = __builtin_convertvector(t, VI); /* truncates: floor for t >= 0, fix below */         \
+    ni += (VI)(__builtin_convertvector(ni, VF) > t); /* -1 where truncation rounded up */        \
+    VF n = __builtin_convertvector(ni, VF);                                                      \
+    VF r = xc - n * SPLAT(0.693359375f) + n * SPLAT(2.12194440e-4f);                             \
+    VF p = SPLAT(1.9875691500e-4f);                                                              \
+    p = p * r + SPLAT(1.3981999507e-3f);                                                         \
+    p = p * r + SPLAT(8.3334519073e-3f);                                                         \
+    p = p * r + SPLAT(4.1665795894e-2f);                                                         \
+    p = p * r + SPLAT(1.6666665459e-1f);                                                         \
+    p = p * r + SPLAT(5.0000001201e-1f);                                                         \
+    p = p * r * r + r + SPLAT(1.0f);                                                             \
+    VF v = p * (VF)((ni + 127) << 23);                                                           \
+    v = (VF)(((VI)v & ~out) | ((VI)SPLAT(INFINITY) & big)); /* underflow 0, overflow inf */      \
+    *px = (VF)((VI)v | ((VI)x & nan));                        /* NaN in, NaN out */              \
+  }
+
+DEFINE_EXP(exp4, v4f, v4i, splat)
+DEFINE_EXP(exp8, v8f, v8i, splat8)
+
+/* ---- erf and gelu (4 lanes, and 8 for target("avx2") functions) --------------------------
+ * erf by Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7), the formula PyTorch's
+ * vectorised CPU erf uses: 1 - (a1 t + ... + a5 t^5) exp(-x^2), t = 1 / (1 + p |x|), with
+ * x's sign.  NaN stays NaN.  gelu(x) = 0.5 x (1 + erf(x / sqrt 2)); gelu'(x) = Phi(x) + x phi(x),
+ * Phi(x) = 0.5 (1 + erf(x / sqrt 2)), phi(x) = exp(-x^2/2) / sqrt(2 pi).  Both widths do the
+ * same lane arithmetic (no fused multiply-add under -std=c11): the same bits. */
+#define DEFINE_GELU(W, VF, VI, SPLAT, EXP)                                                          \
+  static inline __attribute__((always_inline)) void erf##W(VF *px) {                                \
+    VF x = *px;                                                                                     \
+    VI neg = x < SPLAT(0.0f);                                                                       \
+    VF ax = (VF)((VI)x & ~(VI)SPLAT(-0.0f));                                                        \
+    VF t = SPLAT(1.0f) / (SPLAT(1.0f) + SPLAT(0.3275911f) * ax);                                    \
+    VF poly = SPLAT(1.061405429f);                                                                  \
+    poly = poly * t + SPLAT(-1.453152027f);                                                         \
+    poly = poly * t + SPLAT(1.421413741f);                                                          \
+    poly = poly * t + SPLAT(-0.284496736f);                                                         \
+    poly = poly * t + SPLAT(0.254829592f);                                                          \
+    poly = poly * t;                                                                                \
+    VF e = -(ax * ax);                                                                              \
+    EXP(&e);                                                                                        \
+    VF r = SPLAT(1.0f) - poly * e;                                                                  \
+    *px = (VF)((VI)r | ((VI)SPLAT(-0.0f) & neg)); /* the sign back; NaN: t, r are NaN */            \
+  }                                                                                                 \
+  static inline __attribute__((always_inline)) void gelu##W(VF *px) {                               \
+    VF x = *px, e = x * SPLAT(0.70710678118654752440f);                                             \
+    erf##W(&e);                                                                                     \
+    *px = SPLAT(0.5f) * x * (SPLAT(1.0f) + e);                                                      \
+  }                                                                                                 \
+  static inline __attribute__((always_inline)) void gelu_grad##W(VF *px) {                          \
+    VF x = *px, e = x * SPLAT(0.70710678118654752440f), q = SPLAT(-0.5f) * x * x;                   \
+    erf##W(&e);                                                                                     \
+    EXP(&q);                                                                                        \
+    *px = SPLAT(0.5f) * (SPLAT(1.0f) + e) + x * q * SPLAT(0.39894228040143267794f);                 \
+  }
+DEFINE_GELU(4, v4f, v4i, splat, exp4)
+DEFINE_GELU(8, v8f, v8i, splat8, exp8)
+
+/* ---- log and sin/cos for Box-Muller (4 lanes, Cephes' logf / sinf / cosf) ---------------------
+ * log4: x > 0 finite (1 - u with u in [0, 1)); ~1 ulp.  sincos4: 0 <= x <= 2 pi (2 pi u);
+ * reduced by multiples of pi/4 in three parts, then the sin and cos polynomials; ~1 ulp. */
+static inline __attribute__((always_inline)) v4f log4(v4f x) {
+  v4i bits = (v4i)x;
+  v4i e = ((bits >> 23) & 0xff) - 126;                             /* x = m 2^e, m in [0.5, 1) */
+  v4f m = (v4f)((bits & 0x007fffff) | 0x3f000000);
+  v4i small = m < splat(0.707106781186547524f);                    /* m < sqrt(1/2): 2m - 1 */
+  e += small;                                                      /* true lanes are -1 */
+  m = m + (v4f)((v4i)m & small) - splat(1.0f);
+  v4f ef = __builtin_convertvector(e, v4f), z = m * m;
+  v4f y = splat(7.0376836292e-2f);
+  y = y * m + splat(-1.1514610310e-1f);
+  y = y * m + splat(1.1676998740e-1f);
+  y = y * m + splat(-1.2420140846e-1f);
+  y = y * m + splat(1.4249322787e-1f);
+  y = y * m + splat(-1.6668057665e-1f);
+  y = y * m + splat(2.0000714765e-1f);
+  y = y * m + splat(-2.4999993993e-1f);
+  y = y * m + splat(3.3333331174e-1f);
+  y = y * m * z;
+  y += ef * splat(-2.12194440e-4f);
+  y -= splat(0.5f) * z;
+  return m + y + ef * splat(0.693359375f);
+}
+
+static inline __attribute__((always_inline)) void sincos4(v4f x, v4f *s, v4f *c) {
+  v4i j = __builtin_convertvector(x * splat(1.27323954473516f), v4i); /* x / (pi/4), x >= 0 */
+  j = (j + 1) & ~1;
+  v4f y = __builtin_convertvector(j, v4f);
+  x = ((x - y * splat(0.78515625f)) - y * splat(2.4187564849853515625e-4f)) - y * splat(3.77489497744594108e-8f);
+  v4f z = x * x;
+  v4f pc = ((splat(2.443315711809948e-5f) * z + splat(-1.388731625493765e-3f)) * z + splat(4.166664568298827e-2f)) * z * z -
+           splat(0.5f) * z + splat(1.0f);
+  v4f ps = ((splat(-1.9515295891e-4f) * z + splat(8.3321608736e-3f)) * z + splat(-1.6666654611e-1f)) * z * x + x;
+  v4i swap = (j & 2) != 0, sneg = (j & 4) != 0, cneg = ((j + 2) & 4) != 0;
+  v4f sv = (v4f)(((v4i)pc & swap) | ((v4i)ps & ~swap)), cv = (v4f)(((v4i)ps & swap) | ((v4i)pc & ~swap));
+  *s = (v4f)((v4i)sv ^ ((v4i)splat(-0.0f) & sneg));
+  *c = (v4f)((v4i)cv ^ ((v4i)splat(-0.0f) & cneg));
+}
+
+/* Box-Muller of 4 pairs: z0 = r cos(2 pi u2), z1 = r sin(2 pi u2), r = sqrt(-2 ln(1 - u1)) */
+static inline void box_muller4(const float *u1, const float *u2, float *z0, float *z1) {
+  v4f a, b, s, c;
+  memcpy(&a, u1, sizeof a);
+  memcpy(&b, u2, sizeof b);
+  v4f r2 = splat(-2.0f) * log4(splat(1.0f) - a), r;
+  for (int l = 0; l < 4; l++) r[l] = sqrtf(r2[l]);
+  sincos4(b * splat(6.28318530717958647692f), &s, &c);
+  c *= r, s *= r;
+  memcpy(z0, &c, sizeof c);
+  memcpy(z1, &s, sizeof s);
+}
+
+/* f over n floats, y[i] = f(x[i]) (y may be x): 8 lanes at a time where the CPU has AVX2, then
+ * 4, the tail padded into one vector, so each element gets the same lane arithmetic wherever
+ * it sits (F4 and F8 compute alike). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DEFINE_VEC_MAP_AVX2(NAME, F8)                                                \
+  __attribute__((target("avx2"))) static int64_t NAME##_avx2(const float *x, float *y, int64_t n) { \
+    int64_t i = 0;                                                                   \
+    for (; i + 8 <= n; i += 8) {                                                     \
+      v8f v;                                                                         \
+      memcpy(&v, x + i, sizeof v);                                                   \
+      F8(&v);                                                                        \
+      memcpy(y + i, &v, sizeof v);                                                   \
+    }                                                                                \
+    return i;                                                                        \
+  }
+#define VEC_MAP_AVX2_PART(NAME, x, y, n) (__builtin_cpu_supports("avx2") ? NAME##_avx2(x, y, n) : 0)
+#else
+#define DEFINE_VEC_MAP_AVX2(NAME, F8)
+#define VEC_MAP_AVX2_PART(NAME, x, y, n) 0
+#endif
+#define DEFINE_VEC_MAP(NAME, F4, F8)                                                 \
+  DEFINE_VEC_MAP_AVX2(NAME, F8)                                                      \
+  static inline void NAME(const float *x, float *y, int64_t n) {                     \
+    int64_t i = n >= 8 ? VEC_MAP_AVX2_PART(NAME, x, y, n) : 0;                       \
+    for (; i + 4 <= n; i += 4) {                                                     \
+      v4f v;                                                                         \
+      memcpy(&v, x + i, sizeof v);                                                   \
+      F4(&v);                                                                        \
+      memcpy(y + i, &v, sizeof v);                                                   \
+    }                                                                                \
+    if (i < n) {                                                                     \
+      v4f v = splat(0);                                                              \
+      for (int64_t j = 0; i + j < n; j++) v[j] = x[i + j];                           \
+      F4(&v);                                                                        \
+      for (int64_t j = 0; i + j < n; j++) y[i + j] = v[j];                           \
+    }                                                                                \
+  }
+
+#endif

@@ -1,0 +1,174 @@
+-- Intra-op threads (src/base/thread_pool.c): dt.set_num_threads / dt.get_num_threads /
+-- DTLUA_NUM_THREADS, and the kernels that split over threads giving the same bits with 1, 2
+-- and 4 threads (random shapes above and below the split threshold, zero-size ones, strided
+-- and broadcast operands, random draws).
+local S = require("tests.spec.support.spec_helpers")
+local run, sh_quote, fails = S.run, S.sh_quote, S.fails
+local F = dt.nn.functional
+
+local COUNTS = {1, 2, 4}
+
+-- f() under each thread count; every result (a tensor or a list of them) must equal the
+-- 1-thread one exactly
+local function same_bits(what, f)
+  local saved = dt.get_num_threads()
+  local ref
+  for _, t in ipairs(COUNTS) do
+    dt.set_num_threads(t)
+    local ok, r = pcall(f)
+    if not ok then
+      dt.set_num_threads(saved)
+      error(r, 0)
+    end
+    if type(r) ~= "table" then r = {r} end
+    if not ref then
+      ref = r
+    else
+      for i = 1, #ref do
+        assert.are.same(ref[i]:size(), r[i]:size(), what)
+        assert.is_true(ref[i]:equal(r[i]), string.format("%s: result %d differs with %d threads", what, i, t))
+      end
+    end
+  end
+  dt.set_num_threads(saved)
+  return ref
+end
+
+describe("intra-op threads", function()
+  local saved
+  before_each(function() saved = dt.get_num_threads() end)
+  after_each(function() dt.set_num_threads(saved) end)
+
+  it("get/set the calling rank's thread count, and dt.config() reports it", function()
+    assert.is_true(math.type(dt.get_num_threads()) == "integer" and dt.get_num_threads() >= 1)
+    dt.set_num_threads(3)
+    assert.are.equal(3, dt.get_num_threads())
+    assert.are.equal(3, dt.config().threads)
+    if dt.config().blas == "openblas" then assert.are.equal(3, dt.config().blas_threads) end
+    dt.set_num_threads(1)
+    assert.are.equal(1, dt.get_num_threads())
+    if dt.config().blas == "openblas" then assert.are.equal(1, dt.config().blas_threads) end
+  end)
+
+  it("rejects bad thread counts, naming the function and the value", function()
+    fails("set_num_threads: the thread count must be an integer in 1..256, got 0", dt.set_num_threads, 0)
+    fails("set_num_threads: the thread count must be an integer in 1..256, got -2", dt.set_num_threads, -2)
+    fails("set_num_threads: the thread count must be an integer in 1..256, got 257", dt.set_num_threads, 257)
+    fails("set_num_threads: expected an integer thread count, got string", dt.set_num_threads, "x")
+    fails("set_num_threads: expected an integer thread count, got number", dt.set_num_threads, 1.5)
+    fails("set_num_threads: expected an integer thread count, got no value", dt.set_num_threads)
+    assert.are.equal(saved, dt.get_num_threads())
+  end)
+
+  it("DTLUA_NUM_THREADS sets the default; a bad value is an error naming it", function()
+    local out, rc = run("-e " .. sh_quote("io.write(dt.get_num_threads(), ' ', dt.config().threads)"), nil,
+                        "DTLUA_NUM_THREADS=3")
+    assert.are.equal(0, rc)
+    assert.are.equal("3 3", out)
+    for _, bad in ipairs({"0", "abc", "2x", "-1", "300"}) do
+      out, rc = run("-e " .. sh_quote("print(1)"), nil, "DTLUA_NUM_THREADS=" .. bad)
+      assert.are_not.equal(0, rc)
+      assert.is_truthy(out:find("DTLUA_NUM_THREADS: expected an integer in 1..256, got '" .. bad .. "'", 1, true), out)
+    end
+  end)
+
+  it("defaults to the cores divided by the ranks of the process", function()
+    local out1 = run("-e " .. sh_quote("io.write(dt.get_num_threads())"), nil, "env -u DTLUA_NUM_THREADS")
+    local out4 = run("-n 4 -e " .. sh_quote("if dt.rank() == 0 then io.write(dt.get_num_threads()) end"), nil,
+                     "env -u DTLUA_NUM_THREADS")
+    local cores = tonumber(out1)
+    assert.is_truthy(cores and cores >= 1, out1)
+    assert.are.equal(tostring(math.max(1, cores // 4)), out4)
+  end)
+
+  it("pointwise ops, copies and fills give the same bits on any thread count", function()
+    local prng = S.prng(11)
+    for _, n in ipairs({0, 1, 1000, 65537, 200003}) do
+      local a, b = dt.randn(n), dt.randn(n)
+      local m = dt.randn(97, 3001)
+      same_bits("pointwise n=" .. n, function()
+        return {a + b, a * b - a / (b:abs() + 1), (a:exp() + 1):log(), F.gelu(a), a:clone(), dt.full({n}, 2.5),
+                a:add(b, 0.5), a:float():double()}
+      end)
+      local r = prng.int(1, 97)
+      same_bits("strided/broadcast " .. r, function()
+        local t = m:t():contiguous()
+        return {t, m + m[r], m:t() * 2, m:narrow(2, r, 2000):contiguous(), m:to("bfloat16"):float()}
+      end)
+    end
+  end)
+
+  it("vector gelu: an element gets the same bits in an 8-lane body, a 4-lane body or a padded tail", function()
+    local x = dt.randn(1003) * 3
+    local g = dt.randn(1003)
+    local y, d = F.gelu(x), dt._gelu_backward(g, x)
+    for i = 1, 1000, 7 do
+      local n = 1 + i % 9
+      if i + n - 1 > 1003 then n = 1003 - i + 1 end
+      assert.is_true(F.gelu(x:narrow(1, i, n)):equal(y:narrow(1, i, n)), "gelu at " .. i)
+      assert.is_true(dt._gelu_backward(g:narrow(1, i, n), x:narrow(1, i, n)):equal(d:narrow(1, i, n)), "gelu_backward at " .. i)
+    end
+  end)
+
+  it("softmax, log_softmax, layer_norm, rms_norm and sdpa give the same bits", function()
+    local prng = S.prng(12)
+    for _ = 1, 3 do
+      local rows, n = prng.int(1, 700), prng.int(1, 400)
+      local x = dt.randn(rows, n)
+      local w, bias = dt.randn(n), dt.randn(n)
+      same_bits(string.format("softmax/norm [%d,%d]", rows, n), function()
+        return {x:softmax(2), x:softmax(1), x:log_softmax(2), x:log_softmax(1), F.layer_norm(x, {n}, w, bias),
+                F.rms_norm(x, {n}, w), x:double():softmax(2)}
+      end)
+    end
+    local q, k, v = dt.randn(3, 4, 65, 16), dt.randn(3, 4, 65, 16), dt.randn(3, 4, 65, 16)
+    same_bits("sdpa", function()
+      return {F.scaled_dot_product_attention(q, k, v, {is_causal = true}), F.scaled_dot_product_attention(q, k, v)}
+    end)
+  end)
+
+  it("sum, mean, amax, std and norm give the same bits", function()
+    for _, shape in ipairs({{0}, {7}, {300001}, {1000, 301}, {3, 70000}, {40000, 3}, {5, 0, 3}}) do
+      local x = dt.randn(table.unpack(shape))
+      same_bits("reduce " .. table.concat(shape, "x"), function()
+        local r = {x:sum(), x:double():sum()}
+        if x:numel() > 0 then r[#r + 1] = x:mean() end -- (the mean of nothing is nan, never equal)
+        if #shape > 1 and x:numel() > 0 then
+          for _, d in ipairs({1, 2}) do
+            r[#r + 1] = x:sum(d)
+            r[#r + 1] = x:mean(d)
+            r[#r + 1] = x:amax(d)
+            r[#r + 1] = x:std(d)
+            r[#r + 1] = x:norm(2, d)
+          end
+        end
+        return r
+      end)
+    end
+  end)
+
+  it("random draws give the same bits on any thread count", function()
+    for _, n in ipairs({1, 3, 65535, 200001}) do
+      same_bits("random n=" .. n, function()
+        dt.manual_seed(42)
+        local x = dt.ones(n)
+        return {dt.rand(n), dt.randn(n), dt.randn(n, {dtype = "float64"}), dt.randint(1, 1000, {n}),
+                F.dropout(x, 0.3, true), dt.empty(n):normal_(1, 2), dt.empty(n):uniform_(-1, 1),
+                dt.bernoulli(dt.full({n}, 0.25))}
+      end)
+    end
+  end)
+
+  it("a training step's loss and gradients are the same on any thread count", function()
+    same_bits("step", function()
+      dt.manual_seed(5)
+      local lin = dt.nn.Linear(64, 300)
+      local norm = dt.nn.LayerNorm(300)
+      local x = dt.randn(257, 64)
+      local y = dt.randint(1, 301, {257})
+      local loss = F.cross_entropy(F.dropout(F.gelu(norm(lin(x))), 0.1, true), y)
+      loss:backward()
+      return {loss, lin.weight.grad, lin.bias.grad, norm.weight.grad}
+    end)
+  end)
+end)
