@@ -1738,7 +1738,7 @@ ops.layer_norm_backward = {
     local inner = 1
     for _, d in ipairs(s.nshape) do inner = inner * d end
     local dx, gh = {shape = x.shape, data = {}}, {shape = x.shape, data = {}}
-    for r = 0, #x.data // inner - 1 do
+    for r = 0, (inner > 0 and #x.data // inner or 0) - 1 do -- a 0-size normalized shape: no rows
       local m, v = 0, 0
       for j = 1, inner do m = m + x.data[r * inner + j] end
       m = s.rms and 0 or m / inner
