@@ -146,6 +146,7 @@ static int value_list(lua_State *L, int idx, dt_value **vals, int max, int allow
 
 /* t:backward(grad?, {retain_graph =}) and dt.autograd.backward(tensors, grad_tensors?, opts?) */
 static int run_backward(lua_State *L, int roots_idx, int grads_idx, int opts_idx, const char *op) {
+  dt_lua_capture_refuse(L, "backward (backward capture is not built yet)");
   dt_value *roots[MAX_ROOTS], *grads[MAX_ROOTS] = {0};
   int n = value_list(L, roots_idx, roots, MAX_ROOTS, 0, op, "tensors");
   if (!lua_isnoneornil(L, grads_idx)) {
@@ -171,6 +172,7 @@ static int l_autograd_backward(lua_State *L) { return run_backward(L, 1, 2, 3, "
 
 /* dt.autograd.grad(outputs, inputs, grad_outputs?, {retain_graph =, allow_unused =}) */
 static int l_autograd_grad(lua_State *L) {
+  dt_lua_capture_refuse(L, "dt.autograd.grad (backward capture is not built yet)");
   const char *op = "autograd.grad";
   dt_value *roots[MAX_ROOTS], *grads[MAX_ROOTS] = {0}, *inputs[MAX_ROOTS];
   int n = value_list(L, 1, roots, MAX_ROOTS, 0, op, "outputs");

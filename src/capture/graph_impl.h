@@ -1,0 +1,64 @@
+/* The graph's layout, shared by recording (record.c), passes (passes.c), replay (replay.c)
+ * and printing (format.c); nothing outside src/capture sees it. */
+#ifndef DT_CAPTURE_GRAPH_IMPL_H
+#define DT_CAPTURE_GRAPH_IMPL_H
+
+#include "capture/capture.h"
+#include "distributed/dispatch.h"
+
+enum { NODE_OP, NODE_CONV };
+
+typedef struct gnode {
+  int kind;
+  dt_op_id op;
+  dt_op_args args;          /* static args (in = NULL, name = the op's) */
+  int nin, *in;             /* slots, -1: an absent operand */
+  int nout, out[DT_OP_MAX_OUT]; /* slots; in-place ops write in[0] and have none */
+  int inplace, distributed, random, dead;
+  int has_dec;              /* a priced decision to execute (else dt_dispatch: random, write) */
+  dt_dispatch_decision dec;
+  dt_kernel_fn kernel;      /* plain ops: the device's kernel, run without the shape rule */
+  dt_meta meta[DT_OP_MAX_OUT];
+  uint64_t rng_rel, rng_words; /* random ops: the generator offset from the call's start, words drawn */
+  /* conversions (kind NODE_CONV) */
+  dt_conv_kind conv;
+  dt_mesh *mesh; /* retained */
+  dt_placement p[DT_MESH_MAX_DIMS], gp[DT_MESH_MAX_DIMS];
+  int has_gp, run_check, ndim, has_shape;
+  int64_t shape[DT_MAX_DIMS];
+  int moves;                /* collectives may run: a redistributing decision, a conversion */
+  int64_t out_bytes;        /* new storage its outputs hold (views, in-place: 0) */
+  char *where, *desc;       /* the Lua line; the outputs' dtype, shape, placements */
+  int *release, nrelease;   /* slots whose last use is this node */
+} gnode;
+
+typedef struct tmap_entry { /* a known tensor: its local dt_tensor (retained) -> slot */
+  dt_tensor *t;
+  int slot;
+} tmap_entry;
+
+struct dt_graph {
+  dt_context *ctx;
+  dt_capture_host host;
+  int nargs, next, nslots;
+  dt_value **ext;          /* externals, pinned by the host */
+  dt_guard *ext_guard;     /* what each was at capture (replay checks it) */
+  gnode *nodes;
+  int nnodes, capnodes;
+  dt_guard *guards;
+  int nguards;
+  dt_modes modes;          /* grad mode, autocast, implicit replication at capture */
+  uint64_t rng_seed, rng_start, rng_last;
+  tmap_entry *map;         /* while recording: open addressing */
+  int mapcap, mapn;
+  int *ret_slot, nret;
+  dt_value **val;          /* replay: slot -> value */
+  dt_value *own;           /* node output values (slot - nargs - next) */
+  int busy;
+  dt_graph_stats stats;
+};
+
+/* passes.c: dead nodes, each slot's last use, the peak bytes */
+int dt_graph_passes(dt_graph *g);
+
+#endif
