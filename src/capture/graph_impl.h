@@ -32,8 +32,9 @@ typedef struct gnode {
   int *release, nrelease;   /* slots whose last use is this node */
 } gnode;
 
-typedef struct tmap_entry { /* a known tensor: its local dt_tensor (retained) -> slot */
-  dt_tensor *t;
+typedef struct tmap_entry { /* a known value (v, its local t) -> slot; and (NULL, t) -> the last slot holding t */
+  const dt_value *v;
+  dt_tensor *t; /* retained by its (NULL, t) entry */
   int slot;
 } tmap_entry;
 

@@ -8,6 +8,8 @@
 #include "capture/graph_impl.h"
 #include "distributed/mesh.h"
 
+#define MISSING (-2000000000) /* not a slot of any numbering (see final_slot) */
+
 void dt_guard_of_value(const dt_value *v, dt_guard *g) {
   const dt_tensor *t = v->local;
   g->kind = DT_GUARD_TENSOR;
@@ -25,50 +27,67 @@ int dt_capture_refuse(dt_context *ctx, const char *what) {
   return dt_error("compile: %s at %s cannot be captured in a graph; run it outside the compiled function", what, w);
 }
 
-/* ---- the tensor -> slot map (open addressing on the local tensor's address) ---- */
-static size_t hash_ptr(const void *p, int cap) { return ((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 20 & (size_t)(cap - 1); }
+/* ---- the value -> slot map (open addressing on the value's and its local tensor's addresses).
+ * A value is known by (value, local tensor); a tensor alone finds the last slot that held it,
+ * for a userdata whose contents were swapped in (1-based index results).  Two values may share
+ * a local tensor (full_tensor of a replicated DTensor returns its shard), hence the pair. ---- */
+static size_t hash_key(const void *v, const void *t, int cap) {
+  uint64_t h = ((uint64_t)(uintptr_t)v * 31 + (uint64_t)(uintptr_t)t) >> 4;
+  return (size_t)(h * 0x9E3779B97F4A7C15ull >> 20) & (size_t)(cap - 1);
+}
 
-#define MISSING (-2000000000) /* not a slot of any numbering (see final_slot) */
-
-static int map_find(const dt_graph *g, const dt_tensor *t) {
+static int map_get(const dt_graph *g, const dt_value *v, const dt_tensor *t) {
   if (!g->mapcap) return MISSING;
-  for (size_t i = hash_ptr(t, g->mapcap);; i = (i + 1) & (size_t)(g->mapcap - 1)) {
+  for (size_t i = hash_key(v, t, g->mapcap);; i = (i + 1) & (size_t)(g->mapcap - 1)) {
     if (!g->map[i].t) return MISSING;
-    if (g->map[i].t == t) return g->map[i].slot;
+    if (g->map[i].t == t && g->map[i].v == v) return g->map[i].slot;
   }
 }
 
-static int map_put(dt_graph *g, dt_tensor *t, int slot) {
+static int map_find(const dt_graph *g, const dt_value *v) {
+  int s = map_get(g, v, v->local);
+  return s != MISSING ? s : map_get(g, NULL, v->local);
+}
+
+static int map_set(dt_graph *g, const dt_value *v, dt_tensor *t, int slot) {
   if (2 * (g->mapn + 1) > g->mapcap) {
     int cap = g->mapcap ? 2 * g->mapcap : 64;
     tmap_entry *m = calloc((size_t)cap, sizeof *m);
     if (!m) return dt_error("compile: out of memory");
     for (int i = 0; i < g->mapcap; i++) {
       if (!g->map[i].t) continue;
-      size_t j = hash_ptr(g->map[i].t, cap);
+      size_t j = hash_key(g->map[i].v, g->map[i].t, cap);
       while (m[j].t) j = (j + 1) & (size_t)(cap - 1);
       m[j] = g->map[i];
     }
     free(g->map);
     g->map = m, g->mapcap = cap;
   }
-  size_t j = hash_ptr(t, g->mapcap);
-  while (g->map[j].t && g->map[j].t != t) j = (j + 1) & (size_t)(g->mapcap - 1);
-  if (!g->map[j].t) dt_tensor_retain(t), g->mapn++; /* an address is never reused while recording */
-  g->map[j] = (tmap_entry){t, slot};
+  size_t j = hash_key(v, t, g->mapcap);
+  while (g->map[j].t && !(g->map[j].t == t && g->map[j].v == v)) j = (j + 1) & (size_t)(g->mapcap - 1);
+  if (!g->map[j].t) {
+    g->mapn++;
+    if (!v) dt_tensor_retain(t); /* an address is never reused while recording */
+  }
+  g->map[j] = (tmap_entry){v, t, slot};
   return DT_OK;
+}
+
+static int map_put(dt_graph *g, const dt_value *v, int slot) {
+  if (map_set(g, NULL, v->local, slot) != DT_OK) return DT_ERR;
+  return map_set(g, v, v->local, slot);
 }
 
 static void map_free(dt_graph *g) {
   for (int i = 0; i < g->mapcap; i++)
-    if (g->map[i].t) dt_tensor_release(g->map[i].t);
+    if (g->map[i].t && !g->map[i].v) dt_tensor_release(g->map[i].t);
   free(g->map);
   g->map = NULL, g->mapcap = g->mapn = 0;
 }
 
 /* The slot of v; a tensor the graph has not seen is an external, pinned by the host. */
 static int slot_of(dt_graph *g, dt_value *v, int *slot) {
-  if ((*slot = map_find(g, v->local)) != MISSING) return DT_OK;
+  if ((*slot = map_find(g, v)) != MISSING) return DT_OK;
   dt_value **ext = realloc(g->ext, sizeof *ext * (size_t)(g->next + 1));
   if (!ext) return dt_error("compile: out of memory");
   g->ext = ext;
@@ -80,7 +99,7 @@ static int slot_of(dt_graph *g, dt_value *v, int *slot) {
   dt_guard_of_value(v, &g->ext_guard[g->next]);
   if (v->spec && !(g->ext_guard[g->next].spec = dt_dspec_copy(v->spec))) return dt_error("compile: out of memory");
   *slot = -2 - g->next++; /* externals are numbered after the arguments once recording ends */
-  return map_put(g, v->local, *slot);
+  return map_put(g, v, *slot);
 }
 
 static gnode *new_node(dt_graph *g) {
@@ -99,7 +118,7 @@ static gnode *new_node(dt_graph *g) {
 /* Output slots are numbered from 0 among the node outputs while recording (offset later). */
 static int new_slot(dt_graph *g, dt_value *v, int *slot) {
   *slot = g->nslots++;
-  return map_put(g, v->local, *slot);
+  return map_put(g, v, *slot);
 }
 
 static int64_t value_bytes(const dt_value *v) {
@@ -230,7 +249,7 @@ dt_graph *dt_capture_begin(dt_context *ctx, const dt_capture_host *host, dt_valu
     if (guards[i].spec && !(d->spec = dt_dspec_copy(guards[i].spec))) goto oom;
   }
   for (int i = 0; i < nargs; i++) /* an argument given twice keeps its first slot */
-    if (map_find(g, args[i]->local) == MISSING && map_put(g, args[i]->local, -1000000 - i) != DT_OK) goto fail;
+    if (map_find(g, args[i]) == MISSING && map_put(g, args[i], -1000000 - i) != DT_OK) goto fail;
   ctx->capture = g, ctx->capture_hooks = &hooks;
   return g;
 oom:
