@@ -30,6 +30,12 @@ typedef struct gnode {
   int64_t out_bytes;        /* new storage its outputs hold (views, in-place: 0) */
   char *where, *desc;       /* the Lua line; the outputs' dtype, shape, placements */
   int *release, nrelease;   /* slots whose last use is this node */
+  dt_tensor *spare[DT_OP_MAX_OUT]; /* buffer reuse: an output released by the last replay, owned */
+  /* DTensor ops whose decision moves nothing, on this rank's mesh, with no local args (e.g.
+   * pointwise): replay runs the local kernel directly (meta: the local outputs') and gives the
+   * outputs these specs (copies; spare_spec: one released by the last replay) */
+  int local_fast;
+  dt_dspec *ospec[DT_OP_MAX_OUT], *spare_spec[DT_OP_MAX_OUT];
 } gnode;
 
 typedef struct tmap_entry { /* a known value (v, its local t) -> slot; and (NULL, t) -> the last slot holding t */
@@ -55,6 +61,7 @@ struct dt_graph {
   int *ret_slot, nret;
   dt_value **val;          /* replay: slot -> value */
   dt_value *own;           /* node output values (slot - nargs - next) */
+  int *prod;               /* slot -> producing node * DT_OP_MAX_OUT + output, -1 for arguments, externals */
   int busy;
   dt_graph_stats stats;
 };

@@ -2,7 +2,9 @@
  * live reads, without side effects, are skipped at replay -- a random one still advances the
  * generator), each slot's last use (replay releases a node's output right after its last
  * reader, so its storage goes back to the block cache for the next allocation), and the peak
- * bytes the outputs hold with and without those releases. */
+ * bytes the outputs hold with and without those releases.  A released plain output is kept
+ * by its node for the next replay (buffer reuse: replay.c), so a replay in a loop allocates
+ * only what it returns. */
 #include <stdlib.h>
 
 #include "base/error.h"
@@ -24,7 +26,9 @@ int dt_graph_passes(dt_graph *g) {
     for (int i = 0; live && i < n->nin; i++)
       if (n->in[i] >= 0) used[n->in[i]] = 1;
   }
-  for (int s = 0; s < ns; s++) last[s] = -1;
+  for (int s = 0; s < ns; s++) last[s] = -1, g->prod[s] = -1;
+  for (int k = 0; k < g->nnodes; k++)
+    for (int o = 0; o < g->nodes[k].nout; o++) g->prod[g->nodes[k].out[o]] = k * DT_OP_MAX_OUT + o;
   for (int k = 0; k < g->nnodes; k++) {
     gnode *n = &g->nodes[k];
     if (n->dead) continue;
@@ -54,10 +58,7 @@ int dt_graph_passes(dt_graph *g) {
     for (int s = first_own; s < ns; s++)
       if (last[s] == k) {
         n->release[n->nrelease++] = s;
-        const gnode *p = NULL; /* the producer's bytes leave the live set */
-        for (int j = 0; j <= k && !p; j++)
-          for (int o = 0; o < g->nodes[j].nout; o++)
-            if (g->nodes[j].out[o] == s) p = &g->nodes[j];
+        const gnode *p = g->prod[s] >= 0 ? &g->nodes[g->prod[s] / DT_OP_MAX_OUT] : NULL; /* its bytes leave */
         if (p && p->nout == 1) live_bytes -= p->out_bytes;
       }
   }

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "capture/graph_impl.h"
 #include "distributed/mesh.h"
+#include "distributed/sharding_rules/sharding_rules.h"
 
 #define MISSING (-2000000000) /* not a slot of any numbering (see final_slot) */
 
@@ -191,8 +192,18 @@ static int hook_op(dt_context *ctx, dt_op_id op, const dt_op_args *args, dt_valu
   } else if (!(n->kernel = dt_kernel_get(dev, op))) {
     return dt_error("compile: %s has no kernel on %s", def->name, dt_device_name(dev));
   }
+  if (n->distributed && n->has_dec && !n->moves && !n->inplace && !n->random && !(def->flags & DT_OPF_VIEW) &&
+      !dt_local_args_for(op)) {
+    const dt_mesh *m = NULL;
+    dt_device_type ldev = DT_HOST;
+    for (int i = 0; i < nin; i++)
+      if (in[i] && in[i]->spec && !m) m = in[i]->spec->mesh, ldev = dt_tensor_device(in[i]->local);
+    if (m && m->me >= 0 && (n->kernel = dt_kernel_get(ldev, op))) n->local_fast = 1;
+  }
   if (n->inplace) return finish_node(g, n, in, 1);
   n->nout = def->nout;
+  for (int o = 0; n->local_fast && o < def->nout; o++)
+    if (!(n->ospec[o] = dt_dspec_copy(out[o]->spec))) return dt_error("compile: out of memory");
   for (int o = 0; o < def->nout; o++) {
     const dt_tensor *t = out[o]->local;
     n->meta[o] = (dt_meta){.dtype = t->dtype, .ndim = t->ndim};
@@ -293,7 +304,8 @@ int dt_capture_end(dt_context *ctx, dt_graph *g, dt_value *const *ret, int nret)
     for (int o = 0; o < n->nout; o++) n->out[o] = final_slot(g, n->out[o]);
   }
   for (int i = 0; i < nret; i++) g->ret_slot[i] = final_slot(g, g->ret_slot[i]);
-  if (!(g->val = calloc((size_t)g->nslots + 1, sizeof *g->val)) || !(g->own = calloc((size_t)nout + 1, sizeof *g->own)))
+  if (!(g->val = calloc((size_t)g->nslots + 1, sizeof *g->val)) || !(g->own = calloc((size_t)nout + 1, sizeof *g->own)) ||
+      !(g->prod = calloc((size_t)g->nslots + 1, sizeof *g->prod)))
     return dt_graph_free(g), dt_error("compile: out of memory");
   for (int k = 0; k < nout; k++) g->val[g->nargs + g->next + k] = &g->own[k];
   if (dt_graph_passes(g) != DT_OK) return dt_graph_free(g), DT_ERR;
@@ -314,10 +326,14 @@ void dt_graph_free(dt_graph *g) {
     gnode *n = &g->nodes[k];
     free(n->in), free(n->dec.in), free(n->where), free(n->desc), free(n->release);
     if (n->mesh) dt_mesh_release(n->mesh);
+    for (int o = 0; o < DT_OP_MAX_OUT; o++) {
+      if (n->spare[o]) dt_tensor_release(n->spare[o]);
+      dt_dspec_free(n->ospec[o]), dt_dspec_free(n->spare_spec[o]);
+    }
   }
   for (int i = 0; i < g->nguards; i++) free((char *)g->guards[i].s), dt_dspec_free((dt_dspec *)g->guards[i].spec);
   for (int e = 0; e < g->next; e++) dt_dspec_free((dt_dspec *)g->ext_guard[e].spec);
   if (g->own) dt_graph_clear_slots(g);
-  free(g->nodes), free(g->guards), free(g->ext), free(g->ext_guard), free(g->ret_slot), free(g->val), free(g->own);
+  free(g->nodes), free(g->guards), free(g->ext), free(g->ext_guard), free(g->ret_slot), free(g->val), free(g->own), free(g->prod);
   free(g);
 }

@@ -1,4 +1,5 @@
 /* Replaying a graph: each node's execution step, run directly (see capture.h). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "capture/graph_impl.h"
 #include "distributed/mesh.h"
 #include "ops/random.h"
+#include "tensor/storage.h"
 
 #define SMALL_IN 8
 
@@ -62,9 +64,14 @@ static int run_plain(dt_context *ctx, gnode *n, dt_value *const *in, dt_value *c
   } else {
     dt_device_type dev = n->nin && loc[0] ? dt_tensor_device(loc[0]) : DT_HOST;
     st = DT_OK;
-    for (int o = 0; o < n->nout && st == DT_OK; o++)
+    for (int o = 0; o < n->nout && st == DT_OK; o++) {
+      if ((res[o] = n->spare[o])) { /* the buffer of the last replay, which nobody else holds */
+        n->spare[o] = NULL;
+        continue;
+      }
       if (!(res[o] = dt_tensor_empty(n->meta[o].dtype, n->meta[o].ndim, n->meta[o].shape, dev)))
         st = dt_error_prefix("%s", a->name);
+    }
     if (st == DT_OK) st = n->kernel(a, res);
     if (st != DT_OK)
       for (int o = 0; o < n->nout; o++)
@@ -73,9 +80,19 @@ static int run_plain(dt_context *ctx, gnode *n, dt_value *const *in, dt_value *c
   a->in = NULL;
   if (st != DT_OK) return DT_ERR;
   if (n->random) ctx->rng.offset += n->rng_words;
-  if (n->inplace) dt_autograd_bump_version(in[0], a->name);
-  else
-    for (int o = 0; o < n->nout; o++) dt_value_init(out[o], res[o], NULL);
+  if (n->inplace) {
+    dt_autograd_bump_version(in[0], a->name);
+    return DT_OK;
+  }
+  for (int o = 0; o < n->nout; o++) {
+    dt_dspec *spec = NULL;
+    if (n->local_fast && !(spec = n->spare_spec[o]) && !(spec = dt_dspec_copy(n->ospec[o]))) {
+      for (int j = o; j < n->nout; j++) dt_tensor_release(res[j]);
+      return dt_error("%s: out of memory", a->name);
+    }
+    if (n->local_fast) n->spare_spec[o] = NULL;
+    dt_value_init(out[o], res[o], spec);
+  }
   return DT_OK;
 }
 
@@ -135,10 +152,30 @@ static int run_node(dt_context *ctx, dt_graph *g, gnode *n) {
   if (n->kind == NODE_CONV) st = run_conv(ctx, n, in[0], out[0]);
   else if (ctx->modes.grad_enabled && dt_autograd_wants(ctx, in, n->nin)) /* autograd records it: the front door */
     st = dt_call(ctx, n->op, &n->args, in, n->nin, out);
-  else if (n->distributed) st = run_distributed(ctx, n, in, out, loc, specs);
+  else if (n->distributed && !n->local_fast) st = run_distributed(ctx, n, in, out, loc, specs);
   else st = run_plain(ctx, n, in, out, loc);
   if (in != small) free(in);
   return st;
+}
+
+/* Releases slot s after its last use; a plain, contiguous output that nothing else holds goes
+ * back to its node for the next replay. */
+static void release_slot(dt_graph *g, int s) {
+  dt_value *v = g->val[s];
+  int p = g->prod[s];
+  if (p >= 0 && v->local && !v->autograd) {
+    gnode *n = &g->nodes[p / DT_OP_MAX_OUT];
+    dt_tensor *t = v->local;
+    int o = p % DT_OP_MAX_OUT;
+    if (n->kind == NODE_OP && (!n->distributed || n->local_fast) && !n->inplace &&
+        !(dt_op_get(n->op)->flags & DT_OPF_VIEW) && !n->spare[o] && !n->spare_spec[o] &&
+        atomic_load(&t->refcount) == 1 && atomic_load(&t->storage->refcount) == 1 && t->offset == 0) {
+      n->spare[o] = t, n->spare_spec[o] = v->spec;
+      v->local = NULL, v->spec = NULL;
+      return;
+    }
+  }
+  dt_value_clear(v);
 }
 
 int dt_graph_replay(dt_context *ctx, dt_graph *g, dt_value *const *args, int nargs, int *miss) {
@@ -160,7 +197,7 @@ int dt_graph_replay(dt_context *ctx, dt_graph *g, dt_value *const *args, int nar
   for (int k = 0; k < g->nnodes && st == DT_OK; k++) {
     gnode *n = &g->nodes[k];
     st = run_node(ctx, g, n);
-    for (int r = 0; r < n->nrelease; r++) dt_value_clear(g->val[n->release[r]]);
+    for (int r = 0; r < n->nrelease; r++) release_slot(g, n->release[r]);
   }
   ctx->modes.autocast_dtype = autocast;
   g->busy = 0;
