@@ -53,9 +53,7 @@ static int host_pin(void *ud, dt_value *v) {
   host_ud *h = ud;
   lua_State *L = h->L;
   if (!lua_checkstack(L, 6)) return dt_error("compile: Lua stack overflow");
-  if (!find_on_stack(L, v))
-    return dt_error("compile: a tensor that the compiled function neither received nor made cannot be found to "
-                    "keep it alive; pass it as an argument");
+  if (!find_on_stack(L, v)) return dt_error("not found");
   lua_rawgeti(L, LUA_REGISTRYINDEX, h->pins_ref);
   lua_pushlightuserdata(L, v);
   lua_pushvalue(L, -3);
@@ -192,6 +190,7 @@ static int record(lua_State *L, int self, compiled *c, int first, int nargs, dt_
     return luaL_error(L, "compile: return value %d is a table; a compiled function returns tensors and Lua "
                          "numbers, strings, booleans (return the tensors themselves)", bad);
   }
+  lua_gc(L, LUA_GCCOLLECT); /* what fn dropped goes: what Lua still holds escaped (dt_capture_end) */
   st = dt_capture_end(ctx, g, ret, nret); /* frees g on error */
   luaL_unref(L, LUA_REGISTRYINDEX, h.pins_ref);
   if (st != DT_OK) return dt_lua_raise(L);

@@ -90,13 +90,19 @@ static int from_local_backward(dt_context *ctx, void *ud, const dt_value *const 
   if (!go[0] || !needs[0]) return DT_OK;
   dt_value g;
   if (dt_redistribute_to_any(ctx, go[0], NULL, c->grad, &g) != DT_OK) return DT_ERR; /* a Partial is reduced */
+  if (DT_CAPTURE_CONV(ctx, .kind = DT_CONV_REDISTRIBUTE_ANY, .in = (dt_value *)go[0], .out = &g, .p = c->grad) != DT_OK)
+    return dt_value_clear(&g), DT_ERR;
+  if (ctx->capture && c->spec->mesh->me < 0)
+    return dt_value_clear(&g), dt_error("compile: backward through from_local on a rank outside its mesh is not captured");
   dt_tensor *t = g.local;
   if (c->spec->mesh->me >= 0) dt_tensor_retain(t);
   else /* off the mesh the local tensor was not used: zeros, so that every rank's graph runs alike */
     t = dt_tensor_zeros(c->off_mesh.dtype, c->off_mesh.ndim, c->off_mesh.shape, dt_tensor_device(g.local));
-  dt_value_clear(&g);
-  if (!t) return DT_ERR;
+  if (!t) return dt_value_clear(&g), DT_ERR;
   dt_value_init(&gi[0], t, NULL);
+  int st = DT_CAPTURE_CONV(ctx, .kind = DT_CONV_TO_LOCAL, .in = &g, .out = &gi[0]);
+  dt_value_clear(&g);
+  if (st != DT_OK) return dt_value_clear(&gi[0]), DT_ERR;
   dt_grad_kind_set_from_local(kind, c->spec->mesh, c->fwd, c->grad);
   return DT_OK;
 }
@@ -134,7 +140,11 @@ static int local_to_dtensor(dt_context *ctx, const conv *c, const dt_placement *
   dt_placement p[DT_MESH_MAX_DIMS];
   if (c->has_grad) memcpy(p, c->grad, sizeof p);
   else if (dt_grad_kind_placements(kind, c->spec->mesh, xp, p, op) != DT_OK) return DT_ERR;
-  return dt_from_local(ctx, g->local, c->spec->mesh, p, 0, c->spec->ndim, c->spec->shape, out);
+  if (dt_from_local(ctx, g->local, c->spec->mesh, p, 0, c->spec->ndim, c->spec->shape, out) != DT_OK) return DT_ERR;
+  if (DT_CAPTURE_CONV(ctx, .kind = DT_CONV_FROM_LOCAL, .in = (dt_value *)g, .out = out, .mesh = c->spec->mesh, .p = p,
+                      .ndim = c->spec->ndim, .shape = c->spec->shape) != DT_OK)
+    return dt_value_clear(out), DT_ERR;
+  return DT_OK;
 }
 
 static int to_local_backward(dt_context *ctx, void *ud, const dt_value *const *go, int nout, dt_value *gi, int nin,

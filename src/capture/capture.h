@@ -66,6 +66,8 @@ DT_API dt_graph *dt_capture_begin(dt_context *ctx, const dt_capture_host *host, 
 DT_API int dt_capture_end(dt_context *ctx, dt_graph *g, dt_value *const *ret, int nret);
 /* Stops recording and frees the graph (the function raised). */
 DT_API void dt_capture_abort(dt_context *ctx, dt_graph *g);
+/* Records t.grad = g (g NULL: nil) after the binding did it: a node of the graph. */
+DT_API int dt_capture_set_grad(dt_context *ctx, dt_value *t, dt_value *g);
 /* Whether a graph records on ctx (the bindings refuse what cannot be captured). */
 static inline int dt_capture_active(const dt_context *ctx) { return ctx && ctx->capture != NULL; }
 /* A capture error: "compile: <what> at <line>" naming the Lua line of the current call. */

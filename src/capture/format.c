@@ -35,11 +35,15 @@ static void put(sbuf *b, const char *fmt, ...) {
 }
 
 static const char *conv_name(dt_conv_kind k) {
-  static const char *names[] = {"from_local", "to_local", "redistribute", "full_tensor"};
+  static const char *names[] = {"from_local", "to_local", "redistribute", "full_tensor", "redistribute_any", "full", "clone"};
   return names[k];
 }
 
-static const char *node_name(const gnode *n) { return n->kind == NODE_CONV ? conv_name(n->conv) : dt_op_get(n->op)->name; }
+static const char *node_name(const gnode *n) {
+  if (n->kind == NODE_GET_GRAD) return "get_grad";
+  if (n->kind == NODE_SET_GRAD) return "set_grad";
+  return n->kind == NODE_CONV ? conv_name(n->conv) : dt_op_get(n->op)->name;
+}
 
 /* The static args worth reading: the numbers, the ints (a random op's are its generator slots). */
 static void static_args(sbuf *b, const gnode *n, int sep) {

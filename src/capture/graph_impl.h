@@ -6,7 +6,12 @@
 #include "capture/capture.h"
 #include "distributed/dispatch.h"
 
-enum { NODE_OP, NODE_CONV };
+enum {
+  NODE_OP,
+  NODE_CONV,
+  NODE_GET_GRAD, /* out[0] = in[0].grad, a gradient the graph did not make (shared) */
+  NODE_SET_GRAD  /* in[0].grad = in[1] (-1: nil): backward's assignment, t.grad = g */
+};
 
 typedef struct gnode {
   int kind;
@@ -15,6 +20,7 @@ typedef struct gnode {
   int nin, *in;             /* slots, -1: an absent operand */
   int nout, out[DT_OP_MAX_OUT]; /* slots; in-place ops write in[0] and have none */
   int inplace, distributed, random, dead;
+  int grad;                 /* autograd recorded a node for it at capture */
   int has_dec;              /* a priced decision to execute (else dt_dispatch: random, write) */
   dt_dispatch_decision dec;
   dt_kernel_fn kernel;      /* plain ops: the device's kernel, run without the shape rule */
@@ -23,6 +29,8 @@ typedef struct gnode {
   /* conversions (kind NODE_CONV) */
   dt_conv_kind conv;
   dt_mesh *mesh; /* retained */
+  dt_dspec *fspec;          /* DT_CONV_FULL: the spec to fill (owned), with value */
+  double value;
   dt_placement p[DT_MESH_MAX_DIMS], gp[DT_MESH_MAX_DIMS];
   int has_gp, run_check, ndim, has_shape;
   int64_t shape[DT_MAX_DIMS];
@@ -48,6 +56,7 @@ struct dt_graph {
   dt_context *ctx;
   dt_capture_host host;
   int nargs, next, nslots;
+  dt_value **args;         /* the arguments of the capture (their .grad: GET_GRAD) */
   dt_value **ext;          /* externals, pinned by the host */
   dt_guard *ext_guard;     /* what each was at capture (replay checks it) */
   gnode *nodes;
@@ -63,6 +72,7 @@ struct dt_graph {
   dt_value *own;           /* node output values (slot - nargs - next) */
   int *prod;               /* slot -> producing node * DT_OP_MAX_OUT + output, -1 for arguments, externals */
   int busy;
+  int has_backward;        /* a backward ran inside: replay records no autograd (its backward is in the graph) */
   dt_graph_stats stats;
 };
 

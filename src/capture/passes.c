@@ -19,7 +19,7 @@ int dt_graph_passes(dt_graph *g) {
   g->stats.dead = 0;
   for (int k = g->nnodes - 1; k >= 0; k--) { /* backwards: a node lives if a live node reads it */
     gnode *n = &g->nodes[k];
-    int live = n->inplace || n->moves || n->kind == NODE_CONV;
+    int live = n->inplace || n->moves || n->kind == NODE_CONV || n->kind == NODE_SET_GRAD;
     for (int o = 0; o < n->nout && !live; o++) live = used[n->out[o]];
     n->dead = !live;
     g->stats.dead += n->dead;

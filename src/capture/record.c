@@ -1,4 +1,5 @@
 /* Recording a graph: the capture hooks the front door calls, the slots of the values. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,11 @@
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #define MISSING (-2000000000) /* not a slot of any numbering (see final_slot) */
+/* The tensor-alone keys: a plain value and a DTensor sharing one local tensor stay apart. */
+#define PLAIN_KEY ((const dt_value *)NULL)
+#define SPEC_KEY ((const dt_value *)(uintptr_t)1)
+#define TENSOR_KEY(v) ((v)->spec ? SPEC_KEY : PLAIN_KEY)
+#define IS_TENSOR_KEY(k) ((k) == PLAIN_KEY || (k) == SPEC_KEY)
 
 void dt_guard_of_value(const dt_value *v, dt_guard *g) {
   const dt_tensor *t = v->local;
@@ -47,7 +53,7 @@ static int map_get(const dt_graph *g, const dt_value *v, const dt_tensor *t) {
 
 static int map_find(const dt_graph *g, const dt_value *v) {
   int s = map_get(g, v, v->local);
-  return s != MISSING ? s : map_get(g, NULL, v->local);
+  return s != MISSING ? s : map_get(g, TENSOR_KEY(v), v->local);
 }
 
 static int map_set(dt_graph *g, const dt_value *v, dt_tensor *t, int slot) {
@@ -68,34 +74,65 @@ static int map_set(dt_graph *g, const dt_value *v, dt_tensor *t, int slot) {
   while (g->map[j].t && !(g->map[j].t == t && g->map[j].v == v)) j = (j + 1) & (size_t)(g->mapcap - 1);
   if (!g->map[j].t) {
     g->mapn++;
-    if (!v) dt_tensor_retain(t); /* an address is never reused while recording */
+    if (IS_TENSOR_KEY(v)) dt_tensor_retain(t); /* an address is never reused while recording */
   }
   g->map[j] = (tmap_entry){v, t, slot};
   return DT_OK;
 }
 
 static int map_put(dt_graph *g, const dt_value *v, int slot) {
-  if (map_set(g, NULL, v->local, slot) != DT_OK) return DT_ERR;
+  if (map_set(g, TENSOR_KEY(v), v->local, slot) != DT_OK) return DT_ERR;
   return map_set(g, v, v->local, slot);
 }
 
 static void map_free(dt_graph *g) {
   for (int i = 0; i < g->mapcap; i++)
-    if (g->map[i].t && !g->map[i].v) dt_tensor_release(g->map[i].t);
+    if (g->map[i].t && IS_TENSOR_KEY(g->map[i].v)) dt_tensor_release(g->map[i].t);
   free(g->map);
   g->map = NULL, g->mapcap = g->mapn = 0;
 }
 
-/* The slot of v; a tensor the graph has not seen is an external, pinned by the host. */
+static gnode *new_node(dt_graph *g);
+static int new_slot(dt_graph *g, dt_value *v, int *slot);
+static int finish_node(dt_graph *g, gnode *n, dt_value *const *shown, int nshown);
+
+/* A gradient the graph did not make: the .grad of an argument or external -> a GET_GRAD node. */
+static int grad_slot(dt_graph *g, dt_value *v, int *slot) {
+  for (int i = 0; i < g->nargs + g->next; i++) {
+    dt_value *x = i < g->nargs ? g->args[i] : g->ext[i - g->nargs];
+    const dt_value *gr = x->local ? dt_autograd_grad_of(x) : NULL;
+    if (!gr || (gr != v && gr->local != v->local)) continue;
+    gnode *n = new_node(g);
+    if (!n) return DT_ERR;
+    n->kind = NODE_GET_GRAD, n->nin = 1, n->nout = 1;
+    if (!(n->in = malloc(sizeof *n->in))) return dt_error("compile: out of memory");
+    n->in[0] = i < g->nargs ? -1000000 - i : -2 - (i - g->nargs);
+    if (new_slot(g, v, &n->out[0]) != DT_OK) return DT_ERR;
+    *slot = n->out[0];
+    return finish_node(g, n, &v, 1);
+  }
+  return 0;
+}
+
+/* The slot of v; a tensor the graph has not seen is a gradient it reads (GET_GRAD) or an
+ * external, pinned by the host. */
 static int slot_of(dt_graph *g, dt_value *v, int *slot) {
   if ((*slot = map_find(g, v)) != MISSING) return DT_OK;
+  int got = grad_slot(g, v, slot);
+  if (got != 0) return got == DT_OK ? DT_OK : DT_ERR;
   dt_value **ext = realloc(g->ext, sizeof *ext * (size_t)(g->next + 1));
   if (!ext) return dt_error("compile: out of memory");
   g->ext = ext;
   dt_guard *eg = realloc(g->ext_guard, sizeof *eg * (size_t)(g->next + 1));
   if (!eg) return dt_error("compile: out of memory");
   g->ext_guard = eg;
-  if (g->host.pin(g->host.ud, v) != DT_OK) return DT_ERR;
+  if (g->host.pin(g->host.ud, v) != DT_OK) {
+    char w[256] = "?";
+    if (g->host.where) g->host.where(g->host.ud, w, sizeof w);
+    return dt_error("compile: a call at %s reads a tensor that the compiled function neither received nor made "
+                    "through the front door (e.g. made by the runtime outside it during the capture); pass it as "
+                    "an argument, or run this outside the compiled function", w);
+  }
   g->ext[g->next] = v;
   dt_guard_of_value(v, &g->ext_guard[g->next]);
   if (v->spec && !(g->ext_guard[g->next].spec = dt_dspec_copy(v->spec))) return dt_error("compile: out of memory");
@@ -171,6 +208,7 @@ static int hook_op(dt_context *ctx, dt_op_id op, const dt_op_args *args, dt_valu
   n->args.in = NULL, n->args.nin = nin, n->args.name = def->name, n->args.region = NULL;
   n->inplace = (def->flags & DT_OPF_INPLACE) != 0;
   n->random = (def->flags & DT_OPF_RANDOM) != 0;
+  n->grad = dt_autograd_wants(ctx, in, nin);
   if (rng_step(ctx, g, n) != DT_OK) return DT_ERR;
   if (nin && !(n->in = malloc(sizeof *n->in * (size_t)nin))) return dt_error("compile: out of memory");
   n->nin = nin;
@@ -219,13 +257,17 @@ static int hook_conv(dt_context *ctx, const dt_conv_call *c) {
   gnode *n = new_node(g);
   if (!n) return DT_ERR;
   n->kind = NODE_CONV, n->conv = c->kind;
+  n->grad = c->in && dt_autograd_wants(ctx, &c->in, 1);
   if (rng_step(ctx, g, n) != DT_OK) return DT_ERR;
   if (!(n->in = malloc(sizeof *n->in))) return dt_error("compile: out of memory");
-  n->nin = 1;
-  if (slot_of(g, c->in, &n->in[0]) != DT_OK) return DT_ERR;
+  n->nin = c->in != NULL;
+  if (c->in && slot_of(g, c->in, &n->in[0]) != DT_OK) return DT_ERR;
   n->distributed = 1;
-  n->moves = c->kind == DT_CONV_REDISTRIBUTE || c->kind == DT_CONV_FULL_TENSOR || (c->kind == DT_CONV_FROM_LOCAL && c->run_check);
-  const dt_mesh *pm = c->mesh ? c->mesh : c->in->spec ? c->in->spec->mesh : NULL;
+  n->moves = c->kind == DT_CONV_REDISTRIBUTE || c->kind == DT_CONV_REDISTRIBUTE_ANY || c->kind == DT_CONV_FULL_TENSOR ||
+             (c->kind == DT_CONV_FROM_LOCAL && c->run_check);
+  if (c->spec && !(n->fspec = dt_dspec_copy(c->spec))) return dt_error("compile: out of memory");
+  n->value = c->value;
+  const dt_mesh *pm = c->mesh ? c->mesh : c->in && c->in->spec ? c->in->spec->mesh : NULL;
   if ((n->mesh = c->mesh)) dt_mesh_retain(n->mesh);
   if (c->p && pm) memcpy(n->p, c->p, sizeof(dt_placement) * (size_t)pm->ndim);
   if ((n->has_gp = c->grad_p != NULL) && pm) memcpy(n->gp, c->grad_p, sizeof(dt_placement) * (size_t)pm->ndim);
@@ -237,7 +279,35 @@ static int hook_conv(dt_context *ctx, const dt_conv_call *c) {
   return finish_node(g, n, &c->out, 1);
 }
 
-static const dt_capture_hooks hooks = {hook_op, hook_conv};
+/* t.grad = gr (NULL: nil) as a node; t must be an argument or an external (a leaf). */
+static int record_set_grad(dt_context *ctx, dt_value *t, const dt_value *gr) {
+  dt_graph *g = ctx->capture;
+  gnode *n = new_node(g);
+  if (!n) return DT_ERR;
+  n->kind = NODE_SET_GRAD, n->nin = 2;
+  if (!(n->in = malloc(sizeof *n->in * 2))) return dt_error("compile: out of memory");
+  n->in[1] = -1;
+  if (slot_of(g, t, &n->in[0]) != DT_OK || (gr && slot_of(g, (dt_value *)gr, &n->in[1]) != DT_OK)) return DT_ERR;
+  if (n->in[0] >= 0) return dt_capture_refuse(ctx, "setting .grad of a tensor made inside the compiled function");
+  return finish_node(g, n, gr ? (dt_value *const *)&gr : &t, 1);
+}
+
+int dt_capture_set_grad(dt_context *ctx, dt_value *t, dt_value *gr) {
+  return ctx->capture ? record_set_grad(ctx, t, gr) : DT_OK;
+}
+
+/* backward set a leaf's .grad: the leaf is the argument or external with that metadata */
+static int hook_leaf_grad(dt_context *ctx, const void *leaf, const dt_value *gr) {
+  dt_graph *g = ctx->capture;
+  g->has_backward = 1;
+  for (int i = 0; i < g->nargs + g->next; i++) {
+    dt_value *x = i < g->nargs ? g->args[i] : g->ext[i - g->nargs];
+    if (x->local && x->autograd == leaf) return record_set_grad(ctx, x, gr);
+  }
+  return dt_capture_refuse(ctx, "backward into a leaf the compiled function neither received nor read");
+}
+
+static const dt_capture_hooks hooks = {hook_op, hook_conv, hook_leaf_grad};
 
 dt_graph *dt_capture_begin(dt_context *ctx, const dt_capture_host *host, dt_value *const *args, int nargs,
                            const dt_guard *guards, int nguards) {
@@ -245,6 +315,8 @@ dt_graph *dt_capture_begin(dt_context *ctx, const dt_capture_host *host, dt_valu
   dt_graph *g = calloc(1, sizeof *g);
   if (!g || (nguards && !(g->guards = calloc((size_t)nguards, sizeof *g->guards)))) goto oom;
   g->ctx = ctx, g->host = *host, g->nargs = nargs, g->modes = ctx->modes;
+  if (nargs && !(g->args = malloc(sizeof *g->args * (size_t)nargs))) goto oom;
+  for (int i = 0; i < nargs; i++) g->args[i] = args[i];
   g->rng_seed = ctx->rng.seed, g->rng_start = g->rng_last = ctx->rng.offset;
   g->nguards = nguards;
   for (int i = 0; i < nguards; i++) {
@@ -283,6 +355,41 @@ static void stop(dt_context *ctx, dt_graph *g) {
   if (ctx->capture == g) ctx->capture = NULL, ctx->capture_hooks = NULL;
 }
 
+/* A tensor the graph made that Lua still holds after the call (the host collected its garbage
+ * first), other than the returned ones and the .grad the graph set, was stored in Lua state (a
+ * table, an upvalue: optimizer state made on the first step); a replay would not update it.
+ * Not checked while autograd's saved tensors of a returned result hold outputs too. */
+static int check_escapes(dt_graph *g, dt_value *const *ret, int nret) {
+  for (int k = 0; k < g->nnodes; k++)
+    if (g->nodes[k].grad && !g->has_backward) return DT_OK;
+  for (int i = 0; i < g->mapcap; i++) {
+    const tmap_entry *e = &g->map[i];
+    if (!e->t || !IS_TENSOR_KEY(e->v) || e->slot < 0) continue;
+    int expected = 1 + (map_get(g, e->v == SPEC_KEY ? PLAIN_KEY : SPEC_KEY, e->t) != MISSING); /* the map's */
+    for (int r = 0; r < nret; r++) {
+      int dup = 0;
+      for (int q = 0; q < r && !dup; q++) dup = ret[q] == ret[r];
+      expected += ret[r] && !dup && ret[r]->local == e->t;
+    }
+    for (int a = 0; a < g->nargs + g->next; a++) {
+      const dt_value *x = a < g->nargs ? g->args[a] : g->ext[a - g->nargs];
+      const dt_value *gr = x->local ? dt_autograd_grad_of(x) : NULL;
+      expected += gr && gr->local == e->t;
+    }
+    if (atomic_load(&e->t->refcount) <= expected) continue;
+    const gnode *n = NULL;
+    for (int k = 0; k < g->nnodes && !n; k++)
+      for (int o = 0; o < g->nodes[k].nout; o++)
+        if (g->nodes[k].out[o] == e->slot) n = &g->nodes[k];
+    return dt_error("compile: the tensor made by %s at %s is kept in Lua after the call (stored in a table or an "
+                    "upvalue, e.g. optimizer state made on the first step); a replay would not update it: return it, "
+                    "or make it before compiling (one eager step)",
+                    n ? (n->kind == NODE_CONV ? "a conversion" : n->kind == NODE_OP ? dt_op_get(n->op)->name : "get_grad") : "an op",
+                    n && n->where ? n->where : "?");
+  }
+  return DT_OK;
+}
+
 int dt_capture_end(dt_context *ctx, dt_graph *g, dt_value *const *ret, int nret) {
   int st = DT_OK;
   if (ctx->rng.seed != g->rng_seed || ctx->rng.offset != g->rng_last)
@@ -294,6 +401,7 @@ int dt_capture_end(dt_context *ctx, dt_graph *g, dt_value *const *ret, int nret)
     if (ret[i]) st = slot_of(g, ret[i], &g->ret_slot[i]);
   }
   stop(ctx, g);
+  if (st == DT_OK) st = check_escapes(g, ret, nret);
   map_free(g);
   if (st != DT_OK) return dt_graph_free(g), DT_ERR;
   int nout = g->nslots;
@@ -326,6 +434,7 @@ void dt_graph_free(dt_graph *g) {
     gnode *n = &g->nodes[k];
     free(n->in), free(n->dec.in), free(n->where), free(n->desc), free(n->release);
     if (n->mesh) dt_mesh_release(n->mesh);
+    dt_dspec_free(n->fspec);
     for (int o = 0; o < DT_OP_MAX_OUT; o++) {
       if (n->spare[o]) dt_tensor_release(n->spare[o]);
       dt_dspec_free(n->ospec[o]), dt_dspec_free(n->spare_spec[o]);
@@ -334,6 +443,6 @@ void dt_graph_free(dt_graph *g) {
   for (int i = 0; i < g->nguards; i++) free((char *)g->guards[i].s), dt_dspec_free((dt_dspec *)g->guards[i].spec);
   for (int e = 0; e < g->next; e++) dt_dspec_free((dt_dspec *)g->ext_guard[e].spec);
   if (g->own) dt_graph_clear_slots(g);
-  free(g->nodes), free(g->guards), free(g->ext), free(g->ext_guard), free(g->ret_slot), free(g->val), free(g->own), free(g->prod);
+  free(g->nodes), free(g->guards), free(g->args), free(g->ext), free(g->ext_guard), free(g->ret_slot), free(g->val), free(g->own), free(g->prod);
   free(g);
 }

@@ -7,7 +7,9 @@
 #include "base/error.h"
 #include "call/call.h"
 #include "call/call_dtensor.h"
+#include "autograd/values.h"
 #include "capture/graph_impl.h"
+#include "distributed/dtensor_api.h"
 #include "distributed/mesh.h"
 #include "ops/random.h"
 #include "tensor/storage.h"
@@ -126,8 +128,25 @@ static int run_conv(dt_context *ctx, gnode *n, dt_value *x, dt_value *out) {
   case DT_CONV_TO_LOCAL: return dt_call_to_local(ctx, x, gp, out);
   case DT_CONV_REDISTRIBUTE: return dt_call_redistribute(ctx, x, n->mesh, n->p, gp, out);
   case DT_CONV_FULL_TENSOR: return dt_call_full_tensor(ctx, x, gp, out);
+  case DT_CONV_REDISTRIBUTE_ANY: return dt_redistribute_to_any(ctx, x, n->mesh, n->p, out);
+  case DT_CONV_CLONE: return dt_autograd_clone(ctx, x, out);
+  case DT_CONV_FULL: {
+    dt_slot_meta m = {.present = 1, .dtype = n->fspec->dtype, .ndim = n->fspec->ndim, .spec = n->fspec};
+    memcpy(m.shape, n->fspec->shape, sizeof m.shape);
+    return dt_autograd_full(ctx, &m, n->value, out);
+  }
   }
   return dt_error("compile: unknown conversion");
+}
+
+/* .grad read and written as at the capture */
+static int run_grad(gnode *n, dt_value *const *in, dt_value *out) {
+  if (n->kind == NODE_SET_GRAD) return dt_autograd_set_grad(in[0], in[1]);
+  const dt_value *gr = dt_autograd_grad_of(in[0]);
+  if (!gr)
+    return dt_error("compile: at %s a tensor's .grad was read; it was set at the capture and is nil at this replay "
+                    "(the graph reads gradients made outside it)", n->where ? n->where : "?");
+  return dt_autograd_share(gr, out);
 }
 
 static int run_node(dt_context *ctx, dt_graph *g, gnode *n) {
@@ -148,12 +167,15 @@ static int run_node(dt_context *ctx, dt_graph *g, gnode *n) {
     loc[i] = in[i] ? in[i]->local : NULL;
   }
   for (int o = 0; o < n->nout; o++) out[o] = g->val[n->out[o]];
-  int st;
-  if (n->kind == NODE_CONV) st = run_conv(ctx, n, in[0], out[0]);
-  else if (ctx->modes.grad_enabled && dt_autograd_wants(ctx, in, n->nin)) /* autograd records it: the front door */
-    st = dt_call(ctx, n->op, &n->args, in, n->nin, out);
+  int st, grad = ctx->modes.grad_enabled;
+  /* autograd records what it recorded at the capture, unless the graph holds its backward */
+  ctx->modes.grad_enabled = n->grad && !g->has_backward;
+  if (n->kind == NODE_CONV) st = run_conv(ctx, n, n->nin ? in[0] : NULL, out[0]);
+  else if (n->kind == NODE_GET_GRAD || n->kind == NODE_SET_GRAD) st = run_grad(n, in, out[0]);
+  else if (ctx->modes.grad_enabled) st = dt_call(ctx, n->op, &n->args, in, n->nin, out); /* the front door records it */
   else if (n->distributed && !n->local_fast) st = run_distributed(ctx, n, in, out, loc, specs);
   else st = run_plain(ctx, n, in, out, loc);
+  ctx->modes.grad_enabled = grad;
   if (in != small) free(in);
   return st;
 }

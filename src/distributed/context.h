@@ -43,7 +43,13 @@ typedef int (*dt_front_door_fn)(struct dt_context *ctx, dt_op_id op, dt_op_args 
 /* Graph capture (src/capture, above the front door): while ctx->capture is set, the front
  * door reports every op it ran (after it succeeded) and the DTensor conversions theirs, so
  * that one place records a compiled function's graph.  A hook's error fails the call. */
-typedef enum dt_conv_kind { DT_CONV_FROM_LOCAL, DT_CONV_TO_LOCAL, DT_CONV_REDISTRIBUTE, DT_CONV_FULL_TENSOR } dt_conv_kind;
+typedef enum dt_conv_kind {
+  DT_CONV_FROM_LOCAL, DT_CONV_TO_LOCAL, DT_CONV_REDISTRIBUTE, DT_CONV_FULL_TENSOR,
+  /* what autograd makes outside the front door while a backward runs (src/autograd/values.c) */
+  DT_CONV_REDISTRIBUTE_ANY, /* dt_redistribute_to_any: Partial targets too */
+  DT_CONV_FULL,             /* a DTensor of spec filled with value */
+  DT_CONV_CLONE             /* a copy of a DTensor's local data under its spec */
+} dt_conv_kind;
 typedef struct dt_conv_call { /* a conversion's arguments, as dt_call_<kind> took them */
   dt_conv_kind kind;
   struct dt_value *in, *out;
@@ -51,12 +57,20 @@ typedef struct dt_conv_call { /* a conversion's arguments, as dt_call_<kind> too
   const dt_placement *p, *grad_p;                       /* p: from_local's placements, redistribute's target */
   int run_check, ndim;                                  /* from_local */
   const int64_t *shape;                                 /* from_local (NULL: inferred) */
+  const struct dt_dspec *spec;                          /* full */
+  double value;                                         /* full */
 } dt_conv_call;
 typedef struct dt_capture_hooks {
   int (*op)(struct dt_context *ctx, dt_op_id op, const dt_op_args *args, struct dt_value *const *in, int nin,
             struct dt_value *const *out);
   int (*conv)(struct dt_context *ctx, const dt_conv_call *c);
+  /* backward set the .grad of the leaf whose autograd metadata is leaf (src/autograd) to g */
+  int (*leaf_grad)(struct dt_context *ctx, const void *leaf, const struct dt_value *g);
 } dt_capture_hooks;
+
+/* A conversion made outside dt_call_* (autograd's gradient values) reported to a recording graph. */
+#define DT_CAPTURE_CONV(ctx, ...) \
+  ((ctx) && (ctx)->capture ? (ctx)->capture_hooks->conv((ctx), &(dt_conv_call){__VA_ARGS__}) : 0)
 
 typedef struct dt_group_entry {
   int n;
