@@ -371,11 +371,14 @@ static int check_escapes(dt_graph *g, dt_value *const *ret, int nret) {
       for (int q = 0; q < r && !dup; q++) dup = ret[q] == ret[r];
       expected += ret[r] && !dup && ret[r]->local == e->t;
     }
+    int outside = 0; /* an argument's or external's own tensor (full_tensor of a replicated one): Lua may hold it anyway */
     for (int a = 0; a < g->nargs + g->next; a++) {
       const dt_value *x = a < g->nargs ? g->args[a] : g->ext[a - g->nargs];
       const dt_value *gr = x->local ? dt_autograd_grad_of(x) : NULL;
       expected += gr && gr->local == e->t;
+      outside |= x->local == e->t;
     }
+    if (outside) continue;
     if (atomic_load(&e->t->refcount) <= expected) continue;
     const gnode *n = NULL;
     for (int k = 0; k < g->nnodes && !n; k++)
