@@ -262,8 +262,9 @@ static int accumulate_leaf_into(run *r, dt_grad_meta *leaf, dt_value *g) {
   /* the first gradient becomes .grad: a contiguous copy when its storage is shared (it may
    * be the gradient of another leaf too, or a view of a buffer someone holds) or when it is a
    * view (an expanded one has stride 0: an in-place update of .grad would alias) */
+  int held = r->ctx->capture ? r->ctx->capture_hooks->held(r->ctx, g->local) : 0;
   if (atomic_load_explicit(&g->local->storage->refcount, memory_order_relaxed) > 1 ||
-      atomic_load_explicit(&g->local->refcount, memory_order_relaxed) > 1 || !dt_tensor_is_contiguous(g->local)) {
+      atomic_load_explicit(&g->local->refcount, memory_order_relaxed) - held > 1 || !dt_tensor_is_contiguous(g->local)) {
     dt_value c;
     if (dt_autograd_clone(r->ctx, g, &c) != DT_OK) return DT_ERR;
     dt_value_clear(g);

@@ -307,7 +307,12 @@ static int hook_leaf_grad(dt_context *ctx, const void *leaf, const dt_value *gr)
   return dt_capture_refuse(ctx, "backward into a leaf the compiled function neither received nor read");
 }
 
-static const dt_capture_hooks hooks = {hook_op, hook_conv, hook_leaf_grad};
+static int hook_held(dt_context *ctx, const dt_tensor *t) {
+  const dt_graph *g = ctx->capture;
+  return (map_get(g, PLAIN_KEY, t) != MISSING) + (map_get(g, SPEC_KEY, t) != MISSING);
+}
+
+static const dt_capture_hooks hooks = {hook_op, hook_conv, hook_leaf_grad, hook_held};
 
 dt_graph *dt_capture_begin(dt_context *ctx, const dt_capture_host *host, dt_value *const *args, int nargs,
                            const dt_guard *guards, int nguards) {

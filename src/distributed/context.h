@@ -66,6 +66,9 @@ typedef struct dt_capture_hooks {
   int (*conv)(struct dt_context *ctx, const dt_conv_call *c);
   /* backward set the .grad of the leaf whose autograd metadata is leaf (src/autograd) to g */
   int (*leaf_grad)(struct dt_context *ctx, const void *leaf, const struct dt_value *g);
+  /* references the recording holds on t (it retains what it has seen), which autograd's
+   * "is this gradient shared?" test discounts so that the capture clones what eager clones */
+  int (*held)(struct dt_context *ctx, const struct dt_tensor *t);
 } dt_capture_hooks;
 
 /* A conversion made outside dt_call_* (autograd's gradient values) reported to a recording graph. */
