@@ -88,6 +88,8 @@ static int make_guards(lua_State *L, int first, int nargs, dt_guard *g, dt_value
     dt_value *v = dt_lua_test_value(L, i);
     if (v) {
       dt_guard_of_value(v, d);
+      for (int j = 0; j < *ntensors && !d->alias; j++) /* arguments sharing data: the graph saw them so */
+        if (tv[j]->local->storage == v->local->storage) d->alias = 2 * (1 + j) + (tv[j]->local == v->local);
       tidx[*ntensors] = i;
       tv[(*ntensors)++] = v;
       continue;

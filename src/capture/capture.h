@@ -38,6 +38,7 @@ typedef struct dt_guard {
   /* tensors: the local tensor's dtype, shape and strides; a DTensor's mesh and placements and global shape */
   dt_dtype dtype;
   int ndim, requires_grad;
+  int alias;        /* 0, or 2 * (1 + j) + (same tensor) for the first earlier argument j sharing its storage */
   int64_t shape[DT_MAX_DIMS], stride[DT_MAX_DIMS];
   const dt_dspec *spec; /* NULL: plain; a copy in the graph */
 } dt_guard;

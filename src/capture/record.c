@@ -25,6 +25,7 @@ void dt_guard_of_value(const dt_value *v, dt_guard *g) {
   memcpy(g->stride, t->stride, sizeof(int64_t) * (size_t)t->ndim);
   g->spec = v->spec;
   g->requires_grad = dt_autograd_requires_grad(v);
+  g->alias = 0;
 }
 
 int dt_capture_refuse(dt_context *ctx, const char *what) {
@@ -411,6 +412,8 @@ int dt_capture_end(dt_context *ctx, dt_graph *g, dt_value *const *ret, int nret)
   stop(ctx, g);
   if (st == DT_OK) st = check_escapes(g, ret, nret);
   map_free(g);
+  free(g->args); /* the capture's arguments: not kept past it */
+  g->args = NULL;
   if (st != DT_OK) return dt_graph_free(g), DT_ERR;
   int nout = g->nslots;
   g->nslots = g->nargs + g->next + nout;

@@ -34,7 +34,7 @@ static int guard_equal(const dt_guard *a, const dt_guard *b) {
   case DT_GUARD_FLOAT: return memcmp(&a->f, &b->f, sizeof a->f) == 0;
   case DT_GUARD_STRING: return a->i == b->i && memcmp(a->s, b->s, (size_t)a->i) == 0;
   case DT_GUARD_TENSOR:
-    return a->dtype == b->dtype && a->ndim == b->ndim && a->requires_grad == b->requires_grad &&
+    return a->dtype == b->dtype && a->ndim == b->ndim && a->requires_grad == b->requires_grad && a->alias == b->alias &&
            memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) == 0 &&
            memcmp(a->stride, b->stride, sizeof(int64_t) * (size_t)a->ndim) == 0 && spec_equal(a->spec, b->spec);
   }

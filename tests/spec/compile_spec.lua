@@ -112,6 +112,18 @@ describe("dt.compile on plain tensors", function()
     assert.are.equal(6, st.captures)
   end)
 
+  it("tells arguments that share storage apart (a guard)", function()
+    local f = dt.compile(function(a, b) a:add_(1); return b * 2 end)
+    local x, y = dt.zeros(3), dt.zeros(3)
+    assert.are.same({2, 2, 2}, f(x, x):totable()) -- b is a: it sees the write
+    assert.are.same({0, 0, 0}, f(x:clone():zero_(), y):totable()) -- apart: a new graph
+    assert.are.same({4, 4, 4}, f(x, x):totable()) -- x holds 1, then 2: replays the first graph
+    assert.are.same({0, 0, 0}, f(dt.zeros(3), y):totable())
+    local st = f:stats()
+    assert.are.equal(2, st.graphs)
+    assert.are.equal(2, st.replays)
+  end)
+
   it("runs eagerly with one warning after max_graphs graphs", function()
     local out = H.run([[-e "local f = dt.compile(function(x) return x + 1 end, {max_graphs = 2})
       for n = 1, 4 do assert(f(dt.ones(n)):sum():item() == 2 * n) end
