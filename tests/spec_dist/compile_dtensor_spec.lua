@@ -95,15 +95,7 @@ describe("dt.compile on DTensors", function()
         return ps, dt.optim.SGD(ps, {lr = 0.1})
       end
       local function step_of(p, opt)
-        return function(x, y)
-          opt:zero_grad()
-          local h = x:matmul(p[1]):tanh()
-          local d = h:matmul(p[2]) - y
-          local loss = (d * d):mean()
-          loss:backward()
-          opt:step()
-          return loss
-        end
+        return require("tests.spec.support.spec_helpers").mse_step(function(x) return x:matmul(p[1]):tanh():matmul(p[2]) end, opt)
       end
       local p1, o1 = make()
       local p2, o2 = make()
