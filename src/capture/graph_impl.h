@@ -76,6 +76,26 @@ struct dt_graph {
   dt_graph_stats stats;
 };
 
+#define MISSING (-2000000000) /* not a slot of any numbering (see final_slot) */
+/* The tensor-alone keys: a plain value and a DTensor sharing one local tensor stay apart. */
+#define PLAIN_KEY ((const dt_value *)NULL)
+#define SPEC_KEY ((const dt_value *)(uintptr_t)1)
+#define TENSOR_KEY(v) ((v)->spec ? SPEC_KEY : PLAIN_KEY)
+#define IS_TENSOR_KEY(k) ((k) == PLAIN_KEY || (k) == SPEC_KEY)
+
+/* slot_map.c: while recording, a value is known by (value, local tensor) -> slot, and a tensor
+ * alone (its plain or DTensor key) -> the last slot that held it; the map retains each tensor
+ * it holds under a tensor key.  get/find return MISSING when absent. */
+int dt_slotmap_get(const dt_graph *g, const dt_value *v, const dt_tensor *t);
+int dt_slotmap_find(const dt_graph *g, const dt_value *v);
+int dt_slotmap_set(dt_graph *g, const dt_value *v, dt_tensor *t, int slot);
+int dt_slotmap_put(dt_graph *g, const dt_value *v, int slot);
+void dt_slotmap_free(dt_graph *g);
+
+/* escapes.c: DT_ERR + dt_error when a tensor the graph made is still held in Lua state after
+ * the call (the host collected its garbage first), other than the returns and the .grad it set */
+int dt_graph_check_escapes(dt_graph *g, dt_value *const *ret, int nret);
+
 /* passes.c: dead nodes, each slot's last use, the peak bytes */
 int dt_graph_passes(dt_graph *g);
 

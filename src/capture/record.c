@@ -10,13 +10,6 @@
 #include "distributed/mesh.h"
 #include "distributed/sharding_rules/sharding_rules.h"
 
-#define MISSING (-2000000000) /* not a slot of any numbering (see final_slot) */
-/* The tensor-alone keys: a plain value and a DTensor sharing one local tensor stay apart. */
-#define PLAIN_KEY ((const dt_value *)NULL)
-#define SPEC_KEY ((const dt_value *)(uintptr_t)1)
-#define TENSOR_KEY(v) ((v)->spec ? SPEC_KEY : PLAIN_KEY)
-#define IS_TENSOR_KEY(k) ((k) == PLAIN_KEY || (k) == SPEC_KEY)
-
 void dt_guard_of_value(const dt_value *v, dt_guard *g) {
   const dt_tensor *t = v->local;
   g->kind = DT_GUARD_TENSOR;
@@ -33,64 +26,6 @@ int dt_capture_refuse(dt_context *ctx, const char *what) {
   char w[256] = "?";
   if (g && g->host.where) g->host.where(g->host.ud, w, sizeof w);
   return dt_error("compile: %s at %s cannot be captured in a graph; run it outside the compiled function", what, w);
-}
-
-/* ---- the value -> slot map (open addressing on the value's and its local tensor's addresses).
- * A value is known by (value, local tensor); a tensor alone finds the last slot that held it,
- * for a userdata whose contents were swapped in (1-based index results).  Two values may share
- * a local tensor (full_tensor of a replicated DTensor returns its shard), hence the pair. ---- */
-static size_t hash_key(const void *v, const void *t, int cap) {
-  uint64_t h = ((uint64_t)(uintptr_t)v * 31 + (uint64_t)(uintptr_t)t) >> 4;
-  return (size_t)(h * 0x9E3779B97F4A7C15ull >> 20) & (size_t)(cap - 1);
-}
-
-static int map_get(const dt_graph *g, const dt_value *v, const dt_tensor *t) {
-  if (!g->mapcap) return MISSING;
-  for (size_t i = hash_key(v, t, g->mapcap);; i = (i + 1) & (size_t)(g->mapcap - 1)) {
-    if (!g->map[i].t) return MISSING;
-    if (g->map[i].t == t && g->map[i].v == v) return g->map[i].slot;
-  }
-}
-
-static int map_find(const dt_graph *g, const dt_value *v) {
-  int s = map_get(g, v, v->local);
-  return s != MISSING ? s : map_get(g, TENSOR_KEY(v), v->local);
-}
-
-static int map_set(dt_graph *g, const dt_value *v, dt_tensor *t, int slot) {
-  if (2 * (g->mapn + 1) > g->mapcap) {
-    int cap = g->mapcap ? 2 * g->mapcap : 64;
-    tmap_entry *m = calloc((size_t)cap, sizeof *m);
-    if (!m) return dt_error("compile: out of memory");
-    for (int i = 0; i < g->mapcap; i++) {
-      if (!g->map[i].t) continue;
-      size_t j = hash_key(g->map[i].v, g->map[i].t, cap);
-      while (m[j].t) j = (j + 1) & (size_t)(cap - 1);
-      m[j] = g->map[i];
-    }
-    free(g->map);
-    g->map = m, g->mapcap = cap;
-  }
-  size_t j = hash_key(v, t, g->mapcap);
-  while (g->map[j].t && !(g->map[j].t == t && g->map[j].v == v)) j = (j + 1) & (size_t)(g->mapcap - 1);
-  if (!g->map[j].t) {
-    g->mapn++;
-    if (IS_TENSOR_KEY(v)) dt_tensor_retain(t); /* an address is never reused while recording */
-  }
-  g->map[j] = (tmap_entry){v, t, slot};
-  return DT_OK;
-}
-
-static int map_put(dt_graph *g, const dt_value *v, int slot) {
-  if (map_set(g, TENSOR_KEY(v), v->local, slot) != DT_OK) return DT_ERR;
-  return map_set(g, v, v->local, slot);
-}
-
-static void map_free(dt_graph *g) {
-  for (int i = 0; i < g->mapcap; i++)
-    if (g->map[i].t && IS_TENSOR_KEY(g->map[i].v)) dt_tensor_release(g->map[i].t);
-  free(g->map);
-  g->map = NULL, g->mapcap = g->mapn = 0;
 }
 
 static gnode *new_node(dt_graph *g);
@@ -118,7 +53,7 @@ static int grad_slot(dt_graph *g, dt_value *v, int *slot) {
 /* The slot of v; a tensor the graph has not seen is a gradient it reads (GET_GRAD) or an
  * external, pinned by the host. */
 static int slot_of(dt_graph *g, dt_value *v, int *slot) {
-  if ((*slot = map_find(g, v)) != MISSING) return DT_OK;
+  if ((*slot = dt_slotmap_find(g, v)) != MISSING) return DT_OK;
   int got = grad_slot(g, v, slot);
   if (got != 0) return got == DT_OK ? DT_OK : DT_ERR;
   dt_value **ext = realloc(g->ext, sizeof *ext * (size_t)(g->next + 1));
@@ -138,7 +73,7 @@ static int slot_of(dt_graph *g, dt_value *v, int *slot) {
   dt_guard_of_value(v, &g->ext_guard[g->next]);
   if (v->spec && !(g->ext_guard[g->next].spec = dt_dspec_copy(v->spec))) return dt_error("compile: out of memory");
   *slot = -2 - g->next++; /* externals are numbered after the arguments once recording ends */
-  return map_put(g, v, *slot);
+  return dt_slotmap_put(g, v, *slot);
 }
 
 static gnode *new_node(dt_graph *g) {
@@ -157,7 +92,7 @@ static gnode *new_node(dt_graph *g) {
 /* Output slots are numbered from 0 among the node outputs while recording (offset later). */
 static int new_slot(dt_graph *g, dt_value *v, int *slot) {
   *slot = g->nslots++;
-  return map_put(g, v, *slot);
+  return dt_slotmap_put(g, v, *slot);
 }
 
 static int64_t value_bytes(const dt_value *v) {
@@ -310,7 +245,7 @@ static int hook_leaf_grad(dt_context *ctx, const void *leaf, const dt_value *gr)
 
 static int hook_held(dt_context *ctx, const dt_tensor *t) {
   const dt_graph *g = ctx->capture;
-  return (map_get(g, PLAIN_KEY, t) != MISSING) + (map_get(g, SPEC_KEY, t) != MISSING);
+  return (dt_slotmap_get(g, PLAIN_KEY, t) != MISSING) + (dt_slotmap_get(g, SPEC_KEY, t) != MISSING);
 }
 
 static const dt_capture_hooks hooks = {hook_op, hook_conv, hook_leaf_grad, hook_held};
@@ -338,7 +273,7 @@ dt_graph *dt_capture_begin(dt_context *ctx, const dt_capture_host *host, dt_valu
     if (guards[i].spec && !(d->spec = dt_dspec_copy(guards[i].spec))) goto oom;
   }
   for (int i = 0; i < nargs; i++) /* an argument given twice keeps its first slot */
-    if (map_find(g, args[i]) == MISSING && map_put(g, args[i], -1000000 - i) != DT_OK) goto fail;
+    if (dt_slotmap_find(g, args[i]) == MISSING && dt_slotmap_put(g, args[i], -1000000 - i) != DT_OK) goto fail;
   ctx->capture = g, ctx->capture_hooks = &hooks;
   return g;
 oom:
@@ -361,44 +296,6 @@ static void stop(dt_context *ctx, dt_graph *g) {
   if (ctx->capture == g) ctx->capture = NULL, ctx->capture_hooks = NULL;
 }
 
-/* A tensor the graph made that Lua still holds after the call (the host collected its garbage
- * first), other than the returned ones and the .grad the graph set, was stored in Lua state (a
- * table, an upvalue: optimizer state made on the first step); a replay would not update it.
- * Not checked while autograd's saved tensors of a returned result hold outputs too. */
-static int check_escapes(dt_graph *g, dt_value *const *ret, int nret) {
-  for (int k = 0; k < g->nnodes; k++)
-    if (g->nodes[k].grad && !g->has_backward) return DT_OK;
-  for (int i = 0; i < g->mapcap; i++) {
-    const tmap_entry *e = &g->map[i];
-    if (!e->t || !IS_TENSOR_KEY(e->v) || e->slot < 0) continue;
-    int expected = 1 + (map_get(g, e->v == SPEC_KEY ? PLAIN_KEY : SPEC_KEY, e->t) != MISSING); /* the map's */
-    for (int r = 0; r < nret; r++) {
-      int dup = 0;
-      for (int q = 0; q < r && !dup; q++) dup = ret[q] == ret[r];
-      expected += ret[r] && !dup && ret[r]->local == e->t;
-    }
-    int outside = 0; /* an argument's or external's own tensor (full_tensor of a replicated one): Lua may hold it anyway */
-    for (int a = 0; a < g->nargs + g->next; a++) {
-      const dt_value *x = a < g->nargs ? g->args[a] : g->ext[a - g->nargs];
-      const dt_value *gr = x->local ? dt_autograd_grad_of(x) : NULL;
-      expected += gr && gr->local == e->t;
-      outside |= x->local == e->t;
-    }
-    if (outside) continue;
-    if (atomic_load(&e->t->refcount) <= expected) continue;
-    const gnode *n = NULL;
-    for (int k = 0; k < g->nnodes && !n; k++)
-      for (int o = 0; o < g->nodes[k].nout; o++)
-        if (g->nodes[k].out[o] == e->slot) n = &g->nodes[k];
-    return dt_error("compile: the tensor made by %s at %s is kept in Lua after the call (stored in a table or an "
-                    "upvalue, e.g. optimizer state made on the first step); a replay would not update it: return it, "
-                    "or make it before compiling (one eager step)",
-                    n ? (n->kind == NODE_CONV ? "a conversion" : n->kind == NODE_OP ? dt_op_get(n->op)->name : "get_grad") : "an op",
-                    n && n->where ? n->where : "?");
-  }
-  return DT_OK;
-}
-
 int dt_capture_end(dt_context *ctx, dt_graph *g, dt_value *const *ret, int nret) {
   int st = DT_OK;
   if (ctx->rng.seed != g->rng_seed || ctx->rng.offset != g->rng_last)
@@ -410,8 +307,8 @@ int dt_capture_end(dt_context *ctx, dt_graph *g, dt_value *const *ret, int nret)
     if (ret[i]) st = slot_of(g, ret[i], &g->ret_slot[i]);
   }
   stop(ctx, g);
-  if (st == DT_OK) st = check_escapes(g, ret, nret);
-  map_free(g);
+  if (st == DT_OK) st = dt_graph_check_escapes(g, ret, nret);
+  dt_slotmap_free(g);
   free(g->args); /* the capture's arguments: not kept past it */
   g->args = NULL;
   if (st != DT_OK) return dt_graph_free(g), DT_ERR;
@@ -440,7 +337,7 @@ void dt_capture_abort(dt_context *ctx, dt_graph *g) {
 void dt_graph_free(dt_graph *g) {
   if (!g) return;
   if (g->ctx && g->ctx->capture == g) stop(g->ctx, g);
-  map_free(g);
+  dt_slotmap_free(g);
   for (int k = 0; k < g->nnodes; k++) {
     gnode *n = &g->nodes[k];
     free(n->in), free(n->dec.in), free(n->where), free(n->desc), free(n->release);
