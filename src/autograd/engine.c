@@ -247,14 +247,24 @@ static int check_saved(const dt_node *n) {
   return DT_OK;
 }
 
+static int accumulate_leaf_into(run *r, dt_grad_meta *leaf, dt_value *g);
+
+/* A leaf's .grad; graph capture records the assignment (a side effect outside the front door). */
 static int accumulate_leaf(run *r, dt_grad_meta *leaf, dt_value *g) {
   if (!g->local) return DT_OK;
+  if (accumulate_leaf_into(r, leaf, g) != DT_OK) return DT_ERR;
+  dt_context *ctx = r->ctx;
+  return ctx->capture ? ctx->capture_hooks->leaf_grad(ctx, leaf, &leaf->grad) : DT_OK;
+}
+
+static int accumulate_leaf_into(run *r, dt_grad_meta *leaf, dt_value *g) {
   if (leaf->grad.local) return dt_autograd_accumulate(r->ctx, &leaf->grad, g);
   /* the first gradient becomes .grad: a contiguous copy when its storage is shared (it may
    * be the gradient of another leaf too, or a view of a buffer someone holds) or when it is a
    * view (an expanded one has stride 0: an in-place update of .grad would alias) */
+  int held = r->ctx->capture ? r->ctx->capture_hooks->held(r->ctx, g->local) : 0;
   if (atomic_load_explicit(&g->local->storage->refcount, memory_order_relaxed) > 1 ||
-      atomic_load_explicit(&g->local->refcount, memory_order_relaxed) > 1 || !dt_tensor_is_contiguous(g->local)) {
+      atomic_load_explicit(&g->local->refcount, memory_order_relaxed) - held > 1 || !dt_tensor_is_contiguous(g->local)) {
     dt_value c;
     if (dt_autograd_clone(r->ctx, g, &c) != DT_OK) return DT_ERR;
     dt_value_clear(g);

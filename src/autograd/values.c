@@ -33,6 +33,8 @@ int dt_autograd_full(dt_context *ctx, const dt_slot_meta *m, double v, dt_value 
   dt_dspec *s = dt_dspec_copy(m->spec);
   if (!s) return dt_tensor_release(t), dt_error("autograd: out of memory");
   dt_value_init(out, t, s);
+  if (DT_CAPTURE_CONV(ctx, .kind = DT_CONV_FULL, .out = out, .spec = m->spec, .value = v) != DT_OK)
+    return dt_value_clear(out), DT_ERR;
   return DT_OK;
 }
 
@@ -41,8 +43,11 @@ static int conform(dt_context *ctx, const char *what, dt_value *g, const dt_slot
   if (g->spec && !m->spec) { /* a plain input that joined DTensors (implicit replication) */
     dt_tensor *full;
     if (dt_full_tensor(ctx, g, &full) != DT_OK) return DT_ERR;
+    dt_value f;
+    dt_value_init(&f, full, NULL);
+    if (DT_CAPTURE_CONV(ctx, .kind = DT_CONV_FULL_TENSOR, .in = g, .out = &f) != DT_OK) return dt_value_clear(&f), DT_ERR;
     dt_value_clear(g);
-    dt_value_init(g, full, NULL);
+    *g = f;
   } else if (!g->spec && m->spec) {
     return dt_error("autograd: %s: a plain tensor as the gradient of a DTensor", what);
   }
@@ -68,6 +73,8 @@ static int conform(dt_context *ctx, const char *what, dt_value *g, const dt_slot
     dt_value r;
     /* to_any: a custom node's grad_placements may say Partial */
     if (dt_redistribute_to_any(ctx, g, m->spec->mesh, want, &r) != DT_OK) return DT_ERR;
+    if (DT_CAPTURE_CONV(ctx, .kind = DT_CONV_REDISTRIBUTE_ANY, .in = g, .out = &r, .mesh = m->spec->mesh, .p = want) != DT_OK)
+      return dt_value_clear(&r), DT_ERR;
     dt_value_clear(g);
     *g = r;
   }
@@ -96,6 +103,9 @@ int dt_autograd_accumulate(dt_context *ctx, dt_value *acc, dt_value *g) {
   if (sum.spec && !dt_placements_equal(sum.spec->p, acc->spec->p, acc->spec->mesh->ndim)) {
     dt_value r;
     int st = dt_redistribute_to_any(ctx, &sum, acc->spec->mesh, acc->spec->p, &r);
+    if (st == DT_OK && DT_CAPTURE_CONV(ctx, .kind = DT_CONV_REDISTRIBUTE_ANY, .in = &sum, .out = &r,
+                                       .mesh = acc->spec->mesh, .p = acc->spec->p) != DT_OK)
+      dt_value_clear(&r), st = DT_ERR;
     dt_value_clear(&sum);
     if (st != DT_OK) return DT_ERR;
     sum = r;
@@ -115,11 +125,17 @@ int dt_autograd_share(const dt_value *v, dt_value *out) {
 }
 
 int dt_autograd_clone(dt_context *ctx, const dt_value *v, dt_value *out) {
-  (void)ctx; /* a copy of the local data under the same spec: no dispatch, the placements stay */
+  if (ctx && ctx->capture && !v->spec) { /* a graph records it (src/capture) */
+    dt_op_args a = {0};
+    dt_value *in = (dt_value *)v;
+    return ctx->call(ctx, DT_OP_CLONE, &a, &in, 1, &out);
+  }
+  /* a copy of the local data under the same spec: no dispatch, the placements stay */
   dt_tensor *c = dt_tensor_clone(v->local);
   if (!c) return DT_ERR;
   dt_dspec *s = NULL;
   if (v->spec && !(s = dt_dspec_copy(v->spec))) return dt_tensor_release(c), dt_error("autograd: out of memory");
   dt_value_init(out, c, s);
+  if (DT_CAPTURE_CONV(ctx, .kind = DT_CONV_CLONE, .in = (dt_value *)v, .out = out) != DT_OK) return dt_value_clear(out), DT_ERR;
   return DT_OK;
 }

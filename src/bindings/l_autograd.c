@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "bindings/l_dist.h"
 #include "bindings/l_tensor.h"
+#include "capture/capture.h"
 
 #define HOOK_HANDLE_MT "dtensor.RemovableHandle"
 #define GRAD_MODE_MT "dtensor.GradMode"
@@ -57,10 +58,12 @@ int dt_lua_autograd_field(lua_State *L, dt_value *u, const char *k) {
 int dt_lua_autograd_set_field(lua_State *L, dt_value *u, const char *k) {
   if (strcmp(k, "grad") == 0) {
     const dt_value *g = lua_isnil(L, 3) ? NULL : dt_lua_check_value_for(L, 3, "t.grad = g", "g");
-    if (dt_autograd_set_grad(u, g) != DT_OK) dt_lua_raise(L);
+    if (dt_autograd_set_grad(u, g) != DT_OK || dt_capture_set_grad(dt_lua_context(L), u, (dt_value *)g) != DT_OK)
+      dt_lua_raise(L);
     return 1;
   }
   if (strcmp(k, "requires_grad") == 0) {
+    dt_lua_capture_refuse(L, "t.requires_grad = ...");
     luaL_checktype(L, 3, LUA_TBOOLEAN);
     if (dt_autograd_set_requires_grad(u, lua_toboolean(L, 3)) != DT_OK) dt_lua_raise(L);
     return 1;
@@ -98,6 +101,7 @@ static int l_requires_grad_option(lua_State *L) {
 
 /* ---- methods ---- */
 static int l_requires_grad_(lua_State *L) {
+  dt_lua_capture_refuse(L, "t:requires_grad_() (autograd state changed outside the front door)");
   dt_value *u = dt_lua_check_value(L, 1);
   int flag = lua_isnoneornil(L, 2) ? 1 : (luaL_checktype(L, 2, LUA_TBOOLEAN), lua_toboolean(L, 2));
   if (dt_autograd_set_requires_grad(u, flag) != DT_OK) return dt_lua_raise(L);
@@ -111,12 +115,14 @@ static int l_detach(lua_State *L) {
 }
 
 static int l_detach_(lua_State *L) {
+  dt_lua_capture_refuse(L, "t:detach_() (autograd state changed outside the front door)");
   dt_autograd_detach_(dt_lua_check_value(L, 1));
   lua_settop(L, 1);
   return 1;
 }
 
 static int l_retain_grad(lua_State *L) {
+  dt_lua_capture_refuse(L, "t:retain_grad() (autograd state changed outside the front door)");
   if (dt_autograd_retain_grad(dt_lua_check_value(L, 1)) != DT_OK) return dt_lua_raise(L);
   return 0;
 }
@@ -171,6 +177,7 @@ static int l_autograd_backward(lua_State *L) { return run_backward(L, 1, 2, 3, "
 
 /* dt.autograd.grad(outputs, inputs, grad_outputs?, {retain_graph =, allow_unused =}) */
 static int l_autograd_grad(lua_State *L) {
+  dt_lua_capture_refuse(L, "dt.autograd.grad (backward capture is not built yet)");
   const char *op = "autograd.grad";
   dt_value *roots[MAX_ROOTS], *grads[MAX_ROOTS] = {0}, *inputs[MAX_ROOTS];
   int n = value_list(L, 1, roots, MAX_ROOTS, 0, op, "outputs");
@@ -245,6 +252,7 @@ typedef struct handle {
 } handle;
 
 static int l_register_hook(lua_State *L) {
+  dt_lua_capture_refuse(L, "t:register_hook() (autograd state changed outside the front door)");
   dt_value *u = dt_lua_check_value(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   lua_hook *h = malloc(sizeof *h);

@@ -6,6 +6,7 @@
 
 /* Runs the comparison op on the tensors at 1 and 2 and answers its 0-d bool as a boolean. */
 static int answer(lua_State *L, dt_op_id id, dt_op_args *a) {
+  dt_lua_capture_refuse(L, "a comparison read as a Lua boolean (dt.equal / dt.allclose: control flow on tensor values)");
   dt_value *in[2] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2)};
   dt_lua_call(L, id, a, in, 2);
   dt_tensor *r = dt_tensor_to_host(dt_lua_check_value(L, -1)->local);

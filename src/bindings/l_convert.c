@@ -106,6 +106,7 @@ static void push_element(lua_State *L, const char *p, dt_dtype dtype) {
 }
 
 static int l_item(lua_State *L) {
+  dt_lua_capture_refuse(L, "t:item() (a tensor's value read into Lua: control flow on tensor values)");
   dt_tensor *t = dt_lua_check_tensor(L, 1);
   int64_t n = dt_tensor_numel(t);
   if (n != 1) return luaL_error(L, "item: a tensor with %d elements cannot be converted to a number", (int)n);
@@ -132,6 +133,7 @@ static void push_nested(lua_State *L, const dt_tensor *t, int depth, const char 
 
 /* t:totable(): nested Lua tables (a 0-d tensor gives its number). */
 static int l_totable(lua_State *L) {
+  dt_lua_capture_refuse(L, "t:totable() (tensor values read into Lua)");
   dt_tensor *t = dt_lua_check_tensor(L, 1);
   /* values are read on the host: a copy only for a device tensor (not leaked by raises otherwise) */
   dt_tensor *h = dt_device_is_host(dt_tensor_device(t)) ? NULL : dt_tensor_to_host(t);

@@ -273,6 +273,7 @@ static dt_tensor *input_apart(dt_tensor *t, const dt_tensor *out) {
  * a strided view.  fn returns DT_OK/DT_ERR. */
 typedef int (*inplace_fn)(dt_comm *c, void *buf, size_t count, dt_dtype dt, const void *arg);
 static int run_inplace(lua_State *L, dt_tensor *t, dt_comm *c, inplace_fn fn, const void *arg, const char *op) {
+  dt_lua_capture_refuse(L, op);
   dt_tensor *buf = dt_tensor_contiguous(t);
   if (!buf) return dt_lua_raise(L);
   int st = fn(c, dt_tensor_data(buf), (size_t)dt_tensor_numel(t), t->dtype, arg);
@@ -291,6 +292,7 @@ static int finish(lua_State *L, int st, dt_tensor *in, dt_tensor *out) {
     return dt_lua_raise(L);
   }
   dt_lua_push_tensor(L, out);
+  dt_lua_capture_refuse(L, "a collective on plain tensors");
   return 1;
 }
 

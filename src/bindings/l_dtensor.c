@@ -173,6 +173,7 @@ int dt_lua_dtensor_field(lua_State *L, dt_value *u, const char *k) {
 
 /* __tostring: DTensors show their spec and local shard; plain tensors go to l_print's. */
 static int dtensor_tostring(lua_State *L) {
+  dt_lua_capture_refuse(L, "tostring(t) (tensor values read into Lua)");
   dt_value *u = dt_lua_test_value(L, 1);
   lua_pushvalue(L, lua_upvalueindex(1));
   if (!u || !u->spec) {

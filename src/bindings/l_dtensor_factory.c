@@ -65,6 +65,7 @@ static int l_shards(lua_State *L) {
  * tracker region (dist/rng.c): each rank fills its block of the single-device draw.  name
  * (default op) is the call errors name: rand_like draws as rand. */
 static int l_dtensor_random(lua_State *L) {
+  dt_lua_capture_refuse(L, "a random factory on a mesh");
   const char *op_name = luaL_checkstring(L, 1);
   dt_op_id id;
   if (dt_op_find(op_name, &id) != DT_OK || !(dt_op_get(id)->flags & DT_OPF_RANDOM) ||

@@ -53,6 +53,7 @@ static const char **sorted_keys(lua_State *L, int idx, int *n, const char *what,
 
 /* dt.save(tensor_or_table, path, metadata?): a single tensor is stored under the key "tensor". */
 static int l_save(lua_State *L) {
+  dt_lua_capture_refuse(L, "dt.save");
   lua_settop(L, 3); /* scratch userdata go above the arguments */
   const char *path = luaL_checkstring(L, 2);
   dt_safetensors st = {0};
@@ -112,6 +113,7 @@ static int l_load(lua_State *L) {
 }
 
 static int l_save_npy(lua_State *L) {
+  dt_lua_capture_refuse(L, "dt.save_npy");
   const char *path = luaL_checkstring(L, 2);
   dt_tensor *t = saveable(L, 1, "save_npy", path, "the tensor");
   if (!t) return luaL_error(L, "save_npy: %s: expected a tensor, got %s", path, luaL_typename(L, 1));

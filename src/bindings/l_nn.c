@@ -15,6 +15,7 @@
  * Raises "<op>: <what> 11 out of range for <range> (<what>s are 1-based: 1..10)". */
 static dt_tensor *to_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has_skip, int64_t skip, const char *op,
                                 const char *what, const char *range) {
+  dt_lua_capture_refuse(L, "1-based indices converted outside the front door (embedding / cross_entropy ids)");
   if (t->dtype != DT_INT64 && t->dtype != DT_INT32 && t->dtype != DT_UINT8)
     luaL_error(L, "%s: %ss must be an integer tensor, got %s", op, what, dt_dtype_name(t->dtype));
   dt_tensor *c = dt_tensor_contiguous_as(t, DT_INT64);

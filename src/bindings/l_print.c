@@ -164,6 +164,7 @@ static void add_suffix(luaL_Buffer *b, const char *s, int indent) {
 }
 
 static int tensor_tostring(lua_State *L) {
+  dt_lua_capture_refuse(L, "tostring(t) (tensor values read into Lua)");
   /* named: tostring/print of a released tensor said "bad argument #1 to '?'" */
   const dt_tensor *t = dt_lua_check_value_for(L, 1, "tostring", NULL)->local;
   /* values are read on the host: a copy only for a device tensor (not leaked by raises otherwise) */

@@ -109,6 +109,11 @@ void dt_lua_open_host(lua_State *L, const dt_lua_targets *tg);     /* l_host.c: 
 void dt_lua_open_amp(lua_State *L, const dt_lua_targets *tg);      /* l_amp.c: autocast mode, op classes */
 void dt_lua_open_config(lua_State *L, const dt_lua_targets *tg);   /* l_config.c: dt.config(), threads */
 void dt_lua_open_fused_backward(lua_State *L, const dt_lua_targets *tg); /* l_fused_backward.c */
+void dt_lua_open_graph(lua_State *L, const dt_lua_targets *tg);    /* l_graph.c: dt.compile */
+/* Raises "compile: <what> at <file:line> cannot be captured in a graph; ..." while a graph
+ * records on L's rank (reading a tensor's values into Lua, collectives outside the front
+ * door, backward); nothing otherwise. */
+void dt_lua_capture_refuse(lua_State *L, const char *what);
 /* __index / __newindex for the autograd fields (requires_grad, is_leaf, grad, grad_fn,
  * retains_grad): pushes the field and returns 1, or returns -1 (get) / 0 (set) for another key. */
 int dt_lua_autograd_field(lua_State *L, dt_value *u, const char *k);

@@ -80,7 +80,9 @@ static int call_recorded(dt_context *ctx, dt_op_id op, const dt_op_def *def, dt_
   } else {
     for (int o = 0; o < def->nout; o++) dt_value_init(out[o], res[o], res_spec[o]);
   }
-  if (grad.active) return dt_autograd_after(ctx, &grad, in, nin, (def->flags & DT_OPF_INPLACE) ? NULL : out);
+  if (grad.active && dt_autograd_after(ctx, &grad, in, nin, (def->flags & DT_OPF_INPLACE) ? NULL : out) != DT_OK)
+    return DT_ERR;
+  if (ctx && ctx->capture) return ctx->capture_hooks->op(ctx, op, args, in, nin, out); /* graph capture */
   return DT_OK;
 }
 

@@ -63,6 +63,14 @@ static void front_door(dt_context *ctx) {
   if (ctx && !ctx->call) ctx->call = dt_call; /* backward rules come back in through it */
 }
 
+/* Graph capture records a conversion that succeeded (st DT_OK); on its error out is cleared. */
+static int captured(dt_context *ctx, int st, dt_conv_call c) {
+  if (st != DT_OK || !ctx || !ctx->capture) return st;
+  if (ctx->capture_hooks->conv(ctx, &c) == DT_OK) return DT_OK;
+  dt_value_clear(c.out);
+  return DT_ERR;
+}
+
 /* Records the node of a conversion (in -> out) with backward fn, or frees c. */
 static int record(dt_context *ctx, const char *name, dt_value *in, dt_value *out, const dt_dspec *grad_spec,
                   dt_custom_backward_fn fn, conv *c) {
@@ -82,13 +90,19 @@ static int from_local_backward(dt_context *ctx, void *ud, const dt_value *const 
   if (!go[0] || !needs[0]) return DT_OK;
   dt_value g;
   if (dt_redistribute_to_any(ctx, go[0], NULL, c->grad, &g) != DT_OK) return DT_ERR; /* a Partial is reduced */
+  if (DT_CAPTURE_CONV(ctx, .kind = DT_CONV_REDISTRIBUTE_ANY, .in = (dt_value *)go[0], .out = &g, .p = c->grad) != DT_OK)
+    return dt_value_clear(&g), DT_ERR;
+  if (ctx->capture && c->spec->mesh->me < 0)
+    return dt_value_clear(&g), dt_error("compile: backward through from_local on a rank outside its mesh is not captured");
   dt_tensor *t = g.local;
   if (c->spec->mesh->me >= 0) dt_tensor_retain(t);
   else /* off the mesh the local tensor was not used: zeros, so that every rank's graph runs alike */
     t = dt_tensor_zeros(c->off_mesh.dtype, c->off_mesh.ndim, c->off_mesh.shape, dt_tensor_device(g.local));
-  dt_value_clear(&g);
-  if (!t) return DT_ERR;
+  if (!t) return dt_value_clear(&g), DT_ERR;
   dt_value_init(&gi[0], t, NULL);
+  int st = DT_CAPTURE_CONV(ctx, .kind = DT_CONV_TO_LOCAL, .in = &g, .out = &gi[0]);
+  dt_value_clear(&g);
+  if (st != DT_OK) return dt_value_clear(&gi[0]), DT_ERR;
   dt_grad_kind_set_from_local(kind, c->spec->mesh, c->fwd, c->grad);
   return DT_OK;
 }
@@ -106,7 +120,9 @@ int dt_call_from_local(dt_context *ctx, dt_value *local, dt_mesh *m, const dt_pl
     dt_value_clear(out);
     return DT_ERR;
   }
-  if (!dt_autograd_wants(ctx, &local, 1)) return DT_OK;
+  dt_conv_call cc = {.kind = DT_CONV_FROM_LOCAL, .in = local, .out = out, .mesh = m, .p = p, .grad_p = grad_p,
+                     .run_check = run_check, .ndim = ndim, .shape = shape};
+  if (!dt_autograd_wants(ctx, &local, 1)) return captured(ctx, DT_OK, cc);
   conv *c = conv_new(s);
   if (!c) return dt_value_clear(out), DT_ERR;
   memcpy(c->fwd, s->p, sizeof c->fwd);
@@ -114,7 +130,7 @@ int dt_call_from_local(dt_context *ctx, dt_value *local, dt_mesh *m, const dt_pl
   c->has_grad = 1;
   c->off_mesh = (dt_meta){.dtype = local->local->dtype, .ndim = local->local->ndim};
   memcpy(c->off_mesh.shape, local->local->shape, sizeof(int64_t) * (size_t)local->local->ndim);
-  return record(ctx, op, local, out, NULL, from_local_backward, c);
+  return captured(ctx, record(ctx, op, local, out, NULL, from_local_backward, c), cc);
 }
 
 /* ---- to_local and full_tensor: a DTensor from the local gradient ---- */
@@ -124,7 +140,11 @@ static int local_to_dtensor(dt_context *ctx, const conv *c, const dt_placement *
   dt_placement p[DT_MESH_MAX_DIMS];
   if (c->has_grad) memcpy(p, c->grad, sizeof p);
   else if (dt_grad_kind_placements(kind, c->spec->mesh, xp, p, op) != DT_OK) return DT_ERR;
-  return dt_from_local(ctx, g->local, c->spec->mesh, p, 0, c->spec->ndim, c->spec->shape, out);
+  if (dt_from_local(ctx, g->local, c->spec->mesh, p, 0, c->spec->ndim, c->spec->shape, out) != DT_OK) return DT_ERR;
+  if (DT_CAPTURE_CONV(ctx, .kind = DT_CONV_FROM_LOCAL, .in = (dt_value *)g, .out = out, .mesh = c->spec->mesh, .p = p,
+                      .ndim = c->spec->ndim, .shape = c->spec->shape) != DT_OK)
+    return dt_value_clear(out), DT_ERR;
+  return DT_OK;
 }
 
 static int to_local_backward(dt_context *ctx, void *ud, const dt_value *const *go, int nout, dt_value *gi, int nin,
@@ -145,11 +165,12 @@ int dt_call_to_local(dt_context *ctx, dt_value *x, const dt_placement *grad_p, d
     return dt_tensor_release(t), DT_ERR;
   front_door(ctx);
   dt_value_init(out, t, NULL);
-  if (!dt_autograd_wants(ctx, &x, 1)) return DT_OK;
+  dt_conv_call cc = {.kind = DT_CONV_TO_LOCAL, .in = x, .out = out, .grad_p = grad_p};
+  if (!dt_autograd_wants(ctx, &x, 1)) return captured(ctx, DT_OK, cc);
   conv *c = conv_new(x->spec);
   if (!c) return dt_value_clear(out), DT_ERR;
   if ((c->has_grad = grad_p != NULL)) memcpy(c->grad, q, sizeof c->grad);
-  return record(ctx, op, x, out, NULL, to_local_backward, c);
+  return captured(ctx, record(ctx, op, x, out, NULL, to_local_backward, c), cc);
 }
 
 static int full_tensor_backward(dt_context *ctx, void *ud, const dt_value *const *go, int nout, dt_value *gi, int nin,
@@ -179,11 +200,12 @@ int dt_call_full_tensor(dt_context *ctx, dt_value *x, const dt_placement *grad_p
   dt_tensor *t;
   if (dt_full_tensor(ctx, x, &t) != DT_OK) return DT_ERR;
   dt_value_init(out, t, NULL);
-  if (!dt_autograd_wants(ctx, &x, 1)) return DT_OK;
+  dt_conv_call cc = {.kind = DT_CONV_FULL_TENSOR, .in = x, .out = out, .grad_p = grad_p};
+  if (!dt_autograd_wants(ctx, &x, 1)) return captured(ctx, DT_OK, cc);
   conv *c = conv_new(x->spec);
   if (!c) return dt_value_clear(out), DT_ERR;
   if ((c->has_grad = grad_p != NULL)) memcpy(c->grad, q, sizeof c->grad);
-  return record(ctx, op, x, out, NULL, full_tensor_backward, c);
+  return captured(ctx, record(ctx, op, x, out, NULL, full_tensor_backward, c), cc);
 }
 
 /* ---- redistribute: the engine brings the gradient back to x's placements (or grad_p); it
@@ -211,5 +233,6 @@ int dt_call_redistribute(dt_context *ctx, dt_value *x, dt_mesh *mesh, const dt_p
     if (st == DT_OK) dt_autograd_keep_partial(out); /* a Partial gradient goes to x's placements in one step */
   }
   dt_dspec_free(gs);
-  return st;
+  dt_conv_call cc = {.kind = DT_CONV_REDISTRIBUTE, .in = x, .out = out, .mesh = mesh, .p = to, .grad_p = grad_p};
+  return captured(ctx, st, cc);
 }

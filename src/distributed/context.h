@@ -9,6 +9,7 @@
 #include "comm/comm.h"
 #include "ops/random.h"
 #include "ops/ops.h"
+#include "distributed/placement.h"
 
 struct dt_context;
 struct dt_mesh;
@@ -39,6 +40,41 @@ struct dt_value;
 typedef int (*dt_front_door_fn)(struct dt_context *ctx, dt_op_id op, dt_op_args *args, struct dt_value *const *in,
                                 int nin, struct dt_value *const *out);
 
+/* Graph capture (src/capture, above the front door): while ctx->capture is set, the front
+ * door reports every op it ran (after it succeeded) and the DTensor conversions theirs, so
+ * that one place records a compiled function's graph.  A hook's error fails the call. */
+typedef enum dt_conv_kind {
+  DT_CONV_FROM_LOCAL, DT_CONV_TO_LOCAL, DT_CONV_REDISTRIBUTE, DT_CONV_FULL_TENSOR,
+  /* what autograd makes outside the front door while a backward runs (src/autograd/values.c) */
+  DT_CONV_REDISTRIBUTE_ANY, /* dt_redistribute_to_any: Partial targets too */
+  DT_CONV_FULL,             /* a DTensor of spec filled with value */
+  DT_CONV_CLONE             /* a copy of a DTensor's local data under its spec */
+} dt_conv_kind;
+typedef struct dt_conv_call { /* a conversion's arguments, as dt_call_<kind> took them */
+  dt_conv_kind kind;
+  struct dt_value *in, *out;
+  struct dt_mesh *mesh;                                 /* from_local, redistribute */
+  const dt_placement *p, *grad_p;                       /* p: from_local's placements, redistribute's target */
+  int run_check, ndim;                                  /* from_local */
+  const int64_t *shape;                                 /* from_local (NULL: inferred) */
+  const struct dt_dspec *spec;                          /* full */
+  double value;                                         /* full */
+} dt_conv_call;
+typedef struct dt_capture_hooks {
+  int (*op)(struct dt_context *ctx, dt_op_id op, const dt_op_args *args, struct dt_value *const *in, int nin,
+            struct dt_value *const *out);
+  int (*conv)(struct dt_context *ctx, const dt_conv_call *c);
+  /* backward set the .grad of the leaf whose autograd metadata is leaf (src/autograd) to g */
+  int (*leaf_grad)(struct dt_context *ctx, const void *leaf, const struct dt_value *g);
+  /* references the recording holds on t (it retains what it has seen), which autograd's
+   * "is this gradient shared?" test discounts so that the capture clones what eager clones */
+  int (*held)(struct dt_context *ctx, const struct dt_tensor *t);
+} dt_capture_hooks;
+
+/* A conversion made outside dt_call_* (autograd's gradient values) reported to a recording graph. */
+#define DT_CAPTURE_CONV(ctx, ...) \
+  ((ctx) && (ctx)->capture ? (ctx)->capture_hooks->conv((ctx), &(dt_conv_call){__VA_ARGS__}) : 0)
+
 typedef struct dt_group_entry {
   int n;
   int *ranks;    /* world ranks, sorted */
@@ -63,6 +99,8 @@ typedef struct dt_context {
   dt_rule_override rule_overrides[DT_OP_COUNT];
   struct dt_mesh **mesh_stack; /* mesh:use() regions, innermost last; retained */
   int mesh_depth, mesh_cap;
+  const dt_capture_hooks *capture_hooks; /* src/capture: set while a graph is recorded */
+  void *capture;                         /* the recording (src/capture), NULL when off */
   void *host; /* the interpreter state of the op call running now (the bindings set it), for overrides */
 } dt_context;
 

@@ -85,6 +85,7 @@ struct dt_dispatch_state {
   int warned_1d;
   int log; /* DTLUA_LOG names "dispatch" */
   char *explain; /* the last dt.explain text */
+  const entry *last; /* the decision the last call executed (graph capture copies it) */
 };
 
 static dt_dispatch_state *state(dt_context *ctx) {
@@ -370,26 +371,26 @@ static int explain(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_d
 
 /* Redistributes the inputs to the decision's placements, runs the local op on them and
  * checks the local results' shapes against the output specs. */
-static int run_local(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp, const entry *e,
-                     int nm, dt_dspec **out_spec, dt_tensor **loc, dt_tensor **out) {
+static int run_local(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp,
+                     const dt_strategy *choice, int nm, dt_dspec **out_spec, dt_tensor **loc, dt_tensor **out) {
   const dt_op_def *op = dt_op_get(id);
   int st = DT_OK;
   for (int i = 0; i < a->nin; i++) loc[i] = NULL;
   for (int i = 0; i < a->nin && st == DT_OK; i++) {
     if (!a->in[i]) continue;
-    if (dt_placements_equal(sp[i]->p, e->choice.in[i], nm)) {
+    if (dt_placements_equal(sp[i]->p, choice->in[i], nm)) {
       dt_tensor_retain(loc[i] = a->in[i]);
       continue;
     }
     const dt_redist_plan *plan;
-    st = dt_redistribute_plan(ctx, sp[i], e->choice.in[i], 0, &plan);
+    st = dt_redistribute_plan(ctx, sp[i], choice->in[i], 0, &plan);
     if (st == DT_OK) st = dt_redistribute_exec(ctx, sp[i], plan, a->in[i], &loc[i]);
   }
   if (st == DT_OK) {
     dt_op_args la = *a;
     la.in = loc;
     dt_local_args_fn local_args = dt_local_args_for(id);
-    if (local_args) st = local_args(id, sp, &e->choice, (const dt_dspec *const *)out_spec, &la);
+    if (local_args) st = local_args(id, sp, choice, (const dt_dspec *const *)out_spec, &la);
     if (st == DT_OK) st = dt_op_call(id, &la, out);
   }
   for (int i = 0; i < a->nin; i++)
@@ -403,6 +404,41 @@ static int run_local(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt
       return dt_error("%s: the local result's shape does not match the chosen output placements (a wrong sharding rule?)", op->name);
   }
   return DT_OK;
+}
+
+/* The execution steps of a decision: the output specs, then (on the mesh) the inputs
+ * redistributed to the choice's placements and the local op.  sp: every input's spec, plain
+ * ones taken as replicated. */
+static int execute(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp, dt_mesh *mesh,
+                   const dt_strategy *choice, const dt_meta *meta, dt_tensor **loc, dt_tensor **out,
+                   dt_dspec **out_spec) {
+  const dt_op_def *op = dt_op_get(id);
+  /* the output specs first: nothing to undo if they fail */
+  int nout = op->nout;
+  for (int o = 0; o < nout; o++) out_spec[o] = NULL, out[o] = NULL;
+  for (int o = 0; o < nout; o++) {
+    dt_dspec t = {.mesh = mesh, .ndim = meta[o].ndim, .dtype = meta[o].dtype};
+    memcpy(t.p, choice->out[o], sizeof t.p);
+    memcpy(t.shape, meta[o].shape, sizeof t.shape);
+    if (!(out_spec[o] = dt_dspec_copy(&t))) goto fail;
+  }
+  if (mesh->me < 0) { /* off-mesh: global metadata, empty locals */
+    for (int o = 0; o < nout; o++) {
+      int64_t zero = 0;
+      out[o] = (op->flags & DT_OPF_INPLACE) ? (dt_tensor_retain(a->in[0]), a->in[0])
+                                             : dt_tensor_empty(meta[o].dtype, 1, &zero, DT_HOST);
+      if (!out[o]) goto fail;
+    }
+    return DT_OK;
+  }
+  if (run_local(ctx, id, a, sp, choice, mesh->ndim, out_spec, loc, out) == DT_OK) return DT_OK;
+fail:
+  for (int o = 0; o < nout; o++) {
+    if (out[o]) dt_tensor_release(out[o]);
+    dt_dspec_free(out_spec[o]);
+    out[o] = NULL, out_spec[o] = NULL;
+  }
+  return DT_ERR;
 }
 
 /* Per-call scratch: on the stack for a few inputs, allocated for cat/stack of many. */
@@ -420,6 +456,7 @@ static int dispatch_with(dt_context *ctx, dt_op_id id, const dt_op_args *a, cons
   dt_dispatch_state *s = ctx->dispatch;
   const dt_dspec *const *sp = sc->sp;
   if (plain_specs(ctx, op, a, specs, mesh, sc->tmp, sc->sp) != DT_OK) return DT_ERR;
+  s->last = NULL;
   if (op->flags & DT_OPF_RANDOM) { /* fixed placements, no priced choice: dist/rng.c */
     if (!ctx->modes.explain) return dt_rng_dispatch(ctx, id, a, sp, out, out_spec);
     char line[700];
@@ -441,33 +478,8 @@ static int dispatch_with(dt_context *ctx, dt_op_id id, const dt_op_args *a, cons
     if (decide(ctx, id, a, sp, mesh->ndim, e) != DT_OK || insert(s, e) != DT_OK) return entry_free(e), DT_ERR;
   }
   if (s->log) log_decision(ctx, op->name, a->nin, sp, e, hit, mesh->ndim);
-
-  /* the output specs first: nothing to undo if they fail */
-  int nout = op->nout;
-  for (int o = 0; o < nout; o++) out_spec[o] = NULL, out[o] = NULL;
-  for (int o = 0; o < nout; o++) {
-    dt_dspec t = {.mesh = mesh, .ndim = e->out[o].ndim, .dtype = e->out[o].dtype};
-    memcpy(t.p, e->choice.out[o], sizeof t.p);
-    memcpy(t.shape, e->out[o].shape, sizeof t.shape);
-    if (!(out_spec[o] = dt_dspec_copy(&t))) goto fail;
-  }
-  if (mesh->me < 0) { /* off-mesh: global metadata, empty locals */
-    for (int o = 0; o < nout; o++) {
-      int64_t zero = 0;
-      out[o] = (op->flags & DT_OPF_INPLACE) ? (dt_tensor_retain(a->in[0]), a->in[0])
-                                             : dt_tensor_empty(e->out[o].dtype, 1, &zero, DT_HOST);
-      if (!out[o]) goto fail;
-    }
-    return DT_OK;
-  }
-  if (run_local(ctx, id, a, sp, e, mesh->ndim, out_spec, sc->loc, out) == DT_OK) return DT_OK;
-fail:
-  for (int o = 0; o < nout; o++) {
-    if (out[o]) dt_tensor_release(out[o]);
-    dt_dspec_free(out_spec[o]);
-    out[o] = NULL, out_spec[o] = NULL;
-  }
-  return DT_ERR;
+  s->last = e;
+  return execute(ctx, id, a, sp, mesh, &e->choice, e->out, sc->loc, out, out_spec);
 }
 
 /* The mesh of the DTensor operands, or an error when they are on different meshes. */
@@ -505,7 +517,10 @@ static int dispatch_write(dt_context *ctx, const dt_op_def *op, const dt_op_args
 int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *specs, dt_tensor **out,
                 dt_dspec **out_spec) {
   const dt_op_def *op = dt_op_get(id);
-  if (op->sharding == DT_SHARDING_WRITE) return dispatch_write(ctx, op, a, specs, out, out_spec);
+  if (op->sharding == DT_SHARDING_WRITE) {
+    if (ctx->dispatch) ctx->dispatch->last = NULL;
+    return dispatch_write(ctx, op, a, specs, out, out_spec);
+  }
   if (!ctx->rule_overrides[id].fn && !dt_rule_for(id) && !(op->flags & DT_OPF_RANDOM))
     return dt_error("%s: no sharding rule for DTensor arguments yet; use to_local()/full_tensor()", op->name);
   if (!state(ctx)) return dt_error("%s: out of memory", op->name);
@@ -525,6 +540,44 @@ int dt_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspe
   sc.sp = (const dt_dspec **)(sc.key + key_max(a->nin));
   sc.loc = (dt_tensor **)(sc.sp + n);
   int st = dispatch_with(ctx, id, a, specs, mesh, &sc, out, out_spec);
+  free(big);
+  return st;
+}
+
+/* ---- decisions taken, for graph capture and replay ---- */
+
+int dt_dispatch_last_decision(dt_context *ctx, dt_dispatch_decision *d) {
+  const entry *e = ctx->dispatch ? ctx->dispatch->last : NULL;
+  d->in = NULL, d->nin = 0, d->nout = 0;
+  if (!e) return 0;
+  if (e->choice.nin && !(d->in = malloc(sizeof *d->in * (size_t)e->choice.nin))) return -1;
+  d->nin = e->choice.nin, d->nout = e->nout;
+  if (d->nin) memcpy(d->in, e->choice.in, sizeof *d->in * (size_t)d->nin);
+  memcpy(d->out, e->choice.out, sizeof d->out);
+  memcpy(d->meta, e->out, sizeof d->meta);
+  return 1;
+}
+
+int dt_dispatch_run_decision(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *specs,
+                             const dt_dispatch_decision *d, dt_tensor **out, dt_dspec **out_spec) {
+  const dt_op_def *op = dt_op_get(id);
+  dt_mesh *mesh;
+  if (common_mesh(op, a, specs, &mesh) != DT_OK) return DT_ERR;
+  if (!mesh || a->nin != d->nin) return dt_error("%s: replayed with operands that do not fit its decision", op->name);
+  dt_strategy choice = {.nin = d->nin, .in = d->in};
+  memcpy(choice.out, d->out, sizeof choice.out);
+  dt_dspec tmp_small[SMALL_IN], *tmp = tmp_small;
+  const dt_dspec *sp_small[SMALL_IN], **sp = sp_small;
+  dt_tensor *loc_small[SMALL_IN], **loc = loc_small;
+  char *big = NULL;
+  if (a->nin > SMALL_IN) {
+    size_t n = (size_t)a->nin;
+    if (!(big = malloc((sizeof(dt_dspec) + sizeof(dt_dspec *) + sizeof(dt_tensor *)) * n)))
+      return dt_error("%s: out of memory for %d operands", op->name, a->nin);
+    tmp = (dt_dspec *)big, sp = (const dt_dspec **)(tmp + n), loc = (dt_tensor **)(sp + n);
+  }
+  int st = plain_specs(ctx, op, a, specs, mesh, tmp, sp);
+  if (st == DT_OK) st = execute(ctx, id, a, sp, mesh, &choice, d->meta, loc, out, out_spec);
   free(big);
   return st;
 }

@@ -39,6 +39,22 @@ DT_API void dt_dispatch_cache_clear(dt_context *ctx);
 typedef struct dt_dispatch_state dt_dispatch_state;
 DT_API void dt_dispatch_state_free(dt_dispatch_state *s);
 
+/* A decision the dispatcher executed: the inputs' target placements (in: nin rows, owned by
+ * the holder: free(in)), the outputs' placements and global metadata.  Graph capture copies
+ * it after the call (dt_dispatch_last_decision: 1 copied, 0 the last call took no priced
+ * decision -- a random or write op --, -1 out of memory) and replay executes it again
+ * (dt_dispatch_run_decision: the execution steps of dt_dispatch without key, lookup or
+ * pricing; the operands must have the specs the decision was taken for). */
+typedef struct dt_dispatch_decision {
+  int nin, nout;
+  dt_placement_row *in;
+  dt_placement out[DT_OP_MAX_OUT][DT_MESH_MAX_DIMS];
+  dt_meta meta[DT_OP_MAX_OUT];
+} dt_dispatch_decision;
+DT_API int dt_dispatch_last_decision(dt_context *ctx, dt_dispatch_decision *d);
+DT_API int dt_dispatch_run_decision(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *specs,
+                                    const dt_dispatch_decision *d, dt_tensor **out, dt_dspec **out_spec);
+
 /* Named decisions: those of the ops composed from other ops (embedding, cross_entropy, *_like,
  * ops of dt.register_op), kept in the same cache as the dispatcher's own.  The key is the
  * name, a static key (the static args that matter, any bytes) and, per DTensor value, its

@@ -58,6 +58,19 @@ function M.prng(seed) -- Park-Miller: deterministic and identical on every rank
   return r
 end
 
+-- A training step: zero_grad, the mean-square loss of forward(x) against y, backward, the
+-- optimizer's step; returns the loss (the graph-capture specs compile it).
+function M.mse_step(forward, opt)
+  return function(x, y)
+    opt:zero_grad()
+    local d = forward(x) - y
+    local loss = (d * d):mean()
+    loss:backward()
+    opt:step()
+    return loss
+  end
+end
+
 -- A fresh temporary path ending in suffix (nothing created).
 function M.tmpname(suffix)
   local n = os.tmpname()

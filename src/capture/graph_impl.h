@@ -1,0 +1,102 @@
+/* The graph's layout, shared by recording (record.c), passes (passes.c), replay (replay.c)
+ * and printing (format.c); nothing outside src/capture sees it. */
+#ifndef DT_CAPTURE_GRAPH_IMPL_H
+#define DT_CAPTURE_GRAPH_IMPL_H
+
+#include "capture/capture.h"
+#include "distributed/dispatch.h"
+
+enum {
+  NODE_OP,
+  NODE_CONV,
+  NODE_GET_GRAD, /* out[0] = in[0].grad, a gradient the graph did not make (shared) */
+  NODE_SET_GRAD  /* in[0].grad = in[1] (-1: nil): backward's assignment, t.grad = g */
+};
+
+typedef struct gnode {
+  int kind;
+  dt_op_id op;
+  dt_op_args args;          /* static args (in = NULL, name = the op's) */
+  int nin, *in;             /* slots, -1: an absent operand */
+  int nout, out[DT_OP_MAX_OUT]; /* slots; in-place ops write in[0] and have none */
+  int inplace, distributed, random, dead;
+  int grad;                 /* autograd recorded a node for it at capture */
+  int has_dec;              /* a priced decision to execute (else dt_dispatch: random, write) */
+  dt_dispatch_decision dec;
+  dt_kernel_fn kernel;      /* plain ops: the device's kernel, run without the shape rule */
+  dt_meta meta[DT_OP_MAX_OUT];
+  uint64_t rng_rel, rng_words; /* random ops: the generator offset from the call's start, words drawn */
+  /* conversions (kind NODE_CONV) */
+  dt_conv_kind conv;
+  dt_mesh *mesh; /* retained */
+  dt_dspec *fspec;          /* DT_CONV_FULL: the spec to fill (owned), with value */
+  double value;
+  dt_placement p[DT_MESH_MAX_DIMS], gp[DT_MESH_MAX_DIMS];
+  int has_gp, run_check, ndim, has_shape;
+  int64_t shape[DT_MAX_DIMS];
+  int moves;                /* collectives may run: a redistributing decision, a conversion */
+  int64_t out_bytes;        /* new storage its outputs hold (views, in-place: 0) */
+  char *where, *desc;       /* the Lua line; the outputs' dtype, shape, placements */
+  int *release, nrelease;   /* slots whose last use is this node */
+  dt_tensor *spare[DT_OP_MAX_OUT]; /* buffer reuse: an output released by the last replay, owned */
+  /* DTensor ops whose decision moves nothing, on this rank's mesh, with no local args (e.g.
+   * pointwise): replay runs the local kernel directly (meta: the local outputs') and gives the
+   * outputs these specs (copies; spare_spec: one released by the last replay) */
+  int local_fast;
+  dt_dspec *ospec[DT_OP_MAX_OUT], *spare_spec[DT_OP_MAX_OUT];
+} gnode;
+
+typedef struct tmap_entry { /* a known value (v, its local t) -> slot; and (NULL, t) -> the last slot holding t */
+  const dt_value *v;
+  dt_tensor *t; /* retained by its (NULL, t) entry */
+  int slot;
+} tmap_entry;
+
+struct dt_graph {
+  dt_context *ctx;
+  dt_capture_host host;
+  int nargs, next, nslots;
+  dt_value **args;         /* the arguments of the capture (their .grad: GET_GRAD) */
+  dt_value **ext;          /* externals, pinned by the host */
+  dt_guard *ext_guard;     /* what each was at capture (replay checks it) */
+  gnode *nodes;
+  int nnodes, capnodes;
+  dt_guard *guards;
+  int nguards;
+  dt_modes modes;          /* grad mode, autocast, implicit replication at capture */
+  uint64_t rng_seed, rng_start, rng_last;
+  tmap_entry *map;         /* while recording: open addressing */
+  int mapcap, mapn;
+  int *ret_slot, nret;
+  dt_value **val;          /* replay: slot -> value */
+  dt_value *own;           /* node output values (slot - nargs - next) */
+  int *prod;               /* slot -> producing node * DT_OP_MAX_OUT + output, -1 for arguments, externals */
+  int busy;
+  int has_backward;        /* a backward ran inside: replay records no autograd (its backward is in the graph) */
+  dt_graph_stats stats;
+};
+
+#define MISSING (-2000000000) /* not a slot of any numbering (see final_slot) */
+/* The tensor-alone keys: a plain value and a DTensor sharing one local tensor stay apart. */
+#define PLAIN_KEY ((const dt_value *)NULL)
+#define SPEC_KEY ((const dt_value *)(uintptr_t)1)
+#define TENSOR_KEY(v) ((v)->spec ? SPEC_KEY : PLAIN_KEY)
+#define IS_TENSOR_KEY(k) ((k) == PLAIN_KEY || (k) == SPEC_KEY)
+
+/* slot_map.c: while recording, a value is known by (value, local tensor) -> slot, and a tensor
+ * alone (its plain or DTensor key) -> the last slot that held it; the map retains each tensor
+ * it holds under a tensor key.  get/find return MISSING when absent. */
+int dt_slotmap_get(const dt_graph *g, const dt_value *v, const dt_tensor *t);
+int dt_slotmap_find(const dt_graph *g, const dt_value *v);
+int dt_slotmap_set(dt_graph *g, const dt_value *v, dt_tensor *t, int slot);
+int dt_slotmap_put(dt_graph *g, const dt_value *v, int slot);
+void dt_slotmap_free(dt_graph *g);
+
+/* escapes.c: DT_ERR + dt_error when a tensor the graph made is still held in Lua state after
+ * the call (the host collected its garbage first), other than the returns and the .grad it set */
+int dt_graph_check_escapes(dt_graph *g, dt_value *const *ret, int nret);
+
+/* passes.c: dead nodes, each slot's last use, the peak bytes */
+int dt_graph_passes(dt_graph *g);
+
+#endif
