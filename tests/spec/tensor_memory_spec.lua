@@ -2,21 +2,8 @@
 -- never call collectgarbage keep the process's resident memory and the Lua heap flat (the
 -- collector is told the bytes behind each tensor, see step_collector in l_tensor.c).
 
-local function rss_bytes()
-  local f = io.open("/proc/self/statm")
-  if not f then return nil end
-  local _, resident = f:read("n", "n")
-  f:close()
-  return resident * 4096
-end
-
-local function sanitized() -- AddressSanitizer's quarantine keeps freed memory resident
-  local f = io.open("/proc/self/maps")
-  if not f then return false end
-  local maps = f:read("a")
-  f:close()
-  return maps:find("libasan", 1, true) ~= nil
-end
+local mem = dofile("tests/spec/support/process_memory.lua")
+local rss_bytes, sanitized = mem.rss_bytes, mem.sanitized
 
 -- Runs f n times after a warm-up; returns the growth of the Lua heap (KiB) and of resident
 -- memory (MiB, nil where it cannot be measured), neither measured after a collection.
