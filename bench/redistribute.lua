@@ -2,7 +2,8 @@
 --   dtlua -n 4 bench/redistribute.lua [MiB]
 -- Size = the global tensor; time = best of 5 of the slowest rank (a barrier brackets each).
 -- Shard(1)->Replicate vs dt.distributed.all_gather, Partial->Replicate vs all_reduce,
--- Shard(1)->Shard(2) vs all_to_all, Partial->Shard(1) vs reduce_scatter.
+-- Shard(1)->Shard(2) vs all_to_all, Partial->Shard(1) vs reduce_scatter; with 4 ranks also a
+-- 2x2 mesh's [Shard(1), Shard(2)]->[Replicate, Replicate] vs an all_gather of the same blocks.
 local D = dt.distributed
 local baseline = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/load_baseline.lua")
 local now = baseline.now
@@ -33,6 +34,13 @@ local cases = {
   {"Shard(1)->Shard(2)", function() s1:redistribute({"S2"}) end, "all_to_all", function() D.all_to_all(loc) end},
   {"Partial->Shard(1)", function() p:redistribute({"S1"}) end, "reduce_scatter", function() D.reduce_scatter(p:to_local()) end},
 }
+if n == 4 then
+  local mesh2 = dt.init_device_mesh("cpu", {2, 2})
+  local s12 = dt.distribute_tensor(x, mesh2, {"S1", "S2"}, {src_rank = false})
+  local loc12 = s12:to_local()
+  cases[#cases + 1] = {"[S1,S2]->[R,R] (2x2)", function() s12:redistribute({"R", "R"}) end, "all_gather",
+                       function() D.all_gather(loc12) end}
+end
 dt.print0(string.format("%d ranks (%s), global %d x 1024 float32 = %.0f MiB", n, dt.backend(), rows, rows * 4096 / 2 ^ 20))
 for _, c in ipairs(cases) do
   local a, b = best(c[2]), best(c[4])

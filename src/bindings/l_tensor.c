@@ -5,6 +5,7 @@
 #include "call/call.h"
 #include "distributed/dtensor.h"
 
+#include <limits.h>
 #include <string.h>
 
 #define NO_RULE "a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()"
@@ -57,15 +58,37 @@ void dt_lua_protect_meta(lua_State *L, const char *name) {
   lua_setfield(L, -2, "__metatable");
 }
 
-/* Lua's collector sees only the small userdata, not the storage behind it, so a loop making
- * large temporaries would let them pile up.  Storage bytes are counted per thread (a rank is
- * a thread) and a full collection runs when the bytes made since the last one exceed the bytes
- * live after it (at least GC_MIN_STEP): Lua's own "collect when the heap doubles" pause. */
+/* Lua's collector sees only the small userdata, not the tensor, storage and bytes behind it,
+ * so a loop making temporaries would let them pile up (and every call would get slower as
+ * the heap outgrows the caches).  Two measures, per thread (a rank is a thread):
+ * - the hidden bytes are added to the collector's debt (LUA_GCSTEP, in KiB), so it steps in
+ *   proportion to what really was allocated: a young collection frees last calls' temporaries;
+ * - the generational mode is re-armed now and then: after a collection that found the live set
+ *   grown (loading a library, building a model), Lua 5.4 falls back to full collections at a
+ *   doubled heap and stays there while the program keeps allocating, garbage and all.
+ * Large storages also force a full collection when the bytes made since the last one exceed
+ * the bytes live after it (at least GC_MIN_STEP): Lua's own "collect when the heap doubles"
+ * pause, for tensors that outlived the young generation. */
 #define GC_MIN_STEP ((size_t)32 << 20)
-static _Thread_local size_t gc_live, gc_since, gc_live_after;
+#define GC_REARM_EVERY 65536u /* tensors made between two re-arms of the generational mode */
+static _Thread_local size_t gc_live, gc_since, gc_live_after, gc_hidden;
+static _Thread_local unsigned gc_made;
+
+static void step_collector(lua_State *L, const dt_tensor *t, int owns_storage) {
+  gc_hidden += sizeof *t + (owns_storage ? sizeof *t->storage + t->storage->capacity : 0);
+  int rearm = ++gc_made % GC_REARM_EVERY == 0;
+  if (gc_hidden < 1024 && !rearm) return;
+  if (!lua_gc(L, LUA_GCISRUNNING)) return; /* the program stopped the collector */
+  if (rearm) lua_gc(L, LUA_GCGEN, 0, 0); /* a no-op while it is still generational */
+  size_t kb = gc_hidden >> 10;
+  gc_hidden &= 1023;
+  if (kb) lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb);
+}
 
 static void account_storage(lua_State *L, const dt_tensor *t) {
-  if (atomic_load_explicit(&t->storage->refcount, memory_order_relaxed) != 1) return; /* a view */
+  int owns = atomic_load_explicit(&t->storage->refcount, memory_order_relaxed) == 1; /* not a view */
+  step_collector(L, t, owns);
+  if (!owns) return;
   gc_live += t->storage->nbytes;
   gc_since += t->storage->nbytes;
   if (gc_since < GC_MIN_STEP || gc_since < gc_live_after) return;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "comm/blocks.h"
 
 static int check_rank(const dt_comm *c, int r, const char *who, const char *what) {
   if (r < 0 || r >= c->size)
@@ -71,6 +72,46 @@ int dt_comm_all_to_all(dt_comm *c, const void *send, void *recv, size_t count, d
   if (!counts) return dt_error("all_to_all: out of memory");
   int st = dt_comm_all_to_all_v(c, send, counts, recv, counts, dt);
   free(counts);
+  return st;
+}
+
+/* The strided forms: the backend's own, or packing around the _v forms (blocks.h). */
+int dt_comm_all_to_all_blocks(dt_comm *c, const void *send, const dt_comm_block *sendblocks, void *recv,
+                              const dt_comm_block *recvblocks, dt_dtype dt) {
+  if (check_dtype(dt, "all_to_all")) return DT_ERR;
+  if (dt_comm_blocks_check(sendblocks, c->size, "all_to_all", "send") || dt_comm_blocks_check(recvblocks, c->size, "all_to_all", "recv"))
+    return DT_ERR;
+  if (c->ops->all_to_all_blocks) {
+    size_t total = 0;
+    for (int r = 0; r < c->size; r++) total += dt_comm_block_numel(&sendblocks[r]);
+    observe(c, "all_to_all", total, dt);
+    return c->ops->all_to_all_blocks(c, send, sendblocks, recv, recvblocks, dt);
+  }
+  size_t esz = dt_dtype_size(dt), *counts = malloc(2 * sizeof(size_t) * (size_t)c->size);
+  if (!counts) return dt_error("all_to_all: out of memory");
+  int send_as_is = dt_comm_blocks_consecutive(sendblocks, c->size), recv_as_is = dt_comm_blocks_consecutive(recvblocks, c->size);
+  void *s = dt_comm_blocks_packed(send, sendblocks, c->size, esz, counts, "all_to_all", !send_as_is);
+  void *r = s ? dt_comm_blocks_packed(recv, recvblocks, c->size, esz, counts + c->size, "all_to_all", 0) : NULL;
+  int st = r ? dt_comm_all_to_all_v(c, send_as_is ? send : s, counts, recv_as_is ? recv : r, counts + c->size, dt) : DT_ERR;
+  if (st == DT_OK && !recv_as_is) dt_comm_blocks_unpack(recv, recvblocks, c->size, esz, r, counts + c->size);
+  free(s), free(r), free(counts);
+  return st;
+}
+
+int dt_comm_all_gather_blocks(dt_comm *c, const void *send, void *recv, const dt_comm_block *recvblocks, dt_dtype dt) {
+  if (check_dtype(dt, "all_gather")) return DT_ERR;
+  if (dt_comm_blocks_check(recvblocks, c->size, "all_gather", "recv")) return DT_ERR;
+  if (c->ops->all_gather_blocks) {
+    observe(c, "all_gather", dt_comm_block_numel(&recvblocks[c->rank]), dt);
+    return c->ops->all_gather_blocks(c, send, recv, recvblocks, dt);
+  }
+  size_t esz = dt_dtype_size(dt), *counts = malloc(sizeof(size_t) * (size_t)c->size);
+  if (!counts) return dt_error("all_gather: out of memory");
+  int as_is = dt_comm_blocks_consecutive(recvblocks, c->size);
+  void *r = dt_comm_blocks_packed(recv, recvblocks, c->size, esz, counts, "all_gather", 0);
+  int st = r ? dt_comm_all_gather_v(c, send, as_is ? recv : r, counts, dt) : DT_ERR;
+  if (st == DT_OK && !as_is) dt_comm_blocks_unpack(recv, recvblocks, c->size, esz, r, counts);
+  free(r), free(counts);
   return st;
 }
 

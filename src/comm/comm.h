@@ -24,6 +24,13 @@ typedef struct dt_comm dt_comm;
  * send buffer (scatter: the root's whole buffer, 0 elsewhere; barrier: 0) and the group size. */
 typedef void (*dt_comm_observer_fn)(void *ud, const char *name, size_t bytes, int group_size);
 
+/* Where one peer's part lies in a strided buffer: `rows` rows of `cols` contiguous elements,
+ * `stride` elements apart, the first `offset` elements in.  The elements are the rows in
+ * order: a sub-box of a contiguous tensor in row-major order, when it collapses to 2-d. */
+typedef struct dt_comm_block {
+  size_t offset, rows, cols, stride;
+} dt_comm_block;
+
 typedef struct dt_comm_ops {
   int (*all_reduce)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op);
   /* recv = concatenation of every rank's send; counts[r] = elements from rank r. */
@@ -49,6 +56,13 @@ typedef struct dt_comm_ops {
    * need every rank of c to call it with the same list. */
   int (*new_group)(dt_comm *c, const int *ranks, int n, dt_comm **out);
   void (*destroy)(dt_comm *c);
+  /* Optional (NULL: the front packs and unpacks around all_to_all_v / all_gather_v):
+   * all_to_all_v whose blocks are strided (send block r goes to rank r, which places it at its
+   * recvblocks[source]); all_gather_v whose received blocks are strided (send is contiguous,
+   * recvblocks[r] * rows * cols elements from rank r). */
+  int (*all_to_all_blocks)(dt_comm *c, const void *send, const dt_comm_block *sendblocks, void *recv,
+                           const dt_comm_block *recvblocks, dt_dtype dt);
+  int (*all_gather_blocks)(dt_comm *c, const void *send, void *recv, const dt_comm_block *recvblocks, dt_dtype dt);
 } dt_comm_ops;
 
 /* The fields every backend's communicator starts with. */
@@ -74,6 +88,13 @@ DT_API int dt_comm_reduce_scatter(dt_comm *c, const void *send, void *recv, size
 DT_API int dt_comm_all_to_all(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt);
 DT_API int dt_comm_all_to_all_v(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
                          const size_t *recvcounts, dt_dtype dt);
+/* The strided forms (dt_comm_block): no packing where the backend reads peers' memory (threads). */
+DT_API int dt_comm_all_to_all_blocks(dt_comm *c, const void *send, const dt_comm_block *sendblocks, void *recv,
+                                     const dt_comm_block *recvblocks, dt_dtype dt);
+DT_API int dt_comm_all_gather_blocks(dt_comm *c, const void *send, void *recv, const dt_comm_block *recvblocks,
+                                     dt_dtype dt);
+/* Copies the elements of block sb of src into block db of dst (the same number of elements). */
+DT_API void dt_comm_block_copy(void *dst, const dt_comm_block *db, const void *src, const dt_comm_block *sb, size_t esz);
 DT_API int dt_comm_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root);
 DT_API int dt_comm_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);
 DT_API int dt_comm_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root);

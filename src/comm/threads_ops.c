@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "comm/blocks.h"
 #include "comm/threads_impl.h"
 #include "kernels/cpu/reduce_ops.h"
 
@@ -66,37 +67,84 @@ static int tc_reduce_scatter(dt_comm *base, const void *send, void *recv, size_t
   return tc_leave(c, "reduce_scatter");
 }
 
+/* Peer dp's block for rank me: its strided send block, or its contiguous one (all_to_all_v). */
+static dt_comm_block a2a_source(const tc_desc *dp, int me) {
+  if (dp->blocks) return ((const dt_comm_block *)dp->blocks)[me];
+  size_t off = 0;
+  for (int q = 0; q < me; q++) off += dp->counts[q];
+  return (dt_comm_block){off, 1, dp->counts[me], dp->counts[me]};
+}
+
+/* Contiguous blocks of counts, one after another. */
+static void contiguous_blocks(const size_t *counts, int n, dt_comm_block *out) {
+  size_t off = 0;
+  for (int r = 0; r < n; off += counts[r], r++) out[r] = (dt_comm_block){off, 1, counts[r], counts[r]};
+}
+
+/* all_gather and all_to_all, either form: every rank copies each peer's block for it once,
+ * straight from the peer's buffer into its place (strided or not); the peers are visited
+ * from the next rank on, so the ranks do not all read the same one at once. */
+static int gather_blocks(tc_comm *c, tc_desc *d, const dt_comm_block *recvblocks, void *recv, const char *name) {
+  if (tc_enter(c, d, name)) return DT_ERR;
+  int n = c->g->size, me = c->base.rank;
+  size_t esz = dt_dtype_size(d->dtype);
+  for (int k = 0; k < n; k++) {
+    int p = (me + 1 + k) % n;
+    const tc_desc *dp = tc_peer(c, p);
+    dt_comm_block src = d->kind == TC_ALL_GATHER ? (dt_comm_block){0, 1, d->counts[p], d->counts[p]} : a2a_source(dp, me);
+    if (dt_comm_block_numel(&src)) dt_comm_block_copy(recv, &recvblocks[p], dp->send, &src, esz);
+  }
+  return tc_leave(c, name);
+}
+
 static int tc_all_gather_v(dt_comm *base, const void *send, void *recv, const size_t *counts, dt_dtype dt) {
   tc_comm *c = (tc_comm *)base;
+  if (too_many(c, "all_gather")) return DT_ERR;
+  dt_comm_block rb[MAX_STACK_RANKS];
+  contiguous_blocks(counts, c->g->size, rb);
   tc_desc d = {.kind = TC_ALL_GATHER, .dtype = dt, .count = counts[base->rank], .send = send, .recv = recv,
                .counts = counts};
-  if (tc_enter(c, &d, "all_gather")) return DT_ERR;
-  size_t esz = dt_dtype_size(dt), off = 0;
-  for (int r = 0; r < c->g->size; r++) {
-    if (counts[r]) memcpy((char *)recv + off * esz, tc_peer(c, r)->send, counts[r] * esz);
-    off += counts[r];
-  }
-  return tc_leave(c, "all_gather");
+  return gather_blocks(c, &d, rb, recv, "all_gather");
+}
+
+static int tc_all_gather_blocks(dt_comm *base, const void *send, void *recv, const dt_comm_block *recvblocks,
+                                dt_dtype dt) {
+  tc_comm *c = (tc_comm *)base;
+  if (too_many(c, "all_gather")) return DT_ERR;
+  size_t counts[MAX_STACK_RANKS];
+  for (int r = 0; r < c->g->size; r++) counts[r] = dt_comm_block_numel(&recvblocks[r]);
+  tc_desc d = {.kind = TC_ALL_GATHER, .dtype = dt, .count = counts[base->rank], .send = send, .recv = recv,
+               .counts = counts};
+  return gather_blocks(c, &d, recvblocks, recv, "all_gather");
 }
 
 static int tc_all_to_all_v(dt_comm *base, const void *send, const size_t *sendcounts, void *recv,
                            const size_t *recvcounts, dt_dtype dt) {
   tc_comm *c = (tc_comm *)base;
-  int n = c->g->size, me = base->rank;
+  if (too_many(c, "all_to_all")) return DT_ERR;
+  int n = c->g->size;
   size_t total = 0;
   for (int r = 0; r < n; r++) total += sendcounts[r];
+  dt_comm_block rb[MAX_STACK_RANKS];
+  contiguous_blocks(recvcounts, n, rb);
   tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt, .count = total, .send = send, .recv = recv,
                .counts = sendcounts, .counts2 = recvcounts};
-  if (tc_enter(c, &d, "all_to_all")) return DT_ERR;
-  size_t esz = dt_dtype_size(dt), roff = 0;
-  for (int p = 0; p < n; p++) {
-    const tc_desc *dp = tc_peer(c, p);
-    size_t soff = 0; /* where p's block for me starts */
-    for (int q = 0; q < me; q++) soff += dp->counts[q];
-    if (recvcounts[p]) memcpy((char *)recv + roff * esz, (const char *)dp->send + soff * esz, recvcounts[p] * esz);
-    roff += recvcounts[p];
+  return gather_blocks(c, &d, rb, recv, "all_to_all");
+}
+
+static int tc_all_to_all_blocks(dt_comm *base, const void *send, const dt_comm_block *sendblocks, void *recv,
+                                const dt_comm_block *recvblocks, dt_dtype dt) {
+  tc_comm *c = (tc_comm *)base;
+  if (too_many(c, "all_to_all")) return DT_ERR;
+  int n = c->g->size;
+  size_t counts[2 * MAX_STACK_RANKS], total = 0; /* send counts, then recv counts: the mismatch check's */
+  for (int r = 0; r < n; r++) {
+    counts[r] = dt_comm_block_numel(&sendblocks[r]), counts[MAX_STACK_RANKS + r] = dt_comm_block_numel(&recvblocks[r]);
+    total += counts[r];
   }
-  return tc_leave(c, "all_to_all");
+  tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt, .count = total, .send = send, .recv = recv, .counts = counts,
+               .counts2 = counts + MAX_STACK_RANKS, .blocks = sendblocks};
+  return gather_blocks(c, &d, recvblocks, recv, "all_to_all");
 }
 
 static int tc_broadcast(dt_comm *base, void *buf, size_t count, dt_dtype dt, int root) {
@@ -181,6 +229,8 @@ const dt_comm_ops dt_threads_ops = {
     .all_gather_v = tc_all_gather_v,
     .reduce_scatter = tc_reduce_scatter,
     .all_to_all_v = tc_all_to_all_v,
+    .all_to_all_blocks = tc_all_to_all_blocks,
+    .all_gather_blocks = tc_all_gather_blocks,
     .broadcast = tc_broadcast,
     .scatter = tc_scatter,
     .gather = tc_gather,

@@ -26,14 +26,6 @@ static dt_tensor *block_view(const dt_tensor *flat, const dt_tensor *t, int d, i
   return dt_tensor_view_of(flat, t->ndim, shape, stride, flat->offset + pos);
 }
 
-/* dst.narrow(d, start, len) = src; releases nothing. */
-static int copy_into(dt_tensor *dst, int d, int64_t start, int64_t len, const dt_tensor *src) {
-  dt_tensor *v = narrow(dst, d, start, len);
-  int st = v ? dt_tensor_copy_(v, src, "redistribute") : DT_ERR;
-  dt_tensor_release(v);
-  return st;
-}
-
 /* A 1-d buffer like x (its dtype, on its device) every element of which the caller writes. */
 static dt_tensor *new_flat(const dt_tensor *x, int64_t n) { return dt_tensor_empty(x->dtype, 1, &n, dt_tensor_device(x)); }
 
@@ -42,6 +34,34 @@ static int64_t inner_of(const dt_tensor *t, int d) {
   for (int i = 0; i < t->ndim; i++)
     if (i != d) n *= t->shape[i];
   return n;
+}
+
+/* Where the slab [start, start + len) along d of a contiguous tensor of this shape lies: rows
+ * over the dims before d, each len * (the dims after d) elements long. */
+static dt_comm_block slab(int ndim, const int64_t *shape, int d, int64_t start, int64_t len) {
+  int64_t rows = 1, inner = 1;
+  for (int i = 0; i < d; i++) rows *= shape[i];
+  for (int i = d + 1; i < ndim; i++) inner *= shape[i];
+  return (dt_comm_block){(size_t)(start * inner), (size_t)rows, (size_t)(len * inner), (size_t)(shape[d] * inner)};
+}
+
+/* The block of the sub-box sh at off inside a contiguous tensor of shape os, when its
+ * elements are evenly spaced rows (returns 1); 0 when the sub-box does not collapse to 2-d. */
+static int sub_box(int ndim, const int64_t *os, const int64_t *sh, const int64_t *off, dt_comm_block *b) {
+  int64_t stride[DT_MAX_DIMS], o = 0, rows = 1;
+  if (dt_shape_numel(ndim, sh) == 0) return *b = (dt_comm_block){0, 0, 0, 0}, 1; /* (strides skip size-0 dims) */
+  dt_contiguous_strides(ndim, os, stride);
+  for (int k = 0; k < ndim; k++) o += off[k] * stride[k];
+  int cut = ndim - 1; /* the last dim the box cuts: the rows run along it and the dims after */
+  while (cut > 0 && sh[cut] == os[cut]) cut--;
+  int first = 0;      /* the dims before cut repeat the rows: evenly only if full after the first > 1 */
+  while (first < cut && sh[first] == 1) first++;
+  for (int k = first + 1; k < cut; k++)
+    if (sh[k] != os[k]) return 0;
+  for (int k = 0; k < cut; k++) rows *= sh[k];
+  int64_t cols = ndim ? sh[cut] * stride[cut] : 1;
+  *b = (dt_comm_block){(size_t)o, (size_t)rows, (size_t)cols, (size_t)(cut > 0 ? stride[cut - 1] : cols)};
+  return 1;
 }
 
 typedef struct step_ctx {
@@ -64,77 +84,47 @@ static int direct(const step_ctx *c, const dt_tensor *out, int d) {
   return 1;
 }
 
-/* Shard(d) -> Replicate: all_gather_v of every chunk, placed by coordinate. */
+/* Shard(d) -> Replicate: every chunk lands straight in its slab of out (the threads backend
+ * copies once from each peer; others gather into a buffer and place it). */
 static dt_tensor *all_gather(const step_ctx *c, dt_tensor *x, int d) {
-  int64_t L = dt_dspec_logical_size(c->s, c->p, c->s->mesh->coord, d, c->m), inner = inner_of(x, d);
-  size_t *counts = calloc((size_t)c->n, sizeof *counts);
-  int64_t *pos = calloc((size_t)c->n, sizeof *pos), st, len;
+  int64_t L = dt_dspec_logical_size(c->s, c->p, c->s->mesh->coord, d, c->m), st, len;
   int64_t shape[DT_MAX_DIMS];
   memcpy(shape, x->shape, sizeof shape);
   shape[d] = L;
-  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, shape, dt_tensor_device(x));
-  int in_place = out && direct(c, out, d);
-  dt_tensor *recv = in_place ? (dt_tensor_retain(out), out) : new_flat(x, L * inner);
-  int ok = counts && pos && recv && out;
+  dt_comm_block *rb = calloc((size_t)c->n, sizeof *rb);
+  dt_tensor *out = rb ? dt_tensor_empty(x->dtype, x->ndim, shape, dt_tensor_device(x)) : NULL;
+  int ok = out != NULL;
   for (int cc = 0; ok && cc < c->n; cc++) {
     dt_chunk(L, c->n, cc, &st, &len);
-    counts[group_rank(c, cc)] = (size_t)(len * inner);
+    rb[group_rank(c, cc)] = slab(x->ndim, shape, d, st, len);
   }
-  for (int r = 1; ok && r < c->n; r++) pos[r] = pos[r - 1] + (int64_t)counts[r - 1];
-  if (ok) ok = dt_comm_all_gather_v(c->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
-  for (int cc = 0; ok && !in_place && cc < c->n; cc++) {
-    dt_chunk(L, c->n, cc, &st, &len);
-    dt_tensor *b = block_view(recv, x, d, len, pos[group_rank(c, cc)]);
-    ok = b && copy_into(out, d, st, len, b) == DT_OK;
-    dt_tensor_release(b);
-  }
-  free(counts), free(pos);
-  dt_tensor_release(recv);
+  if (ok) ok = dt_comm_all_gather_blocks(c->comm, dt_tensor_data(x), dt_tensor_data(out), rb, x->dtype) == DT_OK;
+  free(rb);
   if (!ok) return dt_tensor_release(out), NULL;
   return out;
 }
 
-/* Shard(d) -> Shard(e): all_to_all_v; block c of my e-range goes to coordinate c, and my
- * e-chunk of every d-chunk comes back. */
+/* Shard(d) -> Shard(e): all_to_all without packing; the e-slab of each coordinate goes to
+ * it, and the d-slab of out for each coordinate comes back from it. */
 static dt_tensor *all_to_all(const step_ctx *c, dt_tensor *x, int d, int e) {
   int64_t Ld = dt_dspec_logical_size(c->s, c->p, c->s->mesh->coord, d, c->m), Le = x->shape[e];
   int64_t est, elen, st, len;
   dt_chunk(Le, c->n, c->me, &est, &elen);
-  size_t *cnt = calloc(2 * (size_t)c->n, sizeof *cnt); /* send counts, then recv counts, by group rank */
-  int64_t *pos = calloc(2 * (size_t)c->n, sizeof *pos);
   int64_t shape[DT_MAX_DIMS];
   memcpy(shape, x->shape, sizeof shape);
   shape[d] = Ld, shape[e] = elen;
-  int64_t inner_d = inner_of(x, d) / (Le ? Le : 1) * elen; /* recv block: len_d(c) * inner_d */
-  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, shape, dt_tensor_device(x));
-  int in_place = out && direct(c, out, d);
-  dt_tensor *send = new_flat(x, dt_tensor_numel(x));
-  dt_tensor *recv = in_place ? (dt_tensor_retain(out), out) : new_flat(x, Ld * inner_d);
-  int ok = cnt && pos && out && send && recv;
+  dt_comm_block *b = calloc(2 * (size_t)c->n, sizeof *b); /* send blocks, then recv blocks, by group rank */
+  dt_tensor *out = b ? dt_tensor_empty(x->dtype, x->ndim, shape, dt_tensor_device(x)) : NULL;
+  int ok = out != NULL;
   for (int cc = 0; ok && cc < c->n; cc++) {
     int r = group_rank(c, cc);
     dt_chunk(Le, c->n, cc, &st, &len);
-    cnt[r] = (size_t)(inner_of(x, e) * len);
+    b[r] = slab(x->ndim, x->shape, e, st, len);
     dt_chunk(Ld, c->n, cc, &st, &len);
-    cnt[c->n + r] = (size_t)(len * inner_d);
+    b[c->n + r] = slab(x->ndim, shape, d, st, len);
   }
-  for (int r = 1; ok && r < c->n; r++)
-    pos[r] = pos[r - 1] + (int64_t)cnt[r - 1], pos[c->n + r] = pos[c->n + r - 1] + (int64_t)cnt[c->n + r - 1];
-  for (int cc = 0; ok && cc < c->n; cc++) { /* pack the send blocks in group-rank order */
-    dt_chunk(Le, c->n, cc, &st, &len);
-    dt_tensor *src = narrow(x, e, st, len), *b = src ? block_view(send, src, e, len, pos[group_rank(c, cc)]) : NULL;
-    ok = b && dt_tensor_copy_(b, src, "redistribute") == DT_OK;
-    dt_tensor_release(src), dt_tensor_release(b);
-  }
-  if (ok) ok = dt_comm_all_to_all_v(c->comm, dt_tensor_data(send), cnt, dt_tensor_data(recv), cnt + c->n, x->dtype) == DT_OK;
-  for (int cc = 0; ok && !in_place && cc < c->n; cc++) {
-    dt_chunk(Ld, c->n, cc, &st, &len);
-    dt_tensor *b = block_view(recv, out, d, len, pos[c->n + group_rank(c, cc)]);
-    ok = b && copy_into(out, d, st, len, b) == DT_OK;
-    dt_tensor_release(b);
-  }
-  free(cnt), free(pos);
-  dt_tensor_release(send), dt_tensor_release(recv);
+  if (ok) ok = dt_comm_all_to_all_blocks(c->comm, dt_tensor_data(x), b, dt_tensor_data(out), b + c->n, x->dtype) == DT_OK;
+  free(b);
   if (!ok) return dt_tensor_release(out), NULL;
   return out;
 }
@@ -189,6 +179,21 @@ static dt_tensor *all_gather_multi(const step_ctx *c, int mask, dt_tensor *x) {
     counts[r] = (size_t)dt_shape_numel(x->ndim, sh);
     total += (int64_t)counts[r];
   }
+  /* each member's block straight into its place in out, when every one is a 2-d block */
+  dt_comm_block *rb = ok ? calloc((size_t)g->n, sizeof *rb) : NULL;
+  int direct_ok = rb != NULL;
+  for (int r = 0; direct_ok && r < g->n; r++) {
+    int64_t *sh = geo + r * 2 * DT_MAX_DIMS, *off = sh + DT_MAX_DIMS, rel[DT_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) rel[i] = off[i] - ooff[i];
+    direct_ok = sub_box(x->ndim, oshape, sh, rel, &rb[r]);
+  }
+  if (ok && direct_ok) {
+    ok = dt_comm_all_gather_blocks(g->comm, dt_tensor_data(x), dt_tensor_data(out), rb, x->dtype) == DT_OK;
+    free(rb), free(counts), free(geo);
+    if (!ok) return dt_tensor_release(out), NULL;
+    return out;
+  }
+  free(rb);
   ok = ok && (recv = new_flat(x, total));
   if (ok) ok = dt_comm_all_gather_v(g->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
   for (int r = 0, pos = 0; ok && r < g->n; pos += (int)counts[r], r++) {
@@ -207,10 +212,11 @@ static dt_tensor *all_gather_multi(const step_ctx *c, int mask, dt_tensor *x) {
   return out;
 }
 
+/* Partial -> Replicate: x (contiguous) is reduced straight into a fresh buffer: no clone first. */
 static dt_tensor *all_reduce(const step_ctx *c, dt_tensor *x, dt_reduce_op op) {
-  dt_tensor *out = dt_tensor_clone(x);
+  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, x->shape, dt_tensor_device(x));
   if (!out) return NULL;
-  if (dt_comm_all_reduce(c->comm, dt_tensor_data(out), dt_tensor_data(out), (size_t)dt_tensor_numel(out), out->dtype,
+  if (dt_comm_all_reduce(c->comm, dt_tensor_data(x), dt_tensor_data(out), (size_t)dt_tensor_numel(out), out->dtype,
                          op) != DT_OK)
     return dt_tensor_release(out), NULL;
   return out;

@@ -127,6 +127,70 @@ static int collectives(dt_comm *c, int rank) {
 
 static void test_threads_collectives(void) { CHECK(spmd(collectives, 10) == N); }
 
+/* ---- strided blocks: Shard(0) -> Shard(1) of an R x C matrix (all_to_all) and Shard(1) ->
+ * Replicate (all_gather), torch.chunk sizes (a zero-size chunk when C < N) ---- */
+static void chunk(int64_t len, int r, int64_t *st, int64_t *n) {
+  int64_t per = (len + N - 1) / N;
+  *st = per * r < len ? per * r : len;
+  *n = per * (r + 1) < len ? per : len - *st;
+}
+static double value_at(int64_t i, int64_t j) { return (double)(i * 1000 + j); }
+
+static int blocks_exchange(dt_comm *c, int rank, int64_t R, int64_t C) {
+  int ok = 1;
+  int64_t rst, rn, cst, cn, st, n;
+  chunk(R, rank, &rst, &rn);
+  chunk(C, rank, &cst, &cn);
+  double *rows = malloc(sizeof(double) * (size_t)(rn * C + 1)), *cols = malloc(sizeof(double) * (size_t)(R * cn + 1));
+  double *full = malloc(sizeof(double) * (size_t)(R * C + 1));
+  for (int64_t i = 0; i < rn; i++)
+    for (int64_t j = 0; j < C; j++) rows[i * C + j] = value_at(rst + i, j);
+  dt_comm_block sb[N], rb[N];
+  for (int p = 0; p < N; p++) { /* to p: my rows, its columns; from p: its rows, my columns */
+    chunk(C, p, &st, &n);
+    sb[p] = (dt_comm_block){(size_t)st, (size_t)rn, (size_t)n, (size_t)C};
+    chunk(R, p, &st, &n);
+    rb[p] = (dt_comm_block){(size_t)(st * cn), 1, (size_t)(n * cn), (size_t)(n * cn)};
+  }
+  ok &= dt_comm_all_to_all_blocks(c, rows, sb, cols, rb, DT_FLOAT64) == DT_OK;
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < cn; j++) ok &= cols[i * cn + j] == value_at(i, cst + j);
+  for (int p = 0; p < N; p++) { /* every rank's columns into their place in the full matrix */
+    chunk(C, p, &st, &n);
+    rb[p] = (dt_comm_block){(size_t)st, (size_t)R, (size_t)n, (size_t)C};
+  }
+  ok &= dt_comm_all_gather_blocks(c, cols, full, rb, DT_FLOAT64) == DT_OK;
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < C; j++) ok &= full[i * C + j] == value_at(i, j);
+  free(rows), free(cols), free(full);
+  return ok;
+}
+
+/* Odd sizes, a zero-size chunk, and a large one; the threads backend's own block copies, then
+ * the front's packing around the _v forms (what backends without the block forms get). */
+static int strided_blocks(dt_comm *c, int rank) {
+  int ok = 1;
+  const dt_comm_ops *own = c->ops;
+  dt_comm_ops packing = *own;
+  packing.all_to_all_blocks = NULL, packing.all_gather_blocks = NULL;
+  for (int pass = 0; pass < 2; pass++) {
+    c->ops = pass ? &packing : own;
+    ok &= blocks_exchange(c, rank, 7, 5);
+    ok &= blocks_exchange(c, rank, 7, 2);  /* the last rank's column chunk is empty */
+    ok &= blocks_exchange(c, rank, 0, 4);  /* nothing at all */
+    ok &= blocks_exchange(c, rank, 301, 1037);
+  }
+  c->ops = own;
+  /* rows that overlap: an error naming the block, before any communication */
+  dt_comm_block bad[N] = {{0, 2, 4, 3}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+  double buf[8] = {0};
+  ok &= dt_comm_all_gather_blocks(c, buf, buf, bad, DT_FLOAT64) == DT_ERR;
+  ok &= strstr(dt_error_message(), "all_gather: recv block 0 has rows of 4 elements 3 apart") != NULL;
+  return ok;
+}
+
+static void test_threads_strided_blocks(void) { CHECK(spmd(strided_blocks, 10) == N); }
+
 static int mismatch(dt_comm *c, int rank) {
   float x[4] = {0};
   int st = rank == 1 ? dt_comm_broadcast(c, x, 4, DT_FLOAT32, 0) : dt_comm_all_reduce(c, x, x, 4, DT_FLOAT32, DT_REDUCE_SUM);
@@ -164,6 +228,7 @@ int main(void) {
   TEST_CASE(test_reduce_ops_bf16_accumulates_in_f32);
   TEST_CASE(test_reduce_ops_max_min_bool_avg);
   TEST_CASE(test_threads_collectives);
+  TEST_CASE(test_threads_strided_blocks);
   TEST_CASE(test_threads_mismatch);
   TEST_CASE(test_threads_timeout);
   TEST_CASE(test_threads_exited_peer);

@@ -5,24 +5,10 @@
 -- the loop, each after a full collection.  With threads every rank reads the same process
 -- (the ranks' growths add up); under mpirun each rank its own.
 
-local function rss_bytes()
-  local f = io.open("/proc/self/statm")
-  if not f then return nil end
-  local _, resident = f:read("n", "n")
-  f:close()
-  return resident * 4096 -- pages of 4 KiB (x86-64, aarch64 Linux defaults)
-end
-
--- AddressSanitizer keeps freed memory in quarantine (256 MiB by default): resident memory
--- then says nothing about leaks (LeakSanitizer reports them at exit in that build; the loop
--- runs, the Lua heap is checked)
-local function sanitized()
-  local f = io.open("/proc/self/maps")
-  if not f then return false end
-  local maps = f:read("a")
-  f:close()
-  return maps:find("libasan", 1, true) ~= nil
-end
+-- (AddressSanitizer's quarantine: resident memory says nothing there; the loop runs, the Lua
+-- heap is checked, and LeakSanitizer reports leaks at exit)
+local mem = dofile("tests/spec/support/process_memory.lua")
+local rss_bytes, sanitized = mem.rss_bytes, mem.sanitized
 
 local function collect()
   collectgarbage()

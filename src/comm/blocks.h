@@ -1,0 +1,19 @@
+/* Helpers for the strided-block collectives (dt_comm_block, comm.h), internal to src/comm. */
+#ifndef DT_COMM_BLOCKS_H
+#define DT_COMM_BLOCKS_H
+
+#include "comm/comm.h"
+
+size_t dt_comm_block_numel(const dt_comm_block *b);
+/* DT_OK, or DT_ERR naming who, what ("send", "recv") and the block whose rows overlap. */
+int dt_comm_blocks_check(const dt_comm_block *b, int n, const char *who, const char *what);
+/* The blocks are already the contiguous layout of the _v forms: one after another from 0. */
+int dt_comm_blocks_consecutive(const dt_comm_block *b, int n);
+/* A contiguous buffer for the n blocks' elements in order, filled from buf when pack (NULL:
+ * out of memory, dt_error set); counts[r] = block r's elements. */
+void *dt_comm_blocks_packed(const void *buf, const dt_comm_block *b, int n, size_t esz, size_t *counts, const char *who,
+                            int pack);
+/* The reverse: the contiguous p (counts[r] elements per block) into the blocks of buf. */
+void dt_comm_blocks_unpack(void *buf, const dt_comm_block *b, int n, size_t esz, const void *p, const size_t *counts);
+
+#endif

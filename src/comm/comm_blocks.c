@@ -1,0 +1,66 @@
+/* Strided blocks (dt_comm_block): copying between two layouts, and the packing that the
+ * front (comm.c) does around the contiguous _v forms for backends without the block forms. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "comm/blocks.h"
+
+size_t dt_comm_block_numel(const dt_comm_block *b) { return b->rows * b->cols; }
+
+void dt_comm_block_copy(void *dst, const dt_comm_block *db, const void *src, const dt_comm_block *sb, size_t esz) {
+  char *d = (char *)dst + db->offset * esz;
+  const char *s = (const char *)src + sb->offset * esz;
+  if (db->cols == sb->cols) { /* row for row (the common case) */
+    for (size_t r = 0; r < db->rows; r++) memcpy(d + r * db->stride * esz, s + r * sb->stride * esz, db->cols * esz);
+    return;
+  }
+  /* different row lengths: walk both, copying the longest run that stays in a row of each */
+  size_t left = dt_comm_block_numel(db), dr = 0, dc = 0, sr = 0, sc = 0;
+  while (left) {
+    size_t run = db->cols - dc < sb->cols - sc ? db->cols - dc : sb->cols - sc;
+    memcpy(d + (dr * db->stride + dc) * esz, s + (sr * sb->stride + sc) * esz, run * esz);
+    left -= run, dc += run, sc += run;
+    if (dc == db->cols) dr++, dc = 0;
+    if (sc == sb->cols) sr++, sc = 0;
+  }
+}
+
+int dt_comm_blocks_check(const dt_comm_block *b, int n, const char *who, const char *what) {
+  for (int r = 0; r < n; r++)
+    if (b[r].rows > 1 && b[r].cols && b[r].stride < b[r].cols)
+      return dt_error("%s: %s block %d has rows of %zu elements %zu apart (they overlap)", who, what, r, b[r].cols,
+                      b[r].stride);
+  return DT_OK;
+}
+
+int dt_comm_blocks_consecutive(const dt_comm_block *b, int n) {
+  size_t off = 0;
+  for (int r = 0; r < n; off += dt_comm_block_numel(&b[r]), r++)
+    if (dt_comm_block_numel(&b[r]) && (b[r].offset != off || (b[r].rows > 1 && b[r].stride != b[r].cols))) return 0;
+  return 1;
+}
+
+/* A contiguous buffer of the blocks' elements in order (NULL: out of memory, dt_error set). */
+void *dt_comm_blocks_packed(const void *buf, const dt_comm_block *b, int n, size_t esz, size_t *counts, const char *who,
+                    int pack) {
+  size_t total = 0;
+  for (int r = 0; r < n; r++) total += counts[r] = dt_comm_block_numel(&b[r]);
+  char *p = malloc(total ? total * esz : 1);
+  if (!p) return dt_error("%s: out of memory packing %zu elements", who, total), NULL;
+  size_t off = 0;
+  for (int r = 0; pack && r < n; off += counts[r], r++) {
+    dt_comm_block flat = {off, 1, counts[r], counts[r]};
+    dt_comm_block_copy(p, &flat, buf, &b[r], esz);
+  }
+  return p;
+}
+
+void dt_comm_blocks_unpack(void *buf, const dt_comm_block *b, int n, size_t esz, const void *p, const size_t *counts) {
+  size_t off = 0;
+  for (int r = 0; r < n; off += counts[r], r++) {
+    dt_comm_block flat = {off, 1, counts[r], counts[r]};
+    dt_comm_block_copy(buf, &b[r], p, &flat, esz);
+  }
+}
+

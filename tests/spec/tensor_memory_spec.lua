@@ -1,0 +1,54 @@
+-- Temporaries are returned promptly: loops of op calls that make a new tensor each time and
+-- never call collectgarbage keep the process's resident memory and the Lua heap flat (the
+-- collector is told the bytes behind each tensor, see step_collector in l_tensor.c).
+
+local mem = dofile("tests/spec/support/process_memory.lua")
+local rss_bytes, sanitized = mem.rss_bytes, mem.sanitized
+
+-- Runs f n times after a warm-up; returns the growth of the Lua heap (KiB) and of resident
+-- memory (MiB, nil where it cannot be measured), neither measured after a collection.
+local function growth(n, f)
+  for _ = 1, 2000 do f() end
+  local measure_rss = rss_bytes() ~= nil and not sanitized()
+  local heap0, rss0 = collectgarbage("count"), measure_rss and rss_bytes()
+  for _ = 1, n do f() end
+  local heap1, rss1 = collectgarbage("count"), measure_rss and rss_bytes()
+  return heap1 - heap0, rss1 and (rss1 - rss0) / 2 ^ 20
+end
+
+describe("tensor memory in long loops", function()
+  it("100k calls of a + b on 1 element keep the heap and resident memory flat", function()
+    local a, b = dt.ones({1}), dt.full({1}, 2)
+    local last
+    local heap, rss = growth(100000, function() last = a + b end)
+    assert.are.same({3}, last:totable())
+    assert(heap < 1024, string.format("the Lua heap grew by %.0f KiB over 100k calls", heap))
+    if rss then assert(rss < 16, string.format("resident memory grew by %.1f MiB over 100k calls", rss)) end
+  end)
+
+  it("100k calls making 4 KiB tensors (400 MB in all) keep resident memory flat", function()
+    local a = dt.arange(1024):float()
+    local last
+    local heap, rss = growth(100000, function() last = a * 2 end)
+    assert.are.equal(2 * 1023, last:totable()[1024])
+    assert(heap < 1024, string.format("the Lua heap grew by %.0f KiB over 100k calls", heap))
+    if rss then assert(rss < 16, string.format("resident memory grew by %.1f MiB over 100k calls", rss)) end
+  end)
+
+  it("t:release() and <close> free a tensor at once; using it afterwards is an error", function()
+    local t = dt.ones({4})
+    t:release()
+    local ok, err = pcall(function() return t + 1 end)
+    assert.is_false(ok)
+    assert.matches("released", tostring(err))
+    local closed
+    do
+      local c <close> = dt.ones({4})
+      closed = c
+      assert.are.same({1, 1, 1, 1}, c:totable())
+    end
+    ok, err = pcall(function() return closed:sum() end)
+    assert.is_false(ok)
+    assert.matches("released", tostring(err))
+  end)
+end)
