@@ -354,8 +354,9 @@ static int redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const
   return move_to(ctx, v->local, s, to, allow_partial, out);
 }
 
+/* Partial targets are allowed: Replicate -> Partial and Shard -> Partial are local steps. */
 int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target, dt_value *out) {
-  return redistribute(ctx, v, mesh, target, 0, out);
+  return redistribute(ctx, v, mesh, target, 1, out);
 }
 
 int dt_redistribute_to_any(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target,
@@ -414,7 +415,7 @@ int dt_redistribute_cost(dt_context *ctx, const dt_value *v, const dt_placement 
   memcpy(to, target, sizeof(dt_placement) * (size_t)v->spec->mesh->ndim);
   if (normalise(v->spec->mesh, to, v->spec->ndim, v->spec->shape, op) != DT_OK) return DT_ERR;
   const dt_redist_plan *plan;
-  *cost = dt_redistribute_plan(ctx, v->spec, to, 0, &plan) == DT_OK ? plan->cost : -1;
+  *cost = dt_redistribute_plan(ctx, v->spec, to, 1, &plan) == DT_OK ? plan->cost : -1;
   return DT_OK;
 }
 
@@ -424,7 +425,7 @@ int dt_explain_redistribute(dt_context *ctx, const dt_value *v, const dt_placeme
   const dt_dspec *s = v->spec;
   dt_placement to[DT_MESH_MAX_DIMS];
   const dt_redist_plan *plan;
-  if (check_target(s, target, to, 0, op) != DT_OK || dt_redistribute_plan(ctx, s, to, 0, &plan) != DT_OK) return DT_ERR;
+  if (check_target(s, target, to, 1, op) != DT_OK || dt_redistribute_plan(ctx, s, to, 1, &plan) != DT_OK) return DT_ERR;
   char a[256], b[256], gs[160];
   text t = {0};
   dt_format_shape(gs, sizeof gs, s->ndim, s->shape);
