@@ -241,3 +241,36 @@ describe("shards of size-1 and zero-size dims through pointwise ops", function()
     end)
   end
 end)
+
+-- PyTorch's test_view_ops expectations: a view that keeps an unevenly sharded dim whole issues
+-- no collective and shares the local storage; dtlua also keeps views PyTorch refuses.
+describe("views of unevenly sharded tensors", function()
+  local mesh = dt.init_device_mesh("cpu", {n})
+  local x = dt.arange(5 * 4 * 3):reshape(5, 4, 3):to("float64")
+  for _, case in ipairs({
+    {1, {5, 4, 3}, 1}, {1, {5, 12}, 1}, {1, {5, 1, 12}, 1}, {1, {1, 5, 12}, 2}, {1, {5, 2, 2, 3}, 1},
+    {2, {5, 4, 3}, 2}, {2, {5, 4, 3, 1}, 2}, {3, {20, 3}, 2}, {3, {5, 4, 1, 3}, 4},
+  }) do
+    local d, shape, od = case[1], case[2], case[3]
+    it(("Shard(%d) of [5x4x3] viewed as %s: no collective, the same storage"):format(d, shape_string(shape)), function()
+      local s = dt.distribute_tensor(x, mesh, {S(d)})
+      local y
+      bounded(0, 0, "view", function() y = s:view(table.unpack(shape)) end)
+      placements_are({S(od)}, y.placements, "view")
+      if s:to_local():numel() > 0 then assert.is_true(y:to_local():shares_storage(s:to_local())) end
+      close(y:full_tensor(), x:view(table.unpack(shape)), "view")
+    end)
+  end
+  it("a view that merges an uneven sharded dim with the next one gathers first: right values", function()
+    local s = dt.distribute_tensor(x, mesh, {S(1)})
+    local y = s:view(60)
+    close(y:full_tensor(), x:view(60), "flatten")
+  end)
+  it("the identity view of a zero-size sharded tensor moves nothing", function()
+    local s = dt.distribute_tensor(dt.zeros(0, 3), mesh, {S(2)})
+    local y
+    bounded(0, 0, "view", function() y = s:view(0, 3) end)
+    placements_are({S(2)}, y.placements, "view")
+    assert.are.same({0, 3}, y:size())
+  end)
+end)
