@@ -272,3 +272,38 @@ describe("views of unevenly sharded tensors", function()
     assert.are.same({0, 3}, y:size())
   end)
 end)
+
+-- What dtlua moves less than PyTorch for: kept as bounds, so that none of it regresses.
+describe("communication dtlua keeps below PyTorch's", function()
+  local mesh = dt.init_device_mesh("cpu", {n})
+  local x = dt.arange(7 * 6):reshape(7, 6):to("float64")
+  it("Shard(1) -> Shard(2) of an uneven tensor: one all_to_all of the local shard, no padding", function()
+    local s = dt.distribute_tensor(x, mesh, {S(1)})
+    local y
+    bounded(n > 1 and 1 or 0, s:to_local():numel() * 8, "all_to_all", function() y = s:redistribute({S(2)}) end)
+    close(y:full_tensor(), x, "all_to_all")
+  end)
+  if n == 4 then it("(Shard(1), Shard(1)) -> Replicate on a 2x2 mesh: one merged all_gather", function()
+    local m2 = dt.init_device_mesh("cpu", {2, 2})
+    local s = dt.distribute_tensor(x, m2, {S(1), S(1)})
+    local y
+    bounded(1, x:numel() * 8, "merged all_gather", function() y = s:redistribute({R(), R()}) end)
+    close(y:to_local(), x, "merged all_gather")
+  end) end
+  it("sum and mean of a Partial(sum) stay Partial: no collective", function()
+    local p = partial_of(x, mesh, "sum")
+    local a, b
+    bounded(0, 0, "sum", function() a, b = p:sum(), p:mean(1) end)
+    close(a:full_tensor(), x:sum(), "sum")
+    close(b:full_tensor(), x:mean(1), "mean")
+  end)
+  it("batch-sharded cross_entropy: two all_reduces of a few numbers (the target check and the count)", function()
+    local logits = (x:remainder(7) - 3) * 0.25
+    local target = dt.tensor({1, 2, 3, 4, 5, 6, 1}):to("int64")
+    local dl = dt.distribute_tensor(logits, mesh, {S(1)})
+    local dtg = dt.distribute_tensor(target, mesh, {S(1)})
+    local loss
+    bounded(2, 24, "cross_entropy", function() loss = dt.nn.functional.cross_entropy(dl, dtg) end)
+    close(loss:full_tensor(), dt.nn.functional.cross_entropy(logits, target), "cross_entropy")
+  end)
+end)
