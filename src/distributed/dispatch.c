@@ -168,7 +168,7 @@ static double price(dt_context *ctx, const dt_op_args *a, const dt_dspec *const 
   for (int i = 0; i < a->nin; i++) {
     if (!sp[i] || dt_placements_equal(sp[i]->p, st->in[i], sp[i]->mesh->ndim)) continue;
     const dt_redist_plan *plan;
-    if (dt_redistribute_plan(ctx, sp[i], st->in[i], 0, &plan) != DT_OK) return -1;
+    if (dt_redistribute_plan(ctx, sp[i], st->in[i], 1, &plan) != DT_OK) return -1;
     cost += plan->cost;
     ++*moved;
   }
@@ -383,7 +383,7 @@ static int run_local(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt
       continue;
     }
     const dt_redist_plan *plan;
-    st = dt_redistribute_plan(ctx, sp[i], choice->in[i], 0, &plan);
+    st = dt_redistribute_plan(ctx, sp[i], choice->in[i], 1, &plan);
     if (st == DT_OK) st = dt_redistribute_exec(ctx, sp[i], plan, a->in[i], &loc[i]);
   }
   if (st == DT_OK) {

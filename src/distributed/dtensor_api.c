@@ -321,24 +321,14 @@ int dt_full_tensor(dt_context *ctx, const dt_value *v, dt_tensor **out) {
   return dt_redistribute_exec(ctx, v->spec, plan, v->local, out);
 }
 
-/* The user's target placements, normalised into to: Partial only where s has it already
- * (unless allow_partial). */
-static int check_target(const dt_dspec *s, const dt_placement *target, dt_placement *to, int allow_partial,
-                        const char *op) {
+/* The user's target placements, normalised into to (any placements, Partial too). */
+static int check_target(const dt_dspec *s, const dt_placement *target, dt_placement *to, const char *op) {
   memcpy(to, target, sizeof(dt_placement) * (size_t)s->mesh->ndim);
-  if (normalise(s->mesh, to, s->ndim, s->shape, op) != DT_OK) return DT_ERR;
-  for (int i = 0; i < s->mesh->ndim && !allow_partial; i++)
-    if (to[i].kind == DT_PARTIAL && !dt_placement_equal(to[i], s->p[i])) {
-      char a[48], b[48];
-      return dt_error("%s: %s on mesh dim %d is not a valid target (the DTensor has %s there): redistributing to "
-                      "Partial is not supported", op, dt_placement_format(to[i], a, sizeof a), i + 1,
-                      dt_placement_format(s->p[i], b, sizeof b));
-    }
-  return DT_OK;
+  return normalise(s->mesh, to, s->ndim, s->shape, op);
 }
 
-static int redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target,
-                        int allow_partial, dt_value *out) {
+/* Partial targets are allowed: Replicate -> Partial and Shard -> Partial are local steps. */
+int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target, dt_value *out) {
   const char *op = "redistribute";
   if (need_dtensor(v, op) != DT_OK) return DT_ERR;
   if (mesh && !dt_mesh_equal(mesh, v->spec->mesh)) {
@@ -347,20 +337,16 @@ static int redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const
                     dt_mesh_format(v->spec->mesh, a, sizeof a), dt_mesh_format(mesh, b, sizeof b));
   }
   dt_placement to[DT_MESH_MAX_DIMS];
-  if (check_target(v->spec, target, to, allow_partial, op) != DT_OK) return DT_ERR;
+  if (check_target(v->spec, target, to, op) != DT_OK) return DT_ERR;
   dt_dspec *s = dt_dspec_copy(v->spec);
   if (!s) return DT_ERR;
   dt_tensor_retain(v->local);
-  return move_to(ctx, v->local, s, to, allow_partial, out);
-}
-
-int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target, dt_value *out) {
-  return redistribute(ctx, v, mesh, target, 0, out);
+  return move_to(ctx, v->local, s, to, 1, out);
 }
 
 int dt_redistribute_to_any(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *target,
                            dt_value *out) {
-  return redistribute(ctx, v, mesh, target, 1, out);
+  return dt_redistribute(ctx, v, mesh, target, out);
 }
 
 /* ---- explain_redistribute ---- */
@@ -414,7 +400,7 @@ int dt_redistribute_cost(dt_context *ctx, const dt_value *v, const dt_placement 
   memcpy(to, target, sizeof(dt_placement) * (size_t)v->spec->mesh->ndim);
   if (normalise(v->spec->mesh, to, v->spec->ndim, v->spec->shape, op) != DT_OK) return DT_ERR;
   const dt_redist_plan *plan;
-  *cost = dt_redistribute_plan(ctx, v->spec, to, 0, &plan) == DT_OK ? plan->cost : -1;
+  *cost = dt_redistribute_plan(ctx, v->spec, to, 1, &plan) == DT_OK ? plan->cost : -1;
   return DT_OK;
 }
 
@@ -424,7 +410,7 @@ int dt_explain_redistribute(dt_context *ctx, const dt_value *v, const dt_placeme
   const dt_dspec *s = v->spec;
   dt_placement to[DT_MESH_MAX_DIMS];
   const dt_redist_plan *plan;
-  if (check_target(s, target, to, 0, op) != DT_OK || dt_redistribute_plan(ctx, s, to, 0, &plan) != DT_OK) return DT_ERR;
+  if (check_target(s, target, to, op) != DT_OK || dt_redistribute_plan(ctx, s, to, 1, &plan) != DT_OK) return DT_ERR;
   char a[256], b[256], gs[160];
   text t = {0};
   dt_format_shape(gs, sizeof gs, s->ndim, s->shape);

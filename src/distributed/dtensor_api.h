@@ -41,14 +41,13 @@ DT_API int dt_to_local(const dt_value *v, dt_tensor **out);
  * off-mesh ranks get their empty local. */
 DT_API int dt_full_tensor(dt_context *ctx, const dt_value *v, dt_tensor **out);
 
-/* v with placements `to` on mesh (NULL: v's; another mesh is refused).  Partial targets are
- * refused unless v already has that placement on that mesh dim. */
+/* v with placements `to` on mesh (NULL: v's; another mesh is refused).  A Partial target v
+ * lacks is reached locally: from Replicate coordinate 0 of the mesh dim keeps the value and
+ * the others hold zeros for Partial(sum) (ones for product), every rank keeps it for
+ * avg/max/min; from Shard the shard is padded with the op's identity (avg: gathered first). */
 DT_API int dt_redistribute(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *to, dt_value *out);
 
-/* dt_redistribute to any placements, Partial ones included, for gradients (autograd's
- * grad_placements): a Partial target v lacks is reached locally from Replicate -- coordinate
- * 0 of the mesh dim keeps the value and the others hold zeros for Partial(sum), every rank
- * keeps it for avg/max/min -- after gathering a Shard or reducing another Partial first. */
+/* dt_redistribute, by the name the gradients' code (autograd's grad_placements) calls it. */
 DT_API int dt_redistribute_to_any(dt_context *ctx, const dt_value *v, dt_mesh *mesh, const dt_placement *to,
                                   dt_value *out);
 

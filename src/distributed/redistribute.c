@@ -14,7 +14,7 @@
 #include "base/error.h"
 
 const char *dt_step_name(dt_step_kind k) {
-  static const char *const names[] = {"all_gather", "all_reduce", "reduce_scatter", "all_to_all", "chunk", "partition"};
+  static const char *const names[] = {"all_gather", "all_reduce", "reduce_scatter", "all_to_all", "chunk", "partition", "pad"};
   return names[k];
 }
 
@@ -38,8 +38,8 @@ static void price(const dt_dspec *s, const dt_placement *p, dt_redist_step *st) 
   default: break;
   }
   st->bytes = moved;
-  int comm = st->kind != DT_STEP_CHUNK && st->kind != DT_STEP_PARTITION;
-  st->cost = comm ? DT_COST_ALPHA + DT_COST_BETA * moved : 0;
+  int local = st->kind == DT_STEP_CHUNK || st->kind == DT_STEP_PARTITION || st->kind == DT_STEP_PAD;
+  st->cost = !local ? DT_COST_ALPHA + DT_COST_BETA * moved : st->kind == DT_STEP_CHUNK ? 0 : DT_COST_LOCAL_PARTIAL;
 }
 
 /* ---- validity ---- */
@@ -60,6 +60,8 @@ static int step_kind(const dt_mesh *mesh, const dt_placement *p, int m, dt_place
   if (a.kind == DT_PARTIAL && b.kind == DT_SHARD) return DT_STEP_REDUCE_SCATTER;
   if (a.kind == DT_REPLICATE && b.kind == DT_SHARD) return DT_STEP_CHUNK;
   if (a.kind == DT_REPLICATE && b.kind == DT_PARTIAL && allow_partial) return DT_STEP_PARTITION;
+  /* avg has no identity to pad with (n x / n is not x): it goes through Replicate */
+  if (a.kind == DT_SHARD && b.kind == DT_PARTIAL && allow_partial && b.op != DT_REDUCE_AVG) return DT_STEP_PAD;
   return -1;
 }
 

@@ -16,6 +16,7 @@ typedef enum dt_step_kind {
   DT_STEP_ALL_TO_ALL,     /* Shard(i) -> Shard(j) */
   DT_STEP_CHUNK,          /* Replicate -> Shard: local */
   DT_STEP_PARTITION,      /* Replicate -> Partial: local */
+  DT_STEP_PAD,            /* Shard -> Partial(sum/product/max/min): local, the shard in a block of the op's identity */
 } dt_step_kind;
 
 #define DT_PLAN_MAX_STEPS 32
@@ -39,6 +40,9 @@ typedef struct dt_redist_plan {
  * cost: launch, synchronisation) + beta * bytes moved per rank; local steps cost nothing. */
 #define DT_COST_ALPHA 1e-5
 #define DT_COST_BETA 1e-10
+/* The local steps that build a Partial (partition, pad) write a whole buffer: a tiny cost, so
+ * that a strategy takes them only to save a collective, never on a tie. */
+#define DT_COST_LOCAL_PARTIAL 1e-9
 
 /* The cheapest plan from s's placements to `to` (mesh dims of size 1 need no step).
  * Consecutive all_gathers over different mesh dims are merged into one over the group of

@@ -4,6 +4,8 @@
  * collectives (all_gather_v, all_to_all_v); reduce_scatter pads every chunk to ceil(L/n). */
 #include "distributed/redistribute.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,6 +251,41 @@ static dt_tensor *partition(const step_ctx *c, dt_tensor *x, dt_reduce_op op) {
   return dt_tensor_clone(x);
 }
 
+/* Fills t (contiguous, fresh) with the identity of op: 0 for sum, 1 for product, the lowest
+ * value for max and the highest for min (infinities for floats), so that reducing it with
+ * any value gives that value exactly. */
+static void fill_identity(dt_tensor *t, dt_reduce_op op) {
+  char *p = dt_tensor_data(t);
+  int64_t n = dt_tensor_numel(t);
+  size_t es = dt_dtype_size(t->dtype);
+  int hi = op == DT_REDUCE_MIN;
+  if (op == DT_REDUCE_SUM || op == DT_REDUCE_PRODUCT || dt_dtype_is_float(t->dtype)) {
+    double v = op == DT_REDUCE_SUM ? 0 : op == DT_REDUCE_PRODUCT ? 1 : hi ? INFINITY : -INFINITY;
+    for (int64_t i = 0; i < n; i++) dt_store_f64(p + (size_t)i * es, t->dtype, v);
+    return;
+  }
+  int64_t i64 = hi ? INT64_MAX : INT64_MIN;
+  int32_t i32 = hi ? INT32_MAX : INT32_MIN;
+  uint8_t u8 = hi ? (t->dtype == DT_BOOL ? 1 : UINT8_MAX) : 0;
+  const void *v = t->dtype == DT_INT64 ? (const void *)&i64 : t->dtype == DT_INT32 ? (const void *)&i32 : (const void *)&u8;
+  for (int64_t i = 0; i < n; i++) memcpy(p + (size_t)i * es, v, es);
+}
+
+/* Shard(d) -> Partial(op): this rank's shard at its place in a block of the whole dim filled
+ * with op's identity; reducing the blocks over the mesh dim gives the tensor. */
+static dt_tensor *pad(const step_ctx *c, dt_tensor *x, int d, dt_reduce_op op) {
+  int64_t L = dt_dspec_logical_size(c->s, c->p, c->s->mesh->coord, d, c->m), st, len;
+  int64_t shape[DT_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[d] = L;
+  dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, shape, dt_tensor_device(x));
+  if (!out) return NULL;
+  fill_identity(out, op);
+  dt_chunk(L, c->n, c->me, &st, &len);
+  if (copy_into(out, d, st, len, x) != DT_OK) return dt_tensor_release(out), NULL;
+  return out;
+}
+
 static dt_tensor *run_step(const step_ctx *c, const dt_redist_step *st, dt_tensor *x) {
   switch (st->kind) {
   case DT_STEP_ALL_GATHER: return all_gather(c, x, st->from.dim);
@@ -257,6 +294,7 @@ static dt_tensor *run_step(const step_ctx *c, const dt_redist_step *st, dt_tenso
   case DT_STEP_ALL_REDUCE: return all_reduce(c, x, st->from.op);
   case DT_STEP_CHUNK: return chunk_local(c, x, st->to.dim);
   case DT_STEP_PARTITION: return partition(c, x, st->to.op);
+  case DT_STEP_PAD: return pad(c, x, st->from.dim, st->to.op);
   }
   return NULL;
 }

@@ -50,7 +50,7 @@ static int index_add_choice(const dt_rule_args *r, int c, int m, dt_strategy *st
     if (e != d) st->in[2][m] = dt_rule_S(e); /* src's slices follow x's; on d: each rank its block */
     return 1;
   }
-  /* a Partial operand only where it already is one (the dispatcher never makes one) */
+  /* a Partial operand only where it already is one (x and src are never partitioned here) */
   int extra = c - nd - 1, x_partial = extra == SRC_PARTIAL || extra == INDEX_SHARDED;
   if (x_partial && !is_partial_sum(r->spec[0], m)) return 0;
   if ((extra == SRC_PARTIAL || extra == SRC_PARTIAL_XR) && !is_partial_sum(r->spec[2], m)) return 0;

@@ -2,9 +2,11 @@
  * when every input is brought to one sharding of it: the strategies follow each input in
  * turn, then per mesh dim the first input that is not replicated, then all replicated, and
  * the planner's prices choose.  A sharded join dim is replicated first (a rank would hold a
- * slice of every input, not a slice of the result).  A Partial passes when every joined
- * input has that same Partial and the output's dtype: a join only moves elements, so any
- * reduction across ranks commutes with it (a dtype promotion might not).  cat's skipped
+ * slice of every input, not a slice of the result).  A Partial passes when no joined input
+ * has another Partial and those with it have the output's dtype: a join only moves
+ * elements, so any reduction across ranks commutes with it (a dtype promotion might not);
+ * the other inputs are brought to that Partial locally (a replicated one partitioned: rank 0
+ * keeps it for sum; a sharded one padded with the op's identity).  cat's skipped
  * inputs (1-d empty, src/ops/shape_join.c) keep their placements: every shard is empty. */
 #include "distributed/sharding_rules/sharding_rules.h"
 
@@ -20,7 +22,8 @@ static int skipped(const dt_rule_args *r, const dt_tensor *ref, int i) {
 static int partial_ok(const dt_rule_args *r, const dt_tensor *ref, int m, dt_placement p) {
   for (int i = 0; i < r->a->nin; i++) {
     if (skipped(r, ref, i)) continue;
-    if (!dt_placement_equal(r->spec[i]->p[m], p) || r->spec[i]->dtype != r->out[0].dtype) return 0;
+    dt_placement q = r->spec[i]->p[m];
+    if (q.kind == DT_PARTIAL && (!dt_placement_equal(q, p) || r->spec[i]->dtype != r->out[0].dtype)) return 0;
   }
   return 1;
 }

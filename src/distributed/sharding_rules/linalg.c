@@ -84,10 +84,10 @@ static int apply(const dt_rule_args *r, const einsum *e, int choice, int m, dt_s
   }
   if (choice < e->nlab + e->nop) {
     int j = choice - e->nlab;
-    if (r->spec[e->opnd[j]]->p[m].kind != DT_PARTIAL || r->spec[e->opnd[j]]->p[m].op != DT_REDUCE_SUM) return 0;
-    st->in[e->opnd[j]][m] = dt_rule_P(DT_REDUCE_SUM);
-    st->out[0][m] = dt_rule_P(DT_REDUCE_SUM);
-    if (c == 0) st->in[0][m] = dt_rule_P(DT_REDUCE_SUM);
+    dt_placement p = r->spec[e->opnd[j]]->p[m]; /* a product is linear in each operand: sum and avg pass */
+    if (p.kind != DT_PARTIAL || (p.op != DT_REDUCE_SUM && p.op != DT_REDUCE_AVG)) return 0;
+    st->in[e->opnd[j]][m] = st->out[0][m] = p;
+    if (c == 0) st->in[0][m] = p;
     return 1;
   }
   return 1; /* replicated */

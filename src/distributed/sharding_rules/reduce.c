@@ -3,8 +3,8 @@
  * where one fits (sum, mean over equal shards, amax/max values, amin, prod -> Partial(product),
  * any -> Partial(max), all -> Partial(min): an empty shard gives each op's identity) and is
  * replicated first otherwise (var, std, norm, logsumexp, var_mean, argmax, indices); the dim
- * of softmax or a scan is replicated first; Partial(sum) passes through sum, mean and
- * cumsum (linear). */
+ * of softmax or a scan is replicated first; Partial(sum) and Partial(avg) pass through sum,
+ * mean and cumsum (linear), Partial(max) through amax, Partial(min) through amin. */
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #include "base/error.h"
@@ -46,8 +46,13 @@ static int along_dim(dt_op_id op) {
   return op == DT_OP_SOFTMAX || op == DT_OP_LOG_SOFTMAX || op == DT_OP_CUMSUM || op == DT_OP_CUMPROD;
 }
 
-/* Partial(sum) passes through: sum, mean, and cumsum unless it casts floats to integers. */
-static int keeps_partial_sum(const dt_rule_args *r) {
+/* Does Partial p pass through?  sum and avg through the linear ones (sum, mean, and cumsum
+ * unless it casts floats to integers); max through amax and min through amin (a max of
+ * maxima), over any dims. */
+static int keeps_partial(const dt_rule_args *r, dt_placement p) {
+  if (p.op == DT_REDUCE_MAX) return r->op == DT_OP_AMAX;
+  if (p.op == DT_REDUCE_MIN) return r->op == DT_OP_AMIN;
+  if (p.op != DT_REDUCE_SUM && p.op != DT_REDUCE_AVG) return 0;
   if (r->op == DT_OP_SUM || r->op == DT_OP_MEAN) return 1;
   return r->op == DT_OP_CUMSUM && !(dt_dtype_is_float(r->spec[0]->dtype) && !dt_dtype_is_float(r->out[0].dtype));
 }
@@ -69,7 +74,7 @@ int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n) {
       in = p, out = dt_rule_S(out_dim(r, p.dim)); /* a kept dim */
     } else if (p.kind == DT_SHARD && !along && partial_of(r, p.dim) >= 0) {
       in = p, out = dt_rule_P((dt_reduce_op)partial_of(r, p.dim));
-    } else if (p.kind == DT_PARTIAL && p.op == DT_REDUCE_SUM && keeps_partial_sum(r)) {
+    } else if (p.kind == DT_PARTIAL && keeps_partial(r, p)) {
       in = p, out = p;
     }
     st.in[0][m] = in;

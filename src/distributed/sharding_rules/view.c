@@ -1,9 +1,11 @@
 /* View ops: a dim map from input dims to output dims.  transpose/permute/unsqueeze move
  * shardings with their dims; squeeze and expand replicate a sharded size-1 dim first;
  * view/reshape/flatten group the input dims with the output dims whose sizes multiply alike,
- * and a sharded dim stays sharded only when it is the group's first (non-1) dim and both it
- * and the group's first output dim divide evenly by its shard count -- then every rank's
- * shard is the same contiguous block before and after; narrow/select replicate the dim they
+ * and a sharded dim stays sharded when the view keeps it whole (the identity view, or a group
+ * of it alone with size-1 dims: uneven shards too, no collective, the local view shares
+ * storage), or when it is the group's first (non-1) dim and both it and the group's first
+ * output dim divide evenly by its shard count -- then every rank's shard is the same
+ * contiguous block before and after; narrow/select replicate the dim they
  * cut (its start/index are global; a whole-dim narrow/slice keeps it).  Otherwise (uneven shards, a dim in
  * the middle of a group) it is replicated first: never a silently wrong view. */
 #include "distributed/sharding_rules/sharding_rules.h"
@@ -59,6 +61,7 @@ static int map_dim(const dt_rule_args *r, int d) {
     return x->shape[d] == o->shape[od] ? od : -1;
   }
   default: { /* VIEW, RESHAPE, FLATTEN: walk the groups */
+    if (x->ndim == o->ndim && memcmp(x->shape, o->shape, sizeof(int64_t) * (size_t)x->ndim) == 0) return d; /* identity */
     if (dt_shape_numel(x->ndim, x->shape) == 0) return -1;
     int i = 0, j = 0;
     while (i < x->ndim && j < o->ndim) {
@@ -73,6 +76,10 @@ static int map_dim(const dt_rule_args *r, int d) {
       while (fi < i && x->shape[fi] == 1) fi++;
       while (fo < j && o->shape[fo] == 1) fo++;
       if (d != fi || fo >= j) return -1;
+      int li = i, lo = j; /* the group's last non-1 dims: one each, the dim is kept whole */
+      while (li > fi + 1 && x->shape[li - 1] == 1) li--;
+      while (lo > fo + 1 && o->shape[lo - 1] == 1) lo--;
+      if (li == fi + 1 && lo == fo + 1) return fo; /* every shard as it is, uneven too */
       int parts = parts_of(x, d);
       return x->shape[d] % parts == 0 && o->shape[fo] % parts == 0 ? fo : -1;
     }

@@ -415,7 +415,6 @@ ops.contiguous = {
 }
 ops.copy_ = {
   family = "inplace", exact = true, tol = 0,
-  refuses = {P = "copy_: an in-place op keeps its input's placements (Partial(sum))"},
   cases = function(rng)
     local list = {}
     for i = 1, 4 do
@@ -514,7 +513,6 @@ ops.add_ = binary(function(a, b) return a:clone():add_(b) end, function(a, b) re
 ops.add_.family = "inplace"
 ops.mul_ = binary(function(a, b) return a:clone():mul_(b) end, function(a, b) return a * b end, {rscalar = nil})
 ops.mul_.family = "inplace"
-ops.add_.refuses = {P = "add_: an in-place op keeps its input's placements (Partial(sum))"}
 -- in place: b broadcasts to a's shape (not the other way)
 for _, name in ipairs {"add_", "mul_"} do
   local base = ops[name].cases
