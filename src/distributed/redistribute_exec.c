@@ -28,6 +28,14 @@ static dt_tensor *block_view(const dt_tensor *flat, const dt_tensor *t, int d, i
   return dt_tensor_view_of(flat, t->ndim, shape, stride, flat->offset + pos);
 }
 
+/* dst.narrow(d, start, len) = src; releases nothing. */
+static int copy_into(dt_tensor *dst, int d, int64_t start, int64_t len, const dt_tensor *src) {
+  dt_tensor *v = narrow(dst, d, start, len);
+  int st = v ? dt_tensor_copy_(v, src, "redistribute") : DT_ERR;
+  dt_tensor_release(v);
+  return st;
+}
+
 /* A 1-d buffer like x (its dtype, on its device) every element of which the caller writes. */
 static dt_tensor *new_flat(const dt_tensor *x, int64_t n) { return dt_tensor_empty(x->dtype, 1, &n, dt_tensor_device(x)); }
 
