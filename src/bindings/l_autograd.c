@@ -144,6 +144,30 @@ static int value_list(lua_State *L, int idx, dt_value **vals, int max, int allow
 
 #define MAX_ROOTS 256
 
+/* The callbacks queued during each backward running now (nested ones: a stack of lists). */
+#define CALLBACKS_KEY "dtensor.backward_callbacks"
+static void callbacks_open(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, CALLBACKS_KEY) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, CALLBACKS_KEY);
+  }
+  lua_newtable(L);
+  lua_seti(L, -2, luaL_len(L, -2) + 1);
+  lua_pop(L, 1);
+}
+/* Pops this backward's list, leaving it on the stack; returns its index. */
+static int callbacks_close(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, CALLBACKS_KEY);
+  lua_Integer depth = luaL_len(L, -1);
+  lua_geti(L, -1, depth);
+  lua_pushnil(L);
+  lua_seti(L, -3, depth);
+  lua_remove(L, -2);
+  return lua_gettop(L);
+}
+
 /* t:backward(grad?, {retain_graph =}) and dt.autograd.backward(tensors, grad_tensors?, opts?) */
 static int run_backward(lua_State *L, int roots_idx, int grads_idx, int opts_idx, const char *op) {
   dt_value *roots[MAX_ROOTS], *grads[MAX_ROOTS] = {0};
@@ -154,7 +178,28 @@ static int run_backward(lua_State *L, int roots_idx, int grads_idx, int opts_idx
   }
   int retain = dt_lua_opt_bool_field(L, opts_idx, "retain_graph", 0);
   dt_context *ctx = context(L);
-  if (dt_autograd_backward(ctx, roots, (const dt_value *const *)grads, n, retain) != DT_OK) return dt_lua_raise(L);
+  callbacks_open(L);
+  int st = dt_autograd_backward(ctx, roots, (const dt_value *const *)grads, n, retain);
+  int list = callbacks_close(L);
+  if (st != DT_OK) return dt_lua_raise(L); /* the queued callbacks are dropped */
+  for (lua_Integer i = 1, k = luaL_len(L, list); i <= k; i++) {
+    lua_geti(L, list, i);
+    lua_call(L, 0, 0);
+  }
+  return 0;
+}
+
+/* dt.autograd.queue_callback(fn): from a hook or a custom backward, runs fn() once the
+ * backward running now has run every node, before it returns (as torch's
+ * Variable._execution_engine.queue_callback); callbacks run in the order queued. */
+static int l_queue_callback(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_getfield(L, LUA_REGISTRYINDEX, CALLBACKS_KEY);
+  lua_Integer depth = lua_istable(L, -1) ? luaL_len(L, -1) : 0;
+  if (depth == 0) return luaL_error(L, "queue_callback: no backward is running (call it from a hook or a custom backward)");
+  lua_geti(L, -1, depth);
+  lua_pushvalue(L, 1);
+  lua_seti(L, -2, luaL_len(L, -2) + 1);
   return 0;
 }
 
@@ -468,6 +513,7 @@ static const luaL_Reg module_fns[] = {
 static const luaL_Reg autograd_fns[] = {
     {"backward", l_autograd_backward},
     {"grad", l_autograd_grad},
+    {"queue_callback", l_queue_callback},
     {NULL, NULL},
 };
 
