@@ -117,8 +117,8 @@ describe("fully_shard", function()
         assert.is_true(dt.allclose(g, w, {rtol = 1e-9, atol = 1e-12}), "step " .. step .. ": gradient of " .. np[1])
       end
     end
-
-    assert.are.equal(n > 1, seen.bwd, "a's gather in flight while b's backward runs")
+    assert.is_true(seen.fwd, "b's gather in flight while a computes")
+    assert.is_true(seen.bwd, "a's gather in flight while b's backward runs")
     for _, mod in ipairs {m, m.a, m.b} do
       assert.is_nil(fsdp(mod).prefetched)
       assert.is_true(fsdp(mod).full:_storage_released())
