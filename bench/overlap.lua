@@ -8,13 +8,13 @@
 -- batch 64 per rank, float32) under dt.parallel.replicate (bucket all_reduces overlapped
 -- with backward) and under fully_shard on every layer and the root (gathers prefetched):
 -- median ms/step, to compare between builds (the overlap is not switchable in one run).
---   dtlua -n 2 bench/overlap.lua [MiB=8] [matmul size=256] [steps=20]
+--   dtlua -n 2 bench/overlap.lua [MiB=32] [matmul size=256] [steps=20]
 --   mpirun -np 2 dtlua bench/overlap.lua
 local D = dt.distributed
 local baseline = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/load_baseline.lua")
 local now = baseline.now
 local n, backend = dt.world_size(), dt.backend()
-local mib = tonumber(arg and arg[1]) or 8
+local mib = tonumber(arg and arg[1]) or 32
 local msize = tonumber(arg and arg[2]) or 256
 local steps = tonumber(arg and arg[3]) or 20
 
@@ -71,7 +71,10 @@ local mesh = dt.init_device_mesh("cpu", {n})
 local function mlp()
   dt.manual_seed(3)
   local layers = {}
-  for i = 1, LAYERS do layers[#layers + 1] = dt.nn.Linear(WIDTH, WIDTH) if i < LAYERS then layers[#layers + 1] = dt.nn.Tanh() end end
+  for i = 1, LAYERS do
+    layers[#layers + 1] = dt.nn.Linear(WIDTH, WIDTH)
+    if i < LAYERS then layers[#layers + 1] = dt.nn.Tanh() end
+  end
   return dt.nn.Sequential(table.unpack(layers))
 end
 

@@ -32,19 +32,28 @@ static size_t *equal_counts(const dt_comm *c, size_t count) {
   return counts;
 }
 
-static int all_reduce_call(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
-                           dt_comm_work **work) {
-  if (check_dtype(dt, "all_reduce") || dt_reduce_op_check(op, dt, "all_reduce")) return DT_ERR;
-  observe(c, "all_reduce", count, dt);
-  comm_job j = {.kind = CJ_ALL_REDUCE, .c = c, .send = send, .recv = recv, .count = count, .dt = dt, .op = op};
+/* all_reduce and reduce_scatter (count: the elements of recv), blocking (work NULL) or async. */
+static int reduction_call(dt_comm *c, cj_kind kind, const void *send, void *recv, size_t count, dt_dtype dt,
+                          dt_reduce_op op, dt_comm_work **work) {
+  const char *name = kind == CJ_ALL_REDUCE ? "all_reduce" : "reduce_scatter";
+  if (check_dtype(dt, name) || dt_reduce_op_check(op, dt, name)) return DT_ERR;
+  observe(c, name, kind == CJ_ALL_REDUCE ? count : count * (size_t)c->size, dt);
+  comm_job j = {.kind = kind, .c = c, .send = send, .recv = recv, .count = count, .dt = dt, .op = op};
   return dt_comm_job_submit(&j, work);
 }
 int dt_comm_all_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
-  return all_reduce_call(c, send, recv, count, dt, op, NULL);
+  return reduction_call(c, CJ_ALL_REDUCE, send, recv, count, dt, op, NULL);
 }
 int dt_comm_iall_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
                         dt_comm_work **work) {
-  return all_reduce_call(c, send, recv, count, dt, op, work);
+  return reduction_call(c, CJ_ALL_REDUCE, send, recv, count, dt, op, work);
+}
+int dt_comm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
+  return reduction_call(c, CJ_REDUCE_SCATTER, send, recv, count, dt, op, NULL);
+}
+int dt_comm_ireduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
+                            dt_comm_work **work) {
+  return reduction_call(c, CJ_REDUCE_SCATTER, send, recv, count, dt, op, work);
 }
 
 static int all_gather_v_call(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt,
@@ -74,21 +83,6 @@ int dt_comm_all_gather(dt_comm *c, const void *send, void *recv, size_t count, d
 }
 int dt_comm_iall_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_comm_work **work) {
   return all_gather_call(c, send, recv, count, dt, work);
-}
-
-static int reduce_scatter_call(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
-                               dt_comm_work **work) {
-  if (check_dtype(dt, "reduce_scatter") || dt_reduce_op_check(op, dt, "reduce_scatter")) return DT_ERR;
-  observe(c, "reduce_scatter", count * (size_t)c->size, dt);
-  comm_job j = {.kind = CJ_REDUCE_SCATTER, .c = c, .send = send, .recv = recv, .count = count, .dt = dt, .op = op};
-  return dt_comm_job_submit(&j, work);
-}
-int dt_comm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
-  return reduce_scatter_call(c, send, recv, count, dt, op, NULL);
-}
-int dt_comm_ireduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
-                            dt_comm_work **work) {
-  return reduce_scatter_call(c, send, recv, count, dt, op, work);
 }
 
 static int all_to_all_v_call(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
