@@ -145,13 +145,13 @@ static int value_list(lua_State *L, int idx, dt_value **vals, int max, int allow
 #define MAX_ROOTS 256
 
 /* The callbacks queued during each backward running now (nested ones: a stack of lists). */
-#define CALLBACKS_KEY "dtensor.backward_callbacks"
+static const char callbacks_key; /* its address keys the stack in the registry */
 static void callbacks_open(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, CALLBACKS_KEY) != LUA_TTABLE) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &callbacks_key) != LUA_TTABLE) {
     lua_pop(L, 1);
     lua_newtable(L);
     lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, CALLBACKS_KEY);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &callbacks_key);
   }
   lua_newtable(L);
   lua_seti(L, -2, luaL_len(L, -2) + 1);
@@ -159,7 +159,7 @@ static void callbacks_open(lua_State *L) {
 }
 /* Pops this backward's list, leaving it on the stack; returns its index. */
 static int callbacks_close(lua_State *L) {
-  lua_getfield(L, LUA_REGISTRYINDEX, CALLBACKS_KEY);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &callbacks_key);
   lua_Integer depth = luaL_len(L, -1);
   lua_geti(L, -1, depth);
   lua_pushnil(L);
@@ -193,8 +193,8 @@ static int run_backward(lua_State *L, int roots_idx, int grads_idx, int opts_idx
  * backward running now has run every node, before it returns (as torch's
  * Variable._execution_engine.queue_callback); callbacks run in the order queued. */
 static int l_queue_callback(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TFUNCTION);
-  lua_getfield(L, LUA_REGISTRYINDEX, CALLBACKS_KEY);
+  if (!lua_isfunction(L, 1)) return luaL_error(L, "queue_callback: expected a function, got %s", luaL_typename(L, 1));
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &callbacks_key);
   lua_Integer depth = lua_istable(L, -1) ? luaL_len(L, -1) : 0;
   if (depth == 0) return luaL_error(L, "queue_callback: no backward is running (call it from a hook or a custom backward)");
   lua_geti(L, -1, depth);
