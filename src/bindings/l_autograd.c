@@ -157,6 +157,13 @@ static void callbacks_open(lua_State *L) {
   lua_seti(L, -2, luaL_len(L, -2) + 1);
   lua_pop(L, 1);
 }
+/* Runs the callbacks of the list at idx, in order. */
+static void callbacks_run(lua_State *L, int idx) {
+  for (lua_Integer i = 1, k = luaL_len(L, idx); i <= k; i++) {
+    lua_geti(L, idx, i);
+    lua_call(L, 0, 0);
+  }
+}
 /* Pops this backward's list, leaving it on the stack; returns its index. */
 static int callbacks_close(lua_State *L) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &callbacks_key);
@@ -182,15 +189,12 @@ static int run_backward(lua_State *L, int roots_idx, int grads_idx, int opts_idx
   int st = dt_autograd_backward(ctx, roots, (const dt_value *const *)grads, n, retain);
   int list = callbacks_close(L);
   if (st != DT_OK) return dt_lua_raise(L); /* the queued callbacks are dropped */
-  for (lua_Integer i = 1, k = luaL_len(L, list); i <= k; i++) {
-    lua_geti(L, list, i);
-    lua_call(L, 0, 0);
-  }
+  callbacks_run(L, list);
   return 0;
 }
 
 /* dt.autograd.queue_callback(fn): from a hook or a custom backward, runs fn() once the
- * backward running now has run every node, before it returns (as torch's
+ * backward (or autograd.grad) running now has run every node, before it returns (as torch's
  * Variable._execution_engine.queue_callback); callbacks run in the order queued. */
 static int l_queue_callback(lua_State *L) {
   if (!lua_isfunction(L, 1)) return luaL_error(L, "queue_callback: expected a function, got %s", luaL_typename(L, 1));
@@ -232,9 +236,12 @@ static int l_autograd_grad(lua_State *L) {
   dt_value *out = calloc((size_t)(ni ? ni : 1), sizeof *out);
   if (!out) return luaL_error(L, "%s: out of memory", op);
   dt_context *ctx = context(L);
-  if (dt_autograd_grad(ctx, roots, (const dt_value *const *)grads, n, inputs, ni, retain, allow_unused, out) != DT_OK) {
+  callbacks_open(L);
+  int st = dt_autograd_grad(ctx, roots, (const dt_value *const *)grads, n, inputs, ni, retain, allow_unused, out);
+  int list = callbacks_close(L);
+  if (st != DT_OK) {
     free(out);
-    return dt_lua_raise(L);
+    return dt_lua_raise(L); /* the queued callbacks are dropped */
   }
   if (!single) lua_createtable(L, ni, 0);
   for (int j = 0; j < ni; j++) {
@@ -244,6 +251,7 @@ static int l_autograd_grad(lua_State *L) {
   }
   for (int j = 0; j < ni; j++) dt_value_clear(&out[j]);
   free(out);
+  callbacks_run(L, list);
   return 1;
 }
 

@@ -269,6 +269,11 @@ describe("hooks and retain_grad", function()
     close({2, 4}, x.grad)
     ;(x * 3):sum():backward() -- a new backward: only its own callbacks
     assert.are.same({"hook", "first, grad true", "second", "hook", "first, grad true", "second"}, order)
+    local y, ran = leaf({3.0}), false -- autograd.grad runs them too
+    local z = y * y
+    z:register_hook(function() dt.autograd.queue_callback(function() ran = true end) end)
+    close({6}, dt.autograd.grad(z:sum(), y))
+    assert.is_true(ran)
     assert.matches("queue_callback: no backward is running (call it from a hook or a custom backward)",
                    err(dt.autograd.queue_callback, function() end), 1, true)
     assert.matches("queue_callback: expected a function, got number",
