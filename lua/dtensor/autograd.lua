@@ -225,6 +225,7 @@ local function checkpoint(fn, ...)
   return Checkpoint.apply(fn, ...)
 end
 
-module.autograd = {backward = core.autograd.backward, grad = core.autograd.grad, Function = Function}
+module.autograd = {backward = core.autograd.backward, grad = core.autograd.grad, Function = Function,
+                   queue_callback = core.autograd.queue_callback}
 
 return {module = module, utils = {checkpoint = checkpoint}}

@@ -150,6 +150,37 @@ static int value_list(lua_State *L, int idx, dt_value **vals, int max, int allow
 
 #define MAX_ROOTS 256
 
+/* The callbacks queued during each backward running now (nested ones: a stack of lists). */
+static const char callbacks_key; /* its address keys the stack in the registry */
+static void callbacks_open(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &callbacks_key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &callbacks_key);
+  }
+  lua_newtable(L);
+  lua_seti(L, -2, luaL_len(L, -2) + 1);
+  lua_pop(L, 1);
+}
+/* Runs the callbacks of the list at idx, in order. */
+static void callbacks_run(lua_State *L, int idx) {
+  for (lua_Integer i = 1, k = luaL_len(L, idx); i <= k; i++) {
+    lua_geti(L, idx, i);
+    lua_call(L, 0, 0);
+  }
+}
+/* Pops this backward's list, leaving it on the stack; returns its index. */
+static int callbacks_close(lua_State *L) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &callbacks_key);
+  lua_Integer depth = luaL_len(L, -1);
+  lua_geti(L, -1, depth);
+  lua_pushnil(L);
+  lua_seti(L, -3, depth);
+  lua_remove(L, -2);
+  return lua_gettop(L);
+}
+
 /* t:backward(grad?, {retain_graph =}) and dt.autograd.backward(tensors, grad_tensors?, opts?) */
 static int run_backward(lua_State *L, int roots_idx, int grads_idx, int opts_idx, const char *op) {
   dt_value *roots[MAX_ROOTS], *grads[MAX_ROOTS] = {0};
@@ -160,7 +191,25 @@ static int run_backward(lua_State *L, int roots_idx, int grads_idx, int opts_idx
   }
   int retain = dt_lua_opt_bool_field(L, opts_idx, "retain_graph", 0);
   dt_context *ctx = context(L);
-  if (dt_autograd_backward(ctx, roots, (const dt_value *const *)grads, n, retain) != DT_OK) return dt_lua_raise(L);
+  callbacks_open(L);
+  int st = dt_autograd_backward(ctx, roots, (const dt_value *const *)grads, n, retain);
+  int list = callbacks_close(L);
+  if (st != DT_OK) return dt_lua_raise(L); /* the queued callbacks are dropped */
+  callbacks_run(L, list);
+  return 0;
+}
+
+/* dt.autograd.queue_callback(fn): from a hook or a custom backward, runs fn() once the
+ * backward (or autograd.grad) running now has run every node, before it returns (as torch's
+ * Variable._execution_engine.queue_callback); callbacks run in the order queued. */
+static int l_queue_callback(lua_State *L) {
+  if (!lua_isfunction(L, 1)) return luaL_error(L, "queue_callback: expected a function, got %s", luaL_typename(L, 1));
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &callbacks_key);
+  lua_Integer depth = lua_istable(L, -1) ? luaL_len(L, -1) : 0;
+  if (depth == 0) return luaL_error(L, "queue_callback: no backward is running (call it from a hook or a custom backward)");
+  lua_geti(L, -1, depth);
+  lua_pushvalue(L, 1);
+  lua_seti(L, -2, luaL_len(L, -2) + 1);
   return 0;
 }
 
@@ -194,9 +243,12 @@ static int l_autograd_grad(lua_State *L) {
   dt_value *out = calloc((size_t)(ni ? ni : 1), sizeof *out);
   if (!out) return luaL_error(L, "%s: out of memory", op);
   dt_context *ctx = context(L);
-  if (dt_autograd_grad(ctx, roots, (const dt_value *const *)grads, n, inputs, ni, retain, allow_unused, out) != DT_OK) {
+  callbacks_open(L);
+  int st = dt_autograd_grad(ctx, roots, (const dt_value *const *)grads, n, inputs, ni, retain, allow_unused, out);
+  int list = callbacks_close(L);
+  if (st != DT_OK) {
     free(out);
-    return dt_lua_raise(L);
+    return dt_lua_raise(L); /* the queued callbacks are dropped */
   }
   if (!single) lua_createtable(L, ni, 0);
   for (int j = 0; j < ni; j++) {
@@ -206,6 +258,7 @@ static int l_autograd_grad(lua_State *L) {
   }
   for (int j = 0; j < ni; j++) dt_value_clear(&out[j]);
   free(out);
+  callbacks_run(L, list);
   return 1;
 }
 
@@ -476,6 +529,7 @@ static const luaL_Reg module_fns[] = {
 static const luaL_Reg autograd_fns[] = {
     {"backward", l_autograd_backward},
     {"grad", l_autograd_grad},
+    {"queue_callback", l_queue_callback},
     {NULL, NULL},
 };
 

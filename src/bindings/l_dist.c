@@ -10,6 +10,7 @@
 #include "comm/spin_wait.h"
 #include "bindings/l_dist.h"
 #include "bindings/l_tensor.h"
+#include "bindings/l_work.h"
 
 #define CTX_KEY "dtensor.context"
 #define GROUP_MT "dtensor.Group"
@@ -63,12 +64,34 @@ typedef struct lua_group {
   const dt_group_entry *e;
 } lua_group;
 
+/* The group argument at idx may be an options table {group =, async_op =} (as the keyword
+ * arguments of torch.distributed): its group, left on the stack top when one was read. */
+static int group_arg(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE) return idx;
+  lua_getfield(L, idx, "group");
+  return lua_gettop(L);
+}
+
+/* async_op = true in the options table at idx? */
+static int async_arg(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  lua_getfield(L, idx, "async_op");
+  int on = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return on;
+}
+
 /* The communicator for the group argument at idx (nil: the world); raises on non-members. */
 static dt_comm *check_group(lua_State *L, int idx, const char *op) {
   dt_context *ctx = dt_lua_context(L);
-  if (lua_isnoneornil(L, idx)) return ctx->world;
-  lua_group *g = luaL_testudata(L, idx, GROUP_MT);
-  if (!g) luaL_error(L, "%s: argument #%d must be a group (from dt.distributed.new_group) or nil", op, idx);
+  int top = lua_gettop(L), gi = group_arg(L, idx);
+  dt_comm *c = ctx->world;
+  lua_group *g = lua_isnoneornil(L, gi) ? NULL : luaL_testudata(L, gi, GROUP_MT);
+  int bad = !lua_isnoneornil(L, gi) && !g;
+  lua_settop(L, top);
+  if (!g && !bad) return c;
+  if (!g) luaL_error(L, "%s: argument #%d must be a group (from dt.distributed.new_group), an options table "
+                     "{group =, async_op =} or nil", op, idx);
   if (!g->e->comm) {
     char buf[128];
     luaL_error(L, "%s: rank %d is not a member of group %s", op, ctx->rank,
@@ -270,13 +293,22 @@ static dt_tensor *input_apart(dt_tensor *t, const dt_tensor *out) {
 }
 
 /* Runs an in-place collective on t through a contiguous buffer, copying back when t is
- * a strided view.  fn returns DT_OK/DT_ERR. */
-typedef int (*inplace_fn)(dt_comm *c, void *buf, size_t count, dt_dtype dt, const void *arg);
-static int run_inplace(lua_State *L, dt_tensor *t, dt_comm *c, inplace_fn fn, const void *arg, const char *op) {
+ * a strided view.  fn returns DT_OK/DT_ERR; with async (work non-NULL) it only issues the
+ * call, and the Work returned does the copy back at wait. */
+typedef int (*inplace_fn)(dt_comm *c, void *buf, size_t count, dt_dtype dt, const void *arg, dt_comm_work **work);
+static int run_inplace(lua_State *L, dt_tensor *t, dt_comm *c, inplace_fn fn, const void *arg, const char *op,
+                       int async) {
   dt_lua_capture_refuse(L, op);
   dt_tensor *buf = dt_tensor_contiguous(t);
   if (!buf) return dt_lua_raise(L);
-  int st = fn(c, dt_tensor_data(buf), (size_t)dt_tensor_numel(t), t->dtype, arg);
+  dt_comm_work *w = NULL;
+  int st = fn(c, dt_tensor_data(buf), (size_t)dt_tensor_numel(t), t->dtype, arg, async ? &w : NULL);
+  if (st == DT_OK && w) {
+    lua_settop(L, 1);
+    dt_lua_push_work(L, w, op, buf, NULL, buf != t ? t : NULL, 1);
+    dt_tensor_release(buf);
+    return 1;
+  }
   if (st == DT_OK && buf != t) st = dt_tensor_copy_(t, buf, op);
   dt_tensor_release(buf);
   if (st != DT_OK) return dt_lua_raise(L);
@@ -297,39 +329,65 @@ static int finish(lua_State *L, int st, dt_tensor *in, dt_tensor *out) {
 }
 
 /* finish() for the collectives with an `out` argument at out_idx: returns that very
- * tensor object when it was given (as all_gather_into_tensor does). */
-static int finish_out(lua_State *L, int st, dt_tensor *in, dt_tensor *out, int out_idx) {
-  if (st != DT_OK || lua_isnoneornil(L, out_idx)) return finish(L, st, in, out);
+ * tensor object when it was given (as all_gather_into_tensor does).  w (async): returns a
+ * Work whose wait returns it. */
+static int finish_out(lua_State *L, int st, dt_tensor *in, dt_tensor *out, int out_idx, dt_comm_work *w,
+                      const char *op) {
+  if (st != DT_OK || !w) {
+    if (st != DT_OK || lua_isnoneornil(L, out_idx)) return finish(L, st, in, out);
+    dt_tensor_release(in);
+    dt_tensor_release(out);
+    lua_pushvalue(L, out_idx);
+    return 1;
+  }
+  if (lua_isnoneornil(L, out_idx)) {
+    dt_tensor_retain(out);
+    dt_lua_push_tensor(L, out); /* Lua's reference; the Work holds its own */
+  } else {
+    lua_pushvalue(L, out_idx);
+  }
+  dt_lua_push_work(L, w, op, in, out, NULL, 1);
   dt_tensor_release(in);
   dt_tensor_release(out);
-  lua_pushvalue(L, out_idx);
+  return 1;
+}
+
+/* The async form of the uneven collectives: a Work (holding in and out, whose references
+ * the caller passes) whose wait returns the tensor and the size table now on the stack. */
+static int push_work_v(lua_State *L, dt_comm_work *w, const char *op, dt_tensor *in, dt_tensor *out) {
+  dt_lua_push_work(L, w, op, in, out, NULL, 2);
+  dt_tensor_release(in);
+  dt_tensor_release(out);
   return 1;
 }
 
 /* ---- collectives ---- */
-static int ar_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg) {
-  return dt_comm_all_reduce(c, buf, buf, n, dt, *(const dt_reduce_op *)arg);
+static int ar_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg, dt_comm_work **work) {
+  return dt_comm_iall_reduce(c, buf, buf, n, dt, *(const dt_reduce_op *)arg, work);
 }
-/* all_reduce(t, op="sum", group): in place, returns t. */
+/* all_reduce(t, op="sum", group): in place, returns t.  The group argument of every
+ * collective but scatter/gather/barrier may be {group =, async_op = true}: the call returns
+ * a Work at once, whose wait() returns what the blocking call returns. */
 static int all_reduce_checked(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "all_reduce");
   dt_reduce_op op = check_op(L, 2, "all_reduce");
   dt_comm *c = check_group(L, 3, "all_reduce");
-  return run_inplace(L, t, c, ar_fn, &op, "all_reduce");
+  return run_inplace(L, t, c, ar_fn, &op, "all_reduce", async_arg(L, 3));
 }
 
-static int bc_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg) {
-  return dt_comm_broadcast(c, buf, n, dt, *(const int *)arg);
+static int bc_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg, dt_comm_work **work) {
+  return dt_comm_ibroadcast(c, buf, n, dt, *(const int *)arg, work);
 }
 /* broadcast(t, src, group): in place, returns t. */
 static int broadcast_checked(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "broadcast");
   dt_comm *c = check_group(L, 3, "broadcast");
   int src = check_peer(L, 2, c, "broadcast", "src");
-  return run_inplace(L, t, c, bc_fn, &src, "broadcast");
+  return run_inplace(L, t, c, bc_fn, &src, "broadcast", async_arg(L, 3));
 }
 
-static int recv_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg) {
+static int recv_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg, dt_comm_work **work) {
+  (void)work; /* point-to-point calls have no async form */
   return dt_comm_recv(c, buf, n, dt, *(const int *)arg);
 }
 /* recv(t, src, group): fills t in place, returns t. */
@@ -337,7 +395,7 @@ static int l_recv(lua_State *L) {
   dt_tensor *t = check_cpu_tensor(L, 1, "recv");
   dt_comm *c = check_group(L, 3, "recv");
   int src = check_peer(L, 2, c, "recv", "src");
-  return run_inplace(L, t, c, recv_fn, &src, "recv");
+  return run_inplace(L, t, c, recv_fn, &src, "recv", 0);
 }
 
 /* send(t, dst, group): returns nothing; blocks until dst received it. */
@@ -361,8 +419,10 @@ static int all_gather_checked(lua_State *L) {
   rows_of(t, &rows, &inner);
   dt_tensor *out = out_or_new(L, 3, t, rows * c->size, "all_gather"), *in = out ? input_apart(t, out) : NULL;
   if (!in) return finish(L, DT_ERR, NULL, out);
-  int st = dt_comm_all_gather(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows * inner), t->dtype);
-  return finish_out(L, st, in, out, 3);
+  dt_comm_work *w = NULL;
+  int st = dt_comm_iall_gather(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows * inner), t->dtype,
+                               async_arg(L, 2) ? &w : NULL);
+  return finish_out(L, st, in, out, 3, w, "all_gather");
 }
 
 /* Every rank's {ndim, dtype, shape...} (int64), to size uneven results and to reject
@@ -405,14 +465,18 @@ static int all_gather_v_checked(lua_State *L) {
   }
   if (!counts) return free(meta), luaL_error(L, "all_gather_v: out of memory");
   dt_tensor *in = dt_tensor_contiguous(t), *out = in ? new_with_rows(t, total) : NULL;
-  int st = out ? dt_comm_all_gather_v(c, dt_tensor_data(in), dt_tensor_data(out), counts, t->dtype) : DT_ERR;
+  dt_comm_work *w = NULL;
+  int st = out ? dt_comm_iall_gather_v(c, dt_tensor_data(in), dt_tensor_data(out), counts, t->dtype,
+                                       async_arg(L, 2) ? &w : NULL)
+               : DT_ERR;
   free(counts);
   if (st != DT_OK) return free(meta), finish(L, st, in, out);
+  if (w) dt_tensor_retain(in), dt_tensor_retain(out);
   finish(L, st, in, out);
   lua_createtable(L, c->size, 0);
   for (int r = 0; r < c->size; r++) lua_pushinteger(L, meta[r * META_LEN + 2]), lua_rawseti(L, -2, r + 1);
   free(meta);
-  return 2;
+  return w ? push_work_v(L, w, "all_gather_v", in, out) : 2;
 }
 
 /* Rows must split into `parts` equal blocks. */
@@ -433,9 +497,10 @@ static int reduce_scatter_checked(lua_State *L) {
   rows_of(t, &rows, &inner);
   dt_tensor *out = out_or_new(L, 4, t, rows / c->size, "reduce_scatter"), *in = out ? input_apart(t, out) : NULL;
   if (!in) return finish(L, DT_ERR, NULL, out);
-  int st = dt_comm_reduce_scatter(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
-                                  t->dtype, op);
-  return finish_out(L, st, in, out, 4);
+  dt_comm_work *w = NULL;
+  int st = dt_comm_ireduce_scatter(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
+                                   t->dtype, op, async_arg(L, 3) ? &w : NULL);
+  return finish_out(L, st, in, out, 4, w, "reduce_scatter");
 }
 
 /* all_to_all(t, group, out?): block r (of group-size equal blocks along dim 1) goes to
@@ -448,8 +513,10 @@ static int all_to_all_checked(lua_State *L) {
   rows_of(t, &rows, &inner);
   dt_tensor *out = out_or_new(L, 3, t, rows, "all_to_all"), *in = out ? input_apart(t, out) : NULL;
   if (!in) return finish(L, DT_ERR, NULL, out);
-  int st = dt_comm_all_to_all(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner), t->dtype);
-  return finish_out(L, st, in, out, 3);
+  dt_comm_work *w = NULL;
+  int st = dt_comm_iall_to_all(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
+                               t->dtype, async_arg(L, 2) ? &w : NULL);
+  return finish_out(L, st, in, out, 3, w, "all_to_all");
 }
 
 /* all_to_all_v(t, send_splits, group, recv_splits?): send_splits[r] rows of t (dim 1)
@@ -494,15 +561,19 @@ static int all_to_all_v_checked(lua_State *L) {
   }
   for (int r = 0; r < n; r++) counts[r] = (size_t)(splits[r] * inner), counts[n + r] = (size_t)(splits[n + r] * inner), rsum += splits[n + r];
   dt_tensor *in = st == DT_OK ? dt_tensor_contiguous(t) : NULL, *out = in ? new_with_rows(t, rsum) : NULL;
-  if (out) st = dt_comm_all_to_all_v(c, dt_tensor_data(in), counts, dt_tensor_data(out), counts + n, t->dtype);
+  dt_comm_work *w = NULL;
+  if (out)
+    st = dt_comm_iall_to_all_v(c, dt_tensor_data(in), counts, dt_tensor_data(out), counts + n, t->dtype,
+                               async_arg(L, 3) ? &w : NULL);
   else st = DT_ERR;
   free(counts);
   if (st != DT_OK) return free(splits), finish(L, st, in, out);
+  if (w) dt_tensor_retain(in), dt_tensor_retain(out);
   finish(L, st, in, out);
   lua_createtable(L, n, 0);
   for (int r = 0; r < n; r++) lua_pushinteger(L, splits[n + r]), lua_rawseti(L, -2, r + 1);
   free(splits);
-  return 2;
+  return w ? push_work_v(L, w, "all_to_all_v", in, out) : 2;
 }
 
 /* scatter(t_or_nil, src, group): src passes the full tensor (dim 1 divisible by the group
@@ -639,4 +710,5 @@ void dt_lua_open_dist(lua_State *L, const dt_lua_targets *tg) {
     dt_lua_protect_meta(L, "Group"); /* the entry is the context's: nothing to release */
   }
   lua_pop(L, 1);
+  dt_lua_open_work(L);
 }

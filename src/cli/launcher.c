@@ -172,6 +172,12 @@ static void *run_rank(void *arg) {
   pthread_mutex_unlock(&la->mu);
   if (aborted) lua_sethook(L, abort_hook, LUA_MASKCOUNT, 1000);
   rec->ok = la->fn(L, rec->argc, rec->argv) || rec->clean_exit;
+  /* the rank's async collectives end before its peers learn it exited (after a failure the
+   * world's teardown ends them instead: a peer may never join them) */
+  if (rec->ok && dt_comm_async_finish(rec->ctx->world) != DT_OK) {
+    fprintf(stderr, "dtlua: rank %d: %s\n", rec->rank, dt_error_message());
+    rec->ok = 0;
+  }
   if (la->world) dt_threads_world_rank_exited(la->world, rec->rank);
   pthread_mutex_lock(&la->mu);
   rec->L = NULL;

@@ -246,6 +246,7 @@ static void repl_mesh(lua_State *L, dt_comm *world) {
     if (own && c->rank == 0) dtlua_interrupt_arm();
     run_chunk(L, chunk);
     free(chunk);
+    dt_comm_async_drain(world); /* the line's async collectives end with it (their Works stay waitable) */
     if (own) dt_threads_line_done(world);
     dt_comm_pause_observer(c);
     failed = gather_and_show(c, lua_tostring(L, 1), all_ranks) != DT_OK;

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "comm/blocks.h"
+#include "comm/comm_async.h"
 
 static int check_rank(const dt_comm *c, int r, const char *who, const char *what) {
   if (r < 0 || r >= c->size)
@@ -32,47 +33,90 @@ static size_t *equal_counts(const dt_comm *c, size_t count) {
   return counts;
 }
 
+/* all_reduce and reduce_scatter (count: the elements of recv), blocking (work NULL) or async. */
+static int reduction_call(dt_comm *c, cj_kind kind, const void *send, void *recv, size_t count, dt_dtype dt,
+                          dt_reduce_op op, dt_comm_work **work) {
+  const char *name = kind == CJ_ALL_REDUCE ? "all_reduce" : "reduce_scatter";
+  if (check_dtype(dt, name) || dt_reduce_op_check(op, dt, name)) return DT_ERR;
+  observe(c, name, kind == CJ_ALL_REDUCE ? count : count * (size_t)c->size, dt);
+  comm_job j = {.kind = kind, .c = c, .send = send, .recv = recv, .count = count, .dt = dt, .op = op};
+  return dt_comm_job_submit(&j, work);
+}
 int dt_comm_all_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
-  if (check_dtype(dt, "all_reduce") || dt_reduce_op_check(op, dt, "all_reduce")) return DT_ERR;
-  observe(c, "all_reduce", count, dt);
-  return c->ops->all_reduce(c, send, recv, count, dt, op);
+  return reduction_call(c, CJ_ALL_REDUCE, send, recv, count, dt, op, NULL);
+}
+int dt_comm_iall_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
+                        dt_comm_work **work) {
+  return reduction_call(c, CJ_ALL_REDUCE, send, recv, count, dt, op, work);
+}
+int dt_comm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
+  return reduction_call(c, CJ_REDUCE_SCATTER, send, recv, count, dt, op, NULL);
+}
+int dt_comm_ireduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
+                            dt_comm_work **work) {
+  return reduction_call(c, CJ_REDUCE_SCATTER, send, recv, count, dt, op, work);
 }
 
-int dt_comm_all_gather_v(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt) {
+static int all_gather_v_call(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt,
+                             dt_comm_work **work) {
   if (check_dtype(dt, "all_gather")) return DT_ERR;
   observe(c, "all_gather", counts[c->rank], dt);
-  return c->ops->all_gather_v(c, send, recv, counts, dt);
+  comm_job j = {.kind = CJ_ALL_GATHER_V, .c = c, .send = send, .recv = recv, .counts = counts, .dt = dt};
+  return dt_comm_job_submit(&j, work);
+}
+int dt_comm_all_gather_v(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt) {
+  return all_gather_v_call(c, send, recv, counts, dt, NULL);
+}
+int dt_comm_iall_gather_v(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt,
+                          dt_comm_work **work) {
+  return all_gather_v_call(c, send, recv, counts, dt, work);
 }
 
-int dt_comm_all_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt) {
+static int all_gather_call(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_comm_work **work) {
   size_t *counts = equal_counts(c, count);
   if (!counts) return dt_error("all_gather: out of memory");
-  int st = dt_comm_all_gather_v(c, send, recv, counts, dt);
+  int st = all_gather_v_call(c, send, recv, counts, dt, work); /* an async job copies counts */
   free(counts);
   return st;
 }
-
-int dt_comm_reduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
-  if (check_dtype(dt, "reduce_scatter") || dt_reduce_op_check(op, dt, "reduce_scatter")) return DT_ERR;
-  observe(c, "reduce_scatter", count * (size_t)c->size, dt);
-  return c->ops->reduce_scatter(c, send, recv, count, dt, op);
+int dt_comm_all_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt) {
+  return all_gather_call(c, send, recv, count, dt, NULL);
+}
+int dt_comm_iall_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_comm_work **work) {
+  return all_gather_call(c, send, recv, count, dt, work);
 }
 
-int dt_comm_all_to_all_v(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
-                         const size_t *recvcounts, dt_dtype dt) {
+static int all_to_all_v_call(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
+                             const size_t *recvcounts, dt_dtype dt, dt_comm_work **work) {
   if (check_dtype(dt, "all_to_all")) return DT_ERR;
   size_t total = 0;
   for (int r = 0; r < c->size; r++) total += sendcounts[r];
   observe(c, "all_to_all", total, dt);
-  return c->ops->all_to_all_v(c, send, sendcounts, recv, recvcounts, dt);
+  comm_job j = {.kind = CJ_ALL_TO_ALL_V, .c = c, .send = send, .recv = recv, .counts = sendcounts,
+                .counts2 = recvcounts, .dt = dt};
+  return dt_comm_job_submit(&j, work);
+}
+int dt_comm_all_to_all_v(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
+                         const size_t *recvcounts, dt_dtype dt) {
+  return all_to_all_v_call(c, send, sendcounts, recv, recvcounts, dt, NULL);
+}
+int dt_comm_iall_to_all_v(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
+                          const size_t *recvcounts, dt_dtype dt, dt_comm_work **work) {
+  return all_to_all_v_call(c, send, sendcounts, recv, recvcounts, dt, work);
 }
 
-int dt_comm_all_to_all(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt) {
+static int all_to_all_call(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_comm_work **work) {
   size_t *counts = equal_counts(c, count);
   if (!counts) return dt_error("all_to_all: out of memory");
-  int st = dt_comm_all_to_all_v(c, send, counts, recv, counts, dt);
+  int st = all_to_all_v_call(c, send, counts, recv, counts, dt, work);
   free(counts);
   return st;
+}
+int dt_comm_all_to_all(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt) {
+  return all_to_all_call(c, send, recv, count, dt, NULL);
+}
+int dt_comm_iall_to_all(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_comm_work **work) {
+  return all_to_all_call(c, send, recv, count, dt, work);
 }
 
 /* The strided forms: the backend's own, or packing around the _v forms (blocks.h). */
@@ -81,6 +125,7 @@ int dt_comm_all_to_all_blocks(dt_comm *c, const void *send, const dt_comm_block 
   if (check_dtype(dt, "all_to_all")) return DT_ERR;
   if (dt_comm_blocks_check(sendblocks, c->size, "all_to_all", "send") || dt_comm_blocks_check(recvblocks, c->size, "all_to_all", "recv"))
     return DT_ERR;
+  dt_comm_async_drain(c); /* blocking: after this rank's queued async calls, in issue order */
   if (c->ops->all_to_all_blocks) {
     size_t total = 0;
     for (int r = 0; r < c->size; r++) total += dt_comm_block_numel(&sendblocks[r]);
@@ -101,6 +146,7 @@ int dt_comm_all_to_all_blocks(dt_comm *c, const void *send, const dt_comm_block 
 int dt_comm_all_gather_blocks(dt_comm *c, const void *send, void *recv, const dt_comm_block *recvblocks, dt_dtype dt) {
   if (check_dtype(dt, "all_gather")) return DT_ERR;
   if (dt_comm_blocks_check(recvblocks, c->size, "all_gather", "recv")) return DT_ERR;
+  dt_comm_async_drain(c); /* blocking: after this rank's queued async calls, in issue order */
   if (c->ops->all_gather_blocks) {
     observe(c, "all_gather", dt_comm_block_numel(&recvblocks[c->rank]), dt);
     return c->ops->all_gather_blocks(c, send, recv, recvblocks, dt);
@@ -115,20 +161,29 @@ int dt_comm_all_gather_blocks(dt_comm *c, const void *send, void *recv, const dt
   return st;
 }
 
-int dt_comm_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root) {
+static int broadcast_call(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root, dt_comm_work **work) {
   if (check_dtype(dt, "broadcast") || check_rank(c, root, "broadcast", "src")) return DT_ERR;
   observe(c, "broadcast", count, dt);
-  return c->ops->broadcast(c, buf, count, dt, root);
+  comm_job j = {.kind = CJ_BROADCAST, .c = c, .recv = buf, .count = count, .dt = dt, .root = root};
+  return dt_comm_job_submit(&j, work);
+}
+int dt_comm_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root) {
+  return broadcast_call(c, buf, count, dt, root, NULL);
+}
+int dt_comm_ibroadcast(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root, dt_comm_work **work) {
+  return broadcast_call(c, buf, count, dt, root, work);
 }
 
 int dt_comm_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
   if (check_dtype(dt, "scatter") || check_rank(c, root, "scatter", "src")) return DT_ERR;
+  dt_comm_async_drain(c);
   observe(c, "scatter", c->rank == root ? count * (size_t)c->size : 0, dt);
   return c->ops->scatter(c, send, recv, count, dt, root);
 }
 
 int dt_comm_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
   if (check_dtype(dt, "gather") || check_rank(c, root, "gather", "dst")) return DT_ERR;
+  dt_comm_async_drain(c);
   observe(c, "gather", count, dt);
   return c->ops->gather(c, send, recv, count, dt, root);
 }
@@ -136,6 +191,7 @@ int dt_comm_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dt
 int dt_comm_send(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int dst) {
   if (check_dtype(dt, "send") || check_rank(c, dst, "send", "dst")) return DT_ERR;
   if (dst == c->rank) return dt_error("send: rank %d cannot send to itself", c->world_ranks[c->rank]);
+  dt_comm_async_drain(c);
   observe(c, "send", count, dt);
   return c->ops->send(c, buf, count, dt, dst);
 }
@@ -143,16 +199,19 @@ int dt_comm_send(dt_comm *c, const void *buf, size_t count, dt_dtype dt, int dst
 int dt_comm_recv(dt_comm *c, void *buf, size_t count, dt_dtype dt, int src) {
   if (check_dtype(dt, "recv") || check_rank(c, src, "recv", "src")) return DT_ERR;
   if (src == c->rank) return dt_error("recv: rank %d cannot receive from itself", c->world_ranks[c->rank]);
+  dt_comm_async_drain(c);
   observe(c, "recv", count, dt);
   return c->ops->recv(c, buf, count, dt, src);
 }
 
 int dt_comm_barrier(dt_comm *c) {
+  dt_comm_async_drain(c);
   observe(c, "barrier", 0, DT_UINT8);
   return c->ops->barrier(c);
 }
 
 int dt_comm_fail_agreed(dt_comm *c, const char *why) {
+  dt_comm_async_drain(c);
   c->entered++;
   return c->ops->fail(c, why);
 }
@@ -164,14 +223,19 @@ int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out) {
     if (dt_comm_group_rank(c, ranks[i]) < 0) return dt_error("new_group: rank %d is not in the parent group", ranks[i]);
     if (i > 0 && ranks[i] <= ranks[i - 1]) return dt_error("new_group: ranks must be distinct and sorted");
   }
+  dt_comm_async_drain(c);
   dt_comm_pause_observer(c); /* a backend may agree on the list through c (MPI) */
   int st = c->ops->new_group(c, ranks, n, out);
   dt_comm_resume_observer(c);
+  if (*out) (*out)->root = c->root ? c->root : c; /* shares the rank's async queue */
   return st;
 }
 
 void dt_comm_destroy(dt_comm *c) {
-  if (c) c->ops->destroy(c);
+  if (!c) return;
+  dt_comm_async_drain(c); /* no queued call may still use c */
+  if (!c->root) dt_comm_async_shutdown(c);
+  c->ops->destroy(c);
 }
 
 void dt_comm_set_observer(dt_comm *c, dt_comm_observer_fn fn, void *ud) {

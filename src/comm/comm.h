@@ -78,6 +78,10 @@ struct dt_comm {
   int observer_paused; /* > 0: calls are not reported (dt_comm_pause_observer) */
   unsigned long entered; /* calls that passed the front's checks into the backend: a binding
                             compares it to know whether a failure came before any collective */
+  int async_inline;      /* the backend cannot run calls on another thread (MPI without thread
+                            support): async calls run at issue, their works complete at once */
+  struct dt_comm *root;  /* the world communicator this one descends from (NULL: itself) */
+  struct dt_comm_async *async; /* root only: this rank's async queue (comm_async.c), or NULL */
 };
 
 /* ---- calls (argument checks, then the backend) ---- */
@@ -108,6 +112,40 @@ DT_API int dt_comm_barrier(dt_comm *c);
 DT_API int dt_comm_fail_agreed(dt_comm *c, const char *why);
 DT_API int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out);
 DT_API void dt_comm_destroy(dt_comm *c);
+
+/* ---- asynchronous calls (comm_async.c) ----
+ * dt_comm_i* issue the collective and return at once with *work; the call runs on this rank's
+ * communication thread (one per rank, shared by all its groups), in issue order, so the rank
+ * computes meanwhile.  Every blocking call on any of the rank's communicators first waits
+ * for the rank's outstanding async calls: a rank's collectives run in the order it issued
+ * them, exactly as if all were blocking, so ordering, mismatch and timeout checks are the
+ * backend's own.  Argument checks and the observer report happen at issue.  The buffers
+ * must stay valid until the work completes (wait, or free); the size tables are copied.
+ * work NULL: the blocking call (so that a binding calls one function for both forms). */
+typedef struct dt_comm_work dt_comm_work;
+DT_API int dt_comm_iall_reduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
+                               dt_comm_work **work);
+DT_API int dt_comm_iall_gather_v(dt_comm *c, const void *send, void *recv, const size_t *counts, dt_dtype dt,
+                                 dt_comm_work **work);
+DT_API int dt_comm_iall_gather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_comm_work **work);
+DT_API int dt_comm_ireduce_scatter(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt,
+                                   dt_reduce_op op, dt_comm_work **work);
+DT_API int dt_comm_iall_to_all_v(dt_comm *c, const void *send, const size_t *sendcounts, void *recv,
+                                 const size_t *recvcounts, dt_dtype dt, dt_comm_work **work);
+DT_API int dt_comm_iall_to_all(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype dt, dt_comm_work **work);
+DT_API int dt_comm_ibroadcast(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root, dt_comm_work **work);
+/* Blocks until w completed; DT_OK, or DT_ERR with the collective's error.  A second wait
+ * is an error ("already waited"). */
+DT_API int dt_comm_work_wait(dt_comm_work *w);
+/* *done = 1 when w completed (never blocks). */
+DT_API void dt_comm_work_test(dt_comm_work *w, int *done);
+/* Releases w; one not yet completed is waited for first (its buffers are in use). */
+DT_API void dt_comm_work_free(dt_comm_work *w);
+/* Waits for every async call this rank issued (on any of its communicators) to complete. */
+DT_API void dt_comm_async_drain(dt_comm *c);
+/* The end of the rank's program: drains, then DT_ERR when some work was never waited
+ * ("N async collective(s) ... never waited") or one that was never waited failed. */
+DT_API int dt_comm_async_finish(dt_comm *c);
 
 /* Installs c's observer (fn NULL: none). */
 DT_API void dt_comm_set_observer(dt_comm *c, dt_comm_observer_fn fn, void *ud);

@@ -515,9 +515,13 @@ static int agree_setting(MPI_Comm comm, const char *name) {
 }
 
 dt_comm *dt_mpi_world_comm(int *argc, char ***argv) {
-  int init = 0;
+  int init = 0, threads = MPI_THREAD_SINGLE;
   MPI_Initialized(&init);
-  if (!init && MPI_Init(argc, argv) != MPI_SUCCESS) return dt_error("MPI_Init failed"), NULL;
+  /* serialized: the rank's async calls run on its communication thread (comm_async.c), never
+   * two MPI calls of a rank at once */
+  if (!init && MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &threads) != MPI_SUCCESS)
+    return dt_error("MPI_Init failed"), NULL;
+  if (init) MPI_Query_thread(&threads);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm comm; /* our own communicator: user MPI code cannot collide with ours */
   if (MPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS) return dt_error("MPI_Comm_dup failed"), NULL;
@@ -530,6 +534,7 @@ dt_comm *dt_mpi_world_comm(int *argc, char ***argv) {
   if (to && *to && (*end || timeout != timeout)) timeout = DEFAULT_TIMEOUT; /* the launcher warns */
   mpi_comm *c = comm_wrap(comm, NULL, dbg && strstr(dbg, "collectives") != NULL, timeout);
   if (!c) return dt_error("MPI: out of memory"), NULL;
+  c->base.async_inline = threads < MPI_THREAD_SERIALIZED;
   c->watch = dt_mpi_watch_new(comm);
   c->owns_watch = 1;
   if (!c->watch) return m_destroy(&c->base), dt_error("MPI: cannot create the status communicator"), NULL;

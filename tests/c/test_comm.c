@@ -224,6 +224,32 @@ static int early_exit(dt_comm *c, int rank) {
 
 static void test_threads_exited_peer(void) { CHECK(spmd(early_exit, 0) == N); }
 
+/* Async calls: two outstanding, a blocking call after them (it drains them), waited out of
+ * order; a second wait is an error; a work freed unwaited completes first and is reported by
+ * the end-of-program check. */
+static int async_calls(dt_comm *c, int rank) {
+  float a[8], b[8], x[2] = {1, 1}, mine = (float)rank, y[N] = {0};
+  for (int i = 0; i < 8; i++) a[i] = (float)(rank + i), b[i] = (float)(10 * rank);
+  dt_comm_work *wa = NULL, *wb = NULL, *wc = NULL;
+  int ok = dt_comm_iall_reduce(c, a, a, 8, DT_FLOAT32, DT_REDUCE_SUM, &wa) == DT_OK &&
+           dt_comm_iall_reduce(c, b, b, 8, DT_FLOAT32, DT_REDUCE_MAX, &wb) == DT_OK;
+  ok = ok && dt_comm_all_reduce(c, x, x, 2, DT_FLOAT32, DT_REDUCE_SUM) == DT_OK && x[0] == N;
+  int done = 0;
+  if (ok) dt_comm_work_test(wa, &done);
+  ok = ok && done && dt_comm_work_wait(wb) == DT_OK && dt_comm_work_wait(wa) == DT_OK;
+  ok = ok && a[1] == (float)(N * 1 + N * (N - 1) / 2) && b[0] == (float)(10 * (N - 1));
+  ok = ok && dt_comm_work_wait(wa) == DT_ERR && strstr(dt_error_message(), "already waited");
+  dt_comm_work_free(wa);
+  dt_comm_work_free(wb);
+  ok = ok && dt_comm_iall_gather(c, &mine, y, 1, DT_FLOAT32, &wc) == DT_OK;
+  dt_comm_work_free(wc); /* unwaited: completes first */
+  ok = ok && y[N - 1] == (float)(N - 1);
+  return ok && dt_comm_async_finish(c) == DT_ERR &&
+         strstr(dt_error_message(), "1 async collective(s) never waited (all_gather x1)");
+}
+
+static void test_threads_async(void) { CHECK(spmd(async_calls, 10) == N); }
+
 int main(void) {
   TEST_CASE(test_reduce_ops_bf16_accumulates_in_f32);
   TEST_CASE(test_reduce_ops_max_min_bool_avg);
@@ -232,5 +258,6 @@ int main(void) {
   TEST_CASE(test_threads_mismatch);
   TEST_CASE(test_threads_timeout);
   TEST_CASE(test_threads_exited_peer);
+  TEST_CASE(test_threads_async);
   return CTEST_END();
 }

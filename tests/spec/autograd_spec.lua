@@ -256,6 +256,45 @@ describe("hooks and retain_grad", function()
                    1, true)
   end)
 
+  it("queue_callback runs after every node of the backward, in the order queued, once", function()
+    local x = leaf({1.0, 2.0})
+    local order = {}
+    x:register_hook(function()
+      dt.autograd.queue_callback(function() order[#order + 1] = "first, grad " .. tostring(x.grad ~= nil) end)
+      dt.autograd.queue_callback(function() order[#order + 1] = "second" end)
+      order[#order + 1] = "hook"
+    end)
+    ;(x * x):sum():backward()
+    assert.are.same({"hook", "first, grad true", "second"}, order)
+    close({2, 4}, x.grad)
+    ;(x * 3):sum():backward() -- a new backward: only its own callbacks
+    assert.are.same({"hook", "first, grad true", "second", "hook", "first, grad true", "second"}, order)
+    local y, ran = leaf({3.0}), false -- autograd.grad runs them too
+    local z = y * y
+    z:register_hook(function() dt.autograd.queue_callback(function() ran = true end) end)
+    close({6}, dt.autograd.grad(z:sum(), y))
+    assert.is_true(ran)
+    assert.matches("queue_callback: no backward is running (call it from a hook or a custom backward)",
+                   err(dt.autograd.queue_callback, function() end), 1, true)
+    assert.matches("queue_callback: expected a function, got number",
+                   err(dt.autograd.queue_callback, 3), 1, true)
+  end)
+
+  it("a failing backward drops its callbacks; a callback's error is backward's", function()
+    local ran = false
+    local y = leaf({1.0})
+    y:register_hook(function()
+      dt.autograd.queue_callback(function() ran = true end)
+      error("hook failed")
+    end)
+    assert.matches("hook failed", err(function() (y * 2):sum():backward() end), 1, true)
+    assert.is_false(ran)
+    local z = leaf({1.0})
+    z:register_hook(function() dt.autograd.queue_callback(function() error("callback failed") end) end)
+    assert.matches("callback failed", err(function() (z * 2):sum():backward() end), 1, true)
+    ;(leaf({1.0}) * 2):sum():backward() -- the next backward is clean
+  end)
+
   it("retain_grad keeps the gradient of a computed tensor; others have none", function()
     local x = leaf({1.0, 2.0})
     local z, w = x * 2, x * 3

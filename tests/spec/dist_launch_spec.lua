@@ -69,6 +69,22 @@ describe("dtlua -n N", function()
     assert.matches("rank(s) {0} finished their program without joining it", out, 1, true)
   end)
 
+  it("async collectives never waited end the program with an error on every rank that issued them", function()
+    local out, rc = run("-n 2 -e " .. sh_quote("local w = dt.distributed.all_reduce(dt.ones(3), 'sum', {async_op = true})"))
+    assert.are_not.equal(0, rc)
+    for r = 0, 1 do
+      assert.matches("rank " .. r .. ": the program ended with 1 async collective(s) never waited (all_reduce x1)", out,
+                     1, true)
+    end
+    -- the peer that never issued it: the issuing rank's work fails instead of hanging
+    out, rc = run("-n 2 -e " .. sh_quote("if dt.rank() == 0 then dt.distributed.all_gather(dt.ones(3), " ..
+                                         "{async_op = true}) end"))
+    assert.are_not.equal(0, rc)
+    assert.matches("never waited (all_gather x1): call work:wait() on every work an async_op=true call returns; " ..
+                   "failed: all_gather: in group {0,1}, rank(s) {1} finished their program without joining it", out, 1,
+                   true)
+  end)
+
   it("os.exit on one rank ends that rank with its status", function()
     local _, rc = run("-n 2 -e " .. sh_quote("os.exit(dt.rank() == 1 and 3 or 0)"))
     assert.are_not.equal(0, rc)
@@ -181,6 +197,15 @@ describe("under mpirun", function()
     assert.matches("rank 0 all_reduce(sum, float32, 4 elements) in group {0,1,2}", out, 1, true)
     assert.matches("rank 1 all_reduce(sum, float32, 4 elements) in group {0,1}", out, 1, true)
     assert.matches("rank 2 did not answer", out, 1, true)
+  end)
+
+  it("an async collective that one rank never issued fails the issuing rank instead of hanging", function()
+    if not mpirun_prefix() then return end
+    local prog = "if dt.rank() == 0 then local w = dt.distributed.all_reduce(dt.ones(2), 'sum', {async_op = true}) " ..
+                 "print(pcall(w.wait, w)) end"
+    local out, rc = mrun(2, "-e " .. sh_quote(prog), "DTLUA_TIMEOUT=20")
+    assert.are_not.equal(0, rc)
+    assert.matches("the program ended while other ranks of group {0,1} wait in a collective", out, 1, true)
   end)
 
   it("os.exit(0) on one rank while the others wait ends the world with a message", function()

@@ -558,7 +558,8 @@ do
         err_of(D.all_reduce, dt.ones(2), "mode"):gsub("^all_reduce: ", ""))
       assert.are.equal("all_reduce: avg needs a floating dtype, got int64",
         err_of(D.all_reduce, dt.ones(2, {dtype = "int64"}), "avg"))
-      assert.are.equal("all_reduce: argument #3 must be a group (from dt.distributed.new_group) or nil",
+      assert.are.equal("all_reduce: argument #3 must be a group (from dt.distributed.new_group), an options table "
+        .. "{group =, async_op =} or nil",
         err_of(D.all_reduce, dt.ones(2), "sum", "world"))
       assert.is_truthy(err_of(D.all_reduce, 7):match("tensor expected, got number"))
       D.barrier() -- the world still works after every rank raised

@@ -93,6 +93,38 @@ describe("fully_shard", function()
     for _, mod in ipairs {m, m.a, m.b} do assert.is_true(rawget(mod, "_fsdp").full:_storage_released()) end
   end)
 
+  it("prefetch: the next block's all_gather runs during a block's forward, the previous one's during its backward",
+     function()
+    local ref, m = models()
+    local fsdp = function(mod) return rawget(mod, "_fsdp") end
+    local seen = {}
+    m.a.fc2:register_forward_hook(function() seen.fwd = fsdp(m.b).prefetched ~= nil end) -- inside a's compute
+    m.b.fc1:register_forward_hook(function(_, _, out)
+      out:register_hook(function() seen.bwd = fsdp(m.a).prefetched ~= nil end) -- inside b's backward
+    end)
+    for step = 1, 2 do -- the first forward records the blocks' order, the second prefetches by it
+      m:zero_grad(); ref:zero_grad()
+      local X, x = batch(step)
+      local y
+      local fwd = dt.comm_debug(function() y = m(x):pow(2):mean() end)
+      local bwd = dt.comm_debug(function() y:backward() end)
+      assert.are.equal(3 * one, fwd.all_gather) -- the counts prefetch leaves alone
+      assert.are.equal(2 * one, bwd.all_gather)
+      assert.are.equal(3 * one, bwd.reduce_scatter)
+      ref(X):pow(2):mean():backward()
+      for _, np in ipairs(m:named_parameters()) do
+        local g, w = np[2].grad:full_tensor(), ref:get_parameter(np[1]).grad
+        assert.is_true(dt.allclose(g, w, {rtol = 1e-9, atol = 1e-12}), "step " .. step .. ": gradient of " .. np[1])
+      end
+    end
+    assert.is_true(seen.fwd, "b's gather in flight while a computes")
+    assert.is_true(seen.bwd, "a's gather in flight while b's backward runs")
+    for _, mod in ipairs {m, m.a, m.b} do
+      assert.is_nil(fsdp(mod).prefetched)
+      assert.is_true(fsdp(mod).full:_storage_released())
+    end
+  end)
+
   it("DTensor parameters (Replicate on dp) and a batch-sharded DTensor input: gradients summed", function()
     dt.manual_seed(3)
     local ref = MLP(5, 7, 3):double()

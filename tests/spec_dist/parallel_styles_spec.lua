@@ -548,17 +548,23 @@ describe("replicate (data parallel)", function()
     end
   end)
 
-  it("a bucket is averaged during backward, as soon as its gradients are in", function()
+  it("a bucket's async all_reduce starts as soon as its gradients are in; backward's end writes the averages", function()
     local mesh = mesh1()
     local m = MLP(true)
-    local fc2_when_fc1_arrives
-    m.fc1.bias:register_hook(function() fc2_when_fc1_arrives = m.fc2.weight.grad:clone() end) -- runs before replicate's
+    local in_flight, fc2_when_fc1_arrives
+    m.fc1.bias:register_hook(function() -- runs before replicate's: fc2's bucket was launched
+      in_flight = #rawget(m, "_replicate").pending
+      fc2_when_fc1_arrives = m.fc2.weight.grad:clone()
+    end)
     P.replicate(m, mesh, {bucket_cap_mb = (2 * D * D * 8 + 1) / 2 ^ 20})
     local x = H.values({2, D}, "float64") * (rank + 1) -- each rank its own batch
     m(x):pow(2):mean():backward()
-    close(fc2_when_fc1_arrives, m.fc2.weight.grad, "fc2's gradient was averaged before fc1's arrived")
+    assert.are.equal(n > 1 and 1 or 0, in_flight)
+    assert.are.equal(0, #rawget(m, "_replicate").pending) -- waited by the end of backward
     local all = dt.distributed.all_gather(m.fc2.weight.grad:reshape(1, -1))
     for r = 2, n do close(all[r], all[1], "the ranks' averages agree") end
+    local local_grads = dt.distributed.all_gather(fc2_when_fc1_arrives:reshape(1, -1))
+    close(m.fc2.weight.grad:reshape(1, -1), local_grads:mean(1, true), "the average of the ranks' gradients")
   end)
 
   it("the default bucket (25 MB) takes every gradient: one all_reduce", function()

@@ -25,8 +25,9 @@
 --    backward that follows at once.  A pass-through Function on the outputs
 --    (fsdp_pre_backward) gathers them again before the block's backward; the unshard node's
 --    backward frees them after the reduce_scatter.
---  * No prefetch: dtlua's collectives are synchronous (no async form reachable from Lua), so
---    nothing could overlap with the block's compute; every gather happens where it is needed.
+--  * Prefetch (as FSDP2's implicit prefetch): in forward, a block issues the next block's
+--    all_gather async before its own compute; in backward, a block's pre-backward gather issues
+--    the previous block's.  The same collectives, counted once, the same bytes (see below).
 local core = require "dtensor.core"
 local L = require "dtensor.parallel.layouts"
 local mesh_arg = require("dtensor.parallel.distribute_module").mesh_arg
@@ -175,9 +176,18 @@ end
 
 local function local_of(t) return core.is_dtensor(t) and t:to_local() or t end
 
--- one all_gather of the shards into st.full (its storage brought back when released)
-local function gather(st)
-  core.no_grad(function()
+-- ---- prefetch (FSDP2's implicit prefetch) ----
+-- A block's all_gather is issued async while the block before it computes: in forward, the
+-- block that followed it in the last forward of the same outermost module; in backward, the
+-- block that preceded it in this forward.  gather() consumes it; nothing else changes (the
+-- same all_gather, counted once, the same bytes).  A prefetch that no gather consumed (the
+-- control flow changed) is completed and dropped when the forward or backward ends, so that
+-- an optimizer step in between never leaves stale values.
+local prefetching = {} -- states with a prefetched gather, in issue order
+
+-- the shards packed (padded to equal sizes) and their all_gather issued: {work, out}
+local function gather_start(st)
+  return core.no_grad(function()
     local parts = {}
     for _, e in ipairs(st.params) do
       local l = local_of(e.sharded):reshape(-1)
@@ -187,7 +197,34 @@ local function gather(st)
     end
     local flat = #parts == 1 and parts[1] or core.cat(parts)
     if flat.dtype ~= st.param_dtype then flat = flat:to(st.param_dtype) end
-    local all = (st.n == 1 and flat or D.all_gather(flat, st.group)):view(st.n, st.shard_numel)
+    if st.n == 1 then return {out = flat} end
+    return {work = D.all_gather(flat, {group = st.group, async_op = true})}
+  end)
+end
+
+local function prefetch(st)
+  if st == nil or st.prefetched or #st.params == 0 then return end
+  st.prefetched = gather_start(st)
+  prefetching[#prefetching + 1] = st
+end
+
+-- completes every prefetch not consumed (their all_gathers were issued on every rank)
+local function drop_prefetches()
+  for _, st in ipairs(prefetching) do
+    local p = st.prefetched
+    st.prefetched = nil
+    if p and p.work then p.work:wait() end
+  end
+  prefetching = {}
+end
+
+-- the all_gather of the shards (the prefetched one, else one issued now) into st.full (its
+-- storage brought back when released)
+local function gather(st)
+  local p = st.prefetched or gather_start(st)
+  st.prefetched = nil
+  core.no_grad(function()
+    local all = (p.work and p.work:wait() or p.out):view(st.n, st.shard_numel)
     for _, e in ipairs(st.params) do
       e.region:_refill_(all:narrow(2, e.off + 1, e.c * e.row))
     end
@@ -299,11 +336,18 @@ local PreBackward = Function {
   name = "fsdp_pre_backward",
   keeps_partial = true,
   forward = function(ctx, st, ...)
-    ctx.st = st
+    ctx.st, ctx.before = st, st.pass_before
     return ...
   end,
   backward = function(ctx, ...)
-    if ctx.st.full:_storage_released() then gather(ctx.st) end
+    if ctx.st.full:_storage_released() then
+      gather(ctx.st)
+      local before = ctx.before -- the block whose backward comes next: its gather overlaps this one's
+      if before and before.full:_storage_released() then
+        if #prefetching == 0 then core.autograd.queue_callback(drop_prefetches) end
+        prefetch(before)
+      end
+    end
     return nil, ...
   end,
 }
@@ -312,9 +356,16 @@ local function set_params(st, values)
   for i, e in ipairs(st.params) do rawget(e.sub, "_parameters")[e.pname] = values[i] end
 end
 
+-- the forward of the outermost sharded module running now: the order its blocks ran in
+local pass = nil
+
 local function pre_forward(st)
   st.outermost = active == 0
   active = active + 1
+  if st.outermost then pass = {root = st} end
+  st.pass_before = pass.last
+  if pass.last then pass.last.next_in[pass.root] = st end
+  pass.last = st
   local recording = core.is_grad_enabled() and st.any_grad
   st.recording = recording
   local compute
@@ -327,6 +378,7 @@ local function pre_forward(st)
     compute = views(st)
   end
   set_params(st, compute)
+  prefetch(st.next_in[pass.root]) -- the next block's gather overlaps this block's compute
 end
 
 local function wrap_outputs(st, output)
@@ -348,6 +400,10 @@ end
 
 local function post_forward(st, output)
   active = math.max(active - 1, 0)
+  if st.outermost and pass then -- the end of the pass: its last block has no next one
+    if pass.last then pass.last.next_in[pass.root] = nil end
+    drop_prefetches()
+  end
   local sharded = {}
   for i, e in ipairs(st.params) do sharded[i] = e.sharded end
   set_params(st, sharded)
@@ -371,7 +427,7 @@ function M.fully_shard(module, mesh, opts)
   if rawget(module, "_fsdp") then error(WHO .. ": the module (" .. module.__name .. ") is sharded already", 2) end
   local dim = dp_dim(mesh, opts.mesh_dim, WHO)
   local st = {mesh = mesh, dim = dim, reshard = L.boolean(opts.reshard_after_forward, true, WHO,
-              "reshard_after_forward", 2), params = {}}
+              "reshard_after_forward", 2), params = {}, next_in = setmetatable({}, {__mode = "k"})}
   local mp = mp_option(opts.mp_policy)
   local coord = mesh:get_coordinate()
   if not coord then return module end -- off the mesh: nothing to shard

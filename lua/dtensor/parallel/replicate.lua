@@ -12,11 +12,13 @@
 --    group, so the replicas start equal (as DDP).
 --  * A hook on each parameter (t:register_hook) hands its gradient to its bucket
 --    (lua/dtensor/parallel/buckets.lua).  When a bucket has all its gradients, and every
---    bucket before it was launched, its local tensors are flattened into one buffer, averaged
---    by one all_reduce over the dp group, and written back: the gradient in hand is replaced
---    by its average, those already accumulated in .grad get (average - gradient) added.
---    Hooks run in the same order on every rank (the engine's order), so the buckets' all_reduces
---    match.
+--    bucket before it was launched, its local tensors are flattened into one buffer and
+--    averaged by one async all_reduce over the dp group, which runs while backward computes
+--    the next gradients (DDP's overlap).  At the end of backward (a callback queued with
+--    dt.autograd.queue_callback) every bucket is waited and written back: a .grad that this
+--    backward created becomes the average, one that held earlier gradients gets
+--    (average - gradient) added.  Hooks run in the same order on every rank (the engine's
+--    order), so the buckets' all_reduces match.
 --  * Every parameter that requires grad must receive a gradient in each backward (as DDP
 --    without find_unused_parameters): the next forward raises, naming those that did not.
 local core = require "dtensor.core"
@@ -98,34 +100,39 @@ local function broadcast_state(module, group, src)
   end)
 end
 
--- one all_reduce(avg) of a complete bucket; returns the replacement of the gradient of
--- `current` (the parameter whose hook is running) when it is in this bucket
-local function reduce(state, b, current)
+-- one async all_reduce(avg) of a complete bucket, waited by finish() at the end of backward
+local function launch(state, b)
   local grads, flat_parts = b.grads, {}
   b.grads, b.ready = {}, 0
-  if state.group_size == 1 then return nil end -- the average of one gradient
+  if state.group_size == 1 then return end -- the average of one gradient
   for i = 1, #b.slots do flat_parts[i] = local_of(grads[i]):reshape(-1) end
   local flat = #flat_parts == 1 and flat_parts[1]:clone() or core.cat(flat_parts)
-  D.all_reduce(flat, "avg", state.group)
-  local replacement, off = nil, 0
-  for i, slot in ipairs(b.slots) do
-    local g = grads[i]
-    local gl = local_of(g)
-    local n = gl:numel()
-    local avg = flat:narrow(1, off + 1, n):reshape(gl:size())
-    off = off + n
-    if slot == current then
-      replacement = core.is_dtensor(g) and core.from_local(avg, g.device_mesh, g.placements, {shape = g:size()}) or avg
-    else -- its gradient was accumulated already
+  local work = D.all_reduce(flat, "avg", {group = state.group, async_op = true})
+  if #state.pending == 0 then core.autograd.queue_callback(function() state.finish() end) end
+  state.pending[#state.pending + 1] = {bucket = b, grads = grads, flat = flat, work = work}
+end
+
+-- the end of backward: every bucket's average into .grad (a .grad this backward created
+-- becomes the average; one that held earlier gradients gets average - gradient added)
+local function finish(state)
+  local pending = state.pending
+  state.pending = {}
+  for _, p in ipairs(pending) do
+    p.work:wait()
+    local off = 0
+    for i, slot in ipairs(p.bucket.slots) do
+      local gl = local_of(p.grads[i])
+      local n = gl:numel()
+      local avg = p.flat:narrow(1, off + 1, n):reshape(gl:size())
+      off = off + n
       local acc = slot.param.grad
       if acc == nil then
         error("replicate: parameter '" .. slot.name .. "' has no .grad: gradients are averaged in backward() " ..
               "(dt.autograd.grad is not supported on a replicated module)", 0)
       end
-      local_of(acc):add_(avg - gl)
+      if slot.fresh then local_of(acc):copy_(avg) else local_of(acc):add_(avg - gl) end
     end
   end
-  return replacement
 end
 
 local function on_grad(state, slot, g)
@@ -134,20 +141,23 @@ local function on_grad(state, slot, g)
     error("replicate: parameter '" .. slot.name .. "' got a second gradient before its bucket was reduced", 0)
   end
   b.grads[slot.pos] = g
+  slot.fresh = slot.param.grad == nil -- hooks run before the gradient is accumulated
   b.ready = b.ready + 1
   if b.ready < #b.slots then return nil end
-  local replacement
   local bs = state.buckets
   while state.next <= #bs and bs[state.next].ready == #bs[state.next].slots do
-    replacement = reduce(state, bs[state.next], slot) or replacement
+    launch(state, bs[state.next])
     state.next = state.next + 1
   end
   if state.next > #bs then state.next = 1 end
-  return replacement
+  return nil
 end
 
 -- before each forward: the previous backward must have reduced every bucket
 local function check_finished(state)
+  -- a backward that failed before its end left works running: complete them, unused
+  for _, p in ipairs(state.pending) do pcall(p.work.wait, p.work) end
+  state.pending = {}
   local missing = {}
   for _, b in ipairs(state.buckets) do
     if b.ready > 0 then
@@ -184,7 +194,8 @@ function M.replicate(module, mesh, opts)
     local l = local_of(e.param)
     sizes[i] = {name = e.name, dtype = l.dtype, bytes = l:numel() * l:element_size()}
   end
-  local state = {group = group, group_size = group:size(), buckets = {}, next = 1, handles = {}}
+  local state = {group = group, group_size = group:size(), buckets = {}, next = 1, handles = {}, pending = {}}
+  state.finish = function() finish(state) end
   for k, list in ipairs(buckets_of(sizes, cap * 1024 * 1024)) do
     local b = {index = k, slots = {}, grads = {}, ready = 0}
     for pos, i in ipairs(list) do
