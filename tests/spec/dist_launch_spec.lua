@@ -507,16 +507,15 @@ do
 
     it("a rank that ends while others wait for it fails them (threads; MPI with DTLUA_DEBUG=collectives)", function()
       local prog = sh_quote("if dt.rank() >= 1 then dt.distributed.all_reduce(dt.ones(2)) end")
-      -- rank 0 is always named first; under load a waiting rank that already failed out may be
-      -- named beside it ({0,1} or {0,2}): a known race of the threads backend (doc/status.md)
-      local msg = "all_reduce: in group {0,1,2}, rank%(s%) {0[,12]*} finished their program without joining it"
+      -- only rank 0 ended; rank 1 or 2 may be late or fail out first, and is never named
+      local msg = "all_reduce: in group {0,1,2}, rank(s) {0} finished their program without joining it"
       local out, rc = run("-n 3 -e " .. prog)
       assert.are_not.equal(0, rc)
-      assert.matches(msg, out)
+      assert.matches(msg, out, 1, true)
       if not mpirun then return end
       out, rc = mrun(3, "-e " .. prog, "DTLUA_DEBUG=collectives")
       assert.are_not.equal(0, rc)
-      assert.matches(msg, out)
+      assert.matches(msg, out, 1, true)
     end)
 
     local stuck = "if dt.rank() ~= 2 then dt.distributed.all_gather(dt.ones(4)) " ..
