@@ -69,11 +69,27 @@ describe("dtlua -n N", function()
     assert.matches("rank(s) {0} finished their program without joining it", out, 1, true)
   end)
 
-  it("os.exit on one rank ends that rank with its status", function()
-    local _, rc = run("-n 2 -e " .. sh_quote("os.exit(dt.rank() == 1 and 3 or 0)"))
-    assert.are_not.equal(0, rc)
+  it("os.exit on one rank ends that rank; a failing code is the run's exit status", function()
+    local out, rc = run("-n 2 -e " .. sh_quote("os.exit(dt.rank() == 1 and 3 or 0)"))
+    assert.are.equal(3, rc, out)
+    assert.matches("dtlua: rank 1: os.exit(3): the run's exit status", out, 1, true)
     _, rc = run("-n 2 -e " .. sh_quote("os.exit(0)"))
     assert.are.equal(0, rc)
+    _, rc = run("-n 3 -e " .. sh_quote("os.exit(dt.rank() ~= 2)"))
+    assert.are.equal(1, rc)
+    -- a code that is 0 modulo 256 still fails the run
+    _, rc = run("-n 2 -e " .. sh_quote("if dt.rank() == 1 then os.exit(256) end"))
+    assert.are.equal(1, rc)
+  end)
+
+  it("os.exit with different codes on several ranks: the first failing rank's code, as mpirun", function()
+    -- rank 1 exits at once; rank 2 would exit with 6 later but is torn down by rank 1's exit
+    local prog = "if dt.rank() == 1 then os.exit(5) end local t = os.clock() " ..
+                 "while os.clock() - t < 1 do end if dt.rank() == 2 then os.exit(6) end"
+    local out, rc = run("-n 3 -e " .. sh_quote(prog))
+    assert.are.equal(5, rc, out)
+    assert.matches("dtlua: rank 1: os.exit(5)", out, 1, true)
+    assert.not_matches("os.exit(6)", out, 1, true)
   end)
 
   it("rejects a bad -n and an unknown backend", function()
@@ -452,6 +468,14 @@ do
       assert.are.equal(0, rc)
       _, rc = mrun(2, "-e " .. sh_quote("if dt.rank() == 1 then error('late') end"))
       assert.are_not.equal(0, rc)
+      local out
+      out, rc = mrun(2, "-e " .. sh_quote("if dt.rank() == 1 then os.exit(3) end"))
+      assert.are.equal(3, rc, out)
+      assert.matches("dtlua: rank 1: os.exit(3): the run's exit status", out, 1, true)
+      -- the first failing rank's code (MPI_Abort's), as for any mpirun job
+      out, rc = mrun(3, "-e " .. sh_quote("if dt.rank() == 1 then os.exit(5) end local t = os.clock() " ..
+                                          "while os.clock() - t < 1 do end if dt.rank() == 2 then os.exit(6) end"))
+      assert.are.equal(5, rc, out)
     end)
   end)
 
