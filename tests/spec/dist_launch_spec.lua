@@ -4,6 +4,10 @@ local H = require("tests.spec.support.launch_helpers")
 local DTLUA, sh_quote, run, mpirun_prefix = H.DTLUA, H.sh_quote, H.run, H.mpirun_prefix
 
 local count = H.count
+-- os.exit with two codes: rank 1 exits with 5 at once; rank 2 would exit with 6 later but is
+-- torn down first
+local two_exit_codes = "if dt.rank() == 1 then os.exit(5) end local t = os.clock() " ..
+                       "while os.clock() - t < 1 do end if dt.rank() == 2 then os.exit(6) end"
 
 describe("dtlua -n N", function()
   it("runs every rank and exits 0 when all succeed", function()
@@ -83,10 +87,7 @@ describe("dtlua -n N", function()
   end)
 
   it("os.exit with different codes on several ranks: the first failing rank's code, as mpirun", function()
-    -- rank 1 exits at once; rank 2 would exit with 6 later but is torn down by rank 1's exit
-    local prog = "if dt.rank() == 1 then os.exit(5) end local t = os.clock() " ..
-                 "while os.clock() - t < 1 do end if dt.rank() == 2 then os.exit(6) end"
-    local out, rc = run("-n 3 -e " .. sh_quote(prog))
+    local out, rc = run("-n 3 -e " .. sh_quote(two_exit_codes))
     assert.are.equal(5, rc, out)
     assert.matches("dtlua: rank 1: os.exit(5)", out, 1, true)
     assert.not_matches("os.exit(6)", out, 1, true)
@@ -500,8 +501,7 @@ do
       assert.are.equal(3, rc, out)
       assert.matches("dtlua: rank 1: os.exit(3): the run's exit status", out, 1, true)
       -- the first failing rank's code (MPI_Abort's), as for any mpirun job
-      out, rc = mrun(3, "-e " .. sh_quote("if dt.rank() == 1 then os.exit(5) end local t = os.clock() " ..
-                                          "while os.clock() - t < 1 do end if dt.rank() == 2 then os.exit(6) end"))
+      out, rc = mrun(3, "-e " .. sh_quote(two_exit_codes))
       assert.are.equal(5, rc, out)
     end)
   end)
