@@ -485,7 +485,7 @@ do
       _, rc = run("-n 4 -e " .. sh_quote("if dt.rank() == 3 then error('late') end"))
       assert.are_not.equal(0, rc)
       _, rc = run("-n 4 -e " .. sh_quote("if dt.rank() == 3 then os.exit(2) end"))
-      assert.are_not.equal(0, rc)
+      assert.are.equal(2, rc)
       _, rc = run("-n 4 -e " .. sh_quote("os.exit(true)"))
       assert.are.equal(0, rc)
     end)
