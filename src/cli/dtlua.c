@@ -66,7 +66,11 @@ int dtlua_report(lua_State *L, int status) {
   if (status != LUA_OK && dtlua_is_exit(L, -1, &code)) { /* os.exit of one of several ranks */
     lua_pop(L, 1);
     if (code == 0) dtlua_rank_clean_exit(L);
-    else dtlua_rank_error(L, progname, "os.exit with a failure status");
+    else {
+      char msg[64];
+      snprintf(msg, sizeof msg, "os.exit(%d): the run's exit status", code);
+      dtlua_rank_fail(L, progname, msg, code);
+    }
   } else if (status != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     if (!msg) msg = "(error object is not a string)";

@@ -38,6 +38,7 @@ struct launcher {
   dt_threads_world *world;
   pthread_mutex_t mu;
   int failed;
+  int exit_code; /* the first failing rank's exit status */
   rank_rec *ranks;
 };
 
@@ -48,13 +49,18 @@ static void abort_hook(lua_State *L, lua_Debug *ar) {
 }
 
 void dtlua_rank_error(lua_State *L, const char *progname, const char *msg) {
+  dtlua_rank_fail(L, progname, msg, EXIT_FAILURE);
+}
+
+void dtlua_rank_fail(lua_State *L, const char *progname, const char *msg, int code) {
+  if ((code & 0xff) == 0) code = EXIT_FAILURE; /* a failure must not read as success mod 256 */
   lua_getfield(L, LUA_REGISTRYINDEX, RANK_KEY);
   rank_rec *rec = lua_touserdata(L, -1);
   lua_pop(L, 1);
   if (!rec || rec->la->n == 1) { /* a single rank: the stock lua message */
     fprintf(stderr, "%s: %s\n", progname, msg);
     fflush(stderr);
-    if (rec) rec->la->failed = 1;
+    if (rec && !rec->la->failed) rec->la->failed = 1, rec->la->exit_code = code;
     return;
   }
   launcher *la = rec->la;
@@ -62,11 +68,12 @@ void dtlua_rank_error(lua_State *L, const char *progname, const char *msg) {
   int first = !la->failed;
   la->failed = 1;
   if (first) {
+    la->exit_code = code;
     fprintf(stderr, "%s: rank %d: %s\n", progname, rec->rank, msg);
     fflush(stderr);
   }
   pthread_mutex_unlock(&la->mu);
-  if (la->is_mpi) dt_mpi_abort(1);
+  if (la->is_mpi) dt_mpi_abort(code); /* mpirun exits with the first abort's code */
   if (!first) return; /* a consequence of the first failure: already reported */
   char reason[96];
   snprintf(reason, sizeof reason, "rank %d failed", rec->rank);
@@ -233,7 +240,7 @@ static int launch_threads(launcher *la, int argc, char **argv) {
     if (!started[r]) {
       fprintf(stderr, "dtlua: cannot start the thread of rank %d\n", r);
       dt_threads_world_abort(la->world, "a rank thread could not start");
-      la->failed = 1;
+      la->failed = 1, la->exit_code = EXIT_FAILURE;
     }
   }
   run_rank(&la->ranks[0]);
@@ -248,7 +255,7 @@ static int launch_threads(launcher *la, int argc, char **argv) {
   }
   free(tids), free(started), free(la->ranks);
   dt_threads_world_free(la->world);
-  return ok && !la->failed ? EXIT_SUCCESS : EXIT_FAILURE;
+  return ok && !la->failed ? EXIT_SUCCESS : la->exit_code ? la->exit_code : EXIT_FAILURE;
 }
 
 static int launch_mpi(launcher *la, int argc, char **argv) {
@@ -285,7 +292,7 @@ static int launch_mpi(launcher *la, int argc, char **argv) {
   free_argv(argc, rec.argv);
   if (!rec.ok && la->n > 1) dt_mpi_abort(1); /* e.g. a failure reported before the context existed */
   dt_mpi_finalize();
-  return rec.ok ? EXIT_SUCCESS : EXIT_FAILURE;
+  return rec.ok ? EXIT_SUCCESS : la->exit_code ? la->exit_code : EXIT_FAILURE;
 }
 
 int dtlua_launch(const dtlua_launch_opts *o, int argc, char **argv, dtlua_rank_main fn) {

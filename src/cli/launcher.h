@@ -23,6 +23,9 @@ int dtlua_launch(const dtlua_launch_opts *o, int argc, char **argv, dtlua_rank_m
 /* Reports a fatal error of the rank that owns L: printed once per world with the rank and
  * the message (its traceback included), then the world is torn down. */
 void dtlua_rank_error(lua_State *L, const char *progname, const char *msg);
+/* The same with the process's exit status: the first failing rank's code is the run's
+ * (os.exit(3) on one rank: dtlua and mpirun exit with 3). */
+void dtlua_rank_fail(lua_State *L, const char *progname, const char *msg, int code);
 
 /* os.exit inside a rank must not end the other ranks' process: with several ranks it
  * raises an exit object instead, which ends this rank's program with that status.  True

@@ -57,10 +57,11 @@ dt_threads_world *dt_threads_world_new(int size, double timeout_s) {
   pthread_mutex_init(&w->mu, NULL);
   w->exited = calloc((size_t)size, sizeof *w->exited);
   w->line_done = calloc((size_t)size, sizeof *w->line_done);
+  w->failed_out = calloc((size_t)size, sizeof *w->failed_out);
   w->waiting_in = calloc((size_t)size, sizeof *w->waiting_in);
   w->waiting_seq = calloc((size_t)size, sizeof *w->waiting_seq);
   int *all = malloc(sizeof(int) * (size_t)size);
-  if (!w->exited || !w->line_done || !w->waiting_in || !w->waiting_seq || !all) {
+  if (!w->exited || !w->line_done || !w->failed_out || !w->waiting_in || !w->waiting_seq || !all) {
     free(all), dt_threads_world_free(w);
     return dt_error("threads world: out of memory"), NULL;
   }
@@ -79,6 +80,7 @@ void dt_threads_world_free(dt_threads_world *w) {
   }
   free(w->exited);
   free(w->line_done);
+  free(w->failed_out);
   free(w->waiting_in);
   free(w->waiting_seq);
   pthread_mutex_destroy(&w->mu);
@@ -226,26 +228,35 @@ static int stop_check(void *arg) {
     dt_error("%s: interrupted!", s->name);
     return 5;
   }
-  /* who are we waiting for? p2p: the peer; collectives: members that have not entered */
-  char missing[256];
-  int nmiss = 0, any_exited = 0, any_done = 0, list[64] = {0};
+  /* who are we waiting for? p2p: the peer; collectives: members that have not entered.
+   * Named: those that ended (program or line) on their own; a rank still running is only
+   * late, and one that failed out of a wait failed because of a peer (it is no early end). */
+  char ended[256];
+  int nmiss = 0, nend = 0, nfailed = 0, list[64] = {0}, ends[64] = {0}, fails[64] = {0};
   for (int r = 0; r < g->size && nmiss < 64; r++) {
     int waiting = s->peer >= 0 ? r == s->peer : atomic_load(&g->members[r].entered) < s->c->seq;
     if (!waiting) continue;
-    list[nmiss++] = g->world_ranks[r];
-    if (atomic_load(&w->exited[g->world_ranks[r]])) any_exited = 1;
-    if (!g->repl && atomic_load(&w->line_done[g->world_ranks[r]])) any_done = 1;
+    int p = g->world_ranks[r];
+    list[nmiss++] = p;
+    if (!atomic_load(&w->exited[p]) && (g->repl || !atomic_load(&w->line_done[p]))) continue;
+    if (atomic_load(&w->failed_out[p])) fails[nfailed++] = p;
+    else ends[nend++] = p;
   }
-  dt_comm_format_ranks(missing, sizeof missing, list, nmiss);
   for (int i = 0; s->peer < 0 && !g->repl && i < nmiss; i++)
     if (crossed_groups(s, list[i])) return 6;
-  if (any_exited) {
-    dt_error("%s: in group %s, rank(s) %s finished their program without joining it", s->name, g->label, missing);
+  dt_comm_format_ranks(ended, sizeof ended, nend ? ends : fails, nend ? nend : nfailed);
+  if (nend) {
+    int program = 0; /* the program's end wins over the line's: the REPL is not running then */
+    for (int i = 0; i < nend; i++) program |= atomic_load(&w->exited[ends[i]]);
+    dt_error("%s: in group %s, rank(s) %s finished %s without joining it", s->name, g->label, ended,
+             program ? "their program" : "the line");
     tc_break_group(g);
     return 3;
   }
-  if (any_done) { /* the REPL: they are waiting for the next line, not for us */
-    dt_error("%s: in group %s, rank(s) %s finished the line without joining it", s->name, g->label, missing);
+  if (nfailed) { /* their failure broke a group or the world: that cause, once it is visible */
+    if (atomic_load(&w->aborted) || atomic_load(&g->broken)) return 0;
+    dt_error("%s: in group %s, rank(s) %s failed in another collective without joining it", s->name,
+             g->label, ended);
     tc_break_group(g);
     return 3;
   }
@@ -253,6 +264,8 @@ static int stop_check(void *arg) {
   if (s->start == 0) s->start = now;
   double limit = s->c->base.timeout;
   if (limit > 0 && now - s->start > limit) {
+    char missing[256];
+    dt_comm_format_ranks(missing, sizeof missing, list, nmiss);
     if (nmiss)
       dt_error("%s: timed out after %g s in group %s: rank(s) %s did not arrive (DTLUA_TIMEOUT)", s->name, limit,
                g->label, missing);
@@ -264,9 +277,16 @@ static int stop_check(void *arg) {
   return 0;
 }
 
+/* This rank fails because of a peer (or the world): its end is not an early end. */
+static void mark_failed_out(tc_comm *c) {
+  atomic_store(&c->g->world->failed_out[c->g->world_ranks[c->base.rank]], 1);
+}
+
 int tc_wait(tc_comm *c, dt_spin_word *w, unsigned target, const char *name, int peer) {
   stop_ctx s = {c, name, peer, 0};
-  return dt_spin_wait_eq(w, target, stop_check, &s) ? DT_ERR : DT_OK;
+  if (!dt_spin_wait_eq(w, target, stop_check, &s)) return DT_OK;
+  mark_failed_out(c);
+  return DT_ERR;
 }
 
 static int group_barrier(tc_comm *c, const char *name) {
@@ -286,6 +306,7 @@ int tc_enter(tc_comm *c, const tc_desc *d, const char *name) {
   if (atomic_load(&g->world->aborted) || atomic_load(&g->broken)) {
     stop_ctx s = {c, name, -1, 0};
     stop_check(&s);
+    mark_failed_out(c);
     return DT_ERR;
   }
   c->seq++;

@@ -51,6 +51,8 @@ struct dt_threads_world {
   char reason[512];
   atomic_int *exited; /* per world rank */
   atomic_int *line_done; /* per world rank: finished the REPL's current line (threads_repl.c) */
+  atomic_int *failed_out; /* per world rank: failed in a wait because of a peer; its end is then
+                             a consequence, not an early end (reset with line_done) */
   struct tc_group *_Atomic *waiting_in; /* per world rank: the group whose entry it waits in, or NULL */
   atomic_uint *waiting_seq;             /* per world rank: that call's number in the group */
   tc_group *groups;   /* registry: one tc_group per rank list, shared by its members */

@@ -47,7 +47,7 @@ void dt_threads_line_over(dt_comm *world) {
   pthread_mutex_lock(&w->mu);
   for (tc_group *g = w->groups; g; g = g->next)
     if (!g->repl) reset_group(g);
-  for (int r = 0; r < w->size; r++) atomic_store(&w->line_done[r], 0);
+  for (int r = 0; r < w->size; r++) atomic_store(&w->line_done[r], 0), atomic_store(&w->failed_out[r], 0);
   atomic_store(&w->interrupted, 0);
   pthread_mutex_unlock(&w->mu);
 }
