@@ -73,7 +73,16 @@ int dt_dir_commit(const char *tmp, const char *path, const char *op) {
     free(old);
     return rc;
   }
-  if (dt_dir_remove(tmp, op) != DT_OK) return DT_ERR; /* tmp now holds the previous checkpoint */
+  { /* tmp now holds the previous checkpoint: move it off the tmp path before removing it, so a
+     * rank still finishing its marker step finds no directory there (not the old checkpoint) */
+    char *gone = malloc(strlen(tmp) + 48);
+    if (!gone) return dt_error("%s: out of memory", op);
+    sprintf(gone, "%s.old.%ld.%ld", tmp, (long)getpid(), (long)syscall(SYS_gettid));
+    int rc = rename(tmp, gone) == 0 ? dt_dir_remove(gone, op)
+                                    : dt_error("%s: %s: cannot move the previous checkpoint aside (%s)", op, tmp, strerror(errno));
+    free(gone);
+    if (rc != DT_OK) return DT_ERR;
+  }
 done : {
   char *parent = strdup(path), *slash = parent ? strrchr(parent, '/') : NULL;
   if (parent) sync_dir(slash ? (slash == parent ? "/" : (*slash = '\0', parent)) : ".");
@@ -111,11 +120,13 @@ static int remove_markers(const char *dir, int world, const char *op) {
     unlink(p);
     free(p);
   }
-  char *p = join(dir, COMMIT_LOCK);
-  if (!p) return dt_error("%s: out of memory", op);
-  unlink(p);
-  free(p);
   return DT_OK;
+}
+
+static void remove_lock(const char *dir) {
+  char *p = join(dir, COMMIT_LOCK);
+  if (p) unlink(p);
+  free(p);
 }
 
 /* Creates dir/name with O_EXCL: 1 when this call made it, 0 when it existed. */
@@ -157,8 +168,14 @@ static int run_job(const dt_shard_job *j, const char *op) {
   if (count_markers(j->tmp_dir) != j->world) return DT_OK; /* a later rank commits */
   int won = create_excl(j->tmp_dir, COMMIT_LOCK, op);
   if (won <= 0) return won < 0 && count_markers(j->tmp_dir) >= 0 ? DT_ERR : DT_OK;
+  /* The lock is ours, but of which directory?  Another rank that saw every marker too may have
+   * committed already, swapping the previous checkpoint onto the tmp path (it has no markers):
+   * then there is nothing left to do. */
+  if (count_markers(j->tmp_dir) != j->world) return remove_lock(j->tmp_dir), DT_OK;
   if (remove_markers(j->tmp_dir, j->world, op) != DT_OK) return DT_ERR;
-  return dt_dir_commit(j->tmp_dir, j->final_dir, op);
+  int rc = dt_dir_commit(j->tmp_dir, j->final_dir, op); /* the lock goes along: no rank takes it again */
+  if (rc == DT_OK) remove_lock(j->final_dir);
+  return rc;
 }
 
 static void *thread_main(void *arg) {
