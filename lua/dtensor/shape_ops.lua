@@ -231,6 +231,8 @@ end
 -- repeat_interleave(repeats, dim): each element (or slice along dim) repeated; repeats an
 -- integer, or a plain 1-d integer tensor / list with one count per slice; without dim the
 -- flattened tensor
+local MAX_INTERLEAVED = 1 << 27
+
 function methods.repeat_interleave(x, repeats, dim)
   check_tensor("repeat_interleave", x)
   if dim == nil then x, dim = x:reshape(x:numel()), 1 end
@@ -255,9 +257,17 @@ function methods.repeat_interleave(x, repeats, dim)
     error(string.format("repeat_interleave: expected an integer or %d counts (one per slice of dim %d), got %s", size, d,
                         is_tensor(repeats) and shape_text(repeats:size()) or type(repeats)), 2)
   end
+  local total = 0
+  for _, c in ipairs(counts) do
+    if math.type(c) ~= "integer" or c < 0 then error("repeat_interleave: counts must be non-negative integers, got " .. (math.type(c) and tostring(c) or type(c)), 2) end
+    total = total + c
+    -- the index is built as a Lua list: a count beyond what memory holds is an error, not a hang
+    if total > MAX_INTERLEAVED or total < 0 then
+      error(string.format("repeat_interleave: the counts add up to more than %d slices (count %d); use an integer repeats", MAX_INTERLEAVED, c), 2)
+    end
+  end
   local ids = {}
   for i, c in ipairs(counts) do
-    if math.type(c) ~= "integer" or c < 0 then error("repeat_interleave: counts must be non-negative integers, got " .. (math.type(c) and tostring(c) or type(c)), 2) end
     for _ = 1, c do ids[#ids + 1] = i end
   end
   local ix = core.tensor(#ids > 0 and ids or {}, {dtype = "int64"})

@@ -10,9 +10,12 @@
 
 #define NO_RULE "a DTensor: this op has no sharding rule for DTensor arguments yet; use x:to_local() or x:full_tensor()"
 
+static void refuse_released(lua_State *L, int idx, const dt_value *u);
+
 dt_tensor *dt_lua_test_tensor(lua_State *L, int idx) {
   dt_value *u = luaL_testudata(L, idx, DT_TENSOR_MT);
   if (u && u->spec) luaL_argerror(L, idx, NO_RULE);
+  if (u) refuse_released(L, idx, u); /* its callers read the tensor's memory themselves */
   return u ? u->local : NULL;
 }
 
@@ -21,10 +24,25 @@ dt_value *dt_lua_test_value(lua_State *L, int idx) {
   return u && u->local ? u : NULL;
 }
 
-dt_value *dt_lua_check_value(lua_State *L, int idx) {
+#define RELEASED_STORAGE "the tensor's storage is released (its values were freed; fully_shard refills them before use)"
+
+/* A tensor whose storage bytes were freed (t:_release_storage) is refused by every binding that
+ * checks its arguments here, so none reads freed memory; only the storage methods and the
+ * metadata ones (size, dim, numel, fields...) take it. */
+static dt_value *check_value_any(lua_State *L, int idx) {
   dt_value *u = luaL_testudata(L, idx, DT_TENSOR_MT);
   if (!u) luaL_typeerror(L, idx, "tensor");
   if (!u->local) luaL_argerror(L, idx, "tensor has been released (closed)");
+  return u;
+}
+
+static void refuse_released(lua_State *L, int idx, const dt_value *u) {
+  if (u->local && dt_storage_is_released(u->local->storage)) luaL_argerror(L, idx, RELEASED_STORAGE);
+}
+
+dt_value *dt_lua_check_value(lua_State *L, int idx) {
+  dt_value *u = check_value_any(L, idx);
+  refuse_released(L, idx, u);
   return u;
 }
 
@@ -42,6 +60,7 @@ dt_value *dt_lua_check_value_for(lua_State *L, int idx, const char *op, const ch
     luaL_error(L, "%s: expected a tensor, got %s", op, dt_lua_typename(L, idx));
   }
   if (!u->local) luaL_error(L, "%s: %s has been released (closed)", op, what ? what : "tensor");
+  if (dt_storage_is_released(u->local->storage)) luaL_error(L, "%s: " RELEASED_STORAGE, op);
   return u;
 }
 
@@ -49,6 +68,10 @@ dt_tensor *dt_lua_check_tensor(lua_State *L, int idx) {
   dt_value *u = dt_lua_check_value(L, idx);
   if (u->spec) luaL_argerror(L, idx, NO_RULE);
   return u->local;
+}
+
+void dt_lua_check_readable(lua_State *L, const dt_tensor *t, const char *op) {
+  if (dt_storage_is_released(t->storage)) luaL_error(L, "%s: " RELEASED_STORAGE, op);
 }
 
 int dt_lua_raise(lua_State *L) { return luaL_error(L, "%s", dt_error_message()); }
@@ -213,7 +236,7 @@ static void push_size(lua_State *L, int ndim, const int64_t *shape) {
 
 static int tensor_size(lua_State *L) {
   int ndim;
-  const int64_t *shape = user_shape(dt_lua_check_value(L, 1), &ndim);
+  const int64_t *shape = user_shape(check_value_any(L, 1), &ndim);
   if (!lua_isnoneornil(L, 2)) {
     int d = dt_lua_check_dim(L, 2, ndim, 0, "size");
     lua_pushinteger(L, shape[d]);
@@ -240,20 +263,20 @@ static int tensor_stride(lua_State *L) {
 
 static int tensor_dim(lua_State *L) {
   int ndim;
-  user_shape(dt_lua_check_value(L, 1), &ndim);
+  user_shape(check_value_any(L, 1), &ndim);
   return lua_pushinteger(L, ndim), 1;
 }
 static int tensor_numel(lua_State *L) {
   int ndim;
-  const int64_t *shape = user_shape(dt_lua_check_value(L, 1), &ndim);
+  const int64_t *shape = user_shape(check_value_any(L, 1), &ndim);
   return lua_pushinteger(L, dt_shape_numel(ndim, shape)), 1;
 }
 /* A DTensor answers for its local shard (the same on every rank: views act alike on all). */
 static int tensor_is_contiguous(lua_State *L) {
-  return lua_pushboolean(L, dt_tensor_is_contiguous(dt_lua_check_value(L, 1)->local)), 1;
+  return lua_pushboolean(L, dt_tensor_is_contiguous(check_value_any(L, 1)->local)), 1;
 }
 static int tensor_element_size(lua_State *L) {
-  return lua_pushinteger(L, (lua_Integer)dt_tensor_elsize(dt_lua_check_value(L, 1)->local)), 1;
+  return lua_pushinteger(L, (lua_Integer)dt_tensor_elsize(check_value_any(L, 1)->local)), 1;
 }
 /* Two tensors share memory (views of one storage). */
 static int tensor_shares_storage(lua_State *L) {
@@ -264,21 +287,21 @@ static int tensor_shares_storage(lua_State *L) {
  * (every view of it) and bring them back with src's values, without a version bump
  * (fully_shard's gathered parameters; src/tensor/storage.h).  A DTensor: its local tensor. */
 static int tensor_release_storage(lua_State *L) {
-  if (dt_storage_release_data(dt_lua_check_value(L, 1)->local->storage) != DT_OK) return dt_lua_raise(L);
+  if (dt_storage_release_data(check_value_any(L, 1)->local->storage) != DT_OK) return dt_lua_raise(L);
   return lua_settop(L, 1), 1;
 }
 static int tensor_refill(lua_State *L) {
-  if (dt_tensor_refill_(dt_lua_check_value(L, 1)->local, dt_lua_check_value(L, 2)->local, "_refill_") != DT_OK)
+  if (dt_tensor_refill_(check_value_any(L, 1)->local, dt_lua_check_value(L, 2)->local, "_refill_") != DT_OK)
     return dt_lua_raise(L);
   return lua_settop(L, 1), 1;
 }
 static int tensor_storage_released(lua_State *L) {
-  return lua_pushboolean(L, dt_storage_is_released(dt_lua_check_value(L, 1)->local->storage)), 1;
+  return lua_pushboolean(L, dt_storage_is_released(check_value_any(L, 1)->local->storage)), 1;
 }
 
 static int tensor_len(lua_State *L) {
   int ndim;
-  const int64_t *shape = user_shape(dt_lua_check_value(L, 1), &ndim);
+  const int64_t *shape = user_shape(check_value_any(L, 1), &ndim);
   if (ndim == 0) return luaL_error(L, "#: a 0-d tensor has no length (use t:item())");
   lua_pushinteger(L, shape[0]);
   return 1;
@@ -292,7 +315,7 @@ static int tensor_index(lua_State *L) {
     if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
     lua_pop(L, 1);
     const char *k = lua_tostring(L, 2);
-    dt_value *u = dt_lua_check_value(L, 1);
+    dt_value *u = check_value_any(L, 1);
     dt_tensor *t = u->local;
     if (strcmp(k, "dtype") == 0) return lua_pushstring(L, dt_dtype_name(t->dtype)), 1;
     if (strcmp(k, "device") == 0) return lua_pushstring(L, dt_device_name(dt_tensor_device(t))), 1;

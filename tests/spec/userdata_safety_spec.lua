@@ -165,3 +165,24 @@ describe("idempotent release of the other userdata", function()
     assert.are.equal(dt.world_size(), g:size())
   end)
 end)
+
+describe("a tensor whose storage is released (t:_release_storage, fully_shard's)", function()
+  it("every read of its values raises naming the function, and _refill_ brings them back", function()
+    local t = dt.ones(2, 3)
+    t:_release_storage()
+    assert.is_true(t:_storage_released())
+    for name, f in pairs {
+      item = function() return t:sum():item() end, totable = function() return t:totable() end,
+      tostring = function() return tostring(t) end, all_reduce = function() return dt.distributed.all_reduce(t) end,
+      broadcast = function() return dt.distributed.broadcast(t, 0) end,
+    } do
+      local ok, err = pcall(f)
+      assert.is_false(ok, name)
+      assert.matches("storage is released", err, 1, true)
+      assert.matches(name == "item" and "sum" or name, err, 1, true)
+    end
+    t:_refill_(dt.full({2, 3}, 2))
+    assert.is_false(t:_storage_released())
+    assert.are.equal(12, t:sum():item())
+  end)
+end)

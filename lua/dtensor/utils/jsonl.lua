@@ -134,6 +134,9 @@ function M.read(path)
   local f, err = io.open(path, "r")
   if not f then error("read_jsonl: cannot open " .. tostring(err), 2) end
   local rows, n = {}, 0
+  -- a directory opens but does not read: f:lines() would raise "Is a directory" unnamed
+  local ok_read, read_err = f:read(0)
+  if ok_read == nil and read_err then f:close(); error("read_jsonl: cannot read " .. path .. ": " .. read_err, 2) end
   for line in f:lines() do
     n = n + 1
     if line:match("[^ \t\r]") then
