@@ -135,7 +135,6 @@ static void push_nested(lua_State *L, const dt_tensor *t, int depth, const char 
 static int l_totable(lua_State *L) {
   dt_lua_capture_refuse(L, "t:totable() (tensor values read into Lua)");
   dt_tensor *t = dt_lua_check_tensor(L, 1);
-  dt_lua_check_readable(L, t, "totable");
   /* values are read on the host: a copy only for a device tensor (not leaked by raises otherwise) */
   dt_tensor *h = dt_device_is_host(dt_tensor_device(t)) ? NULL : dt_tensor_to_host(t);
   if (!dt_device_is_host(dt_tensor_device(t)) && !h) return dt_lua_raise(L);

@@ -221,7 +221,6 @@ static int l_print0(lua_State *L) {
 /* ---- tensor helpers ---- */
 static dt_tensor *check_cpu_tensor(lua_State *L, int idx, const char *op) {
   dt_tensor *t = dt_lua_check_tensor(L, idx);
-  dt_lua_check_readable(L, t, op);
   if (!dt_device_is_host(dt_tensor_device(t))) luaL_error(L, "%s: only CPU tensors are supported, got %s", op, dt_device_name(dt_tensor_device(t)));
   return t;
 }
@@ -271,7 +270,6 @@ static dt_tensor *new_with_rows(const dt_tensor *t, int64_t rows) {
 static dt_tensor *out_or_new(lua_State *L, int out_idx, const dt_tensor *t, int64_t rows, const char *op) {
   if (lua_isnoneornil(L, out_idx)) return new_with_rows(t, rows);
   dt_tensor *o = dt_lua_check_tensor(L, out_idx);
-  dt_lua_check_readable(L, o, op);
   int nd = t->ndim ? t->ndim : 1, ok = o->ndim == nd && o->dtype == t->dtype && dt_tensor_is_contiguous(o) &&
                                         dt_device_is_host(dt_tensor_device(o)) && o->shape[0] == rows;
   for (int i = 1; ok && i < nd; i++) ok = o->shape[i] == t->shape[i];

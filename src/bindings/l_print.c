@@ -167,7 +167,6 @@ static int tensor_tostring(lua_State *L) {
   dt_lua_capture_refuse(L, "tostring(t) (tensor values read into Lua)");
   /* named: tostring/print of a released tensor said "bad argument #1 to '?'" */
   const dt_tensor *t = dt_lua_check_value_for(L, 1, "tostring", NULL)->local;
-  dt_lua_check_readable(L, t, "tostring");
   /* values are read on the host: a copy only for a device tensor (not leaked by raises otherwise) */
   dt_tensor *h = dt_device_is_host(dt_tensor_device(t)) ? NULL : dt_tensor_to_host((dt_tensor *)t);
   if (!dt_device_is_host(dt_tensor_device(t)) && !h) return dt_lua_raise(L);

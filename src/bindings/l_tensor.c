@@ -70,10 +70,6 @@ dt_tensor *dt_lua_check_tensor(lua_State *L, int idx) {
   return u->local;
 }
 
-void dt_lua_check_readable(lua_State *L, const dt_tensor *t, const char *op) {
-  if (dt_storage_is_released(t->storage)) luaL_error(L, "%s: " RELEASED_STORAGE, op);
-}
-
 int dt_lua_raise(lua_State *L) { return luaL_error(L, "%s", dt_error_message()); }
 
 void dt_lua_protect_meta(lua_State *L, const char *name) {

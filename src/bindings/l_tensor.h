@@ -114,9 +114,6 @@ void dt_lua_open_graph(lua_State *L, const dt_lua_targets *tg);    /* l_graph.c:
  * records on L's rank (reading a tensor's values into Lua, collectives outside the front
  * door, backward); nothing otherwise. */
 void dt_lua_capture_refuse(lua_State *L, const char *what);
-/* Raises "<op>: the tensor's storage is released ..." when t's bytes were freed
- * (t:_release_storage): for bindings that read a tensor's memory themselves, not through an op. */
-void dt_lua_check_readable(lua_State *L, const dt_tensor *t, const char *op);
 /* __index / __newindex for the autograd fields (requires_grad, is_leaf, grad, grad_fn,
  * retains_grad): pushes the field and returns 1, or returns -1 (get) / 0 (set) for another key. */
 int dt_lua_autograd_field(lua_State *L, dt_value *u, const char *k);
