@@ -4,6 +4,7 @@
 -- every DTensor op is in place).  Returns {module = {...}, with_dt = {explain = ...},
 -- load_plugins = fn}: init.lua installs it and calls load_plugins last.
 local core = require "dtensor.core"
+local placements_text = require "dtensor.placements_text"
 local module = {}
 local with_dt = {} -- functions that read the composed dt (first argument)
 
@@ -145,11 +146,6 @@ local function placement_list(p, mesh_ndim, ndim, where)
   return out
 end
 
-local function strings(placements)
-  local s = {}
-  for m, p in ipairs(placements) do s[m] = tostring(p) end
-  return s
-end
 
 -- strategies of a Lua op for these DTensor args: list of {inputs, output, cost} (cost nil:
 -- unreachable)
@@ -333,16 +329,16 @@ function with_dt.explain(dt, name, ...)
     local lines = {name .. ": strategies (input placements -> output placements):"}
     for _, s in ipairs(strats) do
       local ins = {}
-      for i, p in ipairs(s.inputs) do ins[i] = "(" .. table.concat(strings(p), ", ") .. ")" end
-      lines[#lines + 1] = table.concat(ins, ", ") .. " -> (" .. table.concat(strings(placement_list(s.output, mesh.ndim, 8, name)), ", ") .. ")  " ..
+      for i, p in ipairs(s.inputs) do ins[i] = placements_text(p) end
+      lines[#lines + 1] = table.concat(ins, ", ") .. " -> " .. placements_text(placement_list(s.output, mesh.ndim, 8, name)) .. "  " ..
                               (s.cost and string.format("cost %.3g s", s.cost) or "(not reachable)")
     end
     local best = choose(strats)
     if best then
       local ins = {}
-      for i, p in ipairs(best.inputs) do ins[i] = "(" .. table.concat(strings(p), ", ") .. ")" end
-      lines[#lines + 1] = "chosen: " .. table.concat(ins, ", ") .. " -> (" ..
-                              table.concat(strings(placement_list(best.output, mesh.ndim, 8, name)), ", ") .. ")"
+      for i, p in ipairs(best.inputs) do ins[i] = placements_text(p) end
+      lines[#lines + 1] = "chosen: " .. table.concat(ins, ", ") .. " -> " ..
+                              placements_text(placement_list(best.output, mesh.ndim, 8, name))
     else
       lines[#lines + 1] = "chosen: none (no strategy is reachable)"
     end

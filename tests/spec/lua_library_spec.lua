@@ -16,6 +16,7 @@ local SAVED = {"dtensor", "dtensor.core", "dtensor.nn.functional", "dtensor.nn.c
                "dtensor.parallel.style", "dtensor.parallel.distribute_module", "dtensor.parallel.linear_styles",
                "dtensor.parallel.sequence_parallel", "dtensor.parallel.prepare_module", "dtensor.parallel.parallelize",
                "dtensor.parallel.loss", "dtensor.parallel.buckets", "dtensor.parallel.replicate", "dtensor.value_text",
+               "dtensor.placements_text",
                table.unpack(LIBRARY)}
 
 local function snapshot(t)

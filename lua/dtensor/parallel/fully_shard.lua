@@ -30,6 +30,7 @@
 --    the previous block's.  The same collectives, counted once, the same bytes (see below).
 local core = require "dtensor.core"
 local L = require "dtensor.parallel.layouts"
+local placements_text = require "dtensor.placements_text"
 local mesh_arg = require("dtensor.parallel.distribute_module").mesh_arg
 local dp_dim = require("dtensor.parallel.replicate").dp_dim
 local Function = require("dtensor.autograd").module.autograd.Function
@@ -125,11 +126,6 @@ local function params_to_shard(module)
   return list
 end
 
-local function placements_text(ps)
-  local t = {}
-  for i, p in ipairs(ps) do t[i] = tostring(p) end
-  return "(" .. table.concat(t, ", ") .. ")"
-end
 
 -- e: a managed parameter; fills its layout in the packed buffers and makes its sharded leaf
 local function shard_param(e, st)
