@@ -432,7 +432,7 @@ static int seed(run *r, dt_value *const *roots, const dt_value *const *grads, in
     } else if (dt_value_numel(roots[i]) != 1) {
       char b[160];
       st = dt_error("%s: a gradient can be implicitly created only for an output of one element (output %d has "
-                    "shape %s); pass its gradient", op, i + 1, dt_autograd_shape_text(dt_value_ndim(roots[i]), dt_value_shape(roots[i]), b, sizeof b));
+                    "shape %s); pass its gradient", op, i + 1, dt_format_shape(b, sizeof b, dt_value_ndim(roots[i]), dt_value_shape(roots[i])));
     } else {
       st = dt_autograd_full(r->ctx, &m, 1.0, &g);
     }

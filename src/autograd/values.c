@@ -8,13 +8,6 @@
 #include "base/error.h"
 #include "distributed/dtensor_api.h"
 
-const char *dt_autograd_shape_text(int ndim, const int64_t *shape, char *buf, size_t len) {
-  size_t n = (size_t)snprintf(buf, len, "[");
-  for (int d = 0; d < ndim && n < len; d++) n += (size_t)snprintf(buf + n, len - n, d ? ", %lld" : "%lld", (long long)shape[d]);
-  if (n < len) snprintf(buf + n, len - n, "]");
-  return buf;
-}
-
 int dt_autograd_full(dt_context *ctx, const dt_slot_meta *m, double v, dt_value *out) {
   if (!m->spec) {
     dt_op_args a = {0};
@@ -53,8 +46,8 @@ static int conform(dt_context *ctx, const char *what, dt_value *g, const dt_slot
   }
   if (dt_value_ndim(g) != m->ndim || memcmp(dt_value_shape(g), m->shape, sizeof(int64_t) * (size_t)m->ndim) != 0)
     return dt_error("autograd: %s: a gradient of shape %s for a value of shape %s", what,
-                    dt_autograd_shape_text(dt_value_ndim(g), dt_value_shape(g), a, sizeof a),
-                    dt_autograd_shape_text(m->ndim, m->shape, b, sizeof b));
+                    dt_format_shape(a, sizeof a, dt_value_ndim(g), dt_value_shape(g)),
+                    dt_format_shape(b, sizeof b, m->ndim, m->shape));
   if (dt_value_dtype(g) != m->dtype) {
     dt_op_args args = {0};
     args.dtype = m->dtype, args.has_dtype = 1;

@@ -4,8 +4,6 @@
 
 #include "autograd/graph.h"
 
-/* A shape as autograd's messages show it, [2, 3], into buf; returns buf. */
-const char *dt_autograd_shape_text(int ndim, const int64_t *shape, char *buf, size_t len);
 /* A value of m's dtype, shape and placements filled with v (through the front door). */
 int dt_autograd_full(dt_context *ctx, const dt_slot_meta *m, double v, dt_value *out);
 /* g brought to what m expects, in place: a DTensor gradient of a plain input gathered, the

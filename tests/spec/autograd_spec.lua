@@ -179,10 +179,10 @@ describe("backward", function()
     local x = leaf({1.0, 2.0})
     local y = x * x
     assert.matches("backward: a gradient can be implicitly created only for an output of one element (output 1 " ..
-                   "has shape [2]); pass its gradient", err(function() y:backward() end), 1, true)
+                   "has shape {2}); pass its gradient", err(function() y:backward() end), 1, true)
     y:backward(dt.tensor({1.0, 10.0}))
     close({2, 40}, x.grad)
-    assert.matches("gradient of output 1: a gradient of shape [3] for a value of shape [2]",
+    assert.matches("gradient of output 1: a gradient of shape {3} for a value of shape {2}",
                    err(function() (x * x):backward(dt.ones(3)) end), 1, true)
   end)
 
@@ -555,7 +555,7 @@ describe("dt.autograd.Function", function()
     local x = leaf({1.0, 2.0})
     assert.matches("Wrong: error in backward: backward returned a string as the gradient of argument 1",
                    err(function() returning("no").apply(x):sum():backward() end), 1, true)
-    assert.matches("input 1 of Wrong: a gradient of shape [3] for a value of shape [2]",
+    assert.matches("input 1 of Wrong: a gradient of shape {3} for a value of shape {2}",
                    err(function() returning(dt.ones(3)).apply(x):sum():backward() end), 1, true)
     local Many = dt.autograd.Function {name = "Many", forward = function(_, a) return a * 1 end,
                                        backward = function(_, g) return g, g end}
