@@ -369,6 +369,13 @@ static int l_compile(lua_State *L) {
   return 1;
 }
 
+/* dt.is_compiling(): whether a graph records on this rank (code that reads a tensor into Lua
+ * when eager, like Adam's step count, keeps it in tensors instead). */
+static int l_is_compiling(lua_State *L) {
+  lua_pushboolean(L, dt_capture_active(dt_lua_context(L)));
+  return 1;
+}
+
 void dt_lua_open_graph(lua_State *L, const dt_lua_targets *tg) {
   static const luaL_Reg methods[] = {{"graph", compiled_graph}, {"stats", compiled_stats}, {NULL, NULL}};
   luaL_newmetatable(L, COMPILED_MT);
@@ -386,4 +393,6 @@ void dt_lua_open_graph(lua_State *L, const dt_lua_targets *tg) {
   lua_pop(L, 1);
   lua_pushcfunction(L, l_compile);
   lua_setfield(L, tg->module, "compile");
+  lua_pushcfunction(L, l_is_compiling);
+  lua_setfield(L, tg->module, "is_compiling");
 }
