@@ -284,4 +284,32 @@ describe("dt.compile on DTensors", function()
       end
     end
   end)
+
+  it("replays causal attention's backward on DTensors (its positions are a recorded from_local)", function()
+    local g = H.prng(515)
+    for _, mm in ipairs(H.meshes()) do
+      local name, mesh = mm[1], mm[2]
+      local p = H.placements(g, mesh, 4)
+      local function leaves()
+        local out = {}
+        for i = 1, 3 do out[i] = H.dist(H.values({2, 3, 5, 4}, "float32") * (0.3 * i), mesh, p):requires_grad_() end
+        return out
+      end
+      local function fn(q, k, v)
+        local o = F.scaled_dot_product_attention(q, k, v, {is_causal = true})
+        local loss = (o * o):sum()
+        loss:backward()
+        return loss
+      end
+      local e, c = leaves(), leaves()
+      local f = dt.compile(fn)
+      for call = 1, 3 do
+        for i = 1, 3 do e[i].grad, c[i].grad = nil, nil end
+        local a, b = fn(e[1], e[2], e[3]), f(c[1], c[2], c[3])
+        assert.is_true(same_value(a, b), name .. " call " .. call)
+        for i = 1, 3 do assert.is_true(same_value(e[i].grad, c[i].grad), name .. " call " .. call .. " gradient " .. i) end
+      end
+      assert.are.equal(2, f:stats().replays, name)
+    end
+  end)
 end)
