@@ -346,7 +346,7 @@ static int compiled_tostring(lua_State *L) {
 /* dt.compile(fn, opts): opts.dynamic must be false (shape-polymorphic graphs are not built),
  * opts.max_graphs (default 8) bounds the graphs recorded per function, opts.bucket_cap_mb
  * (default 25, 0: no packing) the all_reduces packed into one, opts.overlap (default true)
- * whether replay waits for an all_reduce where its output is first read (else at once). */
+ * whether replay waits for an all_reduce where its output is first read (else it blocks). */
 static int l_compile(lua_State *L) {
   if (lua_type(L, 1) != LUA_TFUNCTION) return luaL_error(L, "compile: expected a function, got %s", dt_lua_typename(L, 1));
   if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))

@@ -62,7 +62,7 @@ typedef struct dt_graph_stats {
 DT_API dt_graph *dt_capture_begin(dt_context *ctx, const dt_capture_host *host, dt_value *const *args, int nargs,
                                   const dt_guard *guards, int nguards);
 /* The all_reduce passes' options (comm_plan.c): bucket_cap bytes packed into one all_reduce
- * at most (0: none packed), overlap 0: replay waits for each all_reduce as it starts. */
+ * at most (0: none packed), overlap 0: replay runs each all_reduce blocking. */
 #define DT_GRAPH_BUCKET_CAP_BYTES ((int64_t)25 << 20) /* replicate's default bucket_cap_mb */
 DT_API void dt_graph_set_comm_options(dt_graph *g, int64_t bucket_cap, int overlap);
 /* Stops recording.  ret[0..nret): the function's returned tensors (NULL for a non-tensor

@@ -119,9 +119,9 @@ int dt_bucket_run_member(dt_graph *g, gnode *n, const dt_value *x, dt_value *out
   }
   dt_value_init(out, res, spec);
   if (&g->nodes[b->last] != n) return DT_OK;
-  st = dt_comm_iall_reduce(b->comm, dt_tensor_data(b->send), dt_tensor_data(b->recv), (size_t)b->count, b->dtype, b->op,
-                           &b->work);
-  return st == DT_OK && !g->overlap ? dt_bucket_wait(g, n->bucket) : st;
+  void *send = dt_tensor_data(b->send), *recv = dt_tensor_data(b->recv);
+  if (!g->overlap) return dt_comm_all_reduce(b->comm, send, recv, (size_t)b->count, b->dtype, b->op); /* blocking */
+  return dt_comm_iall_reduce(b->comm, send, recv, (size_t)b->count, b->dtype, b->op, &b->work);
 }
 
 void dt_graph_set_comm_options(dt_graph *g, int64_t bucket_cap, int overlap) {

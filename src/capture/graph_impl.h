@@ -99,7 +99,7 @@ struct dt_graph {
   gbucket *buckets;        /* comm_plan.c */
   int nbuckets;
   int64_t bucket_cap;      /* bytes; 0: one all_reduce per bucket */
-  int overlap;             /* 0: wait for a bucket's all_reduce as it starts */
+  int overlap;             /* 0: a bucket's all_reduce runs blocking */
   dt_graph_stats stats;
 };
 
