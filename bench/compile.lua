@@ -99,6 +99,17 @@ local tc = best(N, function() step(x, y) end)
 dt.print0(string.format("MLP training step (forward, backward, SGD), %d ranks: eager %.1f us, compiled %.1f us (%.2fx), %d nodes",
                         dt.world_size(), te * 1e6, tc * 1e6, te / tc, step:stats().per_graph[1].nodes))
 
+-- a training step: loss_of(...), backward, the optimizer's step, zero_grad
+local function train_step(loss_of, opt)
+  return function(...)
+    local loss = loss_of(...)
+    loss:backward()
+    opt:step()
+    opt:zero_grad()
+    return loss
+  end
+end
+
 -- 3. the GPT demo's blocks with AdamW
 local gpt = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/../examples/gpt_model.lua")
 local tp_mesh = dt.init_device_mesh("cpu", {1, dt.world_size()})
@@ -108,14 +119,10 @@ local function gpt_copy()
   local model = dt.nn.Sequential(gpt.Block(64, 4, 0.1), gpt.Block(64, 4, 0.1))
   dt.distribute_module(model, tp_mesh, gpt.partition)
   local opt = dt.optim.AdamW(model:parameters(), {lr = 3e-3, weight_decay = 0.01})
-  return function(x, y)
+  return train_step(function(x, y)
     local d = model(x) - y
-    local loss = (d * d):mean()
-    loss:backward()
-    opt:step()
-    opt:zero_grad()
-    return loss
-  end
+    return (d * d):mean()
+  end, opt)
 end
 dt.manual_seed(4)
 local gx = dt.distribute_tensor(dt.randn(32, 13, 64), tp_mesh, RR, {src_rank = false})
@@ -147,16 +154,11 @@ if dt.world_size() > 1 then
     local ps = {}
     for i = 1, L do ps[i] = dt.distribute_tensor(dt.randn(W, W) * (1 / W) ^ 0.5, mesh, rep, {src_rank = false}):requires_grad_() end
     local opt = dt.optim.SGD(ps, {lr = 1e-3})
-    local step = function(x)
+    return dt.compile(train_step(function(x)
       local h = x
       for i = 1, L do h = h:matmul(ps[i]):tanh() end
-      local loss = (h * h):mean()
-      loss:backward()
-      opt:step()
-      opt:zero_grad()
-      return loss
-    end
-    return dt.compile(step, opts)
+      return (h * h):mean()
+    end, opt), opts)
   end
   local dx = dt.distribute_tensor(dt.randn(64 * dt.world_size(), W), mesh, {dt.Shard(1)}, {src_rank = false})
   local cap = {bucket_cap_mb = W * W * 4 / 2 ^ 20} -- one layer's gradient per all_reduce

@@ -5,6 +5,11 @@
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local F = dt.nn.functional
 
+-- A training step of the MLP x -> tanh(x p1) p2 (mean-square loss, backward, opt's step).
+local function step_of(p, opt)
+  return require("tests.spec.support.spec_helpers").mse_step(function(x) return x:matmul(p[1]):tanh():matmul(p[2]) end, opt)
+end
+
 -- The same collectives but for packing: the same list without the all_reduces, whose bytes
 -- add up alike in no more calls (the graph packs consecutive ones: comm_plan.c).
 local function same_traffic(ce, cc, what)
@@ -105,9 +110,6 @@ describe("dt.compile on DTensors", function()
         local ps = {H.dist(W1, mesh, H.placements(g, mesh, 2)):requires_grad_(),
                     H.dist(W2, mesh, H.placements(g, mesh, 2)):requires_grad_()}
         return ps, dt.optim.SGD(ps, {lr = 0.1})
-      end
-      local function step_of(p, opt)
-        return require("tests.spec.support.spec_helpers").mse_step(function(x) return x:matmul(p[1]):tanh():matmul(p[2]) end, opt)
       end
       local p1, o1 = make()
       local p2, o2 = make()
@@ -248,9 +250,6 @@ describe("dt.compile on DTensors", function()
         local ps = {H.dist(H.values({5, 8}, "float32") * 0.3, mesh, R):requires_grad_(),
                     H.dist(H.values({8, 3}, "float32") * 0.2, mesh, R):requires_grad_()}
         return ps, dt.optim[cls](ps, {lr = 0.01})
-      end
-      local function step_of(p, opt)
-        return require("tests.spec.support.spec_helpers").mse_step(function(x) return x:matmul(p[1]):tanh():matmul(p[2]) end, opt)
       end
       local p1, o1 = make()
       local p2, o2 = make()
