@@ -163,9 +163,13 @@ int dt_bw_positions(dt_bw *b, int i, int dim, dt_value *out) {
   } else {
     dt_tensor_retain(local);
   }
-  dt_value_clear(&pos);
-  if (!local) return dt_dspec_free(spec), DT_ERR;
+  if (!local) return dt_value_clear(&pos), dt_dspec_free(spec), DT_ERR;
   dt_value_init(out, local, spec);
+  /* made as from_local makes it: a recording graph replays it as one */
+  int st2 = DT_CAPTURE_CONV(b->ctx, .kind = DT_CONV_FROM_LOCAL, .in = &pos, .out = out, .mesh = m->spec->mesh, .p = p,
+                            .ndim = m->ndim, .shape = shape);
+  dt_value_clear(&pos);
+  if (st2 != DT_OK) return dt_value_clear(out), DT_ERR;
   return DT_OK;
 }
 

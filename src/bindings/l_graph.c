@@ -20,6 +20,8 @@
 typedef struct compiled {
   dt_graph **graphs;
   int n, max_graphs, warned, closed;
+  int64_t bucket_cap; /* bytes (opts.bucket_cap_mb) */
+  int overlap;        /* opts.overlap */
   long long captures, misses, eager_calls;
   dt_context *ctx;
 } compiled;
@@ -165,6 +167,7 @@ static int record(lua_State *L, int self, compiled *c, int first, int nargs, dt_
     luaL_unref(L, LUA_REGISTRYINDEX, h.pins_ref);
     return dt_lua_raise(L);
   }
+  dt_graph_set_comm_options(g, c->bucket_cap, c->overlap);
   int base = lua_gettop(L);
   lua_getiuservalue(L, self, UV_FN);
   for (int k = 0; k < nargs; k++) lua_pushvalue(L, first + k);
@@ -320,6 +323,8 @@ static int compiled_stats(lua_State *L) {
     set_int(L, "collective_nodes", s.collective_nodes);
     set_int(L, "peak_bytes", s.peak_bytes);
     set_int(L, "peak_bytes_unreleased", s.peak_bytes_unreleased);
+    set_int(L, "async_all_reduces", s.async_all_reduces);
+    set_int(L, "buckets", s.buckets);
     set_int(L, "replays", s.replays);
     lua_rawseti(L, -2, i + 1);
   }
@@ -339,12 +344,15 @@ static int compiled_tostring(lua_State *L) {
 }
 
 /* dt.compile(fn, opts): opts.dynamic must be false (shape-polymorphic graphs are not built),
- * opts.max_graphs (default 8) bounds the graphs recorded per function. */
+ * opts.max_graphs (default 8) bounds the graphs recorded per function, opts.bucket_cap_mb
+ * (default 25, 0: no packing) the all_reduces packed into one, opts.overlap (default true)
+ * whether replay waits for an all_reduce where its output is first read (else it blocks). */
 static int l_compile(lua_State *L) {
   if (lua_type(L, 1) != LUA_TFUNCTION) return luaL_error(L, "compile: expected a function, got %s", dt_lua_typename(L, 1));
   if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
     return luaL_error(L, "compile: options must be a table, got %s", luaL_typename(L, 2));
-  int max_graphs = 8;
+  int max_graphs = 8, overlap = 1;
+  int64_t bucket_cap = DT_GRAPH_BUCKET_CAP_BYTES;
   if (lua_istable(L, 2)) {
     if (dt_lua_opt_bool_field(L, 2, "dynamic", 0))
       return luaL_error(L, "compile: dynamic = true (graphs general over shapes) is not supported; each new shape records its own graph");
@@ -354,10 +362,18 @@ static int l_compile(lua_State *L) {
       max_graphs = (int)m;
     }
     lua_pop(L, 1);
+    if (lua_getfield(L, 2, "bucket_cap_mb") != LUA_TNIL) {
+      if (lua_type(L, -1) != LUA_TNUMBER) return luaL_error(L, "compile: bucket_cap_mb must be a number, got %s", luaL_typename(L, -1));
+      double mb = lua_tonumber(L, -1);
+      if (!(mb >= 0 && mb <= 1e6)) return luaL_error(L, "compile: bucket_cap_mb must be 0..1e6, got %f", mb);
+      bucket_cap = (int64_t)(mb * 1024 * 1024);
+    }
+    lua_pop(L, 1);
+    overlap = dt_lua_opt_bool_field(L, 2, "overlap", 1);
   }
   compiled *c = lua_newuserdatauv(L, sizeof *c, 3);
   memset(c, 0, sizeof *c);
-  c->max_graphs = max_graphs;
+  c->max_graphs = max_graphs, c->bucket_cap = bucket_cap, c->overlap = overlap;
   c->ctx = dt_lua_context(L);
   luaL_setmetatable(L, COMPILED_MT);
   lua_pushvalue(L, 1);
@@ -366,6 +382,13 @@ static int l_compile(lua_State *L) {
   lua_setiuservalue(L, -2, UV_PINS);
   lua_newtable(L);
   lua_setiuservalue(L, -2, UV_CONSTS);
+  return 1;
+}
+
+/* dt.is_compiling(): whether a graph records on this rank (code that reads a tensor into Lua
+ * when eager, like Adam's step count, keeps it in tensors instead). */
+static int l_is_compiling(lua_State *L) {
+  lua_pushboolean(L, dt_capture_active(dt_lua_context(L)));
   return 1;
 }
 
@@ -386,4 +409,6 @@ void dt_lua_open_graph(lua_State *L, const dt_lua_targets *tg) {
   lua_pop(L, 1);
   lua_pushcfunction(L, l_compile);
   lua_setfield(L, tg->module, "compile");
+  lua_pushcfunction(L, l_is_compiling);
+  lua_setfield(L, tg->module, "is_compiling");
 }

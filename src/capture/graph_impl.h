@@ -4,6 +4,7 @@
 #define DT_CAPTURE_GRAPH_IMPL_H
 
 #include "capture/capture.h"
+#include "comm/comm.h"
 #include "distributed/dispatch.h"
 
 enum {
@@ -44,7 +45,29 @@ typedef struct gnode {
    * outputs these specs (copies; spare_spec: one released by the last replay) */
   int local_fast;
   dt_dspec *ospec[DT_OP_MAX_OUT], *spare_spec[DT_OP_MAX_OUT];
+  /* a redistribution that is one all_reduce (Partial -> Replicate on one mesh dim of this
+   * rank's mesh; ar_comm non-NULL, meta[0] its local output, ospec[0] its spec): comm_plan.c
+   * puts it in a bucket (-1: none) at element bucket_off, replayed through the async collectives */
+  dt_comm *ar_comm;
+  dt_reduce_op ar_op;
+  int bucket;
+  int64_t bucket_off;
+  int *wait, nwait;         /* buckets whose all_reduce this node waits for before it runs */
 } gnode;
+
+/* Consecutive all_reduces on one group, reduce op and dtype, none of whose outputs a node
+ * between them reads, packed into one buffer: each member copies its input into `send` and
+ * makes its output a view of `recv`; the last member starts the all_reduce; the first node
+ * that reads an output (or the end of the replay) waits for it. */
+typedef struct gbucket {
+  dt_comm *comm;
+  dt_dtype dtype;
+  dt_reduce_op op;
+  int first, last, nmembers;
+  int64_t count;            /* elements */
+  dt_tensor *send, *recv;   /* replay: the packed buffers (owned; recv reused when nothing else holds it) */
+  dt_comm_work *work;       /* replay: started, not yet waited */
+} gbucket;
 
 typedef struct tmap_entry { /* a known value (v, its local t) -> slot; and (NULL, t) -> the last slot holding t */
   const dt_value *v;
@@ -73,6 +96,10 @@ struct dt_graph {
   int *prod;               /* slot -> producing node * DT_OP_MAX_OUT + output, -1 for arguments, externals */
   int busy;
   int has_backward;        /* a backward ran inside: replay records no autograd (its backward is in the graph) */
+  gbucket *buckets;        /* comm_plan.c */
+  int nbuckets;
+  int64_t bucket_cap;      /* bytes; 0: one all_reduce per bucket */
+  int overlap;             /* 0: a bucket's all_reduce runs blocking */
   dt_graph_stats stats;
 };
 
@@ -96,7 +123,15 @@ void dt_slotmap_free(dt_graph *g);
  * the call (the host collected its garbage first), other than the returns and the .grad it set */
 int dt_graph_check_escapes(dt_graph *g, dt_value *const *ret, int nret);
 
-/* passes.c: dead nodes, each slot's last use, the peak bytes */
+/* passes.c: dead nodes, each slot's last use, the peak bytes; then comm_plan */
 int dt_graph_passes(dt_graph *g);
+
+/* comm_plan.c: the all_reduce buckets and where each is waited for (after the last uses);
+ * replay: a member node's step, the waits before node k, and every outstanding wait. */
+int dt_graph_plan_comm(dt_graph *g);
+int dt_bucket_run_member(dt_graph *g, gnode *n, const dt_value *x, dt_value *out);
+int dt_bucket_wait(dt_graph *g, int b);
+int dt_bucket_wait_all(dt_graph *g);
+void dt_buckets_free(dt_graph *g);
 
 #endif

@@ -67,5 +67,5 @@ int dt_graph_passes(dt_graph *g) {
   g->stats.collective_nodes = 0;
   for (int k = 0; k < g->nnodes; k++) g->stats.collective_nodes += g->nodes[k].moves && !g->nodes[k].dead;
   free(used), free(last);
-  return st;
+  return st == DT_OK ? dt_graph_plan_comm(g) : st;
 }

@@ -170,7 +170,8 @@ static int run_node(dt_context *ctx, dt_graph *g, gnode *n) {
   int st, grad = ctx->modes.grad_enabled;
   /* autograd records what it recorded at the capture, unless the graph holds its backward */
   ctx->modes.grad_enabled = n->grad && !g->has_backward;
-  if (n->kind == NODE_CONV) st = run_conv(ctx, n, n->nin ? in[0] : NULL, out[0]);
+  if (n->kind == NODE_CONV && n->bucket >= 0) st = dt_bucket_run_member(g, n, in[0], out[0]);
+  else if (n->kind == NODE_CONV) st = run_conv(ctx, n, n->nin ? in[0] : NULL, out[0]);
   else if (n->kind == NODE_GET_GRAD || n->kind == NODE_SET_GRAD) st = run_grad(n, in, out[0]);
   else if (ctx->modes.grad_enabled) st = dt_call(ctx, n->op, &n->args, in, n->nin, out); /* the front door records it */
   else if (n->distributed && !n->local_fast) st = run_distributed(ctx, n, in, out, loc, specs);
@@ -218,9 +219,11 @@ int dt_graph_replay(dt_context *ctx, dt_graph *g, dt_value *const *args, int nar
   int st = DT_OK;
   for (int k = 0; k < g->nnodes && st == DT_OK; k++) {
     gnode *n = &g->nodes[k];
-    st = run_node(ctx, g, n);
+    for (int w = 0; w < n->nwait && st == DT_OK; w++) st = dt_bucket_wait(g, n->wait[w]);
+    if (st == DT_OK) st = run_node(ctx, g, n);
     for (int r = 0; r < n->nrelease; r++) release_slot(g, n->release[r]);
   }
+  if (dt_bucket_wait_all(g) != DT_OK && st == DT_OK) st = DT_ERR; /* the returns are complete */
   ctx->modes.autocast_dtype = autocast;
   g->busy = 0;
   if (st != DT_OK) return dt_graph_clear_slots(g), DT_ERR;

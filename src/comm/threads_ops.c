@@ -2,6 +2,7 @@
  * peers' buffers directly (one copy per byte, no staging); reductions are split so that
  * rank r reduces slice r of every input and writes it to every output (a fused
  * reduce-scatter + all-gather), spreading the arithmetic and the traffic over all ranks. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -36,17 +37,25 @@ static int tc_all_reduce(dt_comm *base, const void *send, void *recv, size_t cou
   slice(count, esz, me, n, &lo, &hi);
   size_t block = BLOCK_BYTES / esz;
   const void *in[MAX_STACK_RANKS];
+  /* the inputs in rank order, whichever rank reduces an element: every element is folded
+   * alike, so its bits do not depend on where it lies in the buffer (dt.compile packs several
+   * all_reduces into one and must give their bits).  The fold's output may alias only its
+   * first two inputs: in place on a later rank, it goes through a scratch block. */
+  void *scratch = NULL;
+  if (send == recv && me >= 2 && lo < hi && !(scratch = malloc(BLOCK_BYTES))) {
+    tc_leave(c, "all_reduce");
+    return dt_error("all_reduce: out of memory");
+  }
   for (size_t off = lo; off < hi; off += block) {
     size_t cnt = hi - off < block ? hi - off : block;
-    /* own input first: the output may alias it (in place) */
-    in[0] = (const char *)send + off * esz;
-    for (int k = 1, r = 0; r < n; r++)
-      if (r != me) in[k++] = (const char *)tc_peer(c, r)->send + off * esz;
+    for (int r = 0; r < n; r++) in[r] = (const char *)(r == me ? send : tc_peer(c, r)->send) + off * esz;
     void *out = (char *)recv + off * esz;
-    dt_reduce_ops_apply(op, dt, out, in, n, cnt);
+    dt_reduce_ops_apply(op, dt, scratch ? scratch : out, in, n, cnt);
+    if (scratch) memcpy(out, scratch, cnt * esz);
     for (int r = 0; r < n; r++)
       if (r != me) memcpy((char *)tc_peer(c, r)->recv + off * esz, out, cnt * esz);
   }
+  free(scratch);
   return tc_leave(c, "all_reduce");
 }
 

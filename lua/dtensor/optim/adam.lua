@@ -1,7 +1,8 @@
 -- dt.optim.Adam and dt.optim.AdamW, as torch.optim.Adam / AdamW (their single-tensor update):
 -- bias-corrected moments, weight decay as an L2 term (Adam) or decoupled (AdamW), amsgrad and
 -- maximize optional.  State per parameter: step (a float32 0-d tensor), exp_avg, exp_avg_sq
--- and, with amsgrad, max_exp_avg_sq, made like the parameter.
+-- and, with amsgrad, max_exp_avg_sq, made like the parameter.  Inside dt.compile the step count
+-- stays a tensor: the bias corrections are tensor ops of the graph (bias_corrections).
 local core = require "dtensor.core"
 local base = require "dtensor.optim.optimizer"
 local check = require "dtensor.optim.check"
@@ -26,6 +27,18 @@ local function init_state(state, p, amsgrad)
   if amsgrad then state.max_exp_avg_sq = base.zeros_like(p) end
 end
 
+-- lr / (1 - beta1^step) and sqrt(1 - beta2^step): Lua numbers when eager (the step read into
+-- Lua); while dt.compile records, float32 0-d tensors computed from the step tensor in float64,
+-- the same double operations rounded as a number operand is for p (float64 or float32).
+local function bias_corrections(step_t, lr, beta1, beta2, p)
+  if not core.is_compiling() then
+    local step = step_t:item()
+    return lr / (1 - beta1 ^ step), math.sqrt(1 - beta2 ^ step)
+  end
+  local step, dtype = step_t:to("float64"), p.dtype == "float64" and "float64" or "float32"
+  return (lr / (1 - beta1 ^ step)):to(dtype), (1 - beta2 ^ step):sqrt():to(dtype)
+end
+
 local function updater(decoupled)
   return function(opt, g)
     local lr, eps, wd = g.lr, g.eps, g.weight_decay
@@ -37,7 +50,6 @@ local function updater(decoupled)
         local state = opt:state_of(p)
         if state.step == nil then init_state(state, p, g.amsgrad) end
         state.step:add_(1)
-        local step = state.step:item()
         if decoupled then
           p:mul_(1 - lr * wd)
         elseif wd ~= 0 then
@@ -46,8 +58,7 @@ local function updater(decoupled)
         local exp_avg, exp_avg_sq = state.exp_avg, state.exp_avg_sq
         exp_avg:add_(grad - exp_avg, 1 - beta1) -- torch's lerp_(grad, 1 - beta1)
         exp_avg_sq:mul_(beta2):add_(grad * grad, 1 - beta2)
-        local step_size = lr / (1 - beta1 ^ step)
-        local bias_correction2_sqrt = math.sqrt(1 - beta2 ^ step)
+        local step_size, bias_correction2_sqrt = bias_corrections(state.step, lr, beta1, beta2, p)
         local second = exp_avg_sq
         if g.amsgrad then
           if state.max_exp_avg_sq == nil then state.max_exp_avg_sq = base.zeros_like(p) end
@@ -56,7 +67,11 @@ local function updater(decoupled)
           second = state.max_exp_avg_sq
         end
         local denom = second:sqrt() / bias_correction2_sqrt + eps
-        p:add_(exp_avg / denom, -step_size)
+        if type(step_size) == "number" then
+          p:add_(exp_avg / denom, -step_size)
+        else
+          p:add_(-(exp_avg / denom * step_size)) -- add_'s alpha: (float)alpha * x, then the sum
+        end
       end
     end
   end
