@@ -212,11 +212,10 @@ describe("under mpirun", function()
                  "local ok, e = pcall(D.all_reduce, t, dt.rank() == 0 and 'sum' or 'max') print('R' .. dt.rank(), e) " ..
                  "ok, e = pcall(D.all_reduce, dt.ones(2)) print('B' .. dt.rank(), e)"
     local out, rc = mrun(2, "-e " .. sh_quote(prog), "DTLUA_TIMEOUT=20")
-    for r = 0, 1 do
-      assert.matches("R" .. r .. "\tcollective mismatch in group {0,1}: rank 0 called all_reduce(sum, " ..
-                     "float32, 65536 elements), rank 1 called all_reduce(max, float32, 65536 elements)", out, 1, true)
-      assert.matches("B" .. r .. "\tall_reduce: group {0,1} is broken by an earlier failure: ", out, 1, true)
-    end
+    -- the first rank to reach the program's end aborts the job: the other's lines may be cut
+    assert.matches("\tcollective mismatch in group {0,1}: rank 0 called all_reduce(sum, float32, 65536 elements), " ..
+                   "rank 1 called all_reduce(max, float32, 65536 elements)", out, 1, true)
+    assert.matches("\tall_reduce: group {0,1} is broken by an earlier failure: collective mismatch", out, 1, true)
     assert.are_not.equal(0, rc)
     assert.matches("finish: group {0,1} is broken by an earlier failure", out, 1, true)
   end)
