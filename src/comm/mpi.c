@@ -1,7 +1,9 @@
 /* The MPI backend: each collective is the matching MPI call (no emulation over
  * point-to-point).  Safe by default: before each collective the ranks agree on a
- * fingerprint of the call (one small MPI_Allreduce of a hash pair; on a difference, the full
- * descriptions are gathered to name both calls), and the calls run in their non-blocking
+ * fingerprint of the call (one small MPI_Allreduce of a hash pair, on a communicator of its
+ * own; on a difference, the full descriptions are gathered to name both calls; from
+ * FP_OVERLAP_BYTES it runs beside the data call instead of before it, so a large call does
+ * not pay its latency), and the calls run in their non-blocking
  * form, polled against DTLUA_TIMEOUT (default 600 s; 0 = blocking calls, no timeout), so
  * that a stuck collective becomes an error naming what every rank waits in (mpi_watch.c).
  * DTLUA_DEBUG=collectives gathers the full descriptions on every call instead. */
@@ -25,9 +27,20 @@ typedef struct mpi_comm {
   dt_mpi_watch *watch; /* the world's, shared by its groups (owned by the world) */
   int owns_watch;
   char label[64];
+  MPI_Comm check;     /* the fingerprint and the full checks: apart from the data calls */
+  /* the fingerprint agreement posted beside a large data call (agree_call -> wait_req) */
+  int fp_pending;
+  MPI_Request fp_req;
+  int64_t fp_mine[2], fp_min[2];
+  tc_desc fp_desc;
+  char broken[512]; /* non-empty: a mismatch left a data call unmatched on this communicator */
 } mpi_comm;
 
 #define DEFAULT_TIMEOUT 600.0 /* as the threads backend */
+/* From this size of a rank's data the fingerprint agreement overlaps the data call (its
+ * latency is hidden; a mismatch then breaks the group).  Smaller calls agree first, so a
+ * mismatch there leaves the group usable. */
+#define FP_OVERLAP_BYTES (64 * 1024)
 
 static const dt_comm_ops mpi_ops;
 
@@ -42,16 +55,21 @@ static int check_rc(int rc, const char *name) { return rc == MPI_SUCCESS ? DT_OK
 
 /* Polls req until done (filling status, or MPI_STATUS_IGNORE) or the timeout; *mpi_rc
  * (when given) gets the failing MPI code. */
+static int fp_settle(mpi_comm *c, int wait);
 static int wait_req_status(mpi_comm *c, int rc, MPI_Request *req, const char *name, MPI_Status *status, int *mpi_rc) {
   if (mpi_rc) *mpi_rc = rc;
+  if (c->fp_pending && rc != MPI_SUCCESS && fp_settle(c, 1) != DT_OK) return DT_ERR; /* the better message */
   if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
   double t0 = dt_now();
   for (unsigned i = 0;; i++) {
     int done = 0;
+    /* the fingerprint beside this call: on a difference, its message, without waiting for a
+     * data call that may never complete */
+    if (c->fp_pending && fp_settle(c, 0) != DT_OK) return DT_ERR;
     rc = MPI_Test(req, &done, status);
     if (mpi_rc) *mpi_rc = rc;
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
-    if (done) return DT_OK;
+    if (rc != MPI_SUCCESS) return c->fp_pending && fp_settle(c, 1) != DT_OK ? DT_ERR : mpi_fail(rc, name);
+    if (done) return c->fp_pending ? fp_settle(c, 1) : DT_OK;
     if (i % 64 == 63) {
       sched_yield();
       dt_mpi_watch_serve(c->watch);
@@ -89,9 +107,9 @@ static int too_big(size_t n, const char *name) {
 static int check_allgather(mpi_comm *c, const int64_t *mine, int k, int64_t *all, const char *name) {
   if (c->base.timeout > 0) {
     MPI_Request req;
-    return wait_req(c, MPI_Iallgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->comm, &req), &req, name);
+    return wait_req(c, MPI_Iallgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->check, &req), &req, name);
   }
-  return check_rc(MPI_Allgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->comm), name);
+  return check_rc(MPI_Allgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->check), name);
 }
 
 /* Rooted at root: the message of the rank whose arguments failed, raised by every rank. */
@@ -100,21 +118,29 @@ static int raise_arg_error(mpi_comm *c, const tc_desc *d, int root, int all_same
   if (c->base.rank == root) snprintf(why, sizeof why, "%s", d->why ? d->why : "?");
   MPI_Request req;
   int st = c->base.timeout > 0
-               ? wait_req(c, MPI_Ibcast(why, sizeof why, MPI_CHAR, root, c->comm, &req), &req, "collective")
-               : check_rc(MPI_Bcast(why, sizeof why, MPI_CHAR, root, c->comm), "collective");
+               ? wait_req(c, MPI_Ibcast(why, sizeof why, MPI_CHAR, root, c->check, &req), &req, "collective")
+               : check_rc(MPI_Bcast(why, sizeof why, MPI_CHAR, root, c->check), "collective");
   if (st != DT_OK) return st;
   why[sizeof why - 1] = 0;
   return tc_arg_error(c->label, c->base.world_ranks[root], why, all_same);
 }
 
+static int overlaps(const tc_desc *d);
+
 /* Every rank's (kind, dtype, op, root, count), compared: the ranks that finished their
- * program, a rank whose arguments failed, then calls that differ. */
-static int full_check(mpi_comm *c, const tc_desc *d) {
+ * program, a rank whose arguments failed, then calls that differ.  *any_overlap (when
+ * given): some rank posted its data call beside the fingerprint (overlaps()). */
+static int full_check(mpi_comm *c, const tc_desc *d, int *any_overlap) {
   int n = c->base.size;
   int64_t mine[5] = {d->kind, d->dtype, d->op, d->root, (int64_t)d->count};
   int64_t *all = malloc(sizeof(int64_t) * 5 * (size_t)n);
   if (!all) return dt_error("collective check: out of memory");
   if (check_allgather(c, mine, 5, all, tc_kind_name(d->kind)) != DT_OK) return free(all), DT_ERR;
+  for (int r = 0; any_overlap && r < n; r++) {
+    tc_desc dr = {.kind = (tc_kind)all[5 * r], .dtype = (dt_dtype)all[5 * r + 1], .count = (size_t)all[5 * r + 4]};
+    *any_overlap |= dr.kind != TC_ARG_ERROR && dr.kind != TC_FINISH && (int)dr.dtype >= 0 &&
+                    (int)dr.dtype < DT_NDTYPES && overlaps(&dr);
+  }
   /* ranks at the end of their program (dt_mpi_finish) against ranks in a collective:
    * the threads backend's message */
   int *fin = malloc(sizeof(int) * (size_t)n), nfin = 0;
@@ -148,28 +174,87 @@ static int full_check(mpi_comm *c, const tc_desc *d) {
   return st;
 }
 
+/* A data call whose fingerprint agreement runs beside it (the caller passes its size). */
+static int overlaps(const tc_desc *d) {
+  switch (d->kind) {
+  case TC_ALL_REDUCE: case TC_REDUCE_SCATTER: case TC_ALL_GATHER: case TC_ALL_TO_ALL: case TC_BROADCAST:
+  case TC_SCATTER: case TC_GATHER:
+    return d->count * dt_dtype_size(d->dtype) >= FP_OVERLAP_BYTES;
+  default:
+    return 0;
+  }
+}
+
+/* The fingerprint's verdict: equal on every rank when min == max (the max is ~min of the
+ * complements); all ranks reach the same one.  On a difference the full check names it, and
+ * when a data call went out beside the fingerprint (on this rank or another) the group is
+ * broken: that call may stay unmatched. */
+static int fp_verdict(mpi_comm *c, const tc_desc *d, const int64_t *min) {
+  if (min[0] == ~min[1] && d->kind != TC_ARG_ERROR) return DT_OK;
+  int any_overlap = 0;
+  int st = full_check(c, d, &any_overlap);
+  if (st == DT_OK) /* equal descriptions but different fingerprints: the same group label differs */
+    st = dt_error("%s: collective mismatch in group %s (different fingerprints, equal calls)", tc_kind_name(d->kind),
+                  c->label);
+  if (any_overlap) snprintf(c->broken, sizeof c->broken, "%s", dt_error_message());
+  return st;
+}
+
+/* The fingerprint posted beside a data call: its verdict once it arrived (wait: wait for it).
+ * DT_OK while it has not arrived. */
+static int fp_settle(mpi_comm *c, int wait) {
+  int done = 0;
+  if (wait) {
+    c->fp_pending = 0; /* wait_req below must not come back here */
+    if (wait_req(c, MPI_SUCCESS, &c->fp_req, tc_kind_name(c->fp_desc.kind)) != DT_OK) return DT_ERR;
+  } else {
+    int rc = MPI_Test(&c->fp_req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return c->fp_pending = 0, mpi_fail(rc, tc_kind_name(c->fp_desc.kind));
+    if (!done) return DT_OK;
+    c->fp_pending = 0;
+  }
+  tc_desc d = c->fp_desc;
+  return fp_verdict(c, &d, c->fp_min);
+}
+
 /* Before each collective: the ranks agree on tc_fingerprint(d) (min and max of the hash in one
- * MPI_Allreduce; equal on every rank or the full check names the difference).  Every rank
- * reaches the same verdict, so all go to the full check together. */
+ * MPI_Allreduce on c->check; equal on every rank or the full check names the difference).
+ * Every rank reaches the same verdict, so all go to the full check together.  A large data
+ * call (overlaps(), polled calls) only posts the agreement here: wait_req settles it beside
+ * the data call that follows at once. */
 static int agree_call(mpi_comm *c, const tc_desc *d) {
   char call[160];
   tc_describe(call, sizeof call, d);
   dt_mpi_watch_doing(c->watch, call, c->label);
-  if (c->debug) return full_check(c, d);
+  if (c->broken[0])
+    return dt_error("%s: group %s is broken by an earlier failure: %s", tc_kind_name(d->kind), c->label, c->broken);
+  if (c->debug) return full_check(c, d, NULL);
   int64_t h = (int64_t)tc_fingerprint(d, c->label), mine[2] = {h, ~h}, min[2];
   const char *name = tc_kind_name(d->kind);
   int st;
+  if (c->base.timeout > 0 && overlaps(d)) {
+    c->fp_mine[0] = mine[0], c->fp_mine[1] = mine[1];
+    c->fp_desc = *d;
+    c->fp_desc.why = NULL, c->fp_desc.counts = c->fp_desc.counts2 = NULL, c->fp_desc.blocks = NULL;
+    st = check_rc(MPI_Iallreduce(c->fp_mine, c->fp_min, 2, MPI_INT64_T, MPI_MIN, c->check, &c->fp_req), name);
+    c->fp_pending = st == DT_OK;
+    return st;
+  }
   if (c->base.timeout > 0) {
     MPI_Request req;
-    st = wait_req(c, MPI_Iallreduce(mine, min, 2, MPI_INT64_T, MPI_MIN, c->comm, &req), &req, name);
+    st = wait_req(c, MPI_Iallreduce(mine, min, 2, MPI_INT64_T, MPI_MIN, c->check, &req), &req, name);
   } else {
-    st = check_rc(MPI_Allreduce(mine, min, 2, MPI_INT64_T, MPI_MIN, c->comm), name);
+    st = check_rc(MPI_Allreduce(mine, min, 2, MPI_INT64_T, MPI_MIN, c->check), name);
   }
   if (st != DT_OK) return st;
-  /* equal on every rank: min == max (the max is ~min of the complements); all ranks with
-   * failed arguments agree with each other, and go on to share the first one's message */
-  if (min[0] == ~min[1] && d->kind != TC_ARG_ERROR) return DT_OK;
-  return full_check(c, d);
+  return fp_verdict(c, d, min);
+}
+
+/* A collective that returns between agree_call and its data call settles the fingerprint
+ * first (its peers wait in theirs). */
+static int agreed_return(mpi_comm *c, int st) {
+  if (c->fp_pending && fp_settle(c, 1) != DT_OK) return DT_ERR;
+  return st;
 }
 
 /* all_reduce and reduce_scatter: the same steps around two different MPI calls (avg is
@@ -232,13 +317,13 @@ static int m_all_gather_v(dt_comm *b, const void *send, void *recv, const size_t
   if (agree_call(c, &d)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   if (all_equal(counts, n)) {
-    if (too_big(counts[0] * (size_t)n, "all_gather")) return DT_ERR;
+    if (too_big(counts[0] * (size_t)n, "all_gather")) return agreed_return(c, DT_ERR);
     int k = (int)counts[0];
     RUN("all_gather", MPI_Allgather(send, k, t, recv, k, t, c->comm),
         MPI_Iallgather(send, k, t, recv, k, t, c->comm, &req));
   }
   int *v = int_layout(counts, n, "all_gather");
-  if (!v) return DT_ERR;
+  if (!v) return agreed_return(c, DT_ERR);
   int st;
   int k = v[b->rank];
   if (c->base.timeout > 0) {
@@ -289,19 +374,20 @@ static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts
                           const size_t *recvcounts, dt_dtype dt) {
   mpi_comm *c = (mpi_comm *)b;
   int n = b->size;
-  tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt};
+  tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt}; /* count: the total sent (not in the fingerprint) */
+  for (int r = 0; r < n; r++) d.count += sendcounts[r];
   if (agree_call(c, &d) || debug_check_splits(c, sendcounts, recvcounts, dt)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   /* The MPI_Alltoall fast path only for the equal-count form (dt_comm_all_to_all passes one
    * array for both), which every rank calls alike: a rank whose v-counts merely happen to be
    * equal (all zero, say) must not leave for MPI_Alltoall while its peers are in Alltoallv. */
   if (sendcounts == recvcounts && all_equal(sendcounts, n)) {
-    if (too_big(sendcounts[0] * (size_t)n, "all_to_all")) return DT_ERR;
+    if (too_big(sendcounts[0] * (size_t)n, "all_to_all")) return agreed_return(c, DT_ERR);
     int k = (int)sendcounts[0];
     RUN("all_to_all", MPI_Alltoall(send, k, t, recv, k, t, c->comm), MPI_Ialltoall(send, k, t, recv, k, t, c->comm, &req));
   }
   int *sv = int_layout(sendcounts, n, "all_to_all"), *rv = sv ? int_layout(recvcounts, n, "all_to_all") : NULL;
-  if (!rv) return free(sv), DT_ERR;
+  if (!rv) return free(sv), agreed_return(c, DT_ERR);
   int st;
   if (c->base.timeout > 0) {
     MPI_Request req;
@@ -411,6 +497,8 @@ static mpi_comm *comm_wrap(MPI_Comm comm, const int *world_ranks, int debug, dou
   if (!c->base.world_ranks) return free(c), NULL;
   for (int r = 0; r < c->base.size; r++) c->base.world_ranks[r] = world_ranks ? world_ranks[r] : r;
   c->comm = comm;
+  if (MPI_Comm_dup(comm, &c->check) != MPI_SUCCESS) return free(c->base.world_ranks), free(c), NULL;
+  MPI_Comm_set_errhandler(c->check, MPI_ERRORS_RETURN);
   c->debug = debug;
   c->base.timeout = timeout; /* > 0: poll the non-blocking calls with this deadline */
   dt_comm_format_ranks(c->label, sizeof c->label, c->base.world_ranks, c->base.size);
@@ -457,7 +545,7 @@ static void m_destroy(dt_comm *b) {
   mpi_comm *c = (mpi_comm *)b;
   int fin = 0;
   MPI_Finalized(&fin);
-  if (!fin) MPI_Comm_free(&c->comm);
+  if (!fin) MPI_Comm_free(&c->comm), MPI_Comm_free(&c->check);
   if (c->owns_watch) dt_mpi_watch_free(c->watch);
   free(c->base.world_ranks);
   free(c);
@@ -567,6 +655,17 @@ void dt_mpi_abort(int code) {
   exit(code);
 }
 
+/* The non-blocking form of a bench collective (dt_mpi_bench_raw's "+overlapped"). */
+static int bench_post(const char *coll, float *a, float *b, int count, int part, MPI_Request *req) {
+  if (strcmp(coll, "all_reduce") == 0) return MPI_Iallreduce(MPI_IN_PLACE, a, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, req);
+  if (strcmp(coll, "all_gather") == 0) return MPI_Iallgather(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD, req);
+  if (strcmp(coll, "reduce_scatter") == 0)
+    return MPI_Ireduce_scatter_block(a, b, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, req);
+  if (strcmp(coll, "all_to_all") == 0) return MPI_Ialltoall(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD, req);
+  dt_error("bench: unknown collective '%s'", coll);
+  return MPI_ERR_OTHER;
+}
+
 int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds) {
   int n;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -575,10 +674,17 @@ int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds)
   if (!a || !b) return free(a), free(b), dt_error("bench: out of memory");
   int rc = MPI_SUCCESS;
   /* "<coll>+fingerprint": each call preceded by the backend's fingerprint agreement (an
-   * MPI_Allreduce of two int64), to price it against the bare call in the same run */
+   * MPI_Allreduce of two int64), to price it against the bare call in the same run;
+   * "<coll>+overlapped": the agreement posted beside the call (on a communicator of its own),
+   * both waited together, as the backend does from FP_OVERLAP_BYTES */
   size_t base_len = strcspn(coll, "+");
   int fingerprint = strcmp(coll + base_len, "+fingerprint") == 0;
-  if (coll[base_len] && !fingerprint) return free(a), free(b), dt_error("bench: unknown variant '%s'", coll);
+  int overlapped = strcmp(coll + base_len, "+overlapped") == 0;
+  if (coll[base_len] && !fingerprint && !overlapped)
+    return free(a), free(b), dt_error("bench: unknown variant '%s'", coll);
+  MPI_Comm check = MPI_COMM_NULL;
+  if (overlapped && MPI_Comm_dup(MPI_COMM_WORLD, &check) != MPI_SUCCESS)
+    return free(a), free(b), dt_error("bench: MPI_Comm_dup failed");
   char name[32];
   snprintf(name, sizeof name, "%.*s", (int)(base_len < 31 ? base_len : 31), coll);
   coll = name;
@@ -591,6 +697,14 @@ int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds)
       int64_t fp[2] = {i, ~(int64_t)i}, min[2];
       rc = MPI_Allreduce(fp, min, 2, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
     }
+    if (overlapped) {
+      int64_t fp[2] = {i, ~(int64_t)i}, min[2];
+      MPI_Request req[2];
+      rc = MPI_Iallreduce(fp, min, 2, MPI_INT64_T, MPI_MIN, check, &req[0]);
+      if (rc == MPI_SUCCESS) rc = bench_post(coll, a, b, count, part, &req[1]);
+      if (rc == MPI_SUCCESS) rc = MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+      continue;
+    }
     if (strcmp(coll, "all_reduce") == 0) rc = MPI_Allreduce(MPI_IN_PLACE, a, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     else if (strcmp(coll, "all_gather") == 0) rc = MPI_Allgather(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
     else if (strcmp(coll, "reduce_scatter") == 0)
@@ -599,6 +713,7 @@ int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds)
     else rc = dt_error("bench: unknown collective '%s'", coll) ? MPI_ERR_OTHER : MPI_ERR_OTHER;
   }
   *seconds = (dt_now() - *seconds) / iters;
+  if (check != MPI_COMM_NULL) MPI_Comm_free(&check);
   free(a), free(b);
   return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, coll);
 }

@@ -203,6 +203,23 @@ describe("under mpirun", function()
       assert.is_nil(out:find("tensor(", 1, true)) -- no rank went on with a wrong result
     end)
 
+  it("a mismatch in a large collective (fingerprint beside the data) fails every rank and breaks the group", function()
+    if not mpirun_prefix() then return end
+    -- 64 Ki floats: the fingerprint agreement runs beside the data call, so the group is not
+    -- used again after a mismatch (a data call may be left unmatched), and the program ends
+    -- with that error (the world's group is broken) instead of hanging in MPI_Finalize
+    local prog = "local D = dt.distributed local t = dt.ones(1 << 16) " ..
+                 "local ok, e = pcall(D.all_reduce, t, dt.rank() == 0 and 'sum' or 'max') print('R' .. dt.rank(), e) " ..
+                 "ok, e = pcall(D.all_reduce, dt.ones(2)) print('B' .. dt.rank(), e)"
+    local out, rc = mrun(2, "-e " .. sh_quote(prog), "DTLUA_TIMEOUT=20")
+    -- the first rank to reach the program's end aborts the job: the other's lines may be cut
+    assert.matches("\tcollective mismatch in group {0,1}: rank 0 called all_reduce(sum, float32, 65536 elements), " ..
+                   "rank 1 called all_reduce(max, float32, 65536 elements)", out, 1, true)
+    assert.matches("\tall_reduce: group {0,1} is broken by an earlier failure: collective mismatch", out, 1, true)
+    assert.are_not.equal(0, rc)
+    assert.matches("finish: group {0,1} is broken by an earlier failure", out, 1, true)
+  end)
+
   it("a stuck collective times out naming what every rank waits in (a rank in Lua code does not answer)", function()
     if not mpirun_prefix() then return end
     local prog = "local D = dt.distributed local g = D.new_group({0, 1}) local t = dt.ones(4) " ..
