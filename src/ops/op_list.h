@@ -180,3 +180,8 @@ DT_OP(VAR_MEAN, var_mean, var_mean, 2, 0, REDUCE, var_mean, "var_mean(Tensor x, 
  * several ops; called by those rules, so they have no gradient of their own ---- */
 DT_OP(GELU_BACKWARD, gelu_backward, binary_float, 1, 0, POINTWISE, none, "gelu_backward(Tensor grad, Tensor x; ints[0]=1: tanh approximation) -> grad * gelu'(x)")
 DT_OP(LAYER_NORM_BACKWARD, layer_norm_backward, layer_norm_backward, 2, 0, NN, none, "layer_norm_backward(Tensor grad, Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps; flags&1: rms_norm) -> (dx, grad * xhat) (the row statistics recomputed; dw and db are sums of grad * xhat and grad)")
+
+/* ---- fused training-step kernels (CPU speed of one rank's step, doc/performance.md
+ * "Training"): the optimizer's update in one pass per parameter.  No gradient (optimizer
+ * math runs under no_grad). ---- */
+DT_OP(ADAM_STEP_, adam_step_, adam_step, 1, DT_OPF_INPLACE, POINTWISE, none, "adam_step_(Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq, Tensor? max_exp_avg_sq (amsgrad; all param's shape and dtype); scalar[0] step_size = lr / (1 - beta1^step), [1] sqrt(1 - beta2^step), [2] beta1, [3] beta2; ints[0], ints[1] = the IEEE-754 bits of eps and of the weight-decay term (flags&1 decoupled: the factor 1 - lr wd, else wd); flags&2 maximize) -> param (exp_avg, exp_avg_sq, max_exp_avg_sq written too)")

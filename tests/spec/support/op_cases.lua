@@ -2190,6 +2190,54 @@ function M.tol(entry, dtype)
   return dtype == "float32" and 1e-5 or 1e-12
 end
 
+-- ---------------------------------------------------------------- fused training-step ops
+-- adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq?): Adam/AdamW's update of
+-- lua/dtensor/optim/adam.lua, written out in plain Lua (optim_spec.lua checks it bitwise
+-- against the composed ops)
+local function adam_ref(i, s)
+  local p, g, m, v = ref_of(i[1]), ref_of(i[2]), ref_of(i[3]), ref_of(i[4])
+  local vmax = s.amsgrad and ref_of(i[5]) or nil
+  local out = {shape = p.shape, data = {}}
+  for j = 1, #p.data do
+    local gj, pj = s.maximize and -g.data[j] or g.data[j], p.data[j]
+    if s.decoupled then pj = pj * s.decay elseif s.decay ~= 0 then gj = gj + s.decay * pj end
+    local mj = m.data[j] + (1 - s.beta1) * (gj - m.data[j])
+    local vj = v.data[j] * s.beta2 + (1 - s.beta2) * gj * gj
+    local second = vmax and math.max(vmax.data[j], vj) or vj
+    out.data[j] = pj - s.step_size * mj / (math.sqrt(second) / s.bc2 + s.eps)
+  end
+  return out
+end
+ops.adam_step_ = {
+  family = "inplace",
+  refuses = {P = "adam_step_: an in-place op keeps its input's placements (Partial(sum))"},
+  cases = function(rng)
+    local list = {}
+    for i = 1, 5 do
+      local dtype = i == 2 and "float32" or "float64"
+      local shape = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+      local ins = {t_of(rng, shape, dtype), t_of(rng, shape, dtype), t_of(rng, shape, dtype), t_of(rng, shape, dtype, "positive")}
+      local step = rng.int(1, 20)
+      local s = {beta1 = 0.9, beta2 = 0.999, eps = 1e-8, decoupled = i % 2 == 1, maximize = i == 3, amsgrad = i >= 4}
+      local lr, wd = 0.01 * rng.int(1, 4), i == 2 and 0 or 0.1
+      s.step_size, s.bc2 = lr / (1 - s.beta1 ^ step), math.sqrt(1 - s.beta2 ^ step)
+      s.decay = s.decoupled and 1 - lr * wd or wd
+      if s.amsgrad then ins[5] = t_of(rng, shape, dtype, "positive") end
+      list[#list + 1] = {inputs = ins, static = s, label = dtype .. " case " .. i .. (s.amsgrad and " amsgrad" or "")}
+    end
+    return list
+  end,
+  run = function(i, s)
+    local p = i[1]:clone()
+    dt._adam_step_(p, i[2], i[3]:clone(), i[4]:clone(), s.amsgrad and i[5]:clone() or nil, s.step_size, s.bc2, s.beta1,
+                   s.beta2, s.eps, s.decay, s.decoupled, s.maximize)
+    return p
+  end,
+  ref = adam_ref,
+  tol = 1e-12,
+  nondiff = "the optimizer's update: runs under no_grad, no gradient",
+}
+
 -- The rows of the table without an entry here, and the entries without a row.
 function M.missing()
   local rows, missing, extra = {}, {}, {}

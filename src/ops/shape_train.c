@@ -1,0 +1,48 @@
+/* Shape rules of the fused training-step ops (op_list.h's last block): the optimizer update. */
+#include "base/error.h"
+#include "ops/ops.h"
+
+#include <string.h>
+
+static int same_shape(const dt_tensor *a, const dt_tensor *b) {
+  return a->ndim == b->ndim && (a->ndim == 0 || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) == 0);
+}
+
+/* The tensors an in-place update writes may not have overlapping elements (expanded views). */
+static int writable(const dt_op_args *a, const dt_tensor *t, const char *what) {
+  for (int i = 0; i < t->ndim; i++)
+    if (t->stride[i] == 0 && t->shape[i] > 1)
+      return dt_error("%s: cannot write %s in place: its elements overlap (an expanded view); clone() it first", a->name,
+                      what);
+  return DT_OK;
+}
+
+/* adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq?): one floating dtype and one
+ * shape for all; the result is param. */
+int dt_shape_adam_step(const dt_op_args *a, dt_meta *out) {
+  static const char *const names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  if (a->nin < 4 || a->nin > 5) return dt_error("%s: expected 4 or 5 tensors, got %d", a->name, a->nin);
+  const dt_tensor *p = a->in[0];
+  char b1[160], b2[160];
+  for (int i = 0; i < a->nin; i++) {
+    const dt_tensor *t = a->in[i];
+    if (!t) {
+      if (i == 4) continue;
+      return dt_error("%s: %s is missing", a->name, names[i]);
+    }
+    if (!dt_dtype_is_float(t->dtype))
+      return dt_error("%s: %s must be a floating-point tensor, got %s", a->name, names[i], dt_dtype_name(t->dtype));
+    if (t->dtype != p->dtype)
+      return dt_error("%s: %s has dtype %s, param %s (one dtype for all)", a->name, names[i], dt_dtype_name(t->dtype),
+                      dt_dtype_name(p->dtype));
+    if (!same_shape(t, p))
+      return dt_error("%s: %s has shape %s, param %s (one shape for all)", a->name, names[i],
+                      dt_format_shape(b1, sizeof b1, t->ndim, t->shape), dt_format_shape(b2, sizeof b2, p->ndim, p->shape));
+    if (i != 1 && writable(a, t, names[i]) != DT_OK) return DT_ERR;
+  }
+  if (a->nscalar < 4 || a->nints < 2) return dt_error("%s: expected 4 numbers and 2 encoded numbers", a->name);
+  out->dtype = p->dtype;
+  out->ndim = p->ndim;
+  if (p->ndim) memcpy(out->shape, p->shape, sizeof(int64_t) * (size_t)p->ndim);
+  return DT_OK;
+}
