@@ -52,24 +52,16 @@ DT_BACKWARD(rms_norm, rms_norm_backward, DT_SAVE(0) | DT_SAVE(1), 0, 0)
 /* ---- cross_entropy(logits [n, c, d...] or [c], target (0-based) [n, d...] or 0-d; ints[0]
  * ignore_index, ints[1] reduction 0 none, 1 mean, 2 sum): d logits = (softmax(logits) -
  * onehot(target)) * w along the class dim, w the sample's weight: g (none, sum) or g / the
- * count of targets not ignored (mean), 0 where ignored.  Plain tensors only (the row is
- * LOCAL_ONLY: on DTensors F.cross_entropy is composed in Lua). */
+ * count of targets not ignored (mean), 0 where ignored.  One op, cross_entropy_backward
+ * (src/kernels/cpu/cross_entropy.c), where the rule made a dozen.  Plain tensors only (the
+ * row is LOCAL_ONLY: on DTensors F.cross_entropy is composed in Lua). */
 static int cross_entropy_backward(dt_bw *b) {
   if (!b->grad[0] || !b->needs[0]) return DT_OK;
-  int cd = b->in_meta[0].ndim == 1 ? 0 : 1;
-  int64_t cdim = cd, ignore = b->args->ints[0];
-  dt_dtype t = b->in_meta[0].dtype;
   dt_bx x;
   dt_bx_begin(&x, b);
-  const dt_value *logits = dt_bx_in(&x, 0), *target = dt_bx_in(&x, 1), *g = dt_bx_grad(&x, 0);
-  const dt_value *hot = dt_bx_binary(&x, DT_OP_EQ, dt_bx_ints(&x, DT_OP_UNSQUEEZE, target, 1, &cdim), dt_bx_positions(&x, 0, cd));
-  dt_op_args ne = dt_bw_args(); /* target != ignore_index, compared as integers */
-  ne.flags = DT_ARG_SCALAR | DT_ARG_SCALAR_INT, ne.scalar[0] = (double)ignore, ne.nscalar = 1, ne.ints[0] = ignore, ne.nints = 1;
-  const dt_value *valid = dt_bx_cast(&x, target ? dt_bx_op(&x, DT_OP_NE, &ne, &target, 1) : NULL, t);
-  const dt_value *per = b->args->ints[1] == 1 ? dt_bx_div(&x, g, dt_bx_reduce_dims(&x, DT_OP_SUM, valid, 0, NULL, 0)) : g;
-  const dt_value *w = dt_bx_ints(&x, DT_OP_UNSQUEEZE, dt_bx_mul(&x, valid, per), 1, &cdim);
-  const dt_value *p = dt_bx_ints(&x, DT_OP_SOFTMAX, logits, 1, &cdim);
-  dt_bx_set(&x, 0, dt_bx_mul(&x, dt_bx_sub(&x, p, dt_bx_cast(&x, hot, t)), w));
+  const dt_value *in[3] = {dt_bx_grad(&x, 0), dt_bx_in(&x, 0), dt_bx_in(&x, 1)};
+  dt_op_args a = *b->args; /* ignore_index, reduction as the forward had them */
+  dt_bx_set(&x, 0, dt_bx_op(&x, DT_OP_CROSS_ENTROPY_BACKWARD, &a, in, 3));
   return dt_bx_end(&x);
 }
 DT_BACKWARD(cross_entropy, cross_entropy_backward, DT_SAVE(0) | DT_SAVE(1), 0, 0)

@@ -1,7 +1,8 @@
 /* Bindings: the fused backward kernels the backward rules call (src/ops/op_list.h, "fused
  * backward kernels"), reachable from Lua for their tests: dt._gelu_backward(grad, x, tanh),
  * dt._layer_norm_backward(grad, x, w, normalized_shape, eps, rms); and the fused
- * training-step ops the Lua library calls: dt._adam_step_ (lua/dtensor/optim/adam.lua). */
+ * training-step ops the Lua library calls: dt._adam_step_ (lua/dtensor/optim/adam.lua);
+ * dt._cross_entropy_backward is in l_nn.c beside dt._cross_entropy, whose arguments it takes. */
 #include "bindings/l_tensor.h"
 
 #include <string.h>

@@ -74,3 +74,4 @@ DT_RULE(var_mean)
 DT_RULE(layer_norm_backward)
 /* fused training-step kernels (shape_train.c) */
 DT_RULE(adam_step)
+DT_RULE(cross_entropy_backward)

@@ -1,4 +1,5 @@
-/* Shape rules of the fused training-step ops (op_list.h's last block): the optimizer update. */
+/* Shape rules of the fused training-step ops (op_list.h's last block): the optimizer update,
+ * cross_entropy's backward. */
 #include "base/error.h"
 #include "ops/ops.h"
 
@@ -44,5 +45,27 @@ int dt_shape_adam_step(const dt_op_args *a, dt_meta *out) {
   out->dtype = p->dtype;
   out->ndim = p->ndim;
   if (p->ndim) memcpy(out->shape, p->shape, sizeof(int64_t) * (size_t)p->ndim);
+  return DT_OK;
+}
+
+/* cross_entropy_backward(grad, logits, target): logits and target as cross_entropy checks
+ * them, grad shaped like its result; d logits shaped like the logits. */
+int dt_shape_cross_entropy_backward(const dt_op_args *a, dt_meta *out) {
+  if (a->nin != 3 || !a->in[0] || !a->in[1] || !a->in[2])
+    return dt_error("%s: expected grad, logits and target tensors", a->name);
+  const dt_tensor *g = a->in[0], *x = a->in[1];
+  dt_op_args fwd = *a;
+  fwd.in = a->in + 1, fwd.nin = 2;
+  dt_meta loss;
+  char b1[160], b2[160];
+  if (dt_shape_cross_entropy(&fwd, &loss) != DT_OK) return DT_ERR;
+  if (g->dtype != x->dtype)
+    return dt_error("%s: grad has dtype %s, logits %s", a->name, dt_dtype_name(g->dtype), dt_dtype_name(x->dtype));
+  if (g->ndim != loss.ndim || (g->ndim && memcmp(g->shape, loss.shape, sizeof(int64_t) * (size_t)g->ndim) != 0))
+    return dt_error("%s: grad has shape %s, the loss %s", a->name, dt_format_shape(b1, sizeof b1, g->ndim, g->shape),
+                    dt_format_shape(b2, sizeof b2, loss.ndim, loss.shape));
+  out->dtype = x->dtype;
+  out->ndim = x->ndim;
+  memcpy(out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
   return DT_OK;
 }

@@ -315,6 +315,17 @@ describe("F.cross_entropy", function()
     fails("cross_entropy: ignore_index must be an integer, got 1.5", F.cross_entropy, x, dt.tensor({1, 1}), {ignore_index = 1.5})
     fails("cross_entropy: logits must have at least 1 dim, got a 0-d tensor", F.cross_entropy, dt.tensor(1.0), dt.tensor(1))
   end)
+
+  it("its fused backward op (the rule's one op) refuses bad operands by name", function()
+    local x, t = dt.zeros(2, 3), dt.tensor({1, 3})
+    local ceb = dt._cross_entropy_backward
+    fails("cross_entropy_backward: grad has shape {2}, the loss {}", ceb, dt.zeros(2), x, t, -100, "mean")
+    fails("cross_entropy_backward: grad has shape {}, the loss {2}", ceb, dt.tensor(1.0), x, t, -100, "none")
+    fails("cross_entropy_backward: grad has dtype float64, logits float32", ceb, dt.tensor(1.0):double(), x, t, -100, "sum")
+    fails("cross_entropy_backward: target 4 out of range for 3 classes", ceb, dt.tensor(1.0), x, dt.tensor({1, 4}), -100, "mean")
+    fails("cross_entropy_backward: expected a tensor for grad, got nil", ceb, nil, x, t, -100, "mean")
+    fails("cross_entropy_backward: reduction must be", ceb, dt.tensor(1.0), x, t, -100, "avg")
+  end)
 end)
 
 describe("F.scaled_dot_product_attention", function()

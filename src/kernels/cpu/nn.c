@@ -152,49 +152,6 @@ static int norm(const dt_op_args *a, dt_tensor **out, int rms) {
 int dt_cpu_layer_norm(const dt_op_args *a, dt_tensor **out) { return norm(a, out, 0); }
 int dt_cpu_rms_norm(const dt_op_args *a, dt_tensor **out) { return norm(a, out, 1); }
 
-/* ---- cross_entropy: ints[0] ignore_index, ints[1] reduction (0 none, 1 mean, 2 sum) ---- */
-int dt_cpu_cross_entropy(const dt_op_args *a, dt_tensor **out) {
-  const dt_tensor *x = a->in[0];
-  dt_dtype cd = dt_dtype_compute(x->dtype);
-  int64_t C = x->shape[x->ndim == 1 ? 0 : 1], N = x->ndim == 1 ? 1 : x->shape[0];
-  int64_t inner = x->ndim > 2 ? dt_shape_numel(x->ndim - 2, x->shape + 2) : 1;
-  int64_t ignore = a->ints[0], reduction = a->ints[1];
-  dt_tensor *lg = dt_tensor_contiguous_as(a->in[0], cd);
-  dt_tensor *tg = lg ? dt_tensor_contiguous_as(a->in[1], DT_INT64) : NULL;
-  if (!tg) {
-    if (lg) dt_tensor_release(lg);
-    return dt_error_prefix("%s", a->name);
-  }
-  const int64_t *target = dt_tensor_data(tg);
-  char *o = dt_tensor_data(out[0]);
-  size_t osize = dt_tensor_elsize(out[0]);
-  double total = 0;
-  int64_t count = 0;
-  int rc = DT_OK;
-  for (int64_t s = 0; s < N * inner && rc == DT_OK; s++) {
-    int64_t n = s / inner, i = s % inner, t = target[s];
-    double loss = 0;
-    if (t == ignore) {
-      loss = 0;
-    } else if (t < 0 || t >= C) {
-      rc = dt_error("%s: target %lld out of range for %lld classes (0-based)", a->name, (long long)t, (long long)C);
-    } else {
-      int64_t off = n * C * inner + i;
-      loss = cd == DT_FLOAT64 ? nll_one_f64((const double *)dt_tensor_data(lg) + off, C, inner, t)
-                              : nll_one_f32((const float *)dt_tensor_data(lg) + off, C, inner, t);
-      total += loss;
-      count++;
-    }
-    if (reduction == 0) dt_store_f64(o + (size_t)s * osize, out[0]->dtype, loss);
-  }
-  /* mean over the non-ignored samples; none left gives 0/0 = NaN, as in PyTorch */
-  if (reduction == 1) dt_store_f64(o, out[0]->dtype, total / (double)count);
-  if (reduction == 2) dt_store_f64(o, out[0]->dtype, total);
-  dt_tensor_release(lg);
-  dt_tensor_release(tg);
-  return rc;
-}
-
 /* ---- scaled_dot_product_attention ---- */
 
 /* Element offsets of each batch of a contiguous operand whose batch dims are right-aligned

@@ -146,14 +146,3 @@ static void SUF(attention)(const R *q, const R *k, const R *v, R *scores, R *out
     GEMM(0, 0, nr, Ev, s, 1, scores, s, v, Ev, 0, out + r0 * Ev, Ev);
   }
 }
-
-/* -log softmax(x)[target] for one sample whose C logits are `step` elements apart. */
-static double SUF(nll_one)(const R *x, int64_t C, int64_t step, int64_t target) {
-  R mx = -INFINITY;
-  for (int64_t c = 0; c < C; c++) mx = x[c * step] > mx ? x[c * step] : mx;
-  double s0 = 0, s1 = 0;
-  int64_t c = 0;
-  for (; c + 2 <= C; c += 2) s0 += EXP(x[c * step] - mx), s1 += EXP(x[(c + 1) * step] - mx);
-  if (c < C) s0 += EXP(x[c * step] - mx);
-  return (double)mx + log(s0 + s1) - (double)x[target * step];
-}

@@ -2238,6 +2238,50 @@ ops.adam_step_ = {
   nondiff = "the optimizer's update: runs under no_grad, no gradient",
 }
 
+-- cross_entropy_backward(grad, logits, target): (softmax(logits) - onehot(target)) * w along
+-- the class dim, w = grad (/ the count of targets not ignored for mean), 0 where ignored
+ops.cross_entropy_backward = {
+  family = "nn",
+  dist = false, dist_reason = "LOCAL_ONLY like cross_entropy: on DTensors F.cross_entropy is composed in Lua",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 5 do
+      local n, c, d = rng.int(i == 5 and 0 or 1, 4), rng.int(2, 5), i == 3 and rng.int(1, 3) or nil
+      local shape, tshape = d and {n, c, d} or {n, c}, d and {n, d} or {n}
+      local t = {}
+      for k = 1, numel(tshape) do t[k] = rng.int(1, c) end
+      if i == 2 and #t > 0 then t[1] = -100 end
+      local s = {reduction = ({"mean", "sum", "none", "mean", "none"})[i], ignore = i == 4 and 2 or -100, d = d}
+      local dtype = i == 2 and "float32" or "float64"
+      local x = t_of(rng, shape, dtype)
+      local g = t_of(rng, s.reduction == "none" and tshape or {}, dtype)
+      list[#list + 1] = {inputs = {g, i == 4 and noncontig(x) or x, make(t, tshape, "int64")}, static = s,
+                         label = dtype .. " " .. s.reduction .. " case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return dt._cross_entropy_backward(i[1], i[2], i[3], s.ignore, s.reduction) end,
+  ref = function(i, s)
+    local g, x, t = ref_of(i[1]), ref_of(i[2]), ref_of(i[3])
+    local n, c, inner = x.shape[1], x.shape[2], s.d or 1
+    local cnt = 0
+    for _, v in ipairs(t.data) do if v ~= s.ignore then cnt = cnt + 1 end end
+    local out = {shape = x.shape, data = {}}
+    for r = 0, n - 1 do
+      for p = 1, inner do
+        local row = {}
+        for j = 1, c do row[j] = x.data[(r * c + j - 1) * inner + p] end
+        local sm, tg = softmax_list(row), t.data[r * inner + p]
+        local w = s.reduction == "none" and g.data[r * inner + p] or s.reduction == "mean" and g.data[1] / cnt or g.data[1]
+        if tg == s.ignore then w = 0 end
+        for j = 1, c do out.data[(r * c + j - 1) * inner + p] = (sm[j] - (j == tg and 1 or 0)) * w end
+      end
+    end
+    return out
+  end,
+  nondiff = "the fused backward of cross_entropy, called by its rule: no second derivative",
+}
+
 -- The rows of the table without an entry here, and the entries without a row.
 function M.missing()
   local rows, missing, extra = {}, {}, {}
