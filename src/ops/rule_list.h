@@ -75,3 +75,4 @@ DT_RULE(layer_norm_backward)
 /* fused training-step kernels (shape_train.c) */
 DT_RULE(adam_step)
 DT_RULE(cross_entropy_backward)
+DT_RULE(sdpa_backward)

@@ -1,5 +1,5 @@
 /* Shape rules of the fused training-step ops (op_list.h's last block): the optimizer update,
- * cross_entropy's backward. */
+ * cross_entropy's and sdpa's backward. */
 #include "base/error.h"
 #include "ops/ops.h"
 
@@ -67,5 +67,39 @@ int dt_shape_cross_entropy_backward(const dt_op_args *a, dt_meta *out) {
   out->dtype = x->dtype;
   out->ndim = x->ndim;
   memcpy(out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  return DT_OK;
+}
+
+static void meta_like(dt_meta *m, const dt_tensor *t) {
+  m->dtype = t->dtype;
+  m->ndim = t->ndim;
+  if (t->ndim) memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+/* sdpa_backward(grad, q, k, v, mask?): q, k, v and the mask as sdpa checks them, with q, k, v
+ * of the output's batch dims (no broadcasting: the rule composes the other cases), grad of
+ * the output's shape and dtype; (dq, dk, dv) shaped like (q, k, v). */
+int dt_shape_sdpa_backward(const dt_op_args *a, dt_meta *out) {
+  if (a->nin < 4 || a->nin > 5 || !a->in[0] || !a->in[1] || !a->in[2] || !a->in[3])
+    return dt_error("%s: expected grad, q, k and v tensors (and an optional mask)", a->name);
+  const dt_tensor *g = a->in[0];
+  dt_op_args fwd = *a;
+  fwd.in = a->in + 1, fwd.nin = a->nin - 1;
+  dt_meta y;
+  char b1[160], b2[160];
+  if (dt_shape_sdpa(&fwd, &y) != DT_OK) return DT_ERR;
+  static const char *const names[] = {"q", "k", "v"};
+  for (int i = 1; i <= 3; i++) {
+    const dt_tensor *t = a->in[i];
+    if (t->ndim != y.ndim || (y.ndim > 2 && memcmp(t->shape, y.shape, sizeof(int64_t) * (size_t)(y.ndim - 2)) != 0))
+      return dt_error("%s: %s %s does not have the output's batch dims %s (broadcast batches are not fused)", a->name,
+                      names[i - 1], dt_format_shape(b1, sizeof b1, t->ndim, t->shape),
+                      dt_format_shape(b2, sizeof b2, y.ndim - 2, y.shape));
+  }
+  if (g->dtype != y.dtype || g->ndim != y.ndim || memcmp(g->shape, y.shape, sizeof(int64_t) * (size_t)y.ndim) != 0)
+    return dt_error("%s: grad is %s %s, the output %s %s", a->name, dt_dtype_name(g->dtype),
+                    dt_format_shape(b1, sizeof b1, g->ndim, g->shape), dt_dtype_name(y.dtype),
+                    dt_format_shape(b2, sizeof b2, y.ndim, y.shape));
+  for (int i = 0; i < 3; i++) meta_like(&out[i], a->in[i + 1]);
   return DT_OK;
 }

@@ -144,6 +144,14 @@ describe("intra-op threads", function()
         return r
       end)
     end
+    local q, k, v, g = dt.randn(2, 3, 130, 16), dt.randn(2, 3, 130, 16), dt.randn(2, 3, 130, 8), dt.randn(2, 3, 130, 8)
+    same_bits("sdpa_backward", function()
+      local r = {}
+      for _, causal in ipairs({false, true}) do
+        for _, t in ipairs({dt._sdpa_backward(g, q, k, v, nil, causal)}) do r[#r + 1] = t end
+      end
+      return r
+    end)
   end)
 
   it("sum, mean, amax, std and norm give the same bits", function()

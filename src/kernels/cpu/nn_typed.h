@@ -146,3 +146,45 @@ static void SUF(attention)(const R *q, const R *k, const R *v, R *scores, R *out
     GEMM(0, 0, nr, Ev, s, 1, scores, s, v, Ev, 0, out + r0 * Ev, Ev);
   }
 }
+
+/* sdpa's backward rows: dS = P * (dP - rowsum(dP * P)) in place in dp (rows of s), the row
+ * sums in double. */
+typedef struct {
+  const R *p;
+  R *dp;
+  int64_t s;
+} SUF(ds_job);
+
+static void SUF(ds_rows)(int64_t i0, int64_t i1, void *vj) {
+  const SUF(ds_job) *j = vj;
+  int64_t s = j->s;
+  for (int64_t i = i0; i < i1; i++) {
+    const R *pr = j->p + i * s;
+    R *dr = j->dp + i * s;
+    double acc = 0;
+    for (int64_t c = 0; c < s; c++) acc += (double)dr[c] * pr[c];
+    R rs = (R)acc;
+    for (int64_t c = 0; c < s; c++) dr[c] = pr[c] * (dr[c] - rs);
+  }
+}
+
+/* One attention batch's backward, by the forward's blocks of query rows: P recomputed as the
+ * forward made it (same GEMM, mask and softmax), then dv += P^T g, dP = g v^T, dS, dq = scale
+ * dS k, dk += scale dS^T q.  Causal blocks touch only the keys their rows see.  dk and dv
+ * must start zeroed; scores and dp hold block * S elements each. */
+static void SUF(attention_backward)(const R *q, const R *k, const R *v, const R *g, R *scores, R *dp, R *dq, R *dk,
+                                    R *dv, int64_t L, int64_t S, int64_t E, int64_t Ev, R scale, const R *mask,
+                                    int64_t m_rs, int64_t m_cs, int causal, int64_t block) {
+  for (int64_t r0 = 0; r0 < L; r0 += block) {
+    int64_t nr = L - r0 < block ? L - r0 : block;
+    int64_t s = causal && r0 + nr < S ? r0 + nr : S;
+    GEMM(0, 1, nr, s, E, scale, q + r0 * E, E, k, E, 0, scores, s);
+    SUF(masked_softmax)(scores, nr, s, mask ? mask + r0 * m_rs : NULL, m_rs, m_cs, causal, r0);
+    GEMM(1, 0, s, Ev, nr, 1, scores, s, g + r0 * Ev, Ev, 1, dv, Ev);
+    GEMM(0, 1, nr, s, Ev, 1, g + r0 * Ev, Ev, v, Ev, 0, dp, s);
+    SUF(ds_job) j = {scores, dp, s};
+    dt_parallel_for(nr, s >= DT_PARALLEL_GRAIN / 4 ? 1 : DT_PARALLEL_GRAIN / 4 / (s ? s : 1), SUF(ds_rows), &j);
+    GEMM(0, 0, nr, E, s, scale, dp, s, k, E, 0, dq + r0 * E, E);
+    GEMM(1, 0, s, E, nr, scale, dp, s, q + r0 * E, E, 1, dk, E);
+  }
+}

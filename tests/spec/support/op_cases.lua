@@ -2282,6 +2282,77 @@ ops.cross_entropy_backward = {
   nondiff = "the fused backward of cross_entropy, called by its rule: no second derivative",
 }
 
+-- sdpa_backward(grad, q, k, v, mask?) -> dq, dk, dv, from the formulas in plain Lua: P =
+-- softmax(scale q k^T + mask), dv = P^T g, dS = P (g v^T - rowsum(g v^T * P)), dq = scale dS k,
+-- dk = scale dS^T q
+ops.sdpa_backward = {
+  family = "nn",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 5 do
+      local b, L, S, E, Ev = rng.int(1, 2), rng.int(1, 4), rng.int(1, 4), rng.int(1, 4), rng.int(1, 3)
+      if i == 2 then S = L end
+      if i == 5 then L = 0 end
+      local dtype = i == 4 and "float32" or "float64"
+      local q, k, v = t_of(rng, {b, L, E}, dtype), t_of(rng, {b, S, E}, dtype), t_of(rng, {b, S, Ev}, dtype)
+      local ins = {t_of(rng, {b, L, Ev}, dtype), q, i == 3 and noncontig(k) or k, v}
+      local st = {causal = i == 2 or i == 4, scale = i == 3 and 0.75 or nil}
+      if i == 1 then -- a bool mask broadcast over the batch, each row keeping its first key
+        local m = {}
+        for l = 1, L do for j = 1, S do m[#m + 1] = (j == 1 or rng.int(0, 1) == 1) and 1 or 0 end end
+        ins[5] = make(m, {L, S}, "int64"):ne(0)
+      end
+      list[#list + 1] = {inputs = ins, static = st, label = dtype .. " case " .. i .. (st.causal and " causal" or "")}
+    end
+    return list
+  end,
+  run = function(i, s) return dt._sdpa_backward(i[1], i[2], i[3], i[4], i[5], s.causal, s.scale) end,
+  ref = function(i, s)
+    local g, q, k, v = ref_of(i[1]), ref_of(i[2]), ref_of(i[3]), ref_of(i[4])
+    local mask = i[5] and ref_of(i[5]) or nil
+    local B, L, E = table.unpack(q.shape)
+    local S, Ev = k.shape[2], v.shape[3]
+    local scale = s.scale or 1 / math.sqrt(E)
+    local dq, dk, dv = {shape = q.shape, data = {}}, {shape = k.shape, data = {}}, {shape = v.shape, data = {}}
+    for j = 1, #q.data do dq.data[j] = 0 end
+    for j = 1, #k.data do dk.data[j] = 0 end
+    for j = 1, #v.data do dv.data[j] = 0 end
+    local function at(t, b, r, c, n, w) return t.data[((b - 1) * n + r - 1) * w + c] end
+    for b = 1, B do
+      for l = 1, L do
+        local sc = {}
+        for j = 1, S do
+          local d = 0
+          for e = 1, E do d = d + at(q, b, l, e, L, E) * at(k, b, j, e, S, E) end
+          local off = (s.causal and j > l) or (mask and mask.data[(l - 1) * S + j] == 0)
+          sc[j] = off and -math.huge or d * scale
+        end
+        local p, dp, rs = softmax_list(sc), {}, 0
+        for j = 1, S do
+          dp[j] = 0
+          for e = 1, Ev do
+            dp[j] = dp[j] + at(g, b, l, e, L, Ev) * at(v, b, j, e, S, Ev)
+            local o = ((b - 1) * S + j - 1) * Ev + e
+            dv.data[o] = dv.data[o] + p[j] * at(g, b, l, e, L, Ev)
+          end
+          rs = rs + dp[j] * p[j]
+        end
+        for j = 1, S do
+          local ds = p[j] * (dp[j] - rs) * scale
+          for e = 1, E do
+            local oq, ok = ((b - 1) * L + l - 1) * E + e, ((b - 1) * S + j - 1) * E + e
+            dq.data[oq] = dq.data[oq] + ds * at(k, b, j, e, S, E)
+            dk.data[ok] = dk.data[ok] + ds * at(q, b, l, e, L, E)
+          end
+        end
+      end
+    end
+    return {dq, dk, dv}
+  end,
+  tol = 1e-10,
+  nondiff = "the fused backward of scaled_dot_product_attention, called by its rule: no second derivative",
+}
+
 -- The rows of the table without an entry here, and the entries without a row.
 function M.missing()
   local rows, missing, extra = {}, {}, {}
