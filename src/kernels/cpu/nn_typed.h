@@ -67,9 +67,11 @@ static void SUF(norm_rows)(const R *restrict x, const R *restrict w, const R *re
 
 /* layer_norm / rms_norm backward over rows of n: the statistics recomputed as norm_rows makes
  * them, xhat = (x - mean) * rstd, gy = g * w; gxhat = g * xhat (for dw) and
- * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) (rms: without mean(gy)). */
+ * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) (rms: without mean(gy)).  Vector
+ * lanes as row_sum's: the two sums in lanes of R over at most 256 elements, then in double. */
 static void SUF(norm_backward_rows)(const R *restrict g, const R *restrict x, const R *restrict w, R *restrict dx,
                                     R *restrict gxhat, int64_t rows, int64_t n, double eps, int rms) {
+  const int64_t lanes = (int64_t)(16 / sizeof(R));
   for (int64_t r = 0; r < rows; r++) {
     const R *xr = x + r * n, *gr = g + r * n;
     R *dr = dx + r * n, *hr = gxhat + r * n;
@@ -77,13 +79,38 @@ static void SUF(norm_backward_rows)(const R *restrict g, const R *restrict x, co
     double var = SUF(row_sum)(xr, n, mu, 1) / (double)n;
     R inv = (R)(1.0 / sqrt(var + eps));
     double sum_gy = 0, sum_gyxh = 0;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+    while (i + lanes <= n) {
+      int64_t end = n - i > 256 ? i + 256 : n;
+      SUF(vec) s1 = {0}, s2 = {0};
+      for (; i + lanes <= end; i += lanes) {
+        SUF(vec) xv, gv, wv;
+        memcpy(&xv, xr + i, sizeof xv);
+        memcpy(&gv, gr + i, sizeof gv);
+        SUF(vec) xh = (xv - mu) * inv, gy = gv;
+        if (w) memcpy(&wv, w + i, sizeof wv), gy = gv * wv;
+        SUF(vec) h = gv * xh;
+        memcpy(hr + i, &h, sizeof h);
+        s1 += gy, s2 += gy * xh;
+      }
+      for (int64_t l = 0; l < lanes; l++) sum_gy += s1[l], sum_gyxh += s2[l];
+    }
+    for (; i < n; i++) {
       R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
       hr[i] = gr[i] * xh;
       sum_gy += gy, sum_gyxh += (double)gy * xh;
     }
     R a = rms ? 0 : (R)(sum_gy / (double)n), b = (R)(sum_gyxh / (double)n);
-    for (int64_t i = 0; i < n; i++) {
+    for (i = 0; i + lanes <= n; i += lanes) {
+      SUF(vec) xv, gv, wv;
+      memcpy(&xv, xr + i, sizeof xv);
+      memcpy(&gv, gr + i, sizeof gv);
+      SUF(vec) xh = (xv - mu) * inv, gy = gv;
+      if (w) memcpy(&wv, w + i, sizeof wv), gy = gv * wv;
+      SUF(vec) d = inv * (gy - a - xh * b);
+      memcpy(dr + i, &d, sizeof d);
+    }
+    for (; i < n; i++) {
       R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
       dr[i] = inv * (gy - a - xh * b);
     }
