@@ -28,6 +28,9 @@ static double from_bits(int64_t bits) {
 /* torch.maximum: NaN wins */
 #define NAN_MAX(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b) ? (a) : (b))
 
+/* The options in locals (a double store could alias the job's doubles).  The loop stays
+ * scalar: GCC 12 -O2 calls sqrtf for errno and keeps the branches (a vector body with
+ * -fno-math-errno would give the same bits: sqrt and division are exact either way). */
 #define ADAM_PIECE(NAME, R, SQRT)                                                                   \
   static void NAME(int64_t i0, int64_t i1, void *vj) {                                            \
     const adam_job *j = vj;                                                                       \
@@ -35,15 +38,17 @@ static double from_bits(int64_t bits) {
     const R *restrict g = j->g;                                                                   \
     const R decay = (R)j->decay, one_b1 = (R)(1 - j->beta1), b2 = (R)j->beta2, one_b2 = (R)(1 - j->beta2); \
     const R bc2 = (R)j->bc2, eps = (R)j->eps, neg_step = (R)(-j->step_size);                      \
+    const int decoupled = j->decoupled, l2 = !decoupled && j->decay != 0, maximize = j->maximize; \
+    const int ams = vmax != NULL;                                                                 \
     for (int64_t i = i0; i < i1; i++) {                                                           \
-      R gi = j->maximize ? -g[i] : g[i], pi = p[i];                                               \
-      if (j->decoupled) pi = pi * decay;                                                          \
-      else if (j->decay != 0) gi = gi + decay * pi;                                               \
+      R gi = maximize ? -g[i] : g[i], pi = p[i];                                                  \
+      if (decoupled) pi = pi * decay;                                                             \
+      if (l2) gi = gi + decay * pi;                                                               \
       R mi = m[i] + one_b1 * (gi - m[i]);                                                         \
       R vi = v[i] * b2;                                                                           \
       vi = vi + one_b2 * (gi * gi);                                                               \
       R second = vi;                                                                              \
-      if (vmax) second = vmax[i] = NAN_MAX(vmax[i], vi);                                          \
+      if (ams) second = vmax[i] = NAN_MAX(vmax[i], vi);                                           \
       R denom = SQRT(second) / bc2 + eps;                                                         \
       m[i] = mi, v[i] = vi;                                                                       \
       p[i] = pi + neg_step * (mi / denom);                                                        \
