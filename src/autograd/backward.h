@@ -128,6 +128,9 @@ const dt_value *dt_bx_op(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *c
  * (both NULL after a failure); in[0] and in[1] are required. */
 const dt_value *dt_bx_op2(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin,
                           const dt_value **second);
+/* The same for nout outputs, into outs[0..nout-1] (all NULL after a failure). */
+int dt_bx_opn(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin, int nout,
+              const dt_value **outs);
 const dt_value *dt_bx_unary(dt_bx *x, dt_op_id op, const dt_value *p); /* exp, sqrt, abs, ... */
 const dt_value *dt_bx_add(dt_bx *x, const dt_value *p, const dt_value *q);
 const dt_value *dt_bx_sub(dt_bx *x, const dt_value *p, const dt_value *q);

@@ -265,30 +265,34 @@ const dt_value *dt_bx_op(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *c
   return v ? keep(x, dt_bw_calln(x->b, op, a, in, nin, v)) : NULL;
 }
 
+int dt_bx_opn(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin, int nout,
+              const dt_value **outs) {
+  for (int o = 0; o < nout; o++) outs[o] = NULL;
+  for (int i = 0; i < nin; i++)
+    if (!in[i] && i < 2) return fail(x), DT_ERR; /* the leading operands are required */
+  if (x->failed) return DT_ERR;
+  if (nout > DT_OP_MAX_OUT || x->n + nout > DT_BX_MAX) {
+    x->failed = 1;
+    return dt_error("autograd: %s: a backward rule needs more than %d temporaries", x->b->node->name, DT_BX_MAX);
+  }
+  dt_value *v = &x->v[x->n], *vs[DT_OP_MAX_OUT] = {0};
+  for (int o = 0; o < nout; o++) dt_value_init(&v[o], NULL, NULL), vs[o] = &v[o];
+  if (x->b->ctx->call(x->b->ctx, op, a, (dt_value *const *)in, nin, vs) != DT_OK) {
+    x->failed = 1;
+    for (int o = 0; o < nout; o++) dt_value_clear(&v[o]);
+    return DT_ERR;
+  }
+  x->n += nout;
+  for (int o = 0; o < nout; o++) outs[o] = &v[o];
+  return DT_OK;
+}
+
 const dt_value *dt_bx_op2(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin,
                           const dt_value **second) {
-  *second = NULL;
-  for (int i = 0; i < nin; i++)
-    if (!in[i] && i < 2) return fail(x); /* the leading operands are required */
-  if (x->failed) return NULL;
-  if (x->n + 2 > DT_BX_MAX) {
-    x->failed = 1;
-    dt_error("autograd: %s: a backward rule needs more than %d temporaries", x->b->node->name, DT_BX_MAX);
-    return NULL;
-  }
-  dt_value *v = &x->v[x->n];
-  dt_value_init(&v[0], NULL, NULL);
-  dt_value_init(&v[1], NULL, NULL);
-  dt_value *outs[2] = {&v[0], &v[1]};
-  if (x->b->ctx->call(x->b->ctx, op, a, (dt_value *const *)in, nin, outs) != DT_OK) {
-    x->failed = 1;
-    dt_value_clear(&v[0]);
-    dt_value_clear(&v[1]);
-    return NULL;
-  }
-  x->n += 2;
-  *second = &v[1];
-  return &v[0];
+  const dt_value *outs[2];
+  dt_bx_opn(x, op, a, in, nin, 2, outs);
+  *second = outs[1];
+  return outs[0];
 }
 
 const dt_value *dt_bx_unary(dt_bx *x, dt_op_id op, const dt_value *p) {

@@ -52,24 +52,16 @@ DT_BACKWARD(rms_norm, rms_norm_backward, DT_SAVE(0) | DT_SAVE(1), 0, 0)
 /* ---- cross_entropy(logits [n, c, d...] or [c], target (0-based) [n, d...] or 0-d; ints[0]
  * ignore_index, ints[1] reduction 0 none, 1 mean, 2 sum): d logits = (softmax(logits) -
  * onehot(target)) * w along the class dim, w the sample's weight: g (none, sum) or g / the
- * count of targets not ignored (mean), 0 where ignored.  Plain tensors only (the row is
- * LOCAL_ONLY: on DTensors F.cross_entropy is composed in Lua). */
+ * count of targets not ignored (mean), 0 where ignored.  One op, cross_entropy_backward
+ * (src/kernels/cpu/cross_entropy.c), where the rule made a dozen.  Plain tensors only (the
+ * row is LOCAL_ONLY: on DTensors F.cross_entropy is composed in Lua). */
 static int cross_entropy_backward(dt_bw *b) {
   if (!b->grad[0] || !b->needs[0]) return DT_OK;
-  int cd = b->in_meta[0].ndim == 1 ? 0 : 1;
-  int64_t cdim = cd, ignore = b->args->ints[0];
-  dt_dtype t = b->in_meta[0].dtype;
   dt_bx x;
   dt_bx_begin(&x, b);
-  const dt_value *logits = dt_bx_in(&x, 0), *target = dt_bx_in(&x, 1), *g = dt_bx_grad(&x, 0);
-  const dt_value *hot = dt_bx_binary(&x, DT_OP_EQ, dt_bx_ints(&x, DT_OP_UNSQUEEZE, target, 1, &cdim), dt_bx_positions(&x, 0, cd));
-  dt_op_args ne = dt_bw_args(); /* target != ignore_index, compared as integers */
-  ne.flags = DT_ARG_SCALAR | DT_ARG_SCALAR_INT, ne.scalar[0] = (double)ignore, ne.nscalar = 1, ne.ints[0] = ignore, ne.nints = 1;
-  const dt_value *valid = dt_bx_cast(&x, target ? dt_bx_op(&x, DT_OP_NE, &ne, &target, 1) : NULL, t);
-  const dt_value *per = b->args->ints[1] == 1 ? dt_bx_div(&x, g, dt_bx_reduce_dims(&x, DT_OP_SUM, valid, 0, NULL, 0)) : g;
-  const dt_value *w = dt_bx_ints(&x, DT_OP_UNSQUEEZE, dt_bx_mul(&x, valid, per), 1, &cdim);
-  const dt_value *p = dt_bx_ints(&x, DT_OP_SOFTMAX, logits, 1, &cdim);
-  dt_bx_set(&x, 0, dt_bx_mul(&x, dt_bx_sub(&x, p, dt_bx_cast(&x, hot, t)), w));
+  const dt_value *in[3] = {dt_bx_grad(&x, 0), dt_bx_in(&x, 0), dt_bx_in(&x, 1)};
+  dt_op_args a = *b->args; /* ignore_index, reduction as the forward had them */
+  dt_bx_set(&x, 0, dt_bx_op(&x, DT_OP_CROSS_ENTROPY_BACKWARD, &a, in, 3));
   return dt_bx_end(&x);
 }
 DT_BACKWARD(cross_entropy, cross_entropy_backward, DT_SAVE(0) | DT_SAVE(1), 0, 0)
@@ -79,7 +71,9 @@ DT_BACKWARD(cross_entropy, cross_entropy_backward, DT_SAVE(0) | DT_SAVE(1), 0, 0
  * from the scores as the forward made them: P = softmax(scale q k^T + mask) (a bool mask and
  * the causal one, j > i masked, as -inf).  dv = P^T g, dP = g v^T, dS = P (dP - rowsum(dP P)),
  * dq = scale dS k, dk = scale dS^T q, and a float mask's gradient is dS; each summed over the
- * batch dims its operand was broadcast along. */
+ * batch dims its operand was broadcast along.  When q, k and v share the output's batch dims
+ * (and no float mask wants a gradient) one op, sdpa_backward (src/kernels/cpu/nn.c), does it
+ * all by blocks of query rows; the ops below are the general form. */
 
 /* s where keep, -inf elsewhere */
 static const dt_value *masked(dt_bx *x, const dt_value *keep, const dt_value *s) {
@@ -89,10 +83,31 @@ static const dt_value *masked(dt_bx *x, const dt_value *keep, const dt_value *s)
   return keep && s ? dt_bx_op(x, DT_OP_WHERE, &a, in, 3) : NULL;
 }
 
+/* q, k and v of one batch shape (the output's): the fused op applies */
+static int same_batches(const dt_bw *b) {
+  const dt_slot_meta *m = b->in_meta;
+  int nd = m[0].ndim;
+  if (m[1].ndim != nd || m[2].ndim != nd) return 0;
+  for (int d = 0; d < nd - 2; d++)
+    if (m[1].shape[d] != m[0].shape[d] || m[2].shape[d] != m[0].shape[d]) return 0;
+  return 1;
+}
+
 static int sdpa_backward(dt_bw *b) {
   if (!b->grad[0]) return DT_OK;
   int nq = b->in_meta[0].ndim, nk = b->in_meta[1].ndim, has_mask = b->nin > 3 && b->in[3];
   int float_mask = has_mask && b->in_meta[3].dtype != DT_BOOL;
+  if (!(float_mask && b->needs[3]) && same_batches(b)) { /* one op: sdpa_backward (the mask's gradient is composed) */
+    dt_bx x;
+    dt_bx_begin(&x, b);
+    const dt_value *in[5] = {dt_bx_grad(&x, 0), dt_bx_in(&x, 0), dt_bx_in(&x, 1), dt_bx_in(&x, 2),
+                             has_mask ? dt_bx_in(&x, 3) : NULL}, *d[3];
+    dt_op_args a = *b->args; /* causal, scale as the forward had them */
+    if (dt_bx_opn(&x, DT_OP_SDPA_BACKWARD, &a, in, has_mask ? 5 : 4, 3, d) == DT_OK)
+      for (int i = 0; i < 3; i++)
+        if (b->needs[i]) dt_bx_set(&x, i, d[i]);
+    return dt_bx_end(&x);
+  }
   int64_t E = b->in_meta[0].shape[nq - 1];
   double scale = b->args->nscalar > 0 ? b->args->scalar[0] : 1.0 / sqrt((double)(E ? E : 1));
   dt_bx x;

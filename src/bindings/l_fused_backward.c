@@ -1,7 +1,12 @@
 /* Bindings: the fused backward kernels the backward rules call (src/ops/op_list.h, "fused
  * backward kernels"), reachable from Lua for their tests: dt._gelu_backward(grad, x, tanh),
- * dt._layer_norm_backward(grad, x, w, normalized_shape, eps, rms). */
+ * dt._layer_norm_backward(grad, x, w, normalized_shape, eps, rms), dt._sdpa_backward(grad, q,
+ * k, v, mask, causal, scale); and the fused
+ * training-step ops the Lua library calls: dt._adam_step_ (lua/dtensor/optim/adam.lua);
+ * dt._cross_entropy_backward is in l_nn.c beside dt._cross_entropy, whose arguments it takes. */
 #include "bindings/l_tensor.h"
+
+#include <string.h>
 
 /* dt._gelu_backward(grad, x, tanh?) -> grad * gelu'(x) */
 static int l_gelu_backward(lua_State *L) {
@@ -29,8 +34,50 @@ static int l_layer_norm_backward(lua_State *L) {
   return dt_lua_call(L, DT_OP_LAYER_NORM_BACKWARD, &a, in, 3);
 }
 
-static const luaL_Reg funcs[] = {
-    {"_gelu_backward", l_gelu_backward}, {"_layer_norm_backward", l_layer_norm_backward}, {NULL, NULL}};
+/* dt._sdpa_backward(grad, q, k, v, mask | nil, causal?, scale | nil) -> dq, dk, dv */
+static int l_sdpa_backward(lua_State *L) {
+  static const char *const names[] = {"grad", "q", "k", "v", "mask"};
+  dt_value *in[5] = {0};
+  for (int i = 0; i < 4; i++) in[i] = dt_lua_check_value_for(L, i + 1, "sdpa_backward", names[i]);
+  if (!lua_isnoneornil(L, 5)) in[4] = dt_lua_check_value_for(L, 5, "sdpa_backward", names[4]);
+  dt_op_args a = {0};
+  a.flags = lua_toboolean(L, 6) ? 1 : 0;
+  if (!lua_isnoneornil(L, 7)) {
+    if (lua_type(L, 7) != LUA_TNUMBER) return luaL_error(L, "sdpa_backward: scale must be a number, got %s", luaL_typename(L, 7));
+    a.scalar[0] = lua_tonumber(L, 7), a.nscalar = 1;
+  }
+  return dt_lua_call(L, DT_OP_SDPA_BACKWARD, &a, in, in[4] ? 5 : 4);
+}
+
+static int64_t bits_of(double d) {
+  int64_t b;
+  memcpy(&b, &d, sizeof b);
+  return b;
+}
+
+/* dt._adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq | nil, step_size,
+ * bias_correction2_sqrt, beta1, beta2, eps, decay, decoupled, maximize) -> param */
+static int l_adam_step_(lua_State *L) {
+  static const char *const ARGN[] = {NULL, "param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  dt_value *in[5] = {dt_lua_check_value_for(L, 1, "adam_step_", ARGN[1]), dt_lua_check_value_for(L, 2, "adam_step_", ARGN[2]),
+                     dt_lua_check_value_for(L, 3, "adam_step_", ARGN[3]), dt_lua_check_value_for(L, 4, "adam_step_", ARGN[4]),
+                     lua_isnoneornil(L, 5) ? NULL : dt_lua_check_value_for(L, 5, "adam_step_", ARGN[5])};
+  dt_op_args a = {0};
+  for (int i = 0; i < 6; i++)
+    if (lua_type(L, 6 + i) != LUA_TNUMBER)
+      return luaL_error(L, "adam_step_: argument %d must be a number, got %s", 6 + i, luaL_typename(L, 6 + i));
+  for (int i = 0; i < 4; i++) a.scalar[i] = lua_tonumber(L, 6 + i);
+  a.nscalar = 4;
+  a.ints[0] = bits_of(lua_tonumber(L, 10)), a.ints[1] = bits_of(lua_tonumber(L, 11)), a.nints = 2;
+  a.flags = (lua_toboolean(L, 12) ? 1 : 0) | (lua_toboolean(L, 13) ? 2 : 0);
+  return dt_lua_call_inplace(L, 1, DT_OP_ADAM_STEP_, &a, in, in[4] ? 5 : 4);
+}
+
+static const luaL_Reg funcs[] = {{"_gelu_backward", l_gelu_backward},
+                                 {"_layer_norm_backward", l_layer_norm_backward},
+                                 {"_sdpa_backward", l_sdpa_backward},
+                                 {"_adam_step_", l_adam_step_},
+                                 {NULL, NULL}};
 
 void dt_lua_open_fused_backward(lua_State *L, const dt_lua_targets *tg) {
   lua_pushvalue(L, tg->module);

@@ -126,29 +126,46 @@ static int l_rms_norm(lua_State *L) {
   return dt_lua_call(L, DT_OP_RMS_NORM, &a, in, 2);
 }
 
-/* dt._cross_entropy(logits, target, ignore_index, reduction): target and ignore_index 1-based. */
-static int l_cross_entropy(lua_State *L) {
-  const char *op = "cross_entropy";
-  dt_value *xv = dt_lua_check_value_for(L, 1, op, "logits"), *tv = dt_lua_check_value_for(L, 2, op, "target");
+/* cross_entropy's arguments from (logits, target, ignore_index, reduction) at stack index
+ * first: target and ignore_index 1-based, made 0-based; in[0] logits, in[1] the targets. */
+static void cross_entropy_args(lua_State *L, int first, const char *op, dt_value **in, dt_op_args *a) {
+  dt_value *xv = dt_lua_check_value_for(L, first, op, "logits"), *tv = dt_lua_check_value_for(L, first + 1, op, "target");
   if (xv->spec || tv->spec) /* F.cross_entropy sends DTensors to its DTensor form: only a direct call lands here */
-    return luaL_error(L, "%s: DTensor arguments go through dt.nn.functional.cross_entropy", op);
+    luaL_error(L, "%s: DTensor arguments go through dt.nn.functional.cross_entropy", op);
   dt_tensor *x = xv->local, *t = tv->local;
-  if (!lua_isinteger(L, 3)) return luaL_error(L, "%s: ignore_index must be an integer, got %s", op, dt_lua_typename(L, 3));
-  lua_Integer ignore = lua_tointeger(L, 3);
+  if (!lua_isinteger(L, first + 2))
+    luaL_error(L, "%s: ignore_index must be an integer, got %s", op, dt_lua_typename(L, first + 2));
+  lua_Integer ignore = lua_tointeger(L, first + 2);
   static const char *const reductions[] = {"none", "mean", "sum", NULL};
-  const char *r = lua_type(L, 4) == LUA_TSTRING ? lua_tostring(L, 4) : NULL;
+  const char *r = lua_type(L, first + 3) == LUA_TSTRING ? lua_tostring(L, first + 3) : NULL;
   int red = -1;
   for (int i = 0; r && reductions[i]; i++)
     if (strcmp(r, reductions[i]) == 0) red = i;
-  if (!r) return luaL_error(L, "%s: reduction must be \"none\", \"mean\" or \"sum\", got %s", op, dt_lua_typename(L, 4));
-  if (red < 0) return luaL_error(L, "cross_entropy: reduction must be \"none\", \"mean\" or \"sum\", got \"%s\"", r);
-  if (x->ndim == 0) return luaL_error(L, "cross_entropy: logits must have at least 1 dim, got a 0-d tensor");
+  if (!r) luaL_error(L, "%s: reduction must be \"none\", \"mean\" or \"sum\", got %s", op, dt_lua_typename(L, first + 3));
+  if (red < 0) luaL_error(L, "%s: reduction must be \"none\", \"mean\" or \"sum\", got \"%s\"", op, r);
+  if (x->ndim == 0) luaL_error(L, "%s: logits must have at least 1 dim, got a 0-d tensor", op);
   int64_t classes = x->shape[x->ndim == 1 ? 0 : 1];
-  dt_value *in[2] = {xv, push_zero_based(L, t, classes, 1, ignore, "cross_entropy", "target", "%I classes")};
-  dt_op_args a = {.nints = 2};
-  a.ints[0] = ignore - 1; /* shifted with the targets, so it still matches */
-  a.ints[1] = red;
+  in[0] = xv, in[1] = push_zero_based(L, t, classes, 1, ignore, op, "target", "%I classes");
+  a->nints = 2;
+  a->ints[0] = ignore - 1; /* shifted with the targets, so it still matches */
+  a->ints[1] = red;
+}
+
+/* dt._cross_entropy(logits, target, ignore_index, reduction) */
+static int l_cross_entropy(lua_State *L) {
+  dt_value *in[2];
+  dt_op_args a = {0};
+  cross_entropy_args(L, 1, "cross_entropy", in, &a);
   return dt_lua_call(L, DT_OP_CROSS_ENTROPY, &a, in, 2);
+}
+
+/* dt._cross_entropy_backward(grad, logits, target, ignore_index, reduction) -> d logits (the
+ * fused op cross_entropy's rule calls; for its tests) */
+static int l_cross_entropy_backward(lua_State *L) {
+  dt_value *in[3] = {dt_lua_check_value_for(L, 1, "cross_entropy_backward", "grad")};
+  dt_op_args a = {0};
+  cross_entropy_args(L, 2, "cross_entropy_backward", in + 1, &a);
+  return dt_lua_call(L, DT_OP_CROSS_ENTROPY_BACKWARD, &a, in, 3);
 }
 
 /* dt._sdpa(q, k, v, attn_mask?, is_causal, scale?) */
@@ -168,7 +185,8 @@ static int l_sdpa(lua_State *L) {
 
 static const luaL_Reg nn_funcs[] = {
     {"_embedding", l_embedding},         {"_layer_norm", l_layer_norm}, {"_rms_norm", l_rms_norm},
-    {"_cross_entropy", l_cross_entropy}, {"_sdpa", l_sdpa},             {NULL, NULL},
+    {"_cross_entropy", l_cross_entropy},
+    {"_cross_entropy_backward", l_cross_entropy_backward}, {"_sdpa", l_sdpa},             {NULL, NULL},
 };
 
 void dt_lua_open_nn(lua_State *L, const dt_lua_targets *tg) {

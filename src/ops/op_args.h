@@ -8,7 +8,7 @@
 #include "tensor/tensor.h"
 
 #define DT_OP_MAX_INTS (4 * DT_MAX_DIMS) /* index_put_: four per dim */
-#define DT_OP_MAX_OUT 2
+#define DT_OP_MAX_OUT 3 /* sdpa_backward: dq, dk, dv */
 
 /* flags */
 #define DT_ARG_SCALAR 1      /* binary op with a Lua number as its second operand: scalar[0] */

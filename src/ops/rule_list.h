@@ -72,3 +72,7 @@ DT_RULE(scan)
 DT_RULE(var_mean)
 /* fused backward kernels (shape_nn.c) */
 DT_RULE(layer_norm_backward)
+/* fused training-step kernels (shape_train.c) */
+DT_RULE(adam_step)
+DT_RULE(cross_entropy_backward)
+DT_RULE(sdpa_backward)

@@ -127,6 +127,33 @@ describe("intra-op threads", function()
     end)
   end)
 
+  it("the fused training-step ops give the same bits: cross_entropy and its backward, sdpa's backward", function()
+    local prng = S.prng(13)
+    for _ = 1, 3 do
+      local n, c = prng.int(0, 3000), prng.int(1, 300)
+      local x, t = dt.randn(n, c), dt.randint(1, c + 1, {n})
+      same_bits(string.format("cross_entropy [%d,%d]", n, c), function()
+        local xs = {x:clone():requires_grad_(), x:double():requires_grad_()}
+        local r = {}
+        for _, l in ipairs(xs) do
+          local loss = F.cross_entropy(l, t)
+          loss:backward()
+          r[#r + 1], r[#r + 2] = loss, l.grad
+        end
+        r[#r + 1] = F.cross_entropy(x:reshape(1, n, c):transpose(2, 3), t:reshape(1, n), {reduction = "none"})
+        return r
+      end)
+    end
+    local q, k, v, g = dt.randn(2, 3, 130, 16), dt.randn(2, 3, 130, 16), dt.randn(2, 3, 130, 8), dt.randn(2, 3, 130, 8)
+    same_bits("sdpa_backward", function()
+      local r = {}
+      for _, causal in ipairs({false, true}) do
+        for _, t in ipairs({dt._sdpa_backward(g, q, k, v, nil, causal)}) do r[#r + 1] = t end
+      end
+      return r
+    end)
+  end)
+
   it("sum, mean, amax, std and norm give the same bits", function()
     for _, shape in ipairs({{0}, {7}, {300001}, {1000, 301}, {3, 70000}, {40000, 3}, {5, 0, 3}}) do
       local x = dt.randn(table.unpack(shape))

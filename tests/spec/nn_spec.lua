@@ -315,9 +315,70 @@ describe("F.cross_entropy", function()
     fails("cross_entropy: ignore_index must be an integer, got 1.5", F.cross_entropy, x, dt.tensor({1, 1}), {ignore_index = 1.5})
     fails("cross_entropy: logits must have at least 1 dim, got a 0-d tensor", F.cross_entropy, dt.tensor(1.0), dt.tensor(1))
   end)
+
+  it("its fused backward op (the rule's one op) refuses bad operands by name", function()
+    local x, t = dt.zeros(2, 3), dt.tensor({1, 3})
+    local ceb = dt._cross_entropy_backward
+    fails("cross_entropy_backward: grad has shape {2}, the loss {}", ceb, dt.zeros(2), x, t, -100, "mean")
+    fails("cross_entropy_backward: grad has shape {}, the loss {2}", ceb, dt.tensor(1.0), x, t, -100, "none")
+    fails("cross_entropy_backward: grad has dtype float64, logits float32", ceb, dt.tensor(1.0):double(), x, t, -100, "sum")
+    fails("cross_entropy_backward: target 4 out of range for 3 classes", ceb, dt.tensor(1.0), x, dt.tensor({1, 4}), -100, "mean")
+    fails("cross_entropy_backward: expected a tensor for grad, got nil", ceb, nil, x, t, -100, "mean")
+    fails("cross_entropy_backward: reduction must be", ceb, dt.tensor(1.0), x, t, -100, "avg")
+  end)
 end)
 
 describe("F.scaled_dot_product_attention", function()
+  -- its backward is one op (sdpa_backward) when q, k and v share the output's batch dims: the
+  -- gradients equal the composed formulas (by ops here) within reordering error
+  it("backward: the fused op against the composed formulas (causal or not, masks, several row blocks)", function()
+    local prng = require("tests.spec.support.spec_helpers").prng(21)
+    local function grads(q, k, v, g, opts, composed)
+      local qs, ks, vs = q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_()
+      local y
+      if composed then
+        local L, S_ = q:size()[q:dim() - 1], k:size()[k:dim() - 1]
+        local s = qs:matmul(ks:transpose(-2, -1)) * (opts.scale or 1 / math.sqrt(math.max(q:size()[q:dim()], 1)))
+        if opts.attn_mask then s = s:masked_fill(opts.attn_mask:eq(0), -math.huge) end
+        if opts.is_causal then s = s:masked_fill(dt.arange(1, S_ + 1):reshape(1, S_):gt(dt.arange(1, L + 1):reshape(L, 1)), -math.huge) end
+        y = s:softmax(-1):matmul(vs)
+      else
+        y = F.scaled_dot_product_attention(qs, ks, vs, opts)
+      end
+      y:backward(g)
+      return {qs.grad, ks.grad, vs.grad}
+    end
+    local shapes = {{2, 3, 5, 4, 5, 3}, {1, 2, 4, 3, 6, 2}, {1, 1, 40, 2, 17000, 2}, {1, 2, 0, 4, 3, 2}, {2, 1, 3, 0, 3, 2},
+                    {1, 1, 3, 2, 0, 2}}
+    for i = 1, 3 do shapes[#shapes + 1] = {prng.int(1, 2), prng.int(1, 3), prng.int(1, 70), prng.int(1, 9), prng.int(1, 70), prng.int(1, 9)} end
+    for _, sh in ipairs(shapes) do
+      local B, H, L, E, S_, Ev = table.unpack(sh)
+      for _, dtype in ipairs({"float64", "float32"}) do
+        local q, k, v = dt.randn(B, H, L, E):to(dtype), dt.randn(B, H, S_, E):to(dtype), dt.randn(B, H, S_, Ev):to(dtype)
+        local g = dt.randn(B, H, L, Ev):to(dtype)
+        local keep = dt.rand(L, S_):lt(0.7)
+        if L * S_ > 0 then keep[{{}, 1}] = true end -- every row sees a key
+        for _, opts in ipairs({{}, {is_causal = true}, {attn_mask = keep, scale = 0.3}}) do
+          if not (opts.attn_mask and S_ > 1000) then
+            local a, b = grads(q, k, v, g, opts, false), grads(q, k, v, g, opts, true)
+            for j = 1, 3 do
+              local what = string.format("%s %s grad %d %s", dtype, table.concat(sh, "x"), j, opts.is_causal and "causal" or "")
+              assert.are.same(b[j]:size(), a[j]:size(), what)
+              assert(dt.allclose(a[j], b[j], {rtol = dtype == "float64" and 1e-12 or 1e-5, atol = dtype == "float64" and 1e-12 or 1e-5}), what)
+            end
+          end
+        end
+      end
+    end
+  end)
+
+  it("its fused backward op refuses operands the rule does not send it, by name", function()
+    local q, g = dt.zeros(2, 3, 4), dt.zeros(2, 3, 4)
+    fails("sdpa_backward: k {1,3,4} does not have the output's batch dims {2}", dt._sdpa_backward, g, q, dt.zeros(1, 3, 4), q)
+    fails("sdpa_backward: grad is float32 {2,3,5}, the output float32 {2,3,4}", dt._sdpa_backward, dt.zeros(2, 3, 5), q, q, q)
+    fails("sdpa_backward: expected a tensor for v, got nil", dt._sdpa_backward, g, q, q, nil)
+  end)
+
   -- 2-D reference: q [L][E], k [S][E], v [S][Ev]; mask: nil, bool table or additive table
   local function sdpa_ref(q, k, v, mask, causal, scale)
     local L, S, Ev = #q, #k, #v[1]

@@ -89,8 +89,25 @@ describe("operator table, every row on one device", function()
       return x
     end,
   }
+  -- in-place rows without a backward rule: the optimizer's updates, which run under no_grad;
+  -- with grad mode on, autograd refuses them on a tensor that requires grad
+  local update_calls = {
+    adam_step_ = function(x)
+      local z = dt.zeros(2, 3)
+      return dt._adam_step_(x, dt.ones(2, 3), z, z:clone(), nil, 0.1, 1, 0.9, 0.999, 1e-8, 1, true, false)
+    end,
+  }
   for _, row in ipairs(rows) do
-    if row.inplace then
+    if row.inplace and update_calls[row.name] then
+      it(row.name .. " returns self, and is refused on a tensor that requires grad", function()
+        assert(not row.differentiable, row.name .. ": an optimizer update with a backward rule")
+        local x = dt.zeros(2, 3)
+        assert.are.equal(x, update_calls[row.name](x))
+        assert.is_false(x:equal(dt.zeros(2, 3)), row.name .. ": nothing was written")
+        local ok, err = pcall(update_calls[row.name], dt.zeros(2, 3):requires_grad_())
+        assert(not ok and tostring(err):find(row.name, 1, true), row.name .. ": expected a refusal naming the op, got " .. tostring(err))
+      end)
+    elseif row.inplace then
       it(row.name .. " returns self, and has a backward rule", function()
         assert(inplace_calls[row.name], row.name .. ": an in-place row without a call in op_table_spec.lua")
         -- without one, autograd refuses the op on a tensor that requires grad (its history would lie)

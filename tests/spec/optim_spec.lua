@@ -168,6 +168,71 @@ describe("dt.optim.Adam and AdamW", function()
       assert.are.equal(hp.amsgrad == true, st.max_exp_avg_sq ~= nil)
     end)
   end
+
+  -- fused (the default) is one op per parameter, adam_step_; fused = false the composed ops:
+  -- the same float operations in the same order, so the same bits
+  local function train(kind, hp, dtype, shapes, fused, threads)
+    dt.manual_seed(7)
+    local ps = {}
+    for i, shape in ipairs(shapes) do
+      local t = dt.randn(table.unpack(shape)):to(dtype)
+      if i == 2 and #shape == 2 then t = t:t():contiguous():t() end -- a non-contiguous parameter
+      ps[i] = t:requires_grad_()
+    end
+    local o = {fused = fused}
+    for k, v in pairs(hp) do o[k] = v end
+    local opt = dt.optim[kind](ps, o)
+    local before = dt.get_num_threads()
+    dt.set_num_threads(threads)
+    for k = 1, 3 do
+      for i, p in ipairs(ps) do p.grad = (p:detach() * (0.5 * k) - i * 0.25):sin() end
+      opt:step()
+    end
+    dt.set_num_threads(before)
+    return ps, opt
+  end
+  local fused_cases = {
+    {"AdamW", {lr = 0.01}}, {"Adam", {lr = 0.1, weight_decay = 0.1}}, {"Adam", {lr = 0.1, amsgrad = true, maximize = true}},
+    {"AdamW", {lr = 0.05, weight_decay = 0.3, amsgrad = true, betas = {0.8, 0.95}, eps = 1e-6}},
+  }
+  for _, c in ipairs(fused_cases) do
+    for _, dtype in ipairs({"float32", "float64"}) do
+      it(c[1] .. " fused equals the composed ops bitwise, " .. dtype .. ", 1/2/4 threads", function()
+        local rng = S.prng(#c[1] + #dtype)
+        local shapes = {{rng.int(0, 5), rng.int(1, 7)}, {rng.int(1, 9), rng.int(2, 9)}, {0}, {300, 130}}
+        local want, wopt = train(c[1], c[2], dtype, shapes, false, 1)
+        for _, threads in ipairs({1, 2, 4}) do
+          local got, gopt = train(c[1], c[2], dtype, shapes, true, threads)
+          for i = 1, #shapes do
+            local what = c[1] .. " " .. dtype .. " parameter " .. i .. " on " .. threads .. " threads"
+            assert(got[i]:equal(want[i]), what .. ": differs")
+            for _, key in ipairs({"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) do
+              local a, b = gopt.state[got[i]][key], wopt.state[want[i]][key]
+              assert.are.equal(a == nil, b == nil, what .. ": state " .. key)
+              if a then assert(a:equal(b), what .. ": state " .. key .. " differs") end
+            end
+          end
+        end
+      end)
+    end
+  end
+
+  it("fused: its op refuses mismatched operands, naming adam_step_ and the values", function()
+    local p, z = dt.zeros(2, 3), dt.zeros(2, 3)
+    local function call(...) return dt._adam_step_(...) end
+    local cases = {
+      {{p, dt.zeros(3, 2), z, z:clone(), nil, 0.1, 1, 0.9, 0.999, 1e-8, 1, true, false}, "adam_step_: grad has shape {3,2}, param {2,3}"},
+      {{p, z:to("float64"), z:clone(), z:clone(), nil, 0.1, 1, 0.9, 0.999, 1e-8, 1, true, false}, "adam_step_: grad has dtype float64, param float32"},
+      {{dt.zeros(2, 3, {dtype = "int64"}), z, z, z, nil, 0.1, 1, 0.9, 0.999, 1e-8, 1, true, false}, "adam_step_: param must be a floating-point tensor, got int64"},
+      {{p, z, dt.zeros(3):expand(2, 3), z:clone(), nil, 0.1, 1, 0.9, 0.999, 1e-8, 1, true, false}, "adam_step_: cannot write exp_avg in place"},
+      {{p, z, nil}, "adam_step_: expected a tensor for exp_avg, got nil"},
+      {{p, z, z:clone(), z:clone(), nil, 0.1, "x"}, "adam_step_: argument 7 must be a number, got string"},
+    }
+    for _, c in ipairs(cases) do
+      local ok, err = pcall(call, table.unpack(c[1], 1, 13))
+      assert(not ok and tostring(err):find(c[2], 1, true), "expected '" .. c[2] .. "', got " .. tostring(err))
+    end
+  end)
 end)
 
 describe("optimizers' parameter groups and gradients", function()

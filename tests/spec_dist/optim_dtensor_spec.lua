@@ -18,6 +18,7 @@ local OPTIMIZERS = {
   {"Adam", {lr = 0.05, weight_decay = 0.1, amsgrad = true}},
   {"Adam", {lr = 0.05, maximize = true}},
   {"AdamW", {lr = 0.05}},
+  {"AdamW", {lr = 0.05, amsgrad = true, fused = false}}, -- the composed ops (fused: one adam_step_ per shard)
 }
 
 local function no_collective(c, what)

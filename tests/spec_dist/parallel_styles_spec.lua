@@ -604,6 +604,42 @@ describe("replicate (data parallel)", function()
     assert.are.equal("{Shard(1)}", H.placement_string(m.mlp.fc1.weight.placements))
   end)
 
+  it("mp_policy: forward on float32 casts, float32 averages, float64 parameters and gradients", function()
+    local mesh = mesh1()
+    local ref, m = twin(function() return MLP(true) end)
+    local ref32 = ref:to("float32") -- the single-device run in the compute dtype
+    local seen = {}
+    m.fc1:register_forward_pre_hook(function(sub) seen[#seen + 1] = sub.weight.dtype end)
+    P.replicate(m, mesh, {mp_policy = {param_dtype = "float32"}})
+    local X = H.values({2 * n, D}, "float64")
+    local y = m(X:chunk(n, 1)[rank + 1])
+    assert.are.same({"float32"}, seen)
+    assert.are.equal("float32", y.dtype)
+    assert.are.equal("float64", m.fc1.weight.dtype) -- the parameter is back after forward
+    local used, _, raw = comm(function() y:pow(2):mean():backward() end)
+    assert.are.same(counts {all_reduce = 1}, used)
+    if n > 1 then assert.are.equal((4 * D * D + 3 * D) * 4, raw.ops[1].bytes) end -- every gradient, averaged in float32
+    ref32(X:to("float32")):pow(2):mean():backward()
+    for _, np in ipairs(m:named_parameters()) do
+      assert.are.equal("float64", np[2].grad.dtype, np[1])
+      local want = ref32:get_parameter(np[1]).grad:double()
+      assert(dt.allclose(np[2].grad, want, {rtol = 1e-5, atol = 1e-6}), "gradient of " .. np[1])
+    end
+    -- reduce_dtype alone: float64 compute, the averages rounded through float32 on any mesh
+    local ref2, m2 = twin(function() return MLP(true) end)
+    P.replicate(m2, mesh, {mp_policy = {reduce_dtype = "float32"}})
+    m2(X:chunk(n, 1)[rank + 1]):pow(2):mean():backward()
+    ref2(X):pow(2):mean():backward()
+    for _, np in ipairs(m2:named_parameters()) do
+      local g, want = np[2].grad, ref2:get_parameter(np[1]).grad
+      assert.is_true(g:equal(g:float():double()), np[1] .. ": rounded through float32")
+      assert(dt.allclose(g, want, {rtol = 1e-6, atol = 1e-7}), "gradient of " .. np[1])
+    end
+    H.fails("replicate: mp_policy.param_dtype must be a floating dtype, got int64", P.replicate, MLP(true), mesh,
+            {mp_policy = {param_dtype = "int64"}})
+    H.fails("replicate: mp_policy: unknown option 'dtype'", P.replicate, MLP(true), mesh, {mp_policy = {dtype = "float32"}})
+  end)
+
   it("errors: a DTensor parameter spanning the dp dim, a parameter without a gradient, options", function()
     local mesh = mesh1()
     local m = nn.Linear(D, 2, F64)

@@ -1,11 +1,16 @@
 -- dt.optim.Adam and dt.optim.AdamW, as torch.optim.Adam / AdamW (their single-tensor update):
 -- bias-corrected moments, weight decay as an L2 term (Adam) or decoupled (AdamW), amsgrad and
 -- maximize optional.  State per parameter: step (a float32 0-d tensor), exp_avg, exp_avg_sq
--- and, with amsgrad, max_exp_avg_sq, made like the parameter.  Inside dt.compile the step count
--- stays a tensor: the bias corrections are tensor ops of the graph (bias_corrections).
+-- and, with amsgrad, max_exp_avg_sq, made like the parameter.  fused (default true) runs each
+-- parameter's update as one op, adam_step_ (src/kernels/cpu/optim.c: the same float operations
+-- in the same order, so the same bits as fused = false, the composed ops below); on DTensors
+-- it runs on the local shards when the state has the parameter's placements, as it is made.
+-- Inside dt.compile the step count stays a tensor: the bias corrections are tensor ops of the
+-- graph (bias_corrections), so the composed ops run there (the fused op takes them as numbers).
 local core = require "dtensor.core"
 local base = require "dtensor.optim.optimizer"
 local check = require "dtensor.optim.check"
+local placements_text = require "dtensor.placements_text"
 
 local function check_group(g, name)
   check.at_least_zero(g, "lr", name, "learning rate")
@@ -18,6 +23,23 @@ local function check_group(g, name)
   check.at_least_zero(g, "weight_decay", name, "weight_decay value")
   check.boolean(g, "amsgrad", name)
   check.boolean(g, "maximize", name)
+  check.boolean(g, "fused", name)
+end
+
+-- the fused op applies when every tensor it writes has the parameter's layout: same dtype
+-- (grad too), and on DTensors the same mesh and placements (a state redistributed to match
+-- would be written in a copy)
+local function layout(t) return placements_text(t.placements) end
+local function fusable(p, grad, state)
+  if grad.dtype ~= p.dtype then return false end
+  local pd = core.is_dtensor(p)
+  if core.is_dtensor(grad) ~= pd then return false end
+  if not pd then return true end
+  local mesh, key = p.device_mesh, layout(p)
+  for _, t in ipairs({state.exp_avg, state.exp_avg_sq, state.max_exp_avg_sq}) do
+    if not core.is_dtensor(t) or t.dtype ~= p.dtype or t.device_mesh ~= mesh or layout(t) ~= key then return false end
+  end
+  return true
 end
 
 local function init_state(state, p, amsgrad)
@@ -46,10 +68,18 @@ local function updater(decoupled)
     for _, p in ipairs(g.params) do
       local grad = p.grad
       if grad ~= nil then
-        if g.maximize then grad = -grad end
         local state = opt:state_of(p)
         if state.step == nil then init_state(state, p, g.amsgrad) end
+        if g.amsgrad and state.max_exp_avg_sq == nil then state.max_exp_avg_sq = base.zeros_like(p) end
         state.step:add_(1)
+        if g.fused and not core.is_compiling() and fusable(p, grad, state) then
+          local step_size, bias_correction2_sqrt = bias_corrections(state.step, lr, beta1, beta2, p)
+          core._adam_step_(p, grad, state.exp_avg, state.exp_avg_sq, g.amsgrad and state.max_exp_avg_sq or nil,
+                           step_size, bias_correction2_sqrt, beta1, beta2, eps,
+                           decoupled and 1 - lr * wd or wd, decoupled, g.maximize)
+          goto continue
+        end
+        if g.maximize then grad = -grad end
         if decoupled then
           p:mul_(1 - lr * wd)
         elseif wd ~= 0 then
@@ -61,7 +91,6 @@ local function updater(decoupled)
         local step_size, bias_correction2_sqrt = bias_corrections(state.step, lr, beta1, beta2, p)
         local second = exp_avg_sq
         if g.amsgrad then
-          if state.max_exp_avg_sq == nil then state.max_exp_avg_sq = base.zeros_like(p) end
           -- torch.maximum (NaN propagates), shard by shard
           state.max_exp_avg_sq:copy_(core.stack({state.max_exp_avg_sq, exp_avg_sq}):amax(1))
           second = state.max_exp_avg_sq
@@ -73,6 +102,7 @@ local function updater(decoupled)
           p:add_(-(exp_avg / denom * step_size)) -- add_'s alpha: (float)alpha * x, then the sum
         end
       end
+      ::continue::
     end
   end
 end
@@ -80,13 +110,13 @@ end
 return {
   Adam = base.define {
     name = "Adam",
-    defaults = {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false},
+    defaults = {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false, fused = true},
     check = check_group,
     update = updater(false),
   },
   AdamW = base.define {
     name = "AdamW",
-    defaults = {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2, amsgrad = false, maximize = false},
+    defaults = {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2, amsgrad = false, maximize = false, fused = true},
     check = check_group,
     update = updater(true),
   },

@@ -33,30 +33,17 @@ local L = require "dtensor.parallel.layouts"
 local placements_text = require "dtensor.placements_text"
 local mesh_arg = require("dtensor.parallel.distribute_module").mesh_arg
 local dp_dim = require("dtensor.parallel.replicate").dp_dim
+local mp_option = require("dtensor.parallel.replicate").mp_option
 local Function = require("dtensor.autograd").module.autograd.Function
 local D = core.distributed
 local M = {}
 
 local WHO = "fully_shard"
 local OPTIONS = {reshard_after_forward = true, mesh_dim = true, mp_policy = true}
-local FLOAT = {float32 = true, float64 = true, bfloat16 = true, float16 = true}
 
 local active = 0 -- sharded modules whose forward is running on this rank (this Lua state)
 
 -- ---- options and meshes ----
-
-local function dtype_option(v, name)
-  if v == nil then return nil end
-  if not FLOAT[v] then error(WHO .. ": mp_policy." .. name .. " must be a floating dtype, got " .. tostring(v), 4) end
-  return v
-end
-
-local function mp_option(mp)
-  if mp == nil then return {} end
-  mp = L.options(mp, {param_dtype = true, reduce_dtype = true}, WHO .. ": mp_policy", 3)
-  return {param_dtype = dtype_option(mp.param_dtype, "param_dtype"),
-          reduce_dtype = dtype_option(mp.reduce_dtype, "reduce_dtype")}
-end
 
 -- the value at coordinate c (0-based list) of a nested layout
 local function at(layout, c)
@@ -424,7 +411,7 @@ function M.fully_shard(module, mesh, opts)
   local dim = dp_dim(mesh, opts.mesh_dim, WHO)
   local st = {mesh = mesh, dim = dim, reshard = L.boolean(opts.reshard_after_forward, true, WHO,
               "reshard_after_forward", 2), params = {}, next_in = setmetatable({}, {__mode = "k"})}
-  local mp = mp_option(opts.mp_policy)
+  local mp = mp_option(opts.mp_policy, WHO)
   local coord = mesh:get_coordinate()
   if not coord then return module end -- off the mesh: nothing to shard
   st.smesh = shard_mesh(mesh, dim)

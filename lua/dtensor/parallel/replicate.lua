@@ -1,5 +1,6 @@
--- dt.parallel.replicate(module, mesh, {mesh_dim =, bucket_cap_mb = 25}): data parallelism
--- over one mesh dim (PyTorch's replicate / DistributedDataParallel; doc/parallel.md).
+-- dt.parallel.replicate(module, mesh, {mesh_dim =, bucket_cap_mb = 25, mp_policy =
+-- {param_dtype =, reduce_dtype =}}): data parallelism over one mesh dim (PyTorch's replicate /
+-- DistributedDataParallel; doc/parallel.md).
 --
 -- Each rank of the data-parallel (dp) dim runs the module on its own batch, with the same
 -- parameters, and its own loss; replicate() makes the gradients the average over the dp dim:
@@ -21,6 +22,12 @@
 --    order), so the buckets' all_reduces match.
 --  * Every parameter that requires grad must receive a gradient in each backward (as DDP
 --    without find_unused_parameters): the next forward raises, naming those that did not.
+--  * mp_policy (as fully_shard's): param_dtype: the module's forward runs on casts of the
+--    parameters and of its floating tensor arguments (differentiable `to`s made before each
+--    forward; the parameters are put back after it), so
+--    the parameters, their .grad and the optimizer's state keep their dtype; reduce_dtype
+--    (default: param_dtype, else the parameter's): the buckets are averaged in it, then cast
+--    back into .grad (also on a dp group of one rank, so every mesh rounds alike).
 local core = require "dtensor.core"
 local L = require "dtensor.parallel.layouts"
 local buckets_of = require("dtensor.parallel.buckets").assign
@@ -28,7 +35,8 @@ local mesh_arg = require("dtensor.parallel.distribute_module").mesh_arg
 local D = core.distributed
 local M = {}
 
-local OPTIONS = {mesh_dim = true, bucket_cap_mb = true}
+local OPTIONS = {mesh_dim = true, bucket_cap_mb = true, mp_policy = true}
+local FLOAT = {float32 = true, float64 = true, bfloat16 = true, float16 = true}
 
 local function local_of(t) return core.is_dtensor(t) and t:to_local() or t end
 
@@ -48,6 +56,17 @@ local function dp_dim(mesh, d, who)
     error(who .. ": the mesh has no dim named '" .. d .. "'", 3)
   end
   error(who .. ": mesh_dim must be a dim index or name, got " .. type(d), 3)
+end
+
+-- mp_policy = {param_dtype =, reduce_dtype =} (nil: {}), checked for `who` (fully_shard too)
+function M.mp_option(mp, who)
+  if mp == nil then return {} end
+  mp = L.options(mp, {param_dtype = true, reduce_dtype = true}, who .. ": mp_policy", 3)
+  for _, name in ipairs({"param_dtype", "reduce_dtype"}) do
+    local v = mp[name]
+    if v ~= nil and not FLOAT[v] then error(who .. ": mp_policy." .. name .. " must be a floating dtype, got " .. tostring(v), 3) end
+  end
+  return {param_dtype = mp.param_dtype, reduce_dtype = mp.reduce_dtype}
 end
 
 local function rank_set(layout, set)
@@ -104,10 +123,13 @@ end
 local function launch(state, b)
   local grads, flat_parts = b.grads, {}
   b.grads, b.ready = {}, 0
-  if state.group_size == 1 then return end -- the average of one gradient
+  local rd = state.reduce_dtype
+  local cast = rd ~= nil and rd ~= local_of(grads[1]).dtype
+  if state.group_size == 1 and not cast then return end -- the average of one gradient
   for i = 1, #b.slots do flat_parts[i] = local_of(grads[i]):reshape(-1) end
   local flat = #flat_parts == 1 and flat_parts[1]:clone() or core.cat(flat_parts)
-  local work = D.all_reduce(flat, "avg", {group = state.group, async_op = true})
+  if cast then flat = flat:to(rd) end
+  local work = state.group_size > 1 and D.all_reduce(flat, "avg", {group = state.group, async_op = true}) or nil
   if #state.pending == 0 then core.autograd.queue_callback(function() state.finish() end) end
   state.pending[#state.pending + 1] = {bucket = b, grads = grads, flat = flat, work = work}
 end
@@ -118,7 +140,7 @@ local function finish(state)
   local pending = state.pending
   state.pending = {}
   for _, p in ipairs(pending) do
-    p.work:wait()
+    if p.work then p.work:wait() end
     local off = 0
     for i, slot in ipairs(p.bucket.slots) do
       local gl = local_of(p.grads[i])
@@ -153,10 +175,51 @@ local function on_grad(state, slot, g)
   return nil
 end
 
+-- mp_policy's param_dtype: before forward each parameter slot of a managed parameter holds
+-- its cast (one per parameter: tied slots share it), after forward the parameter again
+local function param_slots(module, params)
+  local managed, slots = {}, {}
+  for _, e in ipairs(params) do managed[e.param] = true end
+  for _, entry in ipairs(module:named_modules()) do
+    local sub = entry[2]
+    for _, pname in ipairs(rawget(sub, "_param_names")) do
+      local p = rawget(sub, "_parameters")[pname]
+      if managed[p] then slots[#slots + 1] = {sub = sub, pname = pname, param = p} end
+    end
+  end
+  return slots
+end
+
+local function cast_params(state, inputs)
+  local casts = {}
+  for _, s in ipairs(state.slots) do
+    local c = casts[s.param]
+    if c == nil then
+      c = s.param.dtype == state.param_dtype and s.param or s.param:to(state.param_dtype)
+      casts[s.param] = c
+    end
+    rawget(s.sub, "_parameters")[s.pname] = c
+  end
+  -- and the floating tensor inputs (as PyTorch's cast_forward_inputs)
+  local out, changed = {n = inputs.n}, false
+  for i = 1, inputs.n do
+    local x = inputs[i]
+    if core.is_tensor(x) and x.dtype:match("float") and x.dtype ~= state.param_dtype then x, changed = x:to(state.param_dtype), true end
+    out[i] = x
+  end
+  return changed and out or nil
+end
+
+local function restore_params(state)
+  for _, s in ipairs(state.slots) do rawget(s.sub, "_parameters")[s.pname] = s.param end
+end
+
 -- before each forward: the previous backward must have reduced every bucket
 local function check_finished(state)
   -- a backward that failed before its end left works running: complete them, unused
-  for _, p in ipairs(state.pending) do pcall(p.work.wait, p.work) end
+  for _, p in ipairs(state.pending) do
+    if p.work then pcall(p.work.wait, p.work) end
+  end
   state.pending = {}
   local missing = {}
   for _, b in ipairs(state.buckets) do
@@ -180,6 +243,7 @@ function M.replicate(module, mesh, opts)
   mesh = mesh_arg(mesh, who, 2)
   opts = L.options(opts, OPTIONS, who, 2)
   local dim = dp_dim(mesh, opts.mesh_dim, who)
+  local mp = M.mp_option(opts.mp_policy, who)
   local cap = opts.bucket_cap_mb
   if cap == nil then cap = 25 end
   if type(cap) ~= "number" or cap <= 0 then error(who .. ": bucket_cap_mb must be a positive number, got " .. tostring(cap), 2) end
@@ -194,7 +258,8 @@ function M.replicate(module, mesh, opts)
     local l = local_of(e.param)
     sizes[i] = {name = e.name, dtype = l.dtype, bytes = l:numel() * l:element_size()}
   end
-  local state = {group = group, group_size = group:size(), buckets = {}, next = 1, handles = {}, pending = {}}
+  local state = {group = group, group_size = group:size(), buckets = {}, next = 1, handles = {}, pending = {},
+                 param_dtype = mp.param_dtype, reduce_dtype = mp.reduce_dtype or mp.param_dtype}
   state.finish = function() finish(state) end
   for k, list in ipairs(buckets_of(sizes, cap * 1024 * 1024)) do
     local b = {index = k, slots = {}, grads = {}, ready = 0}
@@ -206,6 +271,11 @@ function M.replicate(module, mesh, opts)
     state.buckets[k] = b
   end
   module:register_forward_pre_hook(function() check_finished(state) end)
+  if state.param_dtype then
+    state.slots = param_slots(module, params)
+    module:register_forward_pre_hook(function(_, inputs) return cast_params(state, inputs) end)
+    module:register_forward_hook(function() restore_params(state) end)
+  end
   rawset(module, "_replicate", state)
   return module
 end

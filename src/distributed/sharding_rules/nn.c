@@ -109,8 +109,32 @@ static int sdpa_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
   return dt_rule_push(s, n, &st);
 }
 
+/* sdpa_backward(grad, q, k, v, mask?): grad, q, k, v share one batch shape, so a batch-dim
+ * sharding of operand j is taken by all four and by dq, dk, dv; the mask follows where it
+ * has that dim whole (else it is replicated). */
+static int sdpa_backward_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
+  dt_strategy st = dt_rule_strategy(r);
+  int nd = r->spec[1]->ndim;
+  for (int j = 0; j <= 4; j++) {
+    for (int m = 0; m < r->mesh_ndim; m++) {
+      dt_placement p = j < 4 ? r->spec[j]->p[m] : dt_rule_R();
+      int d = p.kind == DT_SHARD && p.dim < nd - 2 && r->spec[1]->shape[p.dim] > 1 ? p.dim : -1; /* j == 4: all R */
+      for (int i = 0; i < r->a->nin; i++) {
+        const dt_dspec *t = r->spec[i];
+        if (!t) continue;
+        int td = d - (nd - t->ndim);
+        st.in[i][m] = d >= 0 && td >= 0 && t->shape[td] == r->spec[1]->shape[d] ? dt_rule_S(td) : dt_rule_R();
+      }
+      for (int o = 0; o < 3; o++) st.out[o][m] = d >= 0 ? dt_rule_S(d) : dt_rule_R();
+    }
+    dt_rule_push(s, n, &st);
+  }
+  return DT_OK;
+}
+
 int dt_rule_nn(const dt_rule_args *r, dt_strategy *s, int *n) {
   if (r->op == DT_OP_SDPA) return sdpa_rule(r, s, n);
+  if (r->op == DT_OP_SDPA_BACKWARD) return sdpa_backward_rule(r, s, n);
   if (r->op == DT_OP_EMBEDDING) return embedding_rule(r, s, n);
   return norm_rule(r, s, n);
 }

@@ -152,49 +152,6 @@ static int norm(const dt_op_args *a, dt_tensor **out, int rms) {
 int dt_cpu_layer_norm(const dt_op_args *a, dt_tensor **out) { return norm(a, out, 0); }
 int dt_cpu_rms_norm(const dt_op_args *a, dt_tensor **out) { return norm(a, out, 1); }
 
-/* ---- cross_entropy: ints[0] ignore_index, ints[1] reduction (0 none, 1 mean, 2 sum) ---- */
-int dt_cpu_cross_entropy(const dt_op_args *a, dt_tensor **out) {
-  const dt_tensor *x = a->in[0];
-  dt_dtype cd = dt_dtype_compute(x->dtype);
-  int64_t C = x->shape[x->ndim == 1 ? 0 : 1], N = x->ndim == 1 ? 1 : x->shape[0];
-  int64_t inner = x->ndim > 2 ? dt_shape_numel(x->ndim - 2, x->shape + 2) : 1;
-  int64_t ignore = a->ints[0], reduction = a->ints[1];
-  dt_tensor *lg = dt_tensor_contiguous_as(a->in[0], cd);
-  dt_tensor *tg = lg ? dt_tensor_contiguous_as(a->in[1], DT_INT64) : NULL;
-  if (!tg) {
-    if (lg) dt_tensor_release(lg);
-    return dt_error_prefix("%s", a->name);
-  }
-  const int64_t *target = dt_tensor_data(tg);
-  char *o = dt_tensor_data(out[0]);
-  size_t osize = dt_tensor_elsize(out[0]);
-  double total = 0;
-  int64_t count = 0;
-  int rc = DT_OK;
-  for (int64_t s = 0; s < N * inner && rc == DT_OK; s++) {
-    int64_t n = s / inner, i = s % inner, t = target[s];
-    double loss = 0;
-    if (t == ignore) {
-      loss = 0;
-    } else if (t < 0 || t >= C) {
-      rc = dt_error("%s: target %lld out of range for %lld classes (0-based)", a->name, (long long)t, (long long)C);
-    } else {
-      int64_t off = n * C * inner + i;
-      loss = cd == DT_FLOAT64 ? nll_one_f64((const double *)dt_tensor_data(lg) + off, C, inner, t)
-                              : nll_one_f32((const float *)dt_tensor_data(lg) + off, C, inner, t);
-      total += loss;
-      count++;
-    }
-    if (reduction == 0) dt_store_f64(o + (size_t)s * osize, out[0]->dtype, loss);
-  }
-  /* mean over the non-ignored samples; none left gives 0/0 = NaN, as in PyTorch */
-  if (reduction == 1) dt_store_f64(o, out[0]->dtype, total / (double)count);
-  if (reduction == 2) dt_store_f64(o, out[0]->dtype, total);
-  dt_tensor_release(lg);
-  dt_tensor_release(tg);
-  return rc;
-}
-
 /* ---- scaled_dot_product_attention ---- */
 
 /* Element offsets of each batch of a contiguous operand whose batch dims are right-aligned
@@ -362,4 +319,93 @@ int dt_cpu_scaled_dot_product_attention(const dt_op_args *a, dt_tensor **out) {
     return dt_error("%s: out of memory", a->name);
   }
   return out_finish(out[0], y, a->name);
+}
+
+/* ---- sdpa_backward(grad, q, k, v, mask?) -> (dq, dk, dv): grad, q, k, v with the output's
+ * batch dims (the shape rule checks), the mask broadcast as in the forward.  Batches in
+ * order, like the forward: the GEMMs on the BLAS's threads, the softmax and dS rows on ours. */
+typedef struct {
+  const void *g, *q, *k, *v;
+  void *dq, *dk, *dv;
+  const dt_tensor *mv;
+  int nb;
+  const int64_t *bs, *sm;
+  int64_t L, S, E, Ev, m_rs, m_cs, block;
+  double scale;
+  int causal, f64;
+  void *scores, *dp;
+} sdpa_bw_job;
+
+static void sdpa_bw_batch(const sdpa_bw_job *j, int64_t b) {
+  int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev, om = batch_offset(b, j->nb, j->bs, j->sm);
+  if (j->f64) {
+    const double *m = j->mv ? (const double *)dt_tensor_data(j->mv) + om : NULL;
+    attention_backward_f64((const double *)j->q + b * L * E, (const double *)j->k + b * S * E,
+                           (const double *)j->v + b * S * Ev, (const double *)j->g + b * L * Ev, j->scores, j->dp,
+                           (double *)j->dq + b * L * E, (double *)j->dk + b * S * E, (double *)j->dv + b * S * Ev, L,
+                           S, E, Ev, j->scale, m, j->m_rs, j->m_cs, j->causal, j->block);
+  } else {
+    const float *m = j->mv ? (const float *)dt_tensor_data(j->mv) + om : NULL;
+    attention_backward_f32((const float *)j->q + b * L * E, (const float *)j->k + b * S * E,
+                           (const float *)j->v + b * S * Ev, (const float *)j->g + b * L * Ev, j->scores, j->dp,
+                           (float *)j->dq + b * L * E, (float *)j->dk + b * S * E, (float *)j->dv + b * S * Ev, L, S,
+                           E, Ev, (float)j->scale, m, j->m_rs, j->m_cs, j->causal, j->block);
+  }
+}
+
+int dt_cpu_sdpa_backward(const dt_op_args *a, dt_tensor **out) {
+  const dt_tensor *q = a->in[1], *k = a->in[2], *v = a->in[3];
+  dt_dtype cd = dt_dtype_compute(q->dtype);
+  int nb = q->ndim - 2;
+  int64_t L = q->shape[nb], E = q->shape[nb + 1], S = k->shape[nb], Ev = v->shape[nb + 1];
+  double scale = a->nscalar > 0 ? a->scalar[0] : 1.0 / sqrt((double)(E ? E : 1));
+  size_t es = dt_dtype_size(cd);
+  int64_t block = S > 0 ? (1 << 18) / S : L; /* the forward's blocks */
+  block = block < 16 ? 16 : block;
+  block = block > L ? L : block;
+  inputs in;
+  if (inputs_get(&in, a, 4, cd) != DT_OK) return DT_ERR;
+  dt_tensor *m = a->nin > 4 && a->in[4] ? additive_mask(a->in[4], cd, a->name) : NULL, *mv = NULL;
+  dt_tensor *d[3] = {0};
+  int rc = a->nin > 4 && a->in[4] && !m ? DT_ERR : DT_OK;
+  for (int o = 0; o < 3 && rc == DT_OK; o++) {
+    d[o] = out_buffer(out[o], cd, a->name);
+    if (!d[o]) rc = DT_ERR;
+    else memset(dt_tensor_data(d[o]), 0, (size_t)dt_tensor_numel(d[o]) * es);
+  }
+  size_t scratch = (size_t)(block * S > 0 ? block * S : 1) * es;
+  void *scores = rc == DT_OK ? malloc(scratch) : NULL, *dp = scores ? malloc(scratch) : NULL;
+  if (rc == DT_OK && !dp) rc = dt_error("%s: out of memory", a->name);
+  int64_t sm[DT_MAX_DIMS] = {0}, m_rs = 0, m_cs = 0;
+  if (rc == DT_OK && m) { /* the mask padded to nb + 2 dims, as the forward views it */
+    int64_t shape[DT_MAX_DIMS], stride[DT_MAX_DIMS];
+    int pad = nb + 2 - m->ndim;
+    for (int i = 0; i < nb + 2; i++) shape[i] = i < pad ? 1 : m->shape[i - pad];
+    dt_contiguous_strides(nb + 2, shape, stride);
+    mv = dt_tensor_view_of(m, nb + 2, shape, stride, m->offset);
+    if (!mv) rc = dt_error_prefix("%s", a->name);
+    else {
+      m_rs = shape[nb] == 1 ? 0 : shape[nb + 1], m_cs = shape[nb + 1] == 1 ? 0 : 1;
+      batch_strides(mv, nb, q->shape, shape[nb] * shape[nb + 1], sm);
+    }
+  }
+  if (rc == DT_OK) {
+    sdpa_bw_job j = {.g = dt_tensor_data(in.t[0]), .q = dt_tensor_data(in.t[1]), .k = dt_tensor_data(in.t[2]),
+                     .v = dt_tensor_data(in.t[3]), .dq = dt_tensor_data(d[0]), .dk = dt_tensor_data(d[1]),
+                     .dv = dt_tensor_data(d[2]), .mv = mv, .nb = nb, .bs = q->shape, .sm = sm, .L = L, .S = S, .E = E,
+                     .Ev = Ev, .m_rs = m_rs, .m_cs = m_cs, .block = block, .scale = scale, .causal = a->flags & 1,
+                     .f64 = cd == DT_FLOAT64, .scores = scores, .dp = dp};
+    for (int64_t b = 0, n = dt_shape_numel(nb, q->shape); b < n; b++) sdpa_bw_batch(&j, b);
+  }
+  free(scores);
+  free(dp);
+  if (mv) dt_tensor_release(mv);
+  if (m) dt_tensor_release(m);
+  inputs_release(&in);
+  for (int o = 0; o < 3; o++)
+    if (d[o]) {
+      if (rc == DT_OK) rc = out_finish(out[o], d[o], a->name);
+      else dt_tensor_release(d[o]);
+    }
+  return rc;
 }

@@ -67,9 +67,11 @@ static void SUF(norm_rows)(const R *restrict x, const R *restrict w, const R *re
 
 /* layer_norm / rms_norm backward over rows of n: the statistics recomputed as norm_rows makes
  * them, xhat = (x - mean) * rstd, gy = g * w; gxhat = g * xhat (for dw) and
- * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) (rms: without mean(gy)). */
+ * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) (rms: without mean(gy)).  Vector
+ * lanes as row_sum's: the two sums in lanes of R over at most 256 elements, then in double. */
 static void SUF(norm_backward_rows)(const R *restrict g, const R *restrict x, const R *restrict w, R *restrict dx,
                                     R *restrict gxhat, int64_t rows, int64_t n, double eps, int rms) {
+  const int64_t lanes = (int64_t)(16 / sizeof(R));
   for (int64_t r = 0; r < rows; r++) {
     const R *xr = x + r * n, *gr = g + r * n;
     R *dr = dx + r * n, *hr = gxhat + r * n;
@@ -77,13 +79,38 @@ static void SUF(norm_backward_rows)(const R *restrict g, const R *restrict x, co
     double var = SUF(row_sum)(xr, n, mu, 1) / (double)n;
     R inv = (R)(1.0 / sqrt(var + eps));
     double sum_gy = 0, sum_gyxh = 0;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+    while (i + lanes <= n) {
+      int64_t end = n - i > 256 ? i + 256 : n;
+      SUF(vec) s1 = {0}, s2 = {0};
+      for (; i + lanes <= end; i += lanes) {
+        SUF(vec) xv, gv, wv;
+        memcpy(&xv, xr + i, sizeof xv);
+        memcpy(&gv, gr + i, sizeof gv);
+        SUF(vec) xh = (xv - mu) * inv, gy = gv;
+        if (w) memcpy(&wv, w + i, sizeof wv), gy = gv * wv;
+        SUF(vec) h = gv * xh;
+        memcpy(hr + i, &h, sizeof h);
+        s1 += gy, s2 += gy * xh;
+      }
+      for (int64_t l = 0; l < lanes; l++) sum_gy += s1[l], sum_gyxh += s2[l];
+    }
+    for (; i < n; i++) {
       R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
       hr[i] = gr[i] * xh;
       sum_gy += gy, sum_gyxh += (double)gy * xh;
     }
     R a = rms ? 0 : (R)(sum_gy / (double)n), b = (R)(sum_gyxh / (double)n);
-    for (int64_t i = 0; i < n; i++) {
+    for (i = 0; i + lanes <= n; i += lanes) {
+      SUF(vec) xv, gv, wv;
+      memcpy(&xv, xr + i, sizeof xv);
+      memcpy(&gv, gr + i, sizeof gv);
+      SUF(vec) xh = (xv - mu) * inv, gy = gv;
+      if (w) memcpy(&wv, w + i, sizeof wv), gy = gv * wv;
+      SUF(vec) d = inv * (gy - a - xh * b);
+      memcpy(dr + i, &d, sizeof d);
+    }
+    for (; i < n; i++) {
       R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
       dr[i] = inv * (gy - a - xh * b);
     }
@@ -147,13 +174,44 @@ static void SUF(attention)(const R *q, const R *k, const R *v, R *scores, R *out
   }
 }
 
-/* -log softmax(x)[target] for one sample whose C logits are `step` elements apart. */
-static double SUF(nll_one)(const R *x, int64_t C, int64_t step, int64_t target) {
-  R mx = -INFINITY;
-  for (int64_t c = 0; c < C; c++) mx = x[c * step] > mx ? x[c * step] : mx;
-  double s0 = 0, s1 = 0;
-  int64_t c = 0;
-  for (; c + 2 <= C; c += 2) s0 += EXP(x[c * step] - mx), s1 += EXP(x[(c + 1) * step] - mx);
-  if (c < C) s0 += EXP(x[c * step] - mx);
-  return (double)mx + log(s0 + s1) - (double)x[target * step];
+/* sdpa's backward rows: dS = P * (dP - rowsum(dP * P)) in place in dp (rows of s), the row
+ * sums in double. */
+typedef struct {
+  const R *p;
+  R *dp;
+  int64_t s;
+} SUF(ds_job);
+
+static void SUF(ds_rows)(int64_t i0, int64_t i1, void *vj) {
+  const SUF(ds_job) *j = vj;
+  int64_t s = j->s;
+  for (int64_t i = i0; i < i1; i++) {
+    const R *pr = j->p + i * s;
+    R *dr = j->dp + i * s;
+    double acc = 0;
+    for (int64_t c = 0; c < s; c++) acc += (double)dr[c] * pr[c];
+    R rs = (R)acc;
+    for (int64_t c = 0; c < s; c++) dr[c] = pr[c] * (dr[c] - rs);
+  }
+}
+
+/* One attention batch's backward, by the forward's blocks of query rows: P recomputed as the
+ * forward made it (same GEMM, mask and softmax), then dv += P^T g, dP = g v^T, dS, dq = scale
+ * dS k, dk += scale dS^T q.  Causal blocks touch only the keys their rows see.  dk and dv
+ * must start zeroed; scores and dp hold block * S elements each. */
+static void SUF(attention_backward)(const R *q, const R *k, const R *v, const R *g, R *scores, R *dp, R *dq, R *dk,
+                                    R *dv, int64_t L, int64_t S, int64_t E, int64_t Ev, R scale, const R *mask,
+                                    int64_t m_rs, int64_t m_cs, int causal, int64_t block) {
+  for (int64_t r0 = 0; r0 < L; r0 += block) {
+    int64_t nr = L - r0 < block ? L - r0 : block;
+    int64_t s = causal && r0 + nr < S ? r0 + nr : S;
+    GEMM(0, 1, nr, s, E, scale, q + r0 * E, E, k, E, 0, scores, s);
+    SUF(masked_softmax)(scores, nr, s, mask ? mask + r0 * m_rs : NULL, m_rs, m_cs, causal, r0);
+    GEMM(1, 0, s, Ev, nr, 1, scores, s, g + r0 * Ev, Ev, 1, dv, Ev);
+    GEMM(0, 1, nr, s, Ev, 1, g + r0 * Ev, Ev, v, Ev, 0, dp, s);
+    SUF(ds_job) j = {scores, dp, s};
+    dt_parallel_for(nr, s >= DT_PARALLEL_GRAIN / 4 ? 1 : DT_PARALLEL_GRAIN / 4 / (s ? s : 1), SUF(ds_rows), &j);
+    GEMM(0, 0, nr, E, s, scale, dp, s, k, E, 0, dq + r0 * E, E);
+    GEMM(1, 0, s, E, nr, scale, dp, s, q + r0 * E, E, 1, dk, E);
+  }
 }

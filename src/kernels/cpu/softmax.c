@@ -228,6 +228,15 @@ static void sm_piece(int64_t b, int64_t e, void *vj) {
   else softmax_f32(j->x, j->y, j->n, j->inner, j->log_out, b, e);
 }
 
+void dt_cpu_softmax_dim(const void *x, void *y, int64_t outer, int64_t n, int64_t inner, int log_out, int f64) {
+  sm_job j = {(void *)x, y, n, inner, log_out, f64};
+  /* rows (or column blocks) over the threads: each item's arithmetic is the same on any */
+  int64_t items = inner == 1 ? outer : outer * ((inner + BLOCK - 1) / BLOCK);
+  int64_t per_item = n * (inner < BLOCK ? inner : BLOCK);
+  if (per_item == 0) return;
+  dt_parallel_for(items, per_item >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / per_item, sm_piece, &j);
+}
+
 static int run_softmax(const dt_op_args *a, dt_tensor **out, int log_out) {
   dt_tensor *x = a->in[0], *y = out[0];
   int dim = (int)a->ints[0];
@@ -242,11 +251,7 @@ static int run_softmax(const dt_op_args *a, dt_tensor **out, int log_out) {
     if (xc) dt_tensor_release(xc);
     return dt_error_prefix("%s", a->name);
   }
-  sm_job j = {dt_tensor_data(xc), dt_tensor_data(yc), n, inner, log_out, ct == DT_FLOAT64};
-  /* rows (or column blocks) over the threads: each item's arithmetic is the same on any */
-  int64_t items = inner == 1 ? outer : outer * ((inner + BLOCK - 1) / BLOCK);
-  int64_t per_item = n * (inner < BLOCK ? inner : BLOCK);
-  dt_parallel_for(items, per_item >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / per_item, sm_piece, &j);
+  dt_cpu_softmax_dim(dt_tensor_data(xc), dt_tensor_data(yc), outer, n, inner, log_out, ct == DT_FLOAT64);
   int rc = DT_OK;
   if (yc != y) {
     rc = dt_tensor_copy_(y, yc, a->name);

@@ -2190,6 +2190,169 @@ function M.tol(entry, dtype)
   return dtype == "float32" and 1e-5 or 1e-12
 end
 
+-- ---------------------------------------------------------------- fused training-step ops
+-- adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq?): Adam/AdamW's update of
+-- lua/dtensor/optim/adam.lua, written out in plain Lua (optim_spec.lua checks it bitwise
+-- against the composed ops)
+local function adam_ref(i, s)
+  local p, g, m, v = ref_of(i[1]), ref_of(i[2]), ref_of(i[3]), ref_of(i[4])
+  local vmax = s.amsgrad and ref_of(i[5]) or nil
+  local out = {shape = p.shape, data = {}}
+  for j = 1, #p.data do
+    local gj, pj = s.maximize and -g.data[j] or g.data[j], p.data[j]
+    if s.decoupled then pj = pj * s.decay elseif s.decay ~= 0 then gj = gj + s.decay * pj end
+    local mj = m.data[j] + (1 - s.beta1) * (gj - m.data[j])
+    local vj = v.data[j] * s.beta2 + (1 - s.beta2) * gj * gj
+    local second = vmax and math.max(vmax.data[j], vj) or vj
+    out.data[j] = pj - s.step_size * mj / (math.sqrt(second) / s.bc2 + s.eps)
+  end
+  return out
+end
+ops.adam_step_ = {
+  family = "inplace",
+  refuses = {P = "adam_step_: an in-place op keeps its input's placements (Partial(sum))"},
+  cases = function(rng)
+    local list = {}
+    for i = 1, 5 do
+      local dtype = i == 2 and "float32" or "float64"
+      local shape = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+      local ins = {t_of(rng, shape, dtype), t_of(rng, shape, dtype), t_of(rng, shape, dtype), t_of(rng, shape, dtype, "positive")}
+      local step = rng.int(1, 20)
+      local s = {beta1 = 0.9, beta2 = 0.999, eps = 1e-8, decoupled = i % 2 == 1, maximize = i == 3, amsgrad = i >= 4}
+      local lr, wd = 0.01 * rng.int(1, 4), i == 2 and 0 or 0.1
+      s.step_size, s.bc2 = lr / (1 - s.beta1 ^ step), math.sqrt(1 - s.beta2 ^ step)
+      s.decay = s.decoupled and 1 - lr * wd or wd
+      if s.amsgrad then ins[5] = t_of(rng, shape, dtype, "positive") end
+      list[#list + 1] = {inputs = ins, static = s, label = dtype .. " case " .. i .. (s.amsgrad and " amsgrad" or "")}
+    end
+    return list
+  end,
+  run = function(i, s)
+    local p = i[1]:clone()
+    dt._adam_step_(p, i[2], i[3]:clone(), i[4]:clone(), s.amsgrad and i[5]:clone() or nil, s.step_size, s.bc2, s.beta1,
+                   s.beta2, s.eps, s.decay, s.decoupled, s.maximize)
+    return p
+  end,
+  ref = adam_ref,
+  tol = 1e-12,
+  nondiff = "the optimizer's update: runs under no_grad, no gradient",
+}
+
+-- cross_entropy_backward(grad, logits, target): (softmax(logits) - onehot(target)) * w along
+-- the class dim, w = grad (/ the count of targets not ignored for mean), 0 where ignored
+ops.cross_entropy_backward = {
+  family = "nn",
+  dist = false, dist_reason = "LOCAL_ONLY like cross_entropy: on DTensors F.cross_entropy is composed in Lua",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 5 do
+      local n, c, d = rng.int(i == 5 and 0 or 1, 4), rng.int(2, 5), i == 3 and rng.int(1, 3) or nil
+      local shape, tshape = d and {n, c, d} or {n, c}, d and {n, d} or {n}
+      local t = {}
+      for k = 1, numel(tshape) do t[k] = rng.int(1, c) end
+      if i == 2 and #t > 0 then t[1] = -100 end
+      local s = {reduction = ({"mean", "sum", "none", "mean", "none"})[i], ignore = i == 4 and 2 or -100, d = d}
+      local dtype = i == 2 and "float32" or "float64"
+      local x = t_of(rng, shape, dtype)
+      local g = t_of(rng, s.reduction == "none" and tshape or {}, dtype)
+      list[#list + 1] = {inputs = {g, i == 4 and noncontig(x) or x, make(t, tshape, "int64")}, static = s,
+                         label = dtype .. " " .. s.reduction .. " case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return dt._cross_entropy_backward(i[1], i[2], i[3], s.ignore, s.reduction) end,
+  ref = function(i, s)
+    local g, x, t = ref_of(i[1]), ref_of(i[2]), ref_of(i[3])
+    local n, c, inner = x.shape[1], x.shape[2], s.d or 1
+    local cnt = 0
+    for _, v in ipairs(t.data) do if v ~= s.ignore then cnt = cnt + 1 end end
+    local out = {shape = x.shape, data = {}}
+    for r = 0, n - 1 do
+      for p = 1, inner do
+        local row = {}
+        for j = 1, c do row[j] = x.data[(r * c + j - 1) * inner + p] end
+        local sm, tg = softmax_list(row), t.data[r * inner + p]
+        local w = s.reduction == "none" and g.data[r * inner + p] or s.reduction == "mean" and g.data[1] / cnt or g.data[1]
+        if tg == s.ignore then w = 0 end
+        for j = 1, c do out.data[(r * c + j - 1) * inner + p] = (sm[j] - (j == tg and 1 or 0)) * w end
+      end
+    end
+    return out
+  end,
+  nondiff = "the fused backward of cross_entropy, called by its rule: no second derivative",
+}
+
+-- sdpa_backward(grad, q, k, v, mask?) -> dq, dk, dv, from the formulas in plain Lua: P =
+-- softmax(scale q k^T + mask), dv = P^T g, dS = P (g v^T - rowsum(g v^T * P)), dq = scale dS k,
+-- dk = scale dS^T q
+ops.sdpa_backward = {
+  family = "nn",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 5 do
+      local b, L, S, E, Ev = rng.int(1, 2), rng.int(1, 4), rng.int(1, 4), rng.int(1, 4), rng.int(1, 3)
+      if i == 2 then S = L end
+      if i == 5 then L = 0 end
+      local dtype = i == 4 and "float32" or "float64"
+      local q, k, v = t_of(rng, {b, L, E}, dtype), t_of(rng, {b, S, E}, dtype), t_of(rng, {b, S, Ev}, dtype)
+      local ins = {t_of(rng, {b, L, Ev}, dtype), q, i == 3 and noncontig(k) or k, v}
+      local st = {causal = i == 2 or i == 4, scale = i == 3 and 0.75 or nil}
+      if i == 1 then -- a bool mask broadcast over the batch, each row keeping its first key
+        local m = {}
+        for l = 1, L do for j = 1, S do m[#m + 1] = (j == 1 or rng.int(0, 1) == 1) and 1 or 0 end end
+        ins[5] = make(m, {L, S}, "int64"):ne(0)
+      end
+      list[#list + 1] = {inputs = ins, static = st, label = dtype .. " case " .. i .. (st.causal and " causal" or "")}
+    end
+    return list
+  end,
+  run = function(i, s) return dt._sdpa_backward(i[1], i[2], i[3], i[4], i[5], s.causal, s.scale) end,
+  ref = function(i, s)
+    local g, q, k, v = ref_of(i[1]), ref_of(i[2]), ref_of(i[3]), ref_of(i[4])
+    local mask = i[5] and ref_of(i[5]) or nil
+    local B, L, E = table.unpack(q.shape)
+    local S, Ev = k.shape[2], v.shape[3]
+    local scale = s.scale or 1 / math.sqrt(E)
+    local dq, dk, dv = {shape = q.shape, data = {}}, {shape = k.shape, data = {}}, {shape = v.shape, data = {}}
+    for j = 1, #q.data do dq.data[j] = 0 end
+    for j = 1, #k.data do dk.data[j] = 0 end
+    for j = 1, #v.data do dv.data[j] = 0 end
+    local function at(t, b, r, c, n, w) return t.data[((b - 1) * n + r - 1) * w + c] end
+    for b = 1, B do
+      for l = 1, L do
+        local sc = {}
+        for j = 1, S do
+          local d = 0
+          for e = 1, E do d = d + at(q, b, l, e, L, E) * at(k, b, j, e, S, E) end
+          local off = (s.causal and j > l) or (mask and mask.data[(l - 1) * S + j] == 0)
+          sc[j] = off and -math.huge or d * scale
+        end
+        local p, dp, rs = softmax_list(sc), {}, 0
+        for j = 1, S do
+          dp[j] = 0
+          for e = 1, Ev do
+            dp[j] = dp[j] + at(g, b, l, e, L, Ev) * at(v, b, j, e, S, Ev)
+            local o = ((b - 1) * S + j - 1) * Ev + e
+            dv.data[o] = dv.data[o] + p[j] * at(g, b, l, e, L, Ev)
+          end
+          rs = rs + dp[j] * p[j]
+        end
+        for j = 1, S do
+          local ds = p[j] * (dp[j] - rs) * scale
+          for e = 1, E do
+            local oq, ok = ((b - 1) * L + l - 1) * E + e, ((b - 1) * S + j - 1) * E + e
+            dq.data[oq] = dq.data[oq] + ds * at(k, b, j, e, S, E)
+            dk.data[ok] = dk.data[ok] + ds * at(q, b, l, e, L, E)
+          end
+        end
+      end
+    end
+    return {dq, dk, dv}
+  end,
+  tol = 1e-10,
+  nondiff = "the fused backward of scaled_dot_product_attention, called by its rule: no second derivative",
+}
+
 -- The rows of the table without an entry here, and the entries without a row.
 function M.missing()
   local rows, missing, extra = {}, {}, {}

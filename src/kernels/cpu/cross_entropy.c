@@ -1,0 +1,135 @@
+/* CPU kernels of cross_entropy and its fused backward over logits [n, c, d...] (or [c]) and
+ * 0-based targets [n, d...]: both start from the softmax op's own computation of the logits
+ * along the class dim (softmax.c, vectorised, over the rank's threads), so the backward's
+ * values are the composed rule's bit for bit: d logits = (softmax - onehot(target)) * w. */
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/softmax_line.h"
+
+#include <math.h>
+#include <stdint.h>
+
+/* The layout of the logits: n samples of c classes, inner positions each (spatial dims). */
+typedef struct {
+  int64_t n, c, inner;
+} ce_dims;
+
+static ce_dims dims_of(const dt_tensor *x) {
+  ce_dims d = {x->ndim == 1 ? 1 : x->shape[0], x->shape[x->ndim == 1 ? 0 : 1], 1};
+  if (x->ndim > 2) d.inner = dt_shape_numel(x->ndim - 2, x->shape + 2);
+  return d;
+}
+
+/* Every target is a class or ignore_index; returns the count of the ones not ignored. */
+static int check_targets(const dt_op_args *a, const int64_t *t, int64_t m, int64_t classes, int64_t *count) {
+  int64_t ignore = a->ints[0], k = 0;
+  for (int64_t s = 0; s < m; s++) {
+    if (t[s] == ignore) continue;
+    if (t[s] < 0 || t[s] >= classes)
+      return dt_error("%s: target %lld out of range for %lld classes (0-based)", a->name, (long long)t[s],
+                      (long long)classes);
+    k++;
+  }
+  *count = k;
+  return DT_OK;
+}
+
+/* logits in the compute dtype, contiguous; targets as int64; softmax (or log_softmax) of
+ * the logits along the class dim into `p` (a new tensor in the compute dtype) */
+typedef struct {
+  dt_tensor *lg, *tg, *p;
+  ce_dims d;
+  int64_t count;
+  int f64;
+} ce_in;
+
+static void ce_release(ce_in *c) {
+  if (c->lg) dt_tensor_release(c->lg);
+  if (c->tg) dt_tensor_release(c->tg);
+  if (c->p) dt_tensor_release(c->p);
+}
+
+static int ce_prepare(const dt_op_args *a, dt_tensor *logits, dt_tensor *target, int log_out, dt_tensor *into, ce_in *c) {
+  dt_dtype cd = dt_dtype_compute(logits->dtype);
+  *c = (ce_in){.d = dims_of(logits), .f64 = cd == DT_FLOAT64};
+  c->lg = dt_tensor_contiguous_as(logits, cd);
+  c->tg = c->lg ? dt_tensor_contiguous_as(target, DT_INT64) : NULL;
+  if (!c->tg) return ce_release(c), dt_error_prefix("%s", a->name);
+  if (check_targets(a, dt_tensor_data(c->tg), c->d.n * c->d.inner, c->d.c, &c->count) != DT_OK) return ce_release(c), DT_ERR;
+  c->p = into && into->dtype == cd ? (dt_tensor_retain(into), into) : dt_tensor_empty(cd, logits->ndim, logits->shape, DT_CPU);
+  if (!c->p) return ce_release(c), dt_error_prefix("%s", a->name);
+  if (dt_tensor_numel(c->lg) > 0)
+    dt_cpu_softmax_dim(dt_tensor_data(c->lg), dt_tensor_data(c->p), c->d.n, c->d.c, c->d.inner, log_out, c->f64);
+  return DT_OK;
+}
+
+/* ---- cross_entropy: ints[0] ignore_index, ints[1] reduction (0 none, 1 mean, 2 sum); the
+ * losses -log_softmax[target] summed in sample order (the same on any thread count) ---- */
+int dt_cpu_cross_entropy(const dt_op_args *a, dt_tensor **out) {
+  ce_in c;
+  if (ce_prepare(a, a->in[0], a->in[1], 1, NULL, &c) != DT_OK) return DT_ERR;
+  const int64_t *t = dt_tensor_data(c.tg);
+  int64_t ignore = a->ints[0], reduction = a->ints[1], C = c.d.c, inner = c.d.inner;
+  char *o = dt_tensor_data(out[0]);
+  size_t osize = dt_tensor_elsize(out[0]);
+  double total = 0;
+  for (int64_t s = 0; s < c.d.n * inner; s++) {
+    double loss = 0;
+    if (t[s] != ignore) {
+      int64_t at = (s / inner) * C * inner + t[s] * inner + s % inner;
+      loss = c.f64 ? -((const double *)dt_tensor_data(c.p))[at] : -(double)((const float *)dt_tensor_data(c.p))[at];
+      total += loss;
+    }
+    if (reduction == 0) dt_store_f64(o + (size_t)s * osize, out[0]->dtype, loss);
+  }
+  /* mean over the non-ignored samples; none left gives 0/0 = NaN, as in PyTorch */
+  if (reduction == 1) dt_store_f64(o, out[0]->dtype, total / (double)c.count);
+  if (reduction == 2) dt_store_f64(o, out[0]->dtype, total);
+  ce_release(&c);
+  return DT_OK;
+}
+
+/* ---- cross_entropy_backward(grad, logits, target): the rule's arithmetic, in its order:
+ * w = valid * (g / count (mean) or g), d = (p - hot) * w, in the compute dtype R ---- */
+typedef struct {
+  void *dx;
+  const void *g;
+  const int64_t *t;
+  ce_dims d;
+  int64_t ignore, reduction, count;
+} ceb_job;
+
+#define CEB_PIECE(NAME, R)                                                                   \
+  static void NAME(int64_t s0, int64_t s1, void *vj) {                                      \
+    const ceb_job *j = vj;                                                                  \
+    R *dx = j->dx;                                                                          \
+    const R *g = j->g;                                                                      \
+    int64_t C = j->d.c, inner = j->d.inner;                                                 \
+    for (int64_t s = s0; s < s1; s++) {                                                     \
+      int64_t t = j->t[s];                                                                  \
+      R per = j->reduction == 0 ? g[s] : j->reduction == 1 ? g[0] / (R)j->count : g[0];     \
+      R w = (R)(t != j->ignore) * per;                                                      \
+      R *row = dx + (s / inner) * C * inner + s % inner;                                    \
+      for (int64_t c = 0; c < C; c++) row[c * inner] = (row[c * inner] - (R)(c == t)) * w;  \
+    }                                                                                       \
+  }
+CEB_PIECE(ceb_piece_f32, float)
+CEB_PIECE(ceb_piece_f64, double)
+
+int dt_cpu_cross_entropy_backward(const dt_op_args *a, dt_tensor **out) {
+  ce_in c;
+  if (ce_prepare(a, a->in[1], a->in[2], 0, out[0], &c) != DT_OK) return DT_ERR;
+  dt_dtype cd = c.f64 ? DT_FLOAT64 : DT_FLOAT32;
+  dt_tensor *g = dt_tensor_contiguous_as(a->in[0], cd);
+  if (!g) return ce_release(&c), dt_error_prefix("%s", a->name);
+  ceb_job j = {.dx = dt_tensor_data(c.p), .g = dt_tensor_data(g), .t = dt_tensor_data(c.tg), .d = c.d,
+               .ignore = a->ints[0], .reduction = a->ints[1], .count = c.count};
+  int64_t m = c.d.n * c.d.inner;
+  dt_parallel_for(m, c.d.c >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (c.d.c ? c.d.c : 1),
+                  c.f64 ? ceb_piece_f64 : ceb_piece_f32, &j);
+  dt_tensor_release(g);
+  int rc = c.p == out[0] ? DT_OK : dt_tensor_copy_(out[0], c.p, a->name);
+  ce_release(&c);
+  return rc;
+}
