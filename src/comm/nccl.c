@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "comm/blocks.h"
 #include "comm/call_desc.h"
 #include "comm/nccl_backend.h"
 #include "comm/nccl_id.h"
@@ -284,6 +285,88 @@ static int n_gather(dt_comm *b, const void *send, void *recv, size_t count, dt_d
   return p2p_call(c, dt_nccl_plan_gather(b->rank, b->size, count, root, &p), &p, send, recv, dt, "gather");
 }
 
+/* ---- the strided forms: packed and unpacked on the device (2-d copies on the stream) ---- */
+
+/* Copies block b of buf to or from the contiguous p (to_p: into p). */
+static int block_copy(nccl_comm *c, void *buf, const dt_comm_block *b, void *p, size_t esz, int to_p, const char *who) {
+  if (dt_comm_block_numel(b) == 0) return DT_OK;
+  char *strided = (char *)buf + b->offset * esz;
+  size_t w = b->cols * esz, pitch = b->stride * esz;
+  if (to_p) CUDA(who, cudaMemcpy2DAsync, (p, w, strided, pitch, w, b->rows, cudaMemcpyDeviceToDevice, c->stream));
+  else CUDA(who, cudaMemcpy2DAsync, (strided, pitch, p, w, w, b->rows, cudaMemcpyDeviceToDevice, c->stream));
+  return DT_OK;
+}
+
+/* n blocks of buf <-> one contiguous device buffer *p (allocated on the stream when to_p or
+ * NULL); counts[r] = block r's elements. */
+static int blocks_move(nccl_comm *c, void *buf, const dt_comm_block *b, int n, size_t esz, void **p, size_t *counts,
+                       int to_p, const char *who) {
+  size_t total = 0;
+  for (int r = 0; r < n; r++) counts[r] = dt_comm_block_numel(&b[r]), total += counts[r];
+  if (!*p) CUDA(who, cudaMallocAsync, (p, total * esz + 1, c->stream));
+  size_t off = 0;
+  for (int r = 0; r < n; r++) {
+    if (block_copy(c, buf, &b[r], (char *)*p + off * esz, esz, to_p, who) != DT_OK) return DT_ERR;
+    off += counts[r];
+  }
+  return DT_OK;
+}
+
+static int n_all_to_all_blocks(dt_comm *b, const void *send, const dt_comm_block *sendblocks, void *recv,
+                               const dt_comm_block *recvblocks, dt_dtype dt) {
+  nccl_comm *c = (nccl_comm *)b;
+  int n = b->size;
+  size_t esz = dt_dtype_size(dt), *counts = malloc(sizeof(size_t) * 2 * (size_t)n);
+  if (!counts) return dt_error("all_to_all: out of memory");
+  tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt};
+  void *s = NULL, *r = NULL;
+  dt_p2p_plan p = {0};
+  int st = begin(c, &d);
+  if (st == DT_OK) st = blocks_move(c, (void *)send, sendblocks, n, esz, &s, counts, 1, "all_to_all");
+  if (st == DT_OK) { /* the receive buffer, filled by the plan */
+    size_t total = 0;
+    for (int q = 0; q < n; q++) counts[n + q] = dt_comm_block_numel(&recvblocks[q]), total += counts[n + q];
+    cudaError_t e = cudaMallocAsync(&r, total * esz + 1, c->stream);
+    if (e != cudaSuccess) st = cuda_error(e, "cudaMallocAsync", "all_to_all");
+  }
+  if (st == DT_OK) st = dt_nccl_plan_all_to_all_v(b->rank, n, counts, counts + n, &p);
+  if (st == DT_OK) st = p2p_run(c, &p, s, r, dt, "all_to_all");
+  if (st == DT_OK) st = blocks_move(c, recv, recvblocks, n, esz, &r, counts + n, 0, "all_to_all");
+  dt_nccl_plan_free(&p);
+  if (s) cudaFreeAsync(s, c->stream);
+  if (r) cudaFreeAsync(r, c->stream);
+  free(counts);
+  return st == DT_OK ? finish(c, "all_to_all") : st;
+}
+
+static int n_all_gather_blocks(dt_comm *b, const void *send, void *recv, const dt_comm_block *recvblocks, dt_dtype dt) {
+  nccl_comm *c = (nccl_comm *)b;
+  int n = b->size;
+  size_t esz = dt_dtype_size(dt), *counts = malloc(sizeof(size_t) * (size_t)n), total = 0;
+  if (!counts) return dt_error("all_gather: out of memory");
+  for (int q = 0; q < n; q++) counts[q] = dt_comm_block_numel(&recvblocks[q]), total += counts[q];
+  tc_desc d = {.kind = TC_ALL_GATHER, .dtype = dt, .count = counts[b->rank]};
+  void *r = NULL;
+  dt_p2p_plan p = {0};
+  int st = begin(c, &d);
+  if (st == DT_OK) {
+    cudaError_t e = cudaMallocAsync(&r, total * esz + 1, c->stream);
+    if (e != cudaSuccess) st = cuda_error(e, "cudaMallocAsync", "all_gather");
+  }
+  if (st == DT_OK && all_equal(counts, n)) {
+    ncclResult_t rc = ncclAllGather(send, r, counts[0], nccl_type(dt), c->comm, c->stream);
+    if (rc != ncclSuccess) st = nccl_error(rc, c->comm, "ncclAllGather", "all_gather");
+  } else if (st == DT_OK) {
+    st = dt_nccl_plan_all_gather_v(b->rank, n, counts, &p);
+    if (st == DT_OK) st = p2p_run(c, &p, send, r, dt, "all_gather");
+  }
+  if (st == DT_OK) st = blocks_move(c, recv, recvblocks, n, esz, &r, counts, 0, "all_gather");
+  dt_nccl_plan_free(&p);
+  if (r) cudaFreeAsync(r, c->stream);
+  free(counts);
+  return st == DT_OK ? finish(c, "all_gather") : st;
+}
+
 /* send/recv: no agreement (point-to-point); the watchdog still bounds the wait. */
 static int p2p_begin(nccl_comm *c, const char *who) {
   if (c->broken) return dt_error("%s: the NCCL communicator of group %s failed earlier and is unusable", who, c->label);
@@ -348,6 +431,8 @@ static const dt_comm_ops nccl_ops = {
     .fail = n_fail,
     .new_group = n_new_group,
     .destroy = n_destroy,
+    .all_to_all_blocks = n_all_to_all_blocks,
+    .all_gather_blocks = n_all_gather_blocks,
 };
 
 /* ---- creation ---- */
