@@ -165,16 +165,17 @@ static int agree(nccl_comm *c, const tc_desc *d) {
   return st;
 }
 
-/* Before the enqueue: usable, on the rank's device, after the default stream's work. */
-static int begin(nccl_comm *c, const tc_desc *d) {
-  const char *who = tc_kind_name(d->kind);
+/* Before the enqueue: usable, on the rank's device, after the default stream's work; a
+ * collective (d) is first agreed on, point-to-point (d NULL) is not. */
+static int begin_call(nccl_comm *c, const tc_desc *d, const char *who) {
   if (c->broken) return dt_error("%s: the NCCL communicator of group %s failed earlier and is unusable", who, c->label);
-  if (agree(c, d) != DT_OK) return DT_ERR;
+  if (d && agree(c, d) != DT_OK) return DT_ERR;
   CUDA(who, cudaSetDevice, (c->device)); /* the async collectives run on the comm thread */
   CUDA(who, cudaEventRecord, (c->ready, 0));
   CUDA(who, cudaStreamWaitEvent, (c->stream, c->ready, 0));
   return DT_OK;
 }
+static int begin(nccl_comm *c, const tc_desc *d) { return begin_call(c, d, tc_kind_name(d->kind)); }
 
 /* After the enqueue: the watchdog waits for the stream's completion. */
 static int finish(nccl_comm *c, const char *who) {
@@ -217,20 +218,26 @@ static int p2p_call(nccl_comm *c, int st, dt_p2p_plan *p, const void *send, void
 
 /* ---- the operations ---- */
 
-static int n_all_reduce(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
+/* all_reduce and reduce_scatter (count: the elements of recv): the same steps around two calls. */
+static int reduction(dt_comm *b, tc_kind kind, const void *send, void *recv, size_t count, dt_dtype dt,
+                     dt_reduce_op op) {
   nccl_comm *c = (nccl_comm *)b;
-  tc_desc d = {.kind = TC_ALL_REDUCE, .dtype = dt, .op = op, .count = count};
+  tc_desc d = {.kind = kind, .dtype = dt, .op = op, .count = count};
+  const char *who = tc_kind_name(kind);
   if (begin(c, &d)) return DT_ERR;
-  NCCL(c, "all_reduce", ncclAllReduce, (send, recv, count, nccl_type(dt), nccl_op(op), c->comm, c->stream));
-  return finish(c, "all_reduce");
+  if (kind == TC_ALL_REDUCE)
+    NCCL(c, who, ncclAllReduce, (send, recv, count, nccl_type(dt), nccl_op(op), c->comm, c->stream));
+  else
+    NCCL(c, who, ncclReduceScatter, (send, recv, count, nccl_type(dt), nccl_op(op), c->comm, c->stream));
+  return finish(c, who);
+}
+
+static int n_all_reduce(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
+  return reduction(b, TC_ALL_REDUCE, send, recv, count, dt, op);
 }
 
 static int n_reduce_scatter(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
-  nccl_comm *c = (nccl_comm *)b;
-  tc_desc d = {.kind = TC_REDUCE_SCATTER, .dtype = dt, .op = op, .count = count};
-  if (begin(c, &d)) return DT_ERR;
-  NCCL(c, "reduce_scatter", ncclReduceScatter, (send, recv, count, nccl_type(dt), nccl_op(op), c->comm, c->stream));
-  return finish(c, "reduce_scatter");
+  return reduction(b, TC_REDUCE_SCATTER, send, recv, count, dt, op);
 }
 
 static int all_equal(const size_t *counts, int n) {
@@ -368,24 +375,17 @@ static int n_all_gather_blocks(dt_comm *b, const void *send, void *recv, const d
 }
 
 /* send/recv: no agreement (point-to-point); the watchdog still bounds the wait. */
-static int p2p_begin(nccl_comm *c, const char *who) {
-  if (c->broken) return dt_error("%s: the NCCL communicator of group %s failed earlier and is unusable", who, c->label);
-  CUDA(who, cudaSetDevice, (c->device));
-  CUDA(who, cudaEventRecord, (c->ready, 0));
-  CUDA(who, cudaStreamWaitEvent, (c->stream, c->ready, 0));
-  return DT_OK;
-}
 
 static int n_send(dt_comm *b, const void *buf, size_t count, dt_dtype dt, int dst) {
   nccl_comm *c = (nccl_comm *)b;
-  if (p2p_begin(c, "send")) return DT_ERR;
+  if (begin_call(c, NULL, "send")) return DT_ERR;
   NCCL(c, "send", ncclSend, (buf, count, nccl_type(dt), dst, c->comm, c->stream));
   return finish(c, "send");
 }
 
 static int n_recv(dt_comm *b, void *buf, size_t count, dt_dtype dt, int src) {
   nccl_comm *c = (nccl_comm *)b;
-  if (p2p_begin(c, "recv")) return DT_ERR;
+  if (begin_call(c, NULL, "recv")) return DT_ERR;
   NCCL(c, "recv", ncclRecv, (buf, count, nccl_type(dt), src, c->comm, c->stream));
   return finish(c, "recv");
 }
