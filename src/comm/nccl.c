@@ -73,12 +73,15 @@ static ncclDataType_t nccl_type(dt_dtype dt) {
   case DT_INT64: return ncclInt64;
   case DT_INT32: return ncclInt32;
   case DT_UINT8:
-  case DT_BOOL: return ncclUint8; /* bool is one byte; max/min/sum-as-or are checked by the front */
+  case DT_BOOL: return ncclUint8; /* one byte of 0/1 (nccl_op makes its reductions logical) */
   default: return ncclUint8;
   }
 }
 
-static ncclRedOp_t nccl_op(dt_reduce_op op) {
+/* bool reduces logically, as on the host backends: sum/max = or (max of 0/1 bytes),
+ * product/min = and (min), never a byte sum of 2. */
+static ncclRedOp_t nccl_op(dt_reduce_op op, dt_dtype dt) {
+  if (dt == DT_BOOL) return op == DT_REDUCE_SUM || op == DT_REDUCE_MAX ? ncclMax : ncclMin;
   switch (op) {
   case DT_REDUCE_SUM: return ncclSum;
   case DT_REDUCE_AVG: return ncclAvg;
@@ -226,9 +229,9 @@ static int reduction(dt_comm *b, tc_kind kind, const void *send, void *recv, siz
   const char *who = tc_kind_name(kind);
   if (begin(c, &d)) return DT_ERR;
   if (kind == TC_ALL_REDUCE)
-    NCCL(c, who, ncclAllReduce, (send, recv, count, nccl_type(dt), nccl_op(op), c->comm, c->stream));
+    NCCL(c, who, ncclAllReduce, (send, recv, count, nccl_type(dt), nccl_op(op, dt), c->comm, c->stream));
   else
-    NCCL(c, who, ncclReduceScatter, (send, recv, count, nccl_type(dt), nccl_op(op), c->comm, c->stream));
+    NCCL(c, who, ncclReduceScatter, (send, recv, count, nccl_type(dt), nccl_op(op, dt), c->comm, c->stream));
   return finish(c, who);
 }
 
