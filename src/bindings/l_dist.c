@@ -219,10 +219,18 @@ static int l_print0(lua_State *L) {
 }
 
 /* ---- tensor helpers ---- */
-static dt_tensor *check_cpu_tensor(lua_State *L, int idx, const char *op) {
+/* A collective's tensor: on the host (threads/MPI) or on "cuda" (NCCL, data_comm). */
+static dt_tensor *check_comm_tensor(lua_State *L, int idx, const char *op) {
   dt_tensor *t = dt_lua_check_tensor(L, idx);
-  if (!dt_device_is_host(dt_tensor_device(t))) luaL_error(L, "%s: only CPU tensors are supported, got %s", op, dt_device_name(dt_tensor_device(t)));
+  dt_device_type d = dt_tensor_device(t);
+  if (d != DT_CPU && d != DT_CUDA) luaL_error(L, "%s: only CPU and cuda tensors are supported, got %s", op, dt_device_name(d));
   return t;
+}
+
+/* The communicator that moves t's data: c itself for host tensors, c's NCCL twin for tensors
+ * on "cuda" (made on first use).  Metadata (host int64 buffers) stays on c.  NULL + dt_error. */
+static dt_comm *data_comm(dt_comm *c, const dt_tensor *t, const char *op) {
+  return dt_comm_for_device(c, dt_tensor_device(t), op);
 }
 
 /* World rank at idx -> rank in c. */
@@ -256,14 +264,15 @@ static void rows_of(const dt_tensor *t, int64_t *rows, int64_t *inner) {
   }
 }
 
-/* t's shape with dim 1 set to rows (0-d tensors become 1-d). */
-static dt_tensor *new_with_rows(const dt_tensor *t, int64_t rows) {
+/* t's shape with dim 1 set to rows (0-d tensors become 1-d), on device. */
+static dt_tensor *new_with_rows_on(const dt_tensor *t, int64_t rows, dt_device_type device) {
   int64_t shape[DT_MAX_DIMS];
   int nd = t->ndim ? t->ndim : 1;
   shape[0] = rows;
   for (int i = 1; i < nd; i++) shape[i] = t->shape[i];
-  return dt_tensor_empty(t->dtype, nd, shape, DT_HOST);
+  return dt_tensor_empty(t->dtype, nd, shape, device);
 }
+static dt_tensor *new_with_rows(const dt_tensor *t, int64_t rows) { return new_with_rows_on(t, rows, dt_tensor_device(t)); }
 
 /* The output: the caller's `out` tensor at out_idx (contiguous, t's dtype, the expected
  * shape; retained) or a new one.  NULL + dt_error on mismatch. */
@@ -271,7 +280,7 @@ static dt_tensor *out_or_new(lua_State *L, int out_idx, const dt_tensor *t, int6
   if (lua_isnoneornil(L, out_idx)) return new_with_rows(t, rows);
   dt_tensor *o = dt_lua_check_tensor(L, out_idx);
   int nd = t->ndim ? t->ndim : 1, ok = o->ndim == nd && o->dtype == t->dtype && dt_tensor_is_contiguous(o) &&
-                                        dt_device_is_host(dt_tensor_device(o)) && o->shape[0] == rows;
+                                        dt_tensor_device(o) == dt_tensor_device(t) && o->shape[0] == rows;
   for (int i = 1; ok && i < nd; i++) ok = o->shape[i] == t->shape[i];
   if (!ok) {
     char want[96], got[96];
@@ -279,8 +288,9 @@ static dt_tensor *out_or_new(lua_State *L, int out_idx, const dt_tensor *t, int6
     for (int i = 1; i < nd; i++) shape[i] = t->shape[i];
     dt_format_shape(want, sizeof want, nd, shape);
     dt_format_shape(got, sizeof got, o->ndim, o->shape);
-    return dt_error("%s: out must be a contiguous %s CPU tensor of shape %s, got %s %s", op, dt_dtype_name(t->dtype),
-                    want, dt_dtype_name(o->dtype), got), NULL;
+    return dt_error("%s: out must be a contiguous %s tensor on %s of shape %s, got %s %s on %s", op,
+                    dt_dtype_name(t->dtype), dt_device_name(dt_tensor_device(t)), want, dt_dtype_name(o->dtype), got,
+                    dt_device_name(dt_tensor_device(o))), NULL;
   }
   dt_tensor_retain(o);
   return o;
@@ -299,6 +309,7 @@ typedef int (*inplace_fn)(dt_comm *c, void *buf, size_t count, dt_dtype dt, cons
 static int run_inplace(lua_State *L, dt_tensor *t, dt_comm *c, inplace_fn fn, const void *arg, const char *op,
                        int async) {
   dt_lua_capture_refuse(L, op);
+  if (!(c = data_comm(c, t, op))) return dt_lua_raise(L);
   dt_tensor *buf = dt_tensor_contiguous(t);
   if (!buf) return dt_lua_raise(L);
   dt_comm_work *w = NULL;
@@ -369,7 +380,7 @@ static int ar_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg, 
  * collective but scatter/gather/barrier may be {group =, async_op = true}: the call returns
  * a Work at once, whose wait() returns what the blocking call returns. */
 static int all_reduce_checked(lua_State *L) {
-  dt_tensor *t = check_cpu_tensor(L, 1, "all_reduce");
+  dt_tensor *t = check_comm_tensor(L, 1, "all_reduce");
   dt_reduce_op op = check_op(L, 2, "all_reduce");
   dt_comm *c = check_group(L, 3, "all_reduce");
   return run_inplace(L, t, c, ar_fn, &op, "all_reduce", async_arg(L, 3));
@@ -380,7 +391,7 @@ static int bc_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg, 
 }
 /* broadcast(t, src, group): in place, returns t. */
 static int broadcast_checked(lua_State *L) {
-  dt_tensor *t = check_cpu_tensor(L, 1, "broadcast");
+  dt_tensor *t = check_comm_tensor(L, 1, "broadcast");
   dt_comm *c = check_group(L, 3, "broadcast");
   int src = check_peer(L, 2, c, "broadcast", "src");
   return run_inplace(L, t, c, bc_fn, &src, "broadcast", async_arg(L, 3));
@@ -392,7 +403,7 @@ static int recv_fn(dt_comm *c, void *buf, size_t n, dt_dtype dt, const void *arg
 }
 /* recv(t, src, group): fills t in place, returns t. */
 static int l_recv(lua_State *L) {
-  dt_tensor *t = check_cpu_tensor(L, 1, "recv");
+  dt_tensor *t = check_comm_tensor(L, 1, "recv");
   dt_comm *c = check_group(L, 3, "recv");
   int src = check_peer(L, 2, c, "recv", "src");
   return run_inplace(L, t, c, recv_fn, &src, "recv", 0);
@@ -400,12 +411,13 @@ static int l_recv(lua_State *L) {
 
 /* send(t, dst, group): returns nothing; blocks until dst received it. */
 static int l_send(lua_State *L) {
-  dt_tensor *t = check_cpu_tensor(L, 1, "send");
+  dt_tensor *t = check_comm_tensor(L, 1, "send");
   dt_comm *c = check_group(L, 3, "send");
   int dst = check_peer(L, 2, c, "send", "dst");
   dt_tensor *in = dt_tensor_contiguous(t);
   if (!in) return dt_lua_raise(L);
-  int st = dt_comm_send(c, dt_tensor_data(in), (size_t)dt_tensor_numel(in), in->dtype, dst);
+  dt_comm *dc = data_comm(c, in, "send");
+  int st = dc ? dt_comm_send(dc, dt_tensor_data(in), (size_t)dt_tensor_numel(in), in->dtype, dst) : DT_ERR;
   dt_tensor_release(in);
   return st == DT_OK ? 0 : dt_lua_raise(L);
 }
@@ -413,15 +425,17 @@ static int l_send(lua_State *L) {
 /* all_gather(t, group, out?): every rank's t (same shape) concatenated along dim 1, into
  * out when given (as all_gather_into_tensor), else into a new tensor. */
 static int all_gather_checked(lua_State *L) {
-  dt_tensor *t = check_cpu_tensor(L, 1, "all_gather");
+  dt_tensor *t = check_comm_tensor(L, 1, "all_gather");
   dt_comm *c = check_group(L, 2, "all_gather");
   int64_t rows, inner;
   rows_of(t, &rows, &inner);
   dt_tensor *out = out_or_new(L, 3, t, rows * c->size, "all_gather"), *in = out ? input_apart(t, out) : NULL;
   if (!in) return finish(L, DT_ERR, NULL, out);
   dt_comm_work *w = NULL;
-  int st = dt_comm_iall_gather(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows * inner), t->dtype,
-                               async_arg(L, 2) ? &w : NULL);
+  dt_comm *dc = data_comm(c, t, "all_gather");
+  int st = dc ? dt_comm_iall_gather(dc, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows * inner), t->dtype,
+                                    async_arg(L, 2) ? &w : NULL)
+              : DT_ERR;
   return finish_out(L, st, in, out, 3, w, "all_gather");
 }
 
@@ -443,7 +457,7 @@ static int64_t *gather_meta(dt_comm *c, const dt_tensor *t) {
 /* all_gather_v(t, group): like all_gather, but dim 1 may differ between ranks (the other
  * dims and the dtype may not).  Returns the tensor and the table of per-rank dim-1 sizes. */
 static int all_gather_v_checked(lua_State *L) {
-  dt_tensor *t = check_cpu_tensor(L, 1, "all_gather_v");
+  dt_tensor *t = check_comm_tensor(L, 1, "all_gather_v");
   dt_comm *c = check_group(L, 2, "all_gather_v");
   if (t->ndim == 0) return luaL_error(L, "all_gather_v: needs a tensor of at least 1 dim");
   int64_t *meta = gather_meta(c, t);
@@ -466,9 +480,10 @@ static int all_gather_v_checked(lua_State *L) {
   if (!counts) return free(meta), luaL_error(L, "all_gather_v: out of memory");
   dt_tensor *in = dt_tensor_contiguous(t), *out = in ? new_with_rows(t, total) : NULL;
   dt_comm_work *w = NULL;
-  int st = out ? dt_comm_iall_gather_v(c, dt_tensor_data(in), dt_tensor_data(out), counts, t->dtype,
-                                       async_arg(L, 2) ? &w : NULL)
-               : DT_ERR;
+  dt_comm *dc = out ? data_comm(c, t, "all_gather_v") : NULL;
+  int st = dc ? dt_comm_iall_gather_v(dc, dt_tensor_data(in), dt_tensor_data(out), counts, t->dtype,
+                                      async_arg(L, 2) ? &w : NULL)
+              : DT_ERR;
   free(counts);
   if (st != DT_OK) return free(meta), finish(L, st, in, out);
   if (w) dt_tensor_retain(in), dt_tensor_retain(out);
@@ -489,7 +504,7 @@ static void check_divisible(lua_State *L, const dt_tensor *t, int parts, const c
 /* reduce_scatter(t, op="sum", group, out?): t split in group-size blocks along dim 1;
  * rank r gets block r reduced over the group (into out when given, else a new tensor). */
 static int reduce_scatter_checked(lua_State *L) {
-  dt_tensor *t = check_cpu_tensor(L, 1, "reduce_scatter");
+  dt_tensor *t = check_comm_tensor(L, 1, "reduce_scatter");
   dt_reduce_op op = check_op(L, 2, "reduce_scatter");
   dt_comm *c = check_group(L, 3, "reduce_scatter");
   check_divisible(L, t, c->size, "reduce_scatter");
@@ -498,15 +513,17 @@ static int reduce_scatter_checked(lua_State *L) {
   dt_tensor *out = out_or_new(L, 4, t, rows / c->size, "reduce_scatter"), *in = out ? input_apart(t, out) : NULL;
   if (!in) return finish(L, DT_ERR, NULL, out);
   dt_comm_work *w = NULL;
-  int st = dt_comm_ireduce_scatter(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
-                                   t->dtype, op, async_arg(L, 3) ? &w : NULL);
+  dt_comm *dc = data_comm(c, t, "reduce_scatter");
+  int st = dc ? dt_comm_ireduce_scatter(dc, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
+                                        t->dtype, op, async_arg(L, 3) ? &w : NULL)
+              : DT_ERR;
   return finish_out(L, st, in, out, 4, w, "reduce_scatter");
 }
 
 /* all_to_all(t, group, out?): block r (of group-size equal blocks along dim 1) goes to
  * rank r; the result (out when given) holds the received blocks in rank order. */
 static int all_to_all_checked(lua_State *L) {
-  dt_tensor *t = check_cpu_tensor(L, 1, "all_to_all");
+  dt_tensor *t = check_comm_tensor(L, 1, "all_to_all");
   dt_comm *c = check_group(L, 2, "all_to_all");
   check_divisible(L, t, c->size, "all_to_all");
   int64_t rows, inner;
@@ -514,8 +531,10 @@ static int all_to_all_checked(lua_State *L) {
   dt_tensor *out = out_or_new(L, 3, t, rows, "all_to_all"), *in = out ? input_apart(t, out) : NULL;
   if (!in) return finish(L, DT_ERR, NULL, out);
   dt_comm_work *w = NULL;
-  int st = dt_comm_iall_to_all(c, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
-                               t->dtype, async_arg(L, 2) ? &w : NULL);
+  dt_comm *dc = data_comm(c, t, "all_to_all");
+  int st = dc ? dt_comm_iall_to_all(dc, dt_tensor_data(in), dt_tensor_data(out), (size_t)(rows / c->size * inner),
+                                    t->dtype, async_arg(L, 2) ? &w : NULL)
+              : DT_ERR;
   return finish_out(L, st, in, out, 3, w, "all_to_all");
 }
 
@@ -523,7 +542,7 @@ static int all_to_all_checked(lua_State *L) {
  * go to rank r; recv_splits (exchanged when omitted) size what comes back.  Returns the
  * tensor and the recv_splits table. */
 static int all_to_all_v_checked(lua_State *L) {
-  dt_tensor *t = check_cpu_tensor(L, 1, "all_to_all_v");
+  dt_tensor *t = check_comm_tensor(L, 1, "all_to_all_v");
   luaL_checktype(L, 2, LUA_TTABLE);
   dt_comm *c = check_group(L, 3, "all_to_all_v");
   if (t->ndim == 0) return luaL_error(L, "all_to_all_v: needs a tensor of at least 1 dim");
@@ -562,8 +581,9 @@ static int all_to_all_v_checked(lua_State *L) {
   for (int r = 0; r < n; r++) counts[r] = (size_t)(splits[r] * inner), counts[n + r] = (size_t)(splits[n + r] * inner), rsum += splits[n + r];
   dt_tensor *in = st == DT_OK ? dt_tensor_contiguous(t) : NULL, *out = in ? new_with_rows(t, rsum) : NULL;
   dt_comm_work *w = NULL;
-  if (out)
-    st = dt_comm_iall_to_all_v(c, dt_tensor_data(in), counts, dt_tensor_data(out), counts + n, t->dtype,
+  dt_comm *dc = out ? data_comm(c, t, "all_to_all_v") : NULL;
+  if (dc)
+    st = dt_comm_iall_to_all_v(dc, dt_tensor_data(in), counts, dt_tensor_data(out), counts + n, t->dtype,
                                async_arg(L, 3) ? &w : NULL);
   else st = DT_ERR;
   free(counts);
@@ -585,10 +605,11 @@ static int scatter_checked(lua_State *L) {
   dt_tensor *t = NULL;
   if (c->rank == src) { /* checked without raising: the other ranks wait in the broadcast below */
     dt_value *v = dt_lua_test_value(L, 1);
-    t = v && !v->spec && dt_device_is_host(dt_tensor_device(v->local)) ? v->local : NULL;
+    int on = v ? (int)dt_tensor_device(v->local) : -1;
+    t = v && !v->spec && (on == DT_CPU || on == DT_CUDA) ? v->local : NULL;
     if (!t) meta[0] = -2;
     else {
-      meta[0] = t->ndim, meta[1] = t->dtype;
+      meta[0] = t->ndim, meta[1] = t->dtype + 256 * (int64_t)on; /* the others allocate on its device */
       for (int i = 0; i < t->ndim; i++) meta[2 + i] = t->shape[i];
       if (t->ndim == 0 || t->shape[0] % c->size) meta[0] = -1;
     }
@@ -599,32 +620,36 @@ static int scatter_checked(lua_State *L) {
   if (mst != DT_OK) return dt_lua_raise(L);
   /* every rank raises the same error */
   if (meta[0] == -2)
-    return luaL_error(L, "scatter: the src rank (%d) must pass a CPU tensor (plain, not a DTensor)",
+    return luaL_error(L, "scatter: the src rank (%d) must pass a CPU or cuda tensor (plain, not a DTensor)",
                       c->world_ranks ? c->world_ranks[src] : src);
   if (meta[0] < 0)
     return luaL_error(L, "scatter: the src rank's tensor must have dim 1 divisible by the group size %d", c->size);
-  dt_tensor shape_of = {.ndim = (int)meta[0], .dtype = (dt_dtype)meta[1]};
+  dt_tensor shape_of = {.ndim = (int)meta[0], .dtype = (dt_dtype)(meta[1] % 256)};
+  dt_device_type on = (dt_device_type)(meta[1] / 256);
   for (int i = 0; i < shape_of.ndim; i++) shape_of.shape[i] = meta[2 + i];
   int64_t rows = meta[2] / c->size, inner = 1;
   for (int i = 1; i < shape_of.ndim; i++) inner *= meta[2 + i];
-  dt_tensor *in = t ? dt_tensor_contiguous(t) : NULL, *out = new_with_rows(&shape_of, rows);
+  dt_tensor *in = t ? dt_tensor_contiguous(t) : NULL, *out = new_with_rows_on(&shape_of, rows, on);
   if (!out || (t && !in)) return finish(L, DT_ERR, in, out);
-  int st = dt_comm_scatter(c, in ? dt_tensor_data(in) : NULL, dt_tensor_data(out), (size_t)(rows * inner),
-                           shape_of.dtype, src);
+  dt_comm *dc = data_comm(c, out, "scatter");
+  int st = dc ? dt_comm_scatter(dc, in ? dt_tensor_data(in) : NULL, dt_tensor_data(out), (size_t)(rows * inner),
+                                shape_of.dtype, src)
+              : DT_ERR;
   return finish(L, st, in, out);
 }
 
 /* gather(t, dst, group): on dst, every rank's t (same shape) concatenated along dim 1;
  * nil elsewhere. */
 static int gather_checked(lua_State *L) {
-  dt_tensor *t = check_cpu_tensor(L, 1, "gather");
+  dt_tensor *t = check_comm_tensor(L, 1, "gather");
   dt_comm *c = check_group(L, 3, "gather");
   int dst = check_peer(L, 2, c, "gather", "dst");
   int64_t rows, inner;
   rows_of(t, &rows, &inner);
   dt_tensor *in = dt_tensor_contiguous(t), *out = NULL;
   if (in && c->rank == dst && !(out = new_with_rows(t, rows * c->size))) return finish(L, DT_ERR, in, NULL);
-  int st = in ? dt_comm_gather(c, dt_tensor_data(in), out ? dt_tensor_data(out) : NULL, (size_t)(rows * inner),
+  dt_comm *dc = in ? data_comm(c, t, "gather") : NULL;
+  int st = dc ? dt_comm_gather(dc, dt_tensor_data(in), out ? dt_tensor_data(out) : NULL, (size_t)(rows * inner),
                                t->dtype, dst)
               : DT_ERR;
   if (st == DT_OK && !out) {

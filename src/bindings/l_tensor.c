@@ -397,6 +397,7 @@ int dt_lua_open(lua_State *L) {
   dt_lua_open_print(L, &tg);
   dt_lua_open_random(L, &tg);
   dt_lua_open_dist(L, &tg);
+  dt_lua_open_nccl(L, &tg); /* into dt.distributed */
   dt_lua_open_mesh(L, &tg);
   dt_lua_open_dtensor(L, &tg); /* after print: wraps __tostring */
   dt_lua_open_op_table(L, &tg);

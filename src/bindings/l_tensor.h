@@ -101,6 +101,7 @@ void dt_lua_open_io(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_print(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_random(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_dist(lua_State *L, const dt_lua_targets *tg); /* l_dist.c: ranks and collectives */
+void dt_lua_open_nccl(lua_State *L, const dt_lua_targets *tg); /* l_nccl.c: dt.distributed.is_nccl_available */
 void dt_lua_open_mesh(lua_State *L, const dt_lua_targets *tg);    /* l_mesh.c: DeviceMesh, placements */
 void dt_lua_open_dtensor(lua_State *L, const dt_lua_targets *tg); /* l_dtensor.c */
 void dt_lua_open_op_table(lua_State *L, const dt_lua_targets *tg); /* l_op_table.c: dt._op_rows() */

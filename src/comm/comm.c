@@ -2,6 +2,7 @@
  * observer report (one per call, so dt.comm_debug records every collective in one place),
  * the equal-size forms expressed through the _v forms, and rank-list helpers. */
 #include "comm/comm.h"
+#include "comm/nccl_backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ static int check_dtype(dt_dtype dt, const char *who) {
 
 /* Reports a call of count elements sent by this rank to c's observer. */
 static void observe(dt_comm *c, const char *name, size_t count, dt_dtype dt) {
+  if (c->host_twin) c = c->host_twin; /* an NCCL twin reports as its host communicator */
   c->entered++;
   if (c->observer && c->observer_paused == 0) c->observer(c->observer_ud, name, count * dt_dtype_size(dt), c->size);
 }
@@ -212,7 +214,7 @@ int dt_comm_barrier(dt_comm *c) {
 
 int dt_comm_fail_agreed(dt_comm *c, const char *why) {
   dt_comm_async_drain(c);
-  c->entered++;
+  (c->host_twin ? c->host_twin : c)->entered++;
   return c->ops->fail(c, why);
 }
 
@@ -228,6 +230,8 @@ int dt_comm_new_group(dt_comm *c, const int *ranks, int n, dt_comm **out) {
   int st = c->ops->new_group(c, ranks, n, out);
   dt_comm_resume_observer(c);
   if (*out) (*out)->root = c->root ? c->root : c; /* shares the rank's async queue */
+  /* a live NCCL twin splits too (collective over c, as the host group is under MPI) */
+  if (st == DT_OK && c->device_twin) st = dt_nccl_split(c->device_twin, ranks, n, *out);
   return st;
 }
 
@@ -235,6 +239,7 @@ void dt_comm_destroy(dt_comm *c) {
   if (!c) return;
   dt_comm_async_drain(c); /* no queued call may still use c */
   if (!c->root) dt_comm_async_shutdown(c);
+  if (c->device_twin) c->device_twin->ops->destroy(c->device_twin);
   c->ops->destroy(c);
 }
 

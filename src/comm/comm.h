@@ -15,6 +15,7 @@
 
 #include "base/dtype.h"
 #include "base/reduce_op.h"
+#include "tensor/device.h"
 
 typedef struct dt_comm dt_comm;
 
@@ -82,6 +83,9 @@ struct dt_comm {
                             support): async calls run at issue, their works complete at once */
   struct dt_comm *root;  /* the world communicator this one descends from (NULL: itself) */
   struct dt_comm_async *async; /* root only: this rank's async queue (comm_async.c), or NULL */
+  struct dt_comm *device_twin; /* the NCCL communicator over the same ranks, for buffers on
+                                  "cuda" (dt_comm_for_device); NULL until first needed, owned */
+  struct dt_comm *host_twin;   /* on an NCCL communicator: the host one it belongs to */
 };
 
 /* ---- calls (argument checks, then the backend) ---- */
@@ -197,6 +201,15 @@ DT_API int dt_mpi_finish(dt_comm *world);
 DT_API int dt_mpi_local_rank(dt_comm *world);
 DT_API void dt_mpi_finalize(void);
 DT_API void dt_mpi_abort(int code);
+
+/* ---- the NCCL backend: collectives on buffers on "cuda" (nccl.c; nccl_none.c without it) ----
+ * A host communicator (threads, mpi) holds its NCCL twin over the same ranks, so a world holds
+ * both and each collective goes where its tensors are (dt_comm_for_device). */
+DT_API int dt_nccl_available(void); /* 1: this build has the NCCL backend */
+/* The communicator for buffers on device dev: c itself on the host; on "cuda" c's NCCL twin,
+ * created on first use (collective over c: the unique id goes through c).  NULL + dt_error
+ * naming who when the build has no NCCL or the ranks have no GPU. */
+DT_API dt_comm *dt_comm_for_device(dt_comm *c, dt_device_type dev, const char *who);
 
 /* ---- benchmark references (bench/collectives.lua) ---- */
 /* Seconds per call of the MPI collective `coll` ("all_reduce", "all_gather",

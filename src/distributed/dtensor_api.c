@@ -251,8 +251,9 @@ static int from_local_checked(dt_tensor *t, dt_mesh *m, const dt_placement *p, i
   dt_tensor *x = dt_tensor_clone(t);
   for (int i = 0; x && i < m->ndim; i++) {
     if (s->p[i].kind != DT_REPLICATE || m->shape[i] == 1) continue;
-    if (dt_comm_broadcast(dt_mesh_comm(m, i), dt_tensor_data(x), (size_t)dt_tensor_numel(x), x->dtype,
-                          dt_mesh_group_rank_of(m, i, 0)) != DT_OK)
+    dt_comm *c = dt_comm_for_device(dt_mesh_comm(m, i), dt_tensor_device(x), "from_local"); /* NCCL on cuda */
+    if (!c || dt_comm_broadcast(c, dt_tensor_data(x), (size_t)dt_tensor_numel(x), x->dtype,
+                                dt_mesh_group_rank_of(m, i, 0)) != DT_OK)
       dt_tensor_release(x), x = NULL;
   }
   if (!x) return dt_dspec_free(s), DT_ERR;

@@ -94,6 +94,11 @@ static int direct(const step_ctx *c, const dt_tensor *out, int d) {
   return 1;
 }
 
+/* The communicator that moves x: the group's host one, or its NCCL twin for x on "cuda". */
+static dt_comm *comm_for(dt_comm *c, const dt_tensor *x) {
+  return dt_comm_for_device(c, dt_tensor_device(x), "redistribute");
+}
+
 /* Shard(d) -> Replicate: every chunk lands straight in its slab of out (the threads backend
  * copies once from each peer; others gather into a buffer and place it). */
 static dt_tensor *all_gather(const step_ctx *c, dt_tensor *x, int d) {
@@ -108,7 +113,8 @@ static dt_tensor *all_gather(const step_ctx *c, dt_tensor *x, int d) {
     dt_chunk(L, c->n, cc, &st, &len);
     rb[group_rank(c, cc)] = slab(x->ndim, shape, d, st, len);
   }
-  if (ok) ok = dt_comm_all_gather_blocks(c->comm, dt_tensor_data(x), dt_tensor_data(out), rb, x->dtype) == DT_OK;
+  dt_comm *cm = ok ? comm_for(c->comm, x) : NULL;
+  if (ok) ok = cm && dt_comm_all_gather_blocks(cm, dt_tensor_data(x), dt_tensor_data(out), rb, x->dtype) == DT_OK;
   free(rb);
   if (!ok) return dt_tensor_release(out), NULL;
   return out;
@@ -133,7 +139,8 @@ static dt_tensor *all_to_all(const step_ctx *c, dt_tensor *x, int d, int e) {
     dt_chunk(Ld, c->n, cc, &st, &len);
     b[c->n + r] = slab(x->ndim, shape, d, st, len);
   }
-  if (ok) ok = dt_comm_all_to_all_blocks(c->comm, dt_tensor_data(x), b, dt_tensor_data(out), b + c->n, x->dtype) == DT_OK;
+  dt_comm *cm = ok ? comm_for(c->comm, x) : NULL;
+  if (ok) ok = cm && dt_comm_all_to_all_blocks(cm, dt_tensor_data(x), b, dt_tensor_data(out), b + c->n, x->dtype) == DT_OK;
   free(b);
   if (!ok) return dt_tensor_release(out), NULL;
   return out;
@@ -154,7 +161,8 @@ static dt_tensor *reduce_scatter(const step_ctx *c, dt_tensor *x, int d, dt_redu
     ok = b && dt_tensor_copy_(b, src, "redistribute") == DT_OK;
     dt_tensor_release(src), dt_tensor_release(b);
   }
-  if (ok) ok = dt_comm_reduce_scatter(c->comm, dt_tensor_data(send), dt_tensor_data(recv), (size_t)(chunk * inner), x->dtype, op) == DT_OK;
+  dt_comm *cm = ok ? comm_for(c->comm, x) : NULL;
+  if (ok) ok = cm && dt_comm_reduce_scatter(cm, dt_tensor_data(send), dt_tensor_data(recv), (size_t)(chunk * inner), x->dtype, op) == DT_OK;
   dt_tensor *out = NULL;
   if (ok) {
     dt_chunk(L, c->n, c->me, &st, &len);
@@ -198,14 +206,16 @@ static dt_tensor *all_gather_multi(const step_ctx *c, int mask, dt_tensor *x) {
     direct_ok = sub_box(x->ndim, oshape, sh, rel, &rb[r]);
   }
   if (ok && direct_ok) {
-    ok = dt_comm_all_gather_blocks(g->comm, dt_tensor_data(x), dt_tensor_data(out), rb, x->dtype) == DT_OK;
+    dt_comm *cm = comm_for(g->comm, x);
+    ok = cm && dt_comm_all_gather_blocks(cm, dt_tensor_data(x), dt_tensor_data(out), rb, x->dtype) == DT_OK;
     free(rb), free(counts), free(geo);
     if (!ok) return dt_tensor_release(out), NULL;
     return out;
   }
   free(rb);
   ok = ok && (recv = new_flat(x, total));
-  if (ok) ok = dt_comm_all_gather_v(g->comm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
+  dt_comm *cm = ok ? comm_for(g->comm, x) : NULL;
+  if (ok) ok = cm && dt_comm_all_gather_v(cm, dt_tensor_data(x), dt_tensor_data(recv), counts, x->dtype) == DT_OK;
   for (int r = 0, pos = 0; ok && r < g->n; pos += (int)counts[r], r++) {
     int64_t *sh = geo + r * 2 * DT_MAX_DIMS, *off = sh + DT_MAX_DIMS, stride[DT_MAX_DIMS];
     dt_contiguous_strides(x->ndim, sh, stride);
@@ -226,8 +236,9 @@ static dt_tensor *all_gather_multi(const step_ctx *c, int mask, dt_tensor *x) {
 static dt_tensor *all_reduce(const step_ctx *c, dt_tensor *x, dt_reduce_op op) {
   dt_tensor *out = dt_tensor_empty(x->dtype, x->ndim, x->shape, dt_tensor_device(x));
   if (!out) return NULL;
-  if (dt_comm_all_reduce(c->comm, dt_tensor_data(x), dt_tensor_data(out), (size_t)dt_tensor_numel(out), out->dtype,
-                         op) != DT_OK)
+  dt_comm *cm = comm_for(c->comm, x);
+  if (!cm || dt_comm_all_reduce(cm, dt_tensor_data(x), dt_tensor_data(out), (size_t)dt_tensor_numel(out), out->dtype,
+                                op) != DT_OK)
     return dt_tensor_release(out), NULL;
   return out;
 }
