@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/error.h"
 #include "base/thread_pool.h"
@@ -286,7 +287,12 @@ static int launch_mpi(launcher *la, int argc, char **argv) {
   run_rank(&rec);
   if (rec.ok && dt_mpi_finish(c) != DT_OK) {
     fprintf(stderr, "dtlua: rank %d: %s\n", c->rank, dt_error_message());
+    fflush(stderr);
     rec.ok = 0;
+    /* the ranks waiting in a collective raise the message that names it (and may catch it):
+     * our abort would kill them before they print, so give them time to report first */
+    struct timespec grace = {.tv_sec = 2};
+    nanosleep(&grace, NULL);
   }
   dt_context_free(rec.ctx);
   free_argv(argc, rec.argv);
