@@ -420,7 +420,17 @@ int dt_explain_redistribute(dt_context *ctx, const dt_value *v, const dt_placeme
       plan->n);
   dt_placement cur[DT_MESH_MAX_DIMS]; /* the state before each step: a merged step shows each dim's */
   memcpy(cur, s->p, sizeof cur);
-  for (int i = 0; i < plan->n; i++) add_step(&t, s, &plan->steps[i], i, cur);
+  if (!plan->nphase)
+    for (int i = 0; i < plan->n; i++) add_step(&t, s, &plan->steps[i], i, cur);
+  for (int k = 0; k < plan->nphase; k++) { /* steps of a strided plan: placements in the split view */
+    const dt_redist_phase *ph = &plan->phase[k];
+    dt_dspec u;
+    dt_placement ut[DT_MESH_MAX_DIMS];
+    if (!dt_strided_view(s, ph->from, ph->to, &u, cur, ut)) continue;
+    dt_format_shape(gs, sizeof gs, u.ndim, u.shape);
+    add(&t, "  in the split view %s (a _StridedShard is a Shard of its inner dim):\n", gs);
+    for (int i = ph->first; i < ph->first + ph->count; i++) add_step(&t, &u, &plan->steps[i], i, cur);
+  }
   add(&t, "  total: %.0f bytes/rank, %.3g us (alpha %g s, beta %g s/byte)", plan->bytes, plan->cost * 1e6,
       DT_COST_ALPHA, DT_COST_BETA);
   if (t.failed || !t.s) return free(t.s), dt_error("%s: out of memory", op);
