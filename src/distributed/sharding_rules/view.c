@@ -73,13 +73,15 @@ static int map_dim(const dt_rule_args *r, int d) {
  * starts K outer steps before j and ends I' inner steps after it holds j whole: the shard
  * becomes a Shard of it (K = 1) or a _StridedShard(K) -- the same local elements in the same
  * order, no data moved -- when I' = 1 or M divides evenly (then the chunks of M * I' are
- * those of M times I').  Otherwise (M cut across output dims) the dim is replicated first. */
+ * those of M times I'); an output dim that holds M's leading part Mh (M split as Mh * rest)
+ * likewise when Mh divides evenly (the chunks of M are those of Mh times the rest).
+ * Otherwise the dim is replicated first. */
 static dt_placement reshaped(const dt_rule_args *r, dt_placement p, int n) {
   const dt_dspec *x = r->spec[0];
   const dt_meta *o = &r->out[0];
   int d = p.dim;
-  if (dt_shape_numel(x->ndim, x->shape) == 0) return dt_rule_R();
   if (x->ndim == o->ndim && memcmp(x->shape, o->shape, sizeof(int64_t) * (size_t)x->ndim) == 0) return p; /* identity */
+  if (dt_shape_numel(x->ndim, x->shape) == 0) return dt_rule_R();
   int i = 0, j = 0;
   while (i < x->ndim && j < o->ndim) {
     int i0 = i, j0 = j;
@@ -96,9 +98,13 @@ static dt_placement reshaped(const dt_rule_args *r, dt_placement p, int n) {
     for (int od = j0; od < j; od++) {
       int64_t S = o->shape[od];
       after /= S;
-      if (outer % before == 0 && inner % after == 0) {
-        int64_t K = outer / before, I = inner / after;
-        if (S == K * M * I && (S > 1 || M == 1) && (I == 1 || M % n == 0))
+      if (outer % before == 0) {
+        int64_t K = outer / before, I = inner % after == 0 ? inner / after : 0;
+        if (I && S == K * M * I && (S > 1 || M == 1) && (I == 1 || M % n == 0))
+          return K == 1 ? dt_rule_S(od) : (dt_placement){DT_STRIDED_SHARD, od, 0, (int)K};
+        /* M split: od holds its leading part Mh (M = Mh * rest), whose even chunks are M's */
+        int64_t Mh = S % K == 0 ? S / K : 0;
+        if (Mh > 1 && M % Mh == 0 && after == (M / Mh) * inner && Mh % n == 0)
           return K == 1 ? dt_rule_S(od) : (dt_placement){DT_STRIDED_SHARD, od, 0, (int)K};
       }
       before *= S;
