@@ -37,6 +37,8 @@ static int l_local_shape(lua_State *L) {
 static int l_shards(lua_State *L) {
   dt_value *u = dt_lua_check_dtensor(L, 1, "visualize_sharding");
   const dt_dspec *s = u->spec;
+  if (dt_dspec_has_strided(s->p, s->mesh->ndim)) /* blocks of a dim, not one box per rank */
+    return luaL_error(L, "visualize_sharding: _StridedShard placements are not drawn; redistribute first");
   dt_mesh *m = s->mesh;
   lua_createtable(L, m->size, 0);
   for (int idx = 0; idx < m->size; idx++) {

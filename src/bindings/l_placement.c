@@ -1,4 +1,4 @@
-/* Lua bindings of placements: dt.Shard(d), dt.Replicate(), dt.Partial(op) (immutable
+/* Lua bindings of placements: dt.Shard(d), dt.Replicate(), dt.Partial(op), dt._StridedShard(d, k) (immutable
  * userdata values) and the placement lists every DTensor API takes (objects or shorthand
  * strings).  Shard dims are 1-based as written (negative from the end). */
 #include <string.h>
@@ -21,11 +21,30 @@ static int l_shard(lua_State *L) {
   if (!lua_isinteger(L, 1)) return luaL_error(L, "Shard: dim must be an integer, got %s", luaL_typename(L, 1));
   lua_Integer d = lua_tointeger(L, 1);
   if (d == 0) return luaL_error(L, "Shard(0) is invalid: tensor dims are 1-based (Shard(1) is the first dim, Shard(-1) the last)");
-  dt_lua_push_placement(L, (dt_placement){DT_SHARD, d > 0 ? (int)(d - 1) : (int)d, DT_REDUCE_SUM});
+  dt_lua_push_placement(L, (dt_placement){DT_SHARD, d > 0 ? (int)(d - 1) : (int)d, DT_REDUCE_SUM, 0});
+  return 1;
+}
+/* dt._StridedShard(dim, split_factor): PyTorch's internal placement, what flattening a
+ * non-leading sharded dim gives (doc/dtensor.md); split_factor also as {split_factor = k}
+ * or {sf = k}. */
+static int l_strided_shard(lua_State *L) {
+  if (!lua_isinteger(L, 1)) return luaL_error(L, "_StridedShard: dim must be an integer, got %s", luaL_typename(L, 1));
+  lua_Integer d = lua_tointeger(L, 1), k;
+  if (d == 0) return luaL_error(L, "_StridedShard(0, ...) is invalid: tensor dims are 1-based");
+  if (lua_istable(L, 2)) {
+    if (lua_getfield(L, 2, "split_factor") == LUA_TNIL) lua_pop(L, 1), lua_getfield(L, 2, "sf");
+    lua_replace(L, 2);
+  }
+  if (!lua_isinteger(L, 2))
+    return luaL_error(L, "_StridedShard: split_factor must be an integer, got %s", luaL_typename(L, 2));
+  k = lua_tointeger(L, 2);
+  if (k < 1 || k > DT_STRIDED_MAX_SPLIT)
+    return luaL_error(L, "_StridedShard: split_factor must be 1..%d, got %I", DT_STRIDED_MAX_SPLIT, (LUAI_UACINT)k);
+  dt_lua_push_placement(L, (dt_placement){DT_STRIDED_SHARD, d > 0 ? (int)(d - 1) : (int)d, DT_REDUCE_SUM, (int)k});
   return 1;
 }
 static int l_replicate(lua_State *L) {
-  dt_lua_push_placement(L, (dt_placement){DT_REPLICATE, 0, DT_REDUCE_SUM});
+  dt_lua_push_placement(L, (dt_placement){DT_REPLICATE, 0, DT_REDUCE_SUM, 0});
   return 1;
 }
 static dt_reduce_op check_partial_op(lua_State *L, const char *name) {
@@ -35,7 +54,7 @@ static dt_reduce_op check_partial_op(lua_State *L, const char *name) {
   return op;
 }
 static int l_partial(lua_State *L) {
-  dt_lua_push_placement(L, (dt_placement){DT_PARTIAL, 0, check_partial_op(L, luaL_optstring(L, 1, "sum"))});
+  dt_lua_push_placement(L, (dt_placement){DT_PARTIAL, 0, check_partial_op(L, luaL_optstring(L, 1, "sum")), 0});
   return 1;
 }
 
@@ -57,11 +76,15 @@ static int placement_is_shard(lua_State *L) {
   }
   return lua_pushboolean(L, yes), 1;
 }
+static int placement_is_strided_shard(lua_State *L) {
+  return lua_pushboolean(L, check_placement(L, 1)->kind == DT_STRIDED_SHARD), 1;
+}
 static int placement_is_replicate(lua_State *L) { return lua_pushboolean(L, check_placement(L, 1)->kind == DT_REPLICATE), 1; }
 static int placement_is_partial(lua_State *L) { return lua_pushboolean(L, check_placement(L, 1)->kind == DT_PARTIAL), 1; }
 
 static const luaL_Reg placement_methods[] = {
     {"is_shard", placement_is_shard},
+    {"is_strided_shard", placement_is_strided_shard},
     {"is_replicate", placement_is_replicate},
     {"is_partial", placement_is_partial},
     {NULL, NULL},
@@ -73,7 +96,9 @@ static int placement_index(lua_State *L) {
   const char *k = luaL_checkstring(L, 2);
   lua_pushvalue(L, 2);
   if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
-  if (strcmp(k, "dim") == 0 && p->kind == DT_SHARD) return lua_pushinteger(L, p->dim >= 0 ? p->dim + 1 : p->dim), 1;
+  if (strcmp(k, "dim") == 0 && (p->kind == DT_SHARD || p->kind == DT_STRIDED_SHARD))
+    return lua_pushinteger(L, p->dim >= 0 ? p->dim + 1 : p->dim), 1;
+  if (strcmp(k, "split_factor") == 0 && p->kind == DT_STRIDED_SHARD) return lua_pushinteger(L, p->split), 1;
   if (strcmp(k, "reduce_op") == 0 && p->kind == DT_PARTIAL) return lua_pushstring(L, dt_reduce_op_name(p->op)), 1;
   return 0;
 }
@@ -112,6 +137,7 @@ void dt_lua_open_placement(lua_State *L, const dt_lua_targets *tg) {
       {"Shard", l_shard},
       {"Replicate", l_replicate},
       {"Partial", l_partial},
+      {"_StridedShard", l_strided_shard},
       {NULL, NULL},
   };
   lua_pushvalue(L, tg->module);

@@ -23,8 +23,9 @@ static size_t key_max(int nin) {
   return 3 + DT_MESH_MAX_DIMS + DT_OP_MAX_INTS + (size_t)nin * (1 + DT_MAX_DIMS + DT_MESH_MAX_DIMS);
 }
 
-static int64_t pack_placement(dt_placement p) {
-  return (int64_t)p.kind | (int64_t)p.op << 8 | (int64_t)(uint32_t)p.dim << 32;
+static int64_t pack_placement(dt_placement p) { /* split <= DT_STRIDED_MAX_SPLIT: 24 bits */
+  return (int64_t)p.kind | (int64_t)p.op << 4 | (int64_t)(p.kind == DT_STRIDED_SHARD ? p.split : 0) << 8 |
+         (int64_t)(uint32_t)p.dim << 32;
 }
 
 /* Fills k (key_max(a->nin) words); returns the word count. */
@@ -247,6 +248,29 @@ static int cheapest(dt_context *ctx, const dt_op_args *ga, const dt_dspec *const
   return best;
 }
 
+/* The families that know _StridedShard (pointwise, views) see it; for the others *out is a
+ * copy of the specs with Replicate in its place, so that their strategies gather it first
+ * (pricing and moving use the real specs).  *out stays NULL when nothing is hidden; one
+ * block, freed by the caller. */
+static int strided_hidden(const dt_op_def *op, int nin, const dt_dspec *const *sp, int nm, const dt_dspec ***out) {
+  int any = 0;
+  for (int i = 0; i < nin; i++) any |= sp[i] && dt_dspec_has_strided(sp[i]->p, nm);
+  if (!any || op->sharding == DT_SHARDING_POINTWISE || op->sharding == DT_SHARDING_VIEW) return DT_OK;
+  const dt_dspec **ptrs = malloc((sizeof *ptrs + sizeof(dt_dspec)) * (size_t)nin);
+  if (!ptrs) return dt_error("%s: out of memory", op->name);
+  dt_dspec *copies = (dt_dspec *)(ptrs + nin);
+  for (int i = 0; i < nin; i++) {
+    ptrs[i] = sp[i];
+    if (!sp[i]) continue;
+    copies[i] = *sp[i];
+    for (int m = 0; m < nm; m++)
+      if (copies[i].p[m].kind == DT_STRIDED_SHARD) copies[i].p[m] = dt_rule_R();
+    ptrs[i] = &copies[i];
+  }
+  *out = ptrs;
+  return DT_OK;
+}
+
 /* A miss: the shape rule on global metadata, the family rule, the cheapest strategy. */
 static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_dspec *const *sp, int nm, entry *e) {
   const dt_op_def *op = dt_op_get(id);
@@ -264,10 +288,14 @@ static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_ds
   ga.op = id, ga.name = op->name;
   if (dt_op_shape(op, &ga, e->out) != DT_OK) return free(blk), DT_ERR;
   e->nout = op->nout;
-  dt_rule_args r = {.op = id, .a = &ga, .spec = sp, .mesh_ndim = nm, .out = e->out, .nout = op->nout, .work = b.work};
+  const dt_dspec **rsp = NULL;
+  if (strided_hidden(op, a->nin, sp, nm, &rsp) != DT_OK) return free(blk), DT_ERR;
+  dt_rule_args r = {.op = id, .a = &ga, .spec = rsp ? rsp : sp, .mesh_ndim = nm, .out = e->out, .nout = op->nout,
+                    .work = b.work};
   int n = 0;
   const dt_rule_override *ov = &ctx->rule_overrides[id];
   int st = ov->fn ? ov->fn(ctx, ov->ud, &r, b.s, &n) : dt_rule_for(id)(&r, b.s, &n);
+  free(rsp);
   if (st != DT_OK) return free(blk), DT_ERR;
   double cost = 0;
   int best = cheapest(ctx, &ga, sp, b.s, n, op->nout, nm, &cost);

@@ -13,6 +13,30 @@ void dt_chunk(int64_t L, int n, int c, int64_t *start, int64_t *len) {
   *len = L - s < chunk ? L - s : chunk;
 }
 
+/* A _StridedShard's dim splits into (split, size / split) blocks, and no other mesh dim may
+ * shard it (its shards are not blocks of the dim, so nesting another chunking in them is not
+ * expressible here).  Dims already normalised. */
+static int check_strided(const dt_mesh *mesh, const dt_placement *p, const int64_t *shape, const char *op) {
+  for (int i = 0; i < mesh->ndim; i++) {
+    if (p[i].kind != DT_STRIDED_SHARD) continue;
+    char one[48], all[256];
+    int d = p[i].dim;
+    if (p[i].split < 1 || p[i].split > DT_STRIDED_MAX_SPLIT)
+      return dt_error("%s: %s on mesh dim %d: split factor must be 1..%d", op, dt_placement_format(p[i], one, sizeof one),
+                      i + 1, DT_STRIDED_MAX_SPLIT);
+    if (shape[d] % p[i].split != 0)
+      return dt_error("%s: %s on mesh dim %d: tensor dim %d of size %lld does not split into %d equal blocks", op,
+                      dt_placement_format(p[i], one, sizeof one), i + 1, d + 1, (long long)shape[d], p[i].split);
+    for (int j = 0; j < mesh->ndim; j++)
+      if (j != i && (p[j].kind == DT_SHARD || p[j].kind == DT_STRIDED_SHARD) && p[j].dim == d)
+        return dt_error("%s: placements %s shard tensor dim %d on mesh dims %d and %d, one of them a _StridedShard "
+                        "(not supported: redistribute to a plain Shard first)",
+                        op, dt_placements_format(p, mesh->ndim, all, sizeof all), d + 1, i < j ? i + 1 : j + 1,
+                        i < j ? j + 1 : i + 1);
+  }
+  return DT_OK;
+}
+
 int dt_dspec_new(dt_mesh *mesh, const dt_placement *p, int ndim, const int64_t *shape, dt_dtype dtype,
                  const char *op, dt_dspec **out) {
   if (dt_check_shape(op, ndim, shape) != DT_OK) return DT_ERR; /* every DTensor's global shape */
@@ -20,7 +44,7 @@ int dt_dspec_new(dt_mesh *mesh, const dt_placement *p, int ndim, const int64_t *
   if (!s) return dt_error("%s: out of memory", op);
   for (int i = 0; i < mesh->ndim; i++) {
     s->p[i] = p[i];
-    if (p[i].kind != DT_SHARD) continue;
+    if (p[i].kind != DT_SHARD && p[i].kind != DT_STRIDED_SHARD) continue;
     int d = p[i].dim < 0 ? p[i].dim + ndim : p[i].dim;
     if (ndim == 0) {
       char one[48];
@@ -36,6 +60,7 @@ int dt_dspec_new(dt_mesh *mesh, const dt_placement *p, int ndim, const int64_t *
     }
     s->p[i].dim = d;
   }
+  if (check_strided(mesh, s->p, shape, op) != DT_OK) return free(s), DT_ERR;
   dt_mesh_retain(mesh);
   s->mesh = mesh;
   s->ndim = ndim;
@@ -62,6 +87,14 @@ void dt_dspec_free(dt_dspec *s) {
 void dt_dspec_local(const dt_dspec *s, const dt_placement *p, const int *coord, int64_t *shape, int64_t *offset) {
   for (int d = 0; d < s->ndim; d++) shape[d] = s->shape[d], offset[d] = 0;
   for (int m = 0; m < s->mesh->ndim; m++) {
+    if (p[m].kind == DT_STRIDED_SHARD) { /* split blocks, each chunked: offset is the chunk's start in a block */
+      int d = p[m].dim;
+      int64_t st, len;
+      dt_chunk(shape[d] / p[m].split, s->mesh->shape[m], coord[m], &st, &len);
+      offset[d] += st;
+      shape[d] = len * p[m].split;
+      continue;
+    }
     if (p[m].kind != DT_SHARD) continue;
     int d = p[m].dim;
     int64_t st, len;
@@ -93,6 +126,12 @@ void dt_dspec_my_local(const dt_dspec *s, int *ndim, int64_t *shape, int64_t *of
 int dt_dspec_has_partial(const dt_placement *p, int n) {
   for (int i = 0; i < n; i++)
     if (p[i].kind == DT_PARTIAL) return 1;
+  return 0;
+}
+
+int dt_dspec_has_strided(const dt_placement *p, int n) {
+  for (int i = 0; i < n; i++)
+    if (p[i].kind == DT_STRIDED_SHARD) return 1;
   return 0;
 }
 

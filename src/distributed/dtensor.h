@@ -28,7 +28,8 @@ DT_API int dt_dspec_new(dt_mesh *mesh, const dt_placement *p, int ndim, const in
 DT_API dt_dspec *dt_dspec_copy(const dt_dspec *s);
 DT_API void dt_dspec_free(dt_dspec *s);
 /* Local shape and global offset of the shard at mesh coordinates coord, with placements p
- * (so that planners can ask about intermediate states). */
+ * (so that planners can ask about intermediate states).  A _StridedShard's shard is no box:
+ * its offset is the start of the rank's chunk inside each split block. */
 DT_API void dt_dspec_local(const dt_dspec *s, const dt_placement *p, const int *coord, int64_t *shape, int64_t *offset);
 /* Size of tensor dim d as seen by mesh dim m: chunked by the mesh dims before m that
  * shard d (at coord), not by m and later ones. */
@@ -36,6 +37,7 @@ DT_API int64_t dt_dspec_logical_size(const dt_dspec *s, const dt_placement *p, c
 /* This rank's local shape (an empty {0} off-mesh). */
 DT_API void dt_dspec_my_local(const dt_dspec *s, int *ndim, int64_t *shape, int64_t *offset);
 DT_API int dt_dspec_has_partial(const dt_placement *p, int n);
+DT_API int dt_dspec_has_strided(const dt_placement *p, int n);
 /* A tensor header with the spec's global shape, dtype and contiguous strides, no storage:
  * what shape rules read when an op is decided on global metadata. */
 DT_API void dt_dspec_global_header(const dt_dspec *s, dt_tensor *g);

@@ -20,7 +20,7 @@ static dt_tensor *empty_local(dt_dtype dtype) {
 }
 
 static void replicate_all(dt_placement *p, int n) {
-  for (int i = 0; i < n; i++) p[i] = (dt_placement){DT_REPLICATE, 0, 0};
+  for (int i = 0; i < n; i++) p[i] = (dt_placement){DT_REPLICATE, 0, 0, 0};
 }
 
 /* p (Shard dims as written) normalised in place for an ndim-d tensor of this shape. */
@@ -140,7 +140,8 @@ int dt_distribute_tensor(dt_context *ctx, dt_tensor *t, dt_mesh *m, const dt_pla
   if (normalise(m, to, ndim, meta + 2, op) != DT_OK) return DT_ERR;
   /* the data moves as Replicate where the target is Partial (then partitioned locally);
    * local chunking starts from the whole tensor everywhere */
-  for (int i = 0; i < m->ndim; i++) start[i] = to[i].kind == DT_PARTIAL ? (dt_placement){DT_REPLICATE, 0, 0} : to[i];
+  for (int i = 0; i < m->ndim; i++) /* _StridedShard too: its shards are no boxes to scatter */
+    start[i] = to[i].kind == DT_PARTIAL || to[i].kind == DT_STRIDED_SHARD ? (dt_placement){DT_REPLICATE, 0, 0, 0} : to[i];
   if (local_chunk) replicate_all(start, m->ndim);
   dt_dspec *s;
   if (dt_dspec_new(m, start, ndim, meta + 2, dtype, op, &s) != DT_OK) return DT_ERR;
@@ -189,7 +190,7 @@ static int checked_spec(dt_mesh *m, const dt_group_entry *g, const int64_t *all,
     memcpy(gshape, e + 2, sizeof(int64_t) * (size_t)ndim);
     if (normalise(m, p, ndim, gshape, op) != DT_OK) return DT_ERR;
     for (int i = 0; i < m->ndim; i++)
-      if (p[i].kind == DT_SHARD) gshape[p[i].dim] *= m->shape[i];
+      if (p[i].kind == DT_SHARD || p[i].kind == DT_STRIDED_SHARD) gshape[p[i].dim] *= m->shape[i];
   }
   dt_dspec *s;
   if (dt_dspec_new(m, p, ndim, gshape, (dt_dtype)e[1], op, &s) != DT_OK) return DT_ERR;
@@ -293,7 +294,7 @@ int dt_from_local(dt_context *ctx, dt_tensor *local, dt_mesh *m, const dt_placem
     memcpy(gshape, local->shape, sizeof(int64_t) * (size_t)ndim);
     if (normalise(m, p, ndim, gshape, op) != DT_OK) return DT_ERR;
     for (int i = 0; i < m->ndim; i++)
-      if (p[i].kind == DT_SHARD) gshape[p[i].dim] *= m->shape[i];
+      if (p[i].kind == DT_SHARD || p[i].kind == DT_STRIDED_SHARD) gshape[p[i].dim] *= m->shape[i];
   }
   dt_dspec *s;
   if (dt_dspec_new(m, p, ndim, gshape, local->dtype, op, &s) != DT_OK) return DT_ERR;
@@ -420,7 +421,17 @@ int dt_explain_redistribute(dt_context *ctx, const dt_value *v, const dt_placeme
       plan->n);
   dt_placement cur[DT_MESH_MAX_DIMS]; /* the state before each step: a merged step shows each dim's */
   memcpy(cur, s->p, sizeof cur);
-  for (int i = 0; i < plan->n; i++) add_step(&t, s, &plan->steps[i], i, cur);
+  if (!plan->nphase)
+    for (int i = 0; i < plan->n; i++) add_step(&t, s, &plan->steps[i], i, cur);
+  for (int k = 0; k < plan->nphase; k++) { /* steps of a strided plan: placements in the split view */
+    const dt_redist_phase *ph = &plan->phase[k];
+    dt_dspec u;
+    dt_placement ut[DT_MESH_MAX_DIMS];
+    if (!dt_strided_view(s, ph->from, ph->to, &u, cur, ut)) continue;
+    dt_format_shape(gs, sizeof gs, u.ndim, u.shape);
+    add(&t, "  in the split view %s (a _StridedShard is a Shard of its inner dim):\n", gs);
+    for (int i = ph->first; i < ph->first + ph->count; i++) add_step(&t, &u, &plan->steps[i], i, cur);
+  }
   add(&t, "  total: %.0f bytes/rank, %.3g us (alpha %g s, beta %g s/byte)", plan->bytes, plan->cost * 1e6,
       DT_COST_ALPHA, DT_COST_BETA);
   if (t.failed || !t.s) return free(t.s), dt_error("%s: out of memory", op);

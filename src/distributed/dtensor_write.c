@@ -49,7 +49,7 @@ static void value_target(const dt_dspec *ts, const dt_index_key *ix, const dt_ds
   int nm = ts->mesh->ndim;
   for (int m = 0; m < nm; m++) {
     dt_placement p = vs->p[m];
-    to[m] = (dt_placement){DT_REPLICATE, 0, 0};
+    to[m] = (dt_placement){DT_REPLICATE, 0, 0, 0};
     if (p.kind != DT_SHARD) continue;
     int e = p.dim + r->nd - vs->ndim, d = r->tdim[e];
     if (vs->shape[p.dim] != r->shape[e] || !whole(ix, ts->shape, d)) continue;
@@ -166,6 +166,11 @@ int dt_dtensor_write(dt_context *ctx, dt_value *dst, const dt_index_key *key, co
   if (!dst->spec)
     return dt_error("%s: the value is a DTensor and the tensor is not; use v:full_tensor() or distribute the tensor", OP);
   const dt_dspec *ts = dst->spec;
+  if (dt_dspec_has_strided(ts->p, ts->mesh->ndim)) { /* its blocks are no boxes to write into */
+    char p[128];
+    return dt_error("%s: writing into a _StridedShard DTensor %s: redistribute it first", OP,
+                    dt_placements_format(ts->p, ts->mesh->ndim, p, sizeof p));
+  }
   region r;
   region_of(key, &r);
   value_part v = {0};

@@ -11,6 +11,7 @@ int dt_placement_equal(dt_placement a, dt_placement b) {
   if (a.kind != b.kind) return 0;
   if (a.kind == DT_SHARD) return a.dim == b.dim;
   if (a.kind == DT_PARTIAL) return a.op == b.op;
+  if (a.kind == DT_STRIDED_SHARD) return a.dim == b.dim && a.split == b.split;
   return 1;
 }
 
@@ -22,6 +23,8 @@ int dt_placements_equal(const dt_placement *a, const dt_placement *b, int n) {
 
 char *dt_placement_format(dt_placement p, char *buf, size_t len) {
   if (p.kind == DT_SHARD) snprintf(buf, len, "Shard(%d)", p.dim >= 0 ? p.dim + 1 : p.dim);
+  else if (p.kind == DT_STRIDED_SHARD)
+    snprintf(buf, len, "_StridedShard(dim=%d, sf=%d)", p.dim >= 0 ? p.dim + 1 : p.dim, p.split);
   else if (p.kind == DT_PARTIAL) snprintf(buf, len, "Partial(%s)", dt_reduce_op_name(p.op));
   else snprintf(buf, len, "Replicate()");
   return buf;
@@ -39,7 +42,7 @@ char *dt_placements_format(const dt_placement *p, int n, char *buf, size_t len) 
 }
 
 int dt_placement_parse(const char *s, dt_placement *out) {
-  out->dim = 0, out->op = DT_REDUCE_SUM;
+  out->dim = 0, out->op = DT_REDUCE_SUM, out->split = 0;
   if (strcmp(s, "R") == 0) return out->kind = DT_REPLICATE, DT_OK;
   if (s[0] == 'S' && s[1]) {
     char *end;

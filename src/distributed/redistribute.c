@@ -84,11 +84,11 @@ static int merge_gathers(dt_redist_step *a, const dt_redist_step *b) {
 static void decode(int code, int ndim, const dt_placement *src, const dt_placement *to, dt_placement *p) {
   for (int i = 0; i < ndim; i++, code /= 3) {
     int c = code % 3;
-    p[i] = c == 0 ? src[i] : c == 1 ? to[i] : (dt_placement){DT_REPLICATE, 0, DT_REDUCE_SUM};
+    p[i] = c == 0 ? src[i] : c == 1 ? to[i] : (dt_placement){DT_REPLICATE, 0, DT_REDUCE_SUM, 0};
   }
 }
 
-static int plan_search(const dt_dspec *s, const dt_placement *to, int allow_partial, dt_redist_plan *plan) {
+int dt_redistribute_search(const dt_dspec *s, const dt_placement *to, int allow_partial, dt_redist_plan *plan) {
   int ndim = s->mesh->ndim, nstates = 1;
   for (int i = 0; i < ndim; i++) nstates *= 3;
   double dist[MAX_STATES];
@@ -115,7 +115,7 @@ static int plan_search(const dt_dspec *s, const dt_placement *to, int allow_part
       if (s->mesh->shape[m] == 1) continue; /* size-1 mesh dims: every placement is the same data */
       int cur = (u / pow) % 3;
       for (int c = 0; c < 3; c++) {
-        dt_placement b = c == 0 ? s->p[m] : c == 1 ? to[m] : (dt_placement){DT_REPLICATE, 0, DT_REDUCE_SUM};
+        dt_placement b = c == 0 ? s->p[m] : c == 1 ? to[m] : (dt_placement){DT_REPLICATE, 0, DT_REDUCE_SUM, 0};
         if (c == cur || dt_placement_equal(p[m], b)) continue;
         int k = step_kind(s->mesh, p, m, p[m], b, allow_partial);
         if (k < 0) continue;
@@ -133,15 +133,14 @@ static int plan_search(const dt_dspec *s, const dt_placement *to, int allow_part
     return dt_error("redistribute: no plan from %s to %s", dt_placements_format(s->p, ndim, a, sizeof a),
                     dt_placements_format(to, ndim, b, sizeof b));
   }
-  int chain[MAX_STATES], n = 0;
+  int chain[MAX_STATES], n = 0, first = plan->n;
   for (int v = goal; v != 0; v = prev[v]) chain[n++] = v;
-  plan->n = 0, plan->cost = 0, plan->bytes = 0;
   for (int i = n - 1; i >= 0 && plan->n < DT_PLAN_MAX_STEPS; i--) {
-    dt_redist_step st = via[chain[i]], *last = plan->n ? &plan->steps[plan->n - 1] : NULL;
+    dt_redist_step st = via[chain[i]], *last = plan->n > first ? &plan->steps[plan->n - 1] : NULL;
     if (last && merge_gathers(last, &st)) continue;
     plan->steps[plan->n++] = st;
   }
-  for (int i = 0; i < plan->n; i++) plan->cost += plan->steps[i].cost, plan->bytes += plan->steps[i].bytes;
+  for (int i = first; i < plan->n; i++) plan->cost += plan->steps[i].cost, plan->bytes += plan->steps[i].bytes;
   return DT_OK;
 }
 
@@ -167,17 +166,20 @@ struct dt_plan_cache {
 
 void dt_plan_cache_free(dt_plan_cache *c) { free(c); }
 
+/* The fields of p its kind uses, the others zero: keys compare with memcmp. */
+static dt_placement canonical(dt_placement p) {
+  int sharded = p.kind == DT_SHARD || p.kind == DT_STRIDED_SHARD;
+  return (dt_placement){p.kind, sharded ? p.dim : 0, p.kind == DT_PARTIAL ? p.op : 0,
+                        p.kind == DT_STRIDED_SHARD ? p.split : 0};
+}
+
 static void make_key(const dt_dspec *s, const dt_placement *to, int allow_partial, plan_key *k) {
   memset(k, 0, sizeof *k); /* padding too: keys compare with memcmp */
   k->mesh_ndim = s->mesh->ndim, k->ndim = s->ndim, k->elsize = (int)dt_dtype_size(s->dtype);
   k->allow_partial = allow_partial;
   for (int i = 0; i < s->mesh->ndim; i++) {
     k->mesh_shape[i] = s->mesh->shape[i];
-    k->from[i] = s->p[i], k->to[i] = to[i];
-    if (k->from[i].kind != DT_SHARD) k->from[i].dim = 0;
-    if (k->to[i].kind != DT_SHARD) k->to[i].dim = 0;
-    if (k->from[i].kind != DT_PARTIAL) k->from[i].op = 0;
-    if (k->to[i].kind != DT_PARTIAL) k->to[i].op = 0;
+    k->from[i] = canonical(s->p[i]), k->to[i] = canonical(to[i]);
   }
   memcpy(k->shape, s->shape, sizeof(int64_t) * (size_t)s->ndim);
 }
@@ -193,8 +195,10 @@ int dt_redistribute_plan(dt_context *ctx, const dt_dspec *s, const dt_placement 
       *out = &c->e[i].plan;
       return DT_OK;
     }
-  dt_redist_plan plan;
-  if (plan_search(s, to, allow_partial, &plan) != DT_OK) return DT_ERR;
+  dt_redist_plan plan = {0};
+  int strided = dt_dspec_has_strided(s->p, s->mesh->ndim) || dt_dspec_has_strided(to, s->mesh->ndim);
+  if ((strided ? dt_strided_plan(s, to, allow_partial, &plan) : dt_redistribute_search(s, to, allow_partial, &plan)) != DT_OK)
+    return DT_ERR;
   int slot = c->n < PLAN_CACHE_SIZE ? c->n++ : (c->next++ % PLAN_CACHE_SIZE);
   c->e[slot].key = k;
   c->e[slot].plan = plan;

@@ -30,10 +30,20 @@ typedef struct dt_redist_step {
   double cost;  /* seconds, alpha-beta */
 } dt_redist_step;
 
+/* A plan from or to _StridedShard placements runs in phases (redistribute_strided.c): each on
+ * the tensor seen with the strided dims split into (split, size / split), where a
+ * _StridedShard is a plain Shard of the inner dim; its steps' placements are in that view. */
+typedef struct dt_redist_phase {
+  int first, count; /* its steps */
+  dt_placement from[DT_MESH_MAX_DIMS], to[DT_MESH_MAX_DIMS]; /* in the tensor's own dims */
+} dt_redist_phase;
+
 typedef struct dt_redist_plan {
   int n;
   dt_redist_step steps[DT_PLAN_MAX_STEPS];
   double cost, bytes;
+  int nphase; /* 0: the steps run on the spec itself */
+  dt_redist_phase phase[2];
 } dt_redist_plan;
 
 /* Cost model constants (seconds and seconds per byte): a collective costs alpha (its fixed
@@ -56,6 +66,20 @@ DT_API int dt_redistribute_plan(dt_context *ctx, const dt_dspec *s, const dt_pla
 DT_API int dt_redistribute_exec(dt_context *ctx, const dt_dspec *s, const dt_redist_plan *plan, dt_tensor *local,
                          dt_tensor **out);
 DT_API const char *dt_step_name(dt_step_kind k);
+
+/* Internal to the planner and executor. */
+/* The cheapest step list from s->p to `to` (no _StridedShard), appended to plan. */
+int dt_redistribute_search(const dt_dspec *s, const dt_placement *to, int allow_partial, dt_redist_plan *plan);
+/* redistribute_strided.c: the phases of a plan with _StridedShard placements on either side. */
+int dt_strided_plan(const dt_dspec *s, const dt_placement *to, int allow_partial, dt_redist_plan *plan);
+/* The spec u (mesh borrowed) of s seen with the _StridedShard dims of `from` and `to` split,
+ * and both placement lists in it; 0 when some dim cannot be seen so (a plain Shard of a
+ * strided dim, two split factors). */
+int dt_strided_view(const dt_dspec *s, const dt_placement *from, const dt_placement *to, dt_dspec *u,
+                    dt_placement *ufrom, dt_placement *uto);
+/* Runs steps[0..n) on the local shard x (contiguous, consumed) of spec s; NULL on error. */
+dt_tensor *dt_redistribute_run_steps(dt_context *ctx, const dt_dspec *s, const dt_redist_step *steps, int n,
+                                     dt_tensor *x);
 
 typedef struct dt_plan_cache dt_plan_cache;
 DT_API void dt_plan_cache_free(dt_plan_cache *c);

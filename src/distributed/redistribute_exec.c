@@ -181,7 +181,7 @@ static dt_tensor *all_gather_multi(const step_ctx *c, int mask, dt_tensor *x) {
   dt_placement after[DT_MESH_MAX_DIMS];
   memcpy(after, c->p, sizeof after);
   for (int i = 0; i < m->ndim; i++)
-    if ((mask >> i) & 1) after[i] = (dt_placement){DT_REPLICATE, 0, DT_REDUCE_SUM};
+    if ((mask >> i) & 1) after[i] = (dt_placement){DT_REPLICATE, 0, DT_REDUCE_SUM, 0};
   int64_t oshape[DT_MAX_DIMS], ooff[DT_MAX_DIMS];
   dt_dspec_local(c->s, after, m->coord, oshape, ooff);
   size_t *counts = calloc((size_t)g->n, sizeof *counts);
@@ -318,16 +318,12 @@ static dt_tensor *run_step(const step_ctx *c, const dt_redist_step *st, dt_tenso
   return NULL;
 }
 
-int dt_redistribute_exec(dt_context *ctx, const dt_dspec *s, const dt_redist_plan *plan, dt_tensor *local,
-                         dt_tensor **out) {
-  dt_tensor_retain(local);
-  if (s->mesh->me < 0) return *out = local, DT_OK;
+dt_tensor *dt_redistribute_run_steps(dt_context *ctx, const dt_dspec *s, const dt_redist_step *steps, int n,
+                                     dt_tensor *x) {
   dt_placement p[DT_MESH_MAX_DIMS];
   memcpy(p, s->p, sizeof p);
-  dt_tensor *x = dt_tensor_contiguous(local);
-  dt_tensor_release(local);
-  for (int i = 0; x && i < plan->n; i++) {
-    const dt_redist_step *st = &plan->steps[i];
+  for (int i = 0; x && i < n; i++) {
+    const dt_redist_step *st = &steps[i];
     step_ctx c = {ctx, s, p, st->mesh_dim, s->mesh->shape[st->mesh_dim], s->mesh->coord[st->mesh_dim],
                   dt_mesh_comm(s->mesh, st->mesh_dim)};
     dt_tensor *y = st->mask != 1 << st->mesh_dim ? all_gather_multi(&c, st->mask, x) : run_step(&c, st, x);
@@ -336,6 +332,43 @@ int dt_redistribute_exec(dt_context *ctx, const dt_dspec *s, const dt_redist_pla
     for (int d = 0; d < s->mesh->ndim; d++)
       if ((st->mask >> d) & 1) p[d] = st->to;
   }
+  return x;
+}
+
+/* One phase of a strided plan: the local shard seen in the phase's split view, its steps,
+ * then the result seen in the tensor's own dims again (contiguous buffers: views only). */
+static dt_tensor *run_phase(dt_context *ctx, const dt_dspec *s, const dt_redist_plan *plan, const dt_redist_phase *ph,
+                            dt_tensor *x) {
+  dt_dspec u;
+  dt_placement uto[DT_MESH_MAX_DIMS];
+  if (!dt_strided_view(s, ph->from, ph->to, &u, u.p, uto)) {
+    dt_tensor_release(x);
+    return dt_error("redistribute: a strided plan's phase is not expressible (a planner bug)"), NULL;
+  }
+  int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS], stride[DT_MAX_DIMS];
+  dt_dspec_local(&u, u.p, s->mesh->coord, shape, off);
+  dt_contiguous_strides(u.ndim, shape, stride);
+  dt_tensor *v = dt_tensor_view_of(x, u.ndim, shape, stride, x->offset);
+  dt_tensor_release(x);
+  dt_tensor *y = v ? dt_redistribute_run_steps(ctx, &u, plan->steps + ph->first, ph->count, v) : NULL;
+  dt_tensor *z = y ? dt_tensor_contiguous(y) : NULL;
+  dt_tensor_release(y);
+  if (!z) return NULL;
+  dt_dspec_local(s, ph->to, s->mesh->coord, shape, off);
+  dt_contiguous_strides(s->ndim, shape, stride);
+  dt_tensor *w = dt_tensor_view_of(z, s->ndim, shape, stride, z->offset);
+  dt_tensor_release(z);
+  return w;
+}
+
+int dt_redistribute_exec(dt_context *ctx, const dt_dspec *s, const dt_redist_plan *plan, dt_tensor *local,
+                         dt_tensor **out) {
+  dt_tensor_retain(local);
+  if (s->mesh->me < 0) return *out = local, DT_OK;
+  dt_tensor *x = dt_tensor_contiguous(local);
+  dt_tensor_release(local);
+  if (!plan->nphase) x = x ? dt_redistribute_run_steps(ctx, s, plan->steps, plan->n, x) : NULL;
+  for (int i = 0; x && i < plan->nphase; i++) x = run_phase(ctx, s, plan, &plan->phase[i], x);
   if (!x) return dt_error_prefix("redistribute"), DT_ERR;
   *out = x;
   return DT_OK;

@@ -47,6 +47,8 @@ static void placements_for(dt_op_id id, const dt_dspec *in, dt_placement *target
     if (id == DT_OP_MULTINOMIAL) p = r;
     /* a fresh draw is not a sum of pending parts; uniform_/normal_ write the parts instead */
     else if (p.kind == DT_PARTIAL && id != DT_OP_UNIFORM_ && id != DT_OP_NORMAL_) p = r;
+    /* a _StridedShard's shard is no box of the global index space: drawn replicated */
+    else if (p.kind == DT_STRIDED_SHARD) p = r;
     target[m] = outp[m] = p;
   }
 }
@@ -135,6 +137,11 @@ int dt_rng_dispatch(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_
   for (int o = 0; o < nout; o++) out[o] = NULL, out_spec[o] = NULL;
   if (a->nin != 1 || !in) return dt_error("%s: expected one DTensor operand", op->name);
   dt_mesh *mesh = in->mesh;
+  if ((op->flags & DT_OPF_INPLACE) && dt_dspec_has_strided(in->p, mesh->ndim)) {
+    char pi[128];
+    return dt_error("%s: an in-place random op on a _StridedShard DTensor %s: redistribute it first", op->name,
+                    dt_placements_format(in->p, mesh->ndim, pi, sizeof pi));
+  }
   dt_placement target[DT_MESH_MAX_DIMS], outp[DT_MESH_MAX_DIMS];
   placements_for(id, in, target, outp);
 
@@ -198,7 +205,7 @@ int dt_rng_factory(dt_context *ctx, dt_op_id id, const dt_op_args *a, dt_mesh *m
   dt_meta meta[DT_OP_MAX_OUT];
   if (dt_op_shape(op, &ga, meta) != DT_OK) return DT_ERR;
   char buf[128];
-  if (dt_dspec_has_partial(p, mesh->ndim))
+  if (dt_dspec_has_partial(p, mesh->ndim) || dt_dspec_has_strided(p, mesh->ndim))
     return dt_error("%s: factories take Shard and Replicate placements only, got %s", ga.name,
                     dt_placements_format(p, mesh->ndim, buf, sizeof buf));
   if (dt_dspec_new(mesh, p, meta[0].ndim, meta[0].shape, meta[0].dtype, ga.name, out_spec) != DT_OK) return DT_ERR;

@@ -1,6 +1,7 @@
 /* Pointwise ops (unary, binary with broadcasting, where, casts and copies, in-place ops):
  * the output follows a sharded input, dims aligned from the right; an input dim that is
  * broadcast (size 1, or missing) cannot be sharded, a dim of size 1 or 0 in both can;
+ * a _StridedShard is followed like a Shard (the other operands take the same one);
  * Partial(sum) and Partial(avg) pass through the linear ops (P + R stays Partial: R is
  * partitioned locally, rank 0 keeps it), Partial(max)/(min) through the monotone ones (relu,
  * tanh, ...; neg swaps them), and a Partial is replicated first otherwise (sign of a sum,
@@ -90,9 +91,9 @@ static dt_placement input_for(const dt_rule_args *r, int i, int m, dt_placement 
     default: return i == 0 ? o : dt_rule_R();
     }
   }
-  if (o.kind == DT_SHARD) {
+  if (o.kind == DT_SHARD || o.kind == DT_STRIDED_SHARD) { /* the same sharding of the aligned dim */
     int d = o.dim - (r->out[0].ndim - s->ndim);
-    if (d >= 0 && s->shape[d] == r->out[0].shape[o.dim]) return dt_rule_S(d);
+    if (d >= 0 && s->shape[d] == r->out[0].shape[o.dim]) return o.dim = d, o;
   }
   return dt_rule_R();
 }
@@ -101,9 +102,9 @@ static dt_placement input_for(const dt_rule_args *r, int i, int m, dt_placement 
 static dt_placement follow(const dt_rule_args *r, int i, int m) {
   const dt_dspec *s = r->spec[i];
   dt_placement p = s->p[m];
-  if (p.kind == DT_SHARD) {
+  if (p.kind == DT_SHARD || p.kind == DT_STRIDED_SHARD) {
     int od = p.dim + (r->out[0].ndim - s->ndim);
-    if (s->shape[p.dim] == r->out[0].shape[od]) return dt_rule_S(od); /* size 1 and 0 too: no broadcast */
+    if (s->shape[p.dim] == r->out[0].shape[od]) return p.dim = od, p; /* size 1 and 0 too: no broadcast */
   }
   if (p.kind == DT_PARTIAL) return partial_out(r, i, m, p);
   return dt_rule_R();

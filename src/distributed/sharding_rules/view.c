@@ -26,7 +26,7 @@ static int squeezed(const dt_op_args *a, const dt_dspec *x, int i) {
 static int parts_of(const dt_dspec *s, int d) {
   int parts = 1;
   for (int m = 0; m < s->mesh->ndim; m++)
-    if (s->p[m].kind == DT_SHARD && s->p[m].dim == d) parts *= s->mesh->shape[m];
+    if ((s->p[m].kind == DT_SHARD || s->p[m].kind == DT_STRIDED_SHARD) && s->p[m].dim == d) parts *= s->mesh->shape[m];
   return parts;
 }
 
@@ -60,52 +60,91 @@ static int map_dim(const dt_rule_args *r, int d) {
     int od = d + (o->ndim - x->ndim);
     return x->shape[d] == o->shape[od] ? od : -1;
   }
-  default: { /* VIEW, RESHAPE, FLATTEN: walk the groups */
-    if (x->ndim == o->ndim && memcmp(x->shape, o->shape, sizeof(int64_t) * (size_t)x->ndim) == 0) return d; /* identity */
-    if (dt_shape_numel(x->ndim, x->shape) == 0) return -1;
-    int i = 0, j = 0;
-    while (i < x->ndim && j < o->ndim) {
-      int i0 = i, j0 = j;
-      int64_t pi = x->shape[i++], po = o->shape[j++];
-      while (pi != po) {
-        if (pi < po) pi *= x->shape[i++];
-        else po *= o->shape[j++];
-      }
-      if (d < i0 || d >= i) continue;
-      int fi = i0, fo = j0; /* the group's first non-1 dims */
-      while (fi < i && x->shape[fi] == 1) fi++;
-      while (fo < j && o->shape[fo] == 1) fo++;
-      if (d != fi || fo >= j) return -1;
-      int li = i, lo = j; /* the group's last non-1 dims: one each, the dim is kept whole */
-      while (li > fi + 1 && x->shape[li - 1] == 1) li--;
-      while (lo > fo + 1 && o->shape[lo - 1] == 1) lo--;
-      if (li == fi + 1 && lo == fo + 1) return fo; /* every shard as it is, uneven too */
-      int parts = parts_of(x, d);
-      return x->shape[d] % parts == 0 && o->shape[fo] % parts == 0 ? fo : -1;
-    }
+  default: /* VIEW, RESHAPE, FLATTEN: see reshaped() */
     return -1;
   }
+}
+
+/* view/reshape/flatten of a dim sharded over n ranks by placement p (a Shard or a
+ * _StridedShard): within its group (the input dims and output dims whose sizes multiply
+ * alike), the group's index is digits (outer, j, inner) where j runs over the chunked size M
+ * (the dim, or a _StridedShard's block) and outer counts everything before it (the dims
+ * before it in the group, times the split factor).  An output dim of size K * M * I' that
+ * starts K outer steps before j and ends I' inner steps after it holds j whole: the shard
+ * becomes a Shard of it (K = 1) or a _StridedShard(K) -- the same local elements in the same
+ * order, no data moved -- when I' = 1 or M divides evenly (then the chunks of M * I' are
+ * those of M times I'); an output dim that holds M's leading part Mh (M split as Mh * rest)
+ * likewise when Mh divides evenly (the chunks of M are those of Mh times the rest).
+ * Otherwise the dim is replicated first. */
+static dt_placement reshaped(const dt_rule_args *r, dt_placement p, int n) {
+  const dt_dspec *x = r->spec[0];
+  const dt_meta *o = &r->out[0];
+  int d = p.dim;
+  if (x->ndim == o->ndim && memcmp(x->shape, o->shape, sizeof(int64_t) * (size_t)x->ndim) == 0) return p; /* identity */
+  if (dt_shape_numel(x->ndim, x->shape) == 0) return dt_rule_R();
+  int i = 0, j = 0;
+  while (i < x->ndim && j < o->ndim) {
+    int i0 = i, j0 = j;
+    int64_t pi = x->shape[i++], po = o->shape[j++];
+    while (pi != po) {
+      if (pi < po) pi *= x->shape[i++];
+      else po *= o->shape[j++];
+    }
+    if (d < i0 || d >= i) continue;
+    int64_t k0 = p.kind == DT_STRIDED_SHARD ? p.split : 1, outer = k0, inner = 1, M = x->shape[d] / k0;
+    for (int q = i0; q < d; q++) outer *= x->shape[q];
+    for (int q = d + 1; q < i; q++) inner *= x->shape[q];
+    int64_t before = 1, after = pi;
+    for (int od = j0; od < j; od++) {
+      int64_t S = o->shape[od];
+      after /= S;
+      if (outer % before == 0) {
+        int64_t K = outer / before, I = inner % after == 0 ? inner / after : 0;
+        if (I && S == K * M * I && (S > 1 || M == 1) && (I == 1 || M % n == 0))
+          return K == 1 ? dt_rule_S(od) : (dt_placement){DT_STRIDED_SHARD, od, 0, (int)K};
+        /* M split: od holds its leading part Mh (M = Mh * rest), whose even chunks are M's */
+        int64_t Mh = S % K == 0 ? S / K : 0;
+        if (Mh > 1 && M % Mh == 0 && after == (M / Mh) * inner && Mh % n == 0)
+          return K == 1 ? dt_rule_S(od) : (dt_placement){DT_STRIDED_SHARD, od, 0, (int)K};
+      }
+      before *= S;
+    }
+    return dt_rule_R();
   }
+  return dt_rule_R();
 }
 
 int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
   dt_strategy st = dt_rule_strategy(r);
+  int regroup = r->op == DT_OP_VIEW || r->op == DT_OP_RESHAPE || r->op == DT_OP_FLATTEN;
   for (int m = 0; m < r->mesh_ndim; m++) {
-    dt_placement p = x->p[m];
+    dt_placement p = x->p[m], q;
     st.in[0][m] = st.out[0][m] = dt_rule_R();
     if (p.kind == DT_PARTIAL) st.in[0][m] = st.out[0][m] = p; /* views are linear */
-    if (p.kind != DT_SHARD) continue;
-    int od = map_dim(r, p.dim);
-    if (od < 0 || od >= r->out[0].ndim) continue;
-    if (r->op == DT_OP_VIEW || r->op == DT_OP_RESHAPE || r->op == DT_OP_FLATTEN) {
-      /* one sharded input dim per output group (another one is replicated first) */
-      int clash = 0;
-      for (int q = 0; q < m; q++) clash |= st.out[0][q].kind == DT_SHARD && st.out[0][q].dim == od && x->p[q].dim != p.dim;
-      if (clash) continue;
+    if (p.kind != DT_SHARD && p.kind != DT_STRIDED_SHARD) continue;
+    if (regroup) {
+      q = reshaped(r, p, parts_of(x, p.dim));
+    } else { /* the dim moves whole: a _StridedShard keeps its split */
+      int od = map_dim(r, p.dim);
+      q = p, q.dim = od;
+      if (od < 0 || od >= r->out[0].ndim) q = dt_rule_R();
     }
+    if (q.kind == DT_REPLICATE) continue;
+    /* one sharded input dim per output dim (another one is replicated first), and a
+     * _StridedShard's dim sharded by no other mesh dim */
+    int clash = 0;
+    for (int k = 0; k < r->mesh_ndim; k++) {
+      if (k == m || x->p[k].kind == DT_REPLICATE || x->p[k].kind == DT_PARTIAL) continue;
+      if (k < m && st.out[0][k].kind != DT_REPLICATE && st.out[0][k].kind != DT_PARTIAL && st.out[0][k].dim == q.dim &&
+          x->p[k].dim != p.dim)
+        clash = 1;
+      if (x->p[k].dim == p.dim && (q.kind == DT_STRIDED_SHARD || (k < m && st.out[0][k].kind == DT_STRIDED_SHARD)))
+        clash = 1;
+    }
+    if (clash) continue;
     st.in[0][m] = p;
-    st.out[0][m] = dt_rule_S(od);
+    st.out[0][m] = q;
   }
   dt_rule_push(s, n, &st);
   for (int m = 0; m < r->mesh_ndim; m++) st.in[0][m] = st.out[0][m] = dt_rule_R();
