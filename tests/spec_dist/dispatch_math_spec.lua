@@ -47,9 +47,6 @@ for _, entry in ipairs(H.meshes()) do
           local d = rng.int(1, ndim)
           local px, py, pz = H.placements(rng, mesh, ndim, "float64"), H.placements(rng, mesh, ndim, "float64"),
                              H.placements(rng, mesh, ndim, "float64")
-          if op == "masked_fill_" then -- in place keeps self's placements: no Partial self (documented)
-            for m = 1, #px do if tostring(px[m]):match("Partial") then px[m] = dt.Replicate() end end
-          end
           local what = op .. " on {" .. table.concat(shape, ",") .. "} " .. H.placement_string(px) .. " (case " .. case .. ")"
           local want = table.pack(OPS[op](X, d, Y, Z))
           local got = table.pack(OPS[op](dist(X, mesh, px), d, dist(Y, mesh, py), dist(Z, mesh, pz)))
@@ -145,9 +142,26 @@ describe("the math family's sharding on a 1-d mesh of " .. n, function()
     H.close(q, dt.full({3, 2}, 2.5, {dtype = "float64"}), "nn.init into a Partial(prod)")
   end)
 
-  it("refuses masked_fill_ on a Partial self, on every rank", function()
-    H.fails("masked_fill_: an in-place op keeps its input's placements (Partial(sum))", function()
-      return partial_sum(X):masked_fill_(dist(X:gt(0), mesh, {dt.Replicate()}), 0)
-    end)
+  it("fill_ and masked_fill_ into a Partial keep it and read back the value (every reduce op), moving nothing", function()
+    local T = H.values({3, 5}, "float64")
+    local mask = T:gt(0)
+    local m = dist(mask, mesh, {dt.Replicate()})
+    for _, op in ipairs({"sum", "avg", "max", "min", "prod"}) do
+      local pl = {dt.Partial(op)}
+      local p = dist(T:clone(), mesh, {dt.Replicate()}):redistribute(mesh, pl) -- own storage each
+      local q = dist(T:clone(), mesh, {dt.Replicate()}):redistribute(mesh, pl)
+      local log = dt.comm_debug(function()
+        p:fill_(2.5)
+        q:masked_fill_(m, -3)
+      end)
+      assert.are.equal(0, #log.ops, op)
+      assert.are.equal(H.placement_string(pl), H.placement_string(p.placements))
+      assert.are.equal(H.placement_string(pl), H.placement_string(q.placements))
+      H.close(p, dt.full({3, 5}, 2.5, {dtype = "float64"}), "fill_ into Partial(" .. op .. ")")
+      H.close(q, T:masked_fill(mask, -3), "masked_fill_ into Partial(" .. op .. ")")
+    end
+    local i = dist(dt.arange(6):view(2, 3), mesh, {dt.Replicate()}):redistribute(mesh, {dt.Partial()})
+    i:fill_(2 ^ 53 + 1) -- an exact int64 fill: the identity replaces ints[0] too
+    assert.are.equal(2 ^ 53 + 1, i:full_tensor()[{2, 3}]:item())
   end)
 end)

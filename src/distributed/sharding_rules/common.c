@@ -80,5 +80,6 @@ static const dt_local_args_fn family_local_args[DT_SHARDING_COUNT] = {
 
 dt_local_args_fn dt_local_args_for(dt_op_id op) {
   unsigned f = (unsigned)dt_op_get(op)->sharding;
+  if (f == DT_SHARDING_POINTWISE) return dt_rule_pointwise_local_args_for(op); /* the fills alone */
   return f < DT_SHARDING_COUNT ? family_local_args[f] : NULL;
 }

@@ -48,6 +48,8 @@ static dt_placement partial_out(const dt_rule_args *r, int i, int m, dt_placemen
     break;
   case DT_OP_COPY_: /* self's values are replaced: src takes self's Partial (any reduce op) */
     return i == 0 ? p : dt_rule_R();
+  case DT_OP_FILL_: case DT_OP_MASKED_FILL_: /* written as the Partial's identity (fill_local_args) */
+    return i == 0 ? p : dt_rule_R();
   case DT_OP_TO: /* a cast between floating dtypes is linear; to an integer it truncates */
     if (lin && dt_dtype_is_float(sp[0]->dtype) && dt_dtype_is_float(r->out[0].dtype)) return p;
     break;
@@ -148,4 +150,22 @@ int dt_rule_pointwise(const dt_rule_args *r, dt_strategy *s, int *n) {
   for (m = 0; m < r->mesh_ndim; m++) st.out[0][m] = dt_rule_R();
   complete(r, &st);
   return dt_rule_push(s, n, &st);
+}
+
+/* fill_ and masked_fill_ into a Partial: a rank that does not hold the value writes its
+ * reduce op's identity (0 of a sum away from coordinate 0, 1 of a product), so the reduced
+ * tensor reads v where v was written -- where PyTorch writes v on every rank (n * v after a
+ * sum). */
+static int fill_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
+                           const dt_dspec *const *out, dt_op_args *la) {
+  (void)op, (void)in, (void)choice;
+  int v = dt_dspec_write_identity(out[0]);
+  if (v < 0) return DT_OK;
+  la->scalar[0] = v;
+  if (la->flags & DT_ARG_SCALAR_INT) la->ints[0] = v;
+  return DT_OK;
+}
+
+dt_local_args_fn dt_rule_pointwise_local_args_for(dt_op_id op) {
+  return op == DT_OP_FILL_ || op == DT_OP_MASKED_FILL_ ? fill_local_args : NULL;
 }

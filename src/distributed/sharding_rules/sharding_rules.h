@@ -57,6 +57,9 @@ typedef int (*dt_local_args_fn)(dt_op_id op, const dt_dspec *const *in, const dt
 /* The local-args function of op's family (its row's sharding column); NULL: the global args
  * serve unchanged. */
 dt_local_args_fn dt_local_args_for(dt_op_id op);
+/* POINTWISE: fill_ and masked_fill_ into a Partial write its identity where the rank does
+ * not hold the value; NULL for the other pointwise ops. */
+dt_local_args_fn dt_rule_pointwise_local_args_for(dt_op_id op);
 /* VIEW: sizes of view/reshape/expand (the local output shape), squeeze's global size-1 dims. */
 int dt_rule_view_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strategy *choice,
                             const dt_dspec *const *out, dt_op_args *la);
