@@ -14,6 +14,23 @@ local loader = require "dtensor.checkpoint.load"
 local M = {}
 
 local pending = {} -- async saves not yet waited for (the writers' __gc joins at program end)
+-- async saves' private copies, kept for the next async save of the same state: copying into
+-- warm buffers costs no page faults (PyTorch's async_save stages into cached buffers too)
+local staging = {}
+
+-- a private copy of data under name, in the last async save's buffer when it fits; `kept`
+-- collects this save's buffers (those of names no longer saved are let go)
+local function staged_copy(name, data, kept)
+  local s = staging[name]
+  if s and s.dtype == data.dtype and s.device == data.device and s:is_contiguous() and
+     table.concat(s:size(), ",") == table.concat(data:size(), ",") then
+    s:copy_(data)
+  else
+    s = data:clone()
+  end
+  kept[name] = s
+  return s
+end
 
 local function wait_pending()
   local list = pending
@@ -104,7 +121,7 @@ function M.save(state, dir, opts)
   dir, opts = arguments(op, dir, opts, {async = true, _list = "async"})
   local rank, world = core.rank(), core.world_size()
   local leaves = tree.flatten(state, op)
-  local tensors, values, mine = {}, {}, {}
+  local tensors, values, mine, kept = {}, {}, {}, {}
   do
     local _ <close> = core.no_grad()
     for _, leaf in ipairs(leaves) do
@@ -117,7 +134,7 @@ function M.save(state, dir, opts)
           if b.rank == rank then
             local data = b.empty and core.empty(x:size(), {dtype = x.dtype}) or
                          (core.is_dtensor(x) and x:to_local() or x):detach()
-            mine[leaf.name] = opts.async and data:clone() or data -- async: a private copy
+            mine[leaf.name] = opts.async and staged_copy(leaf.name, data, kept) or data -- async: a private copy
           end
         end
         tensors[#tensors + 1] = {name = leaf.name, path = leaf.path, dtype = x.dtype, shape = x:size(),
@@ -127,6 +144,7 @@ function M.save(state, dir, opts)
       end
     end
   end
+  if opts.async then staging = kept end
   local tmp = dir .. ".dtlua-tmp"
   local ok, err = true, nil
   if rank == 0 then ok, err = pcall(core._dir_make_fresh, tmp, op) end
