@@ -163,6 +163,15 @@ describe("dt.checkpoint save and load", function()
     dt.checkpoint.save({w = H.dist(g * 2, mesh, {dt.Replicate()})}, dir, {async = true})
     dt.checkpoint.load(t, dir)
     assert(H.same(t.w:full_tensor(), g * 2))
+    -- async saves of the same layout reuse the previous copy's buffers: each holds its own moment
+    local r = H.dist(g * 3, mesh, {dt.Replicate()})
+    for step = 3, 5 do
+      r:to_local():copy_(g * step)
+      dt.checkpoint.save({w = r}, dir, {async = true})
+      r:to_local():fill_(-step)
+      dt.checkpoint.load(t, dir)
+      assert(H.same(t.w:full_tensor(), g * step), "step " .. step)
+    end
     rm(dir)
   end)
 
