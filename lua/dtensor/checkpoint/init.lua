@@ -11,6 +11,8 @@ local tree = require "dtensor.checkpoint.state_tree"
 local index = require "dtensor.checkpoint.index"
 local agree = require "dtensor.checkpoint.agree"
 local loader = require "dtensor.checkpoint.load"
+local boxes = require "dtensor.checkpoint.boxes"
+local zeros = boxes.zeros
 local M = {}
 
 local pending = {} -- async saves not yet waited for (the writers' __gc joins at program end)
@@ -46,19 +48,10 @@ local function numel(shape)
   return n
 end
 
-local function zeros(n)
-  local z = {}
-  for i = 1, n do z[i] = 0 end
-  return z
-end
-
 -- a DTensor whose Partial placements are reduced (blocks of a partial tensor are not its values)
 local function without_partial(x)
-  local ps, changed = {}, false
-  for i, p in ipairs(x.placements) do
-    if p:is_partial() then ps[i], changed = core.Replicate(), true else ps[i] = p end
-  end
-  return changed and x:redistribute(x.device_mesh, ps) or x
+  local ps = boxes.replicated_placements(x)
+  return ps and x:redistribute(x.device_mesh, ps) or x
 end
 
 -- the blocks of tensor x: {{rank = writer, offset, shape}}, each distinct non-empty block
@@ -165,7 +158,7 @@ end
 function M.load(state, dir, opts)
   local op = "checkpoint.load"
   dir, opts = arguments(op, dir, opts, {strict = true, _list = "strict"})
-  return loader.load(M, state, dir, opts, op)
+  return loader(M, state, dir, opts, op)
 end
 
 function M.consolidate(dir, path)
@@ -179,12 +172,12 @@ function M.consolidate(dir, path)
   if core.rank() == 0 then -- one writer; the others wait for its outcome
     ok, err = pcall(function()
       local cat = index.read(dir, op)
-      local out, boxes = {}, {}
+      local out, list = {}, {}
       for name, t in pairs(cat.tensors) do
         out[name] = core.empty(t.shape, {dtype = t.dtype})
-        loader.add_boxes(boxes, cat, name, t, out[name], zeros(#t.shape), t.shape)
+        boxes.add_boxes(list, cat, name, t, out[name], zeros(#t.shape), t.shape)
       end
-      local good, e = pcall(core._safetensors_read_boxes, op, boxes)
+      local good, e = pcall(core._safetensors_read_boxes, op, list)
       index.close(cat)
       if not good then error(e, 0) end
       core.save(out, path, {format = "pt"})

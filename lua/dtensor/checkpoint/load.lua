@@ -6,53 +6,15 @@ local core = require "dtensor.core"
 local tree = require "dtensor.checkpoint.state_tree"
 local index = require "dtensor.checkpoint.index"
 local agree = require "dtensor.checkpoint.agree"
+local geo = require "dtensor.checkpoint.boxes"
+local zeros, my_box, add_boxes = geo.zeros, geo.my_box, geo.add_boxes
+local replicated_placements = geo.replicated_placements
 
 local now = core._monotonic_time
 
 -- torch.can_cast: no float into an integer, nothing but bool into bool
 local KIND = {bool = 0, uint8 = 1, int32 = 1, int64 = 1, float16 = 2, bfloat16 = 2, float32 = 2, float64 = 2}
 local function can_cast(from, to) return KIND[from] ~= nil and KIND[to] ~= nil and KIND[from] <= KIND[to] end
-
-local function zeros(n)
-  local z = {}
-  for i = 1, n do z[i] = 0 end
-  return z
-end
-
--- the global box of x this rank holds: offset and shape (nil off x's mesh); a Partial
--- placement holds the whole extent of its dim, as Replicate
-local function my_box(x)
-  if not core.is_dtensor(x) then return zeros(x:dim()), x:size() end
-  local me = core.rank()
-  for _, s in ipairs(core._dtensor_shards(x)) do
-    if s.rank == me then return s.offset, s.shape end
-  end
-end
-
--- x's placements with Partial as Replicate, or nil when x has no Partial placement
-local function replicated_placements(x)
-  if not core.is_dtensor(x) then return nil end
-  local ps, any = {}, false
-  for i, p in ipairs(x.placements) do
-    if p:is_partial() then ps[i], any = core.Replicate(), true else ps[i] = p end
-  end
-  return any and ps or nil
-end
-
--- adds to `boxes` every piece's overlap with the box (at, size) of the global tensor, read
--- into dst (which holds exactly that box)
-local function add_boxes(boxes, cat, name, entry, dst, at, size)
-  for _, p in ipairs(entry.pieces) do
-    local src, box, dst_at, empty = {}, {}, {}, false
-    for d = 1, #size do
-      local lo = math.max(at[d], p.offset[d])
-      local hi = math.min(at[d] + size[d], p.offset[d] + p.shape[d])
-      if hi <= lo then empty = true break end
-      src[d], box[d], dst_at[d] = lo - p.offset[d], hi - lo, lo - at[d]
-    end
-    if not empty then boxes[#boxes + 1] = {cat.files[p.file], name, dst, src, box, dst_at} end
-  end
-end
 
 -- the plan: boxes to read, targets to finish after the agreement, the keys report
 local function plan(state, dir, cat, leaves, strict, op)
@@ -168,4 +130,4 @@ local function load(M, state, dir, opts, op)
   return state, p.keys
 end
 
-return {load = load, add_boxes = add_boxes}
+return load
