@@ -1,8 +1,10 @@
 -- dt.checkpoint on DTensors (dtlua -n 1..4, mpirun): a state saved with random placements on
 -- one mesh loads into random placements on any other mesh (uneven, zero-size and 0-d tensors,
--- Partial, a mesh without rank 0), bit for bit; plain values and plain tensors come back; an
--- async save holds the values of the moment it was called; a failed save leaves the previous
--- checkpoint; bad input raises on every rank, names the file and the tensor, and changes nothing.
+-- Partial saved and Partial targets, targets of another dtype, a mesh without rank 0), bit for
+-- bit; plain values and plain tensors come back; strict = false reports missing and unexpected
+-- keys; an async save (also through reused buffers) holds the values of the moment it was
+-- called; a failed save leaves the previous checkpoint; bad input raises on every rank, names
+-- the file and the tensor, and changes nothing.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local D = dt.distributed
 local rank, n = dt.rank(), dt.world_size()
