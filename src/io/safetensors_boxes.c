@@ -231,6 +231,10 @@ int dt_safetensors_read_boxes(const dt_safetensors_box *boxes, int n, const char
     for (int64_t s = 0; s < plans[i].nsegs; s += per)
       items[at++] = (work_item){i, s, s + per < plans[i].nsegs ? s + per : plans[i].nsegs};
   }
+  for (int i = 0; i < n; i++) { /* a write in place: autograd's saved values see it (as copy_) */
+    dt_storage *s = boxes[i].dst->storage;
+    s->version++, s->last_write = "checkpoint read";
+  }
   read_job j = {plans, items, op, PTHREAD_MUTEX_INITIALIZER, -1, {0}};
   dt_parallel_for(nitems, 1, read_piece, &j);
   pthread_mutex_destroy(&j.lock);
