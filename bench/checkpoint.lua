@@ -1,8 +1,8 @@
 -- Checkpoint throughput: dt.checkpoint.save and load of a sharded state (default 1 GiB of
 -- float32, 8 tensors Shard(1) over the ranks), as a ratio of the disk's sequential write and
 -- read measured in the same run with dd (write: conv=fsync, as each shard file is fsync'ed;
--- read: right after writing, so both dd and the load read the page cache -- see
--- doc/performance.md), and the training time an async save costs.
+-- read: from the disk, after dropping the file's pages from the page cache, and from the page
+-- cache; loads likewise -- see doc/performance.md), and the training time an async save costs.
 --   dtlua -n 4 bench/checkpoint.lua [MiB = 1024] [dir = a new temporary directory]
 local baseline = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/load_baseline.lua")
 local now = baseline.now
@@ -58,19 +58,33 @@ for i = 1, TENSORS do
 end
 local total = rows * 1024 * 4 * TENSORS
 
--- the disk: one sequential dd stream of the same size, write then read
-local dd_write, dd_read
+-- drops the page cache of the files under path (posix_fadvise DONTNEED through dd: no
+-- privilege needed, other files untouched), so the next read comes from the disk
+local function drop_cache(path)
+  if rank == 0 then
+    sh(string.format("for f in '%s' '%s'/*; do [ -f \"$f\" ] && dd if=\"$f\" iflag=nocache count=0; done", path, path))
+  end
+  dt.barrier()
+end
+
+-- the disk: one sequential dd stream of the same size: write, read cold (from the disk), read
+-- warm (from the page cache)
+local dd_write, dd_cold, dd_warm
 if rank == 0 then
   local f = base .. "/dd.bin"
   local t0 = now()
   sh(string.format("dd if=/dev/zero of='%s' bs=4M count=%d conv=fsync", f, total // (4 * 1024 * 1024)))
   dd_write = now() - t0
+  sh(string.format("dd if='%s' iflag=nocache count=0", f))
   t0 = now()
   sh(string.format("dd if='%s' of=/dev/null bs=4M", f))
-  dd_read = now() - t0
+  dd_cold = now() - t0
+  t0 = now()
+  sh(string.format("dd if='%s' of=/dev/null bs=4M", f))
+  dd_warm = now() - t0
   os.remove(f)
 end
-local disk = D.broadcast(dt.tensor({dd_write or 0, dd_read or 0}, {dtype = "float64"}), 0):tolist()
+local disk = D.broadcast(dt.tensor({dd_write or 0, dd_cold or 0, dd_warm or 0}, {dtype = "float64"}), 0):tolist()
 
 local t_save = timed(function() dt.checkpoint.save(state, dir) end)
 local target = {model = {}}
@@ -78,8 +92,28 @@ for i = 1, TENSORS do -- loaded into other placements: Shard(2) (reads strided b
   target.model["w" .. i] = dt.distribute_tensor(dt.zeros(rows, 1024, {dtype = "float32"}), mesh, {dt.Shard(2)},
                                                {src_rank = false})
 end
+-- where a load's time goes, per phase (the slowest rank's; absent in builds without phases)
+local function phases()
+  local p = dt.checkpoint.last_load_phases
+  if not p then return "" end
+  local out = {}
+  for _, k in ipairs({"index", "plan", "read", "agree", "finish"}) do
+    local t = dt.tensor({p[k]}, {dtype = "float64"})
+    D.all_reduce(t, "max")
+    out[#out + 1] = string.format("%s %.3f", k, t:item())
+  end
+  return "  [" .. table.concat(out, ", ") .. " s]"
+end
 local t_load = timed(function() dt.checkpoint.load(target, dir) end)
+local ph_load = phases()
 local t_load_same = timed(function() dt.checkpoint.load(state, dir) end)
+local ph_same = phases()
+drop_cache(dir)
+local t_cold = timed(function() dt.checkpoint.load(target, dir) end)
+local ph_cold = phases()
+drop_cache(dir)
+local t_cold_same = timed(function() dt.checkpoint.load(state, dir) end)
+local ph_cold_same = phases()
 
 -- training time lost to an async save: the same compute loop alone, then with a save in flight
 local a, b = dt.randn(384, 384), dt.randn(384, 384)
@@ -88,6 +122,9 @@ train(2)
 local steps = 40
 local t_train = timed(function() train(steps) end)
 local handle
+-- the first async save allocates its copies (page faults); later ones, as in training, copy
+-- into those buffers: the one measured is the second
+local t_async_first = timed(function() dt.checkpoint.save(state, dir, {async = true}):wait() end)
 local t_async_call = timed(function() handle = dt.checkpoint.save(state, dir, {async = true}) end)
 local t_train_async = timed(function() train(steps) end)
 local t_wait = timed(function() handle:wait() end)
@@ -96,13 +133,18 @@ local gib = total / 2 ^ 30
 if rank == 0 then
   print(string.format("# bench/checkpoint.lua: %d rank(s), %s backend, %.2f GiB state (%d tensors, Shard(1))", n,
                       dt.backend(), gib, TENSORS))
-  print(string.format("disk (dd, one stream): write+fsync %.2f GiB/s, read %.2f GiB/s", gib / disk[1], gib / disk[2]))
+  print(string.format("disk (dd, one stream): write+fsync %.2f GiB/s, read from the disk %.2f GiB/s, from the page " ..
+                      "cache %.2f GiB/s", gib / disk[1], gib / disk[2], gib / disk[3]))
   print(string.format("save:                  %.3f s  %.2f GiB/s  ratio to dd write %.2f", t_save, gib / t_save,
                       disk[1] / t_save))
-  print(string.format("load (Shard(1)->Shard(2)): %.3f s  %.2f GiB/s  ratio to dd read %.2f", t_load, gib / t_load,
-                      disk[2] / t_load))
-  print(string.format("load (same placements):    %.3f s  %.2f GiB/s  ratio to dd read %.2f", t_load_same,
-                      gib / t_load_same, disk[2] / t_load_same))
+  local function load_line(what, t, dd, ph)
+    print(string.format("%-44s %.3f s  %.2f GiB/s  ratio to dd %.2f%s", what, t, gib / t, dd / t, ph))
+  end
+  load_line("load from the disk, Shard(1)->Shard(2):", t_cold, disk[2], ph_cold)
+  load_line("load from the disk, same placements:", t_cold_same, disk[2], ph_cold_same)
+  load_line("load from the page cache, Shard(1)->Shard(2):", t_load, disk[3], ph_load)
+  load_line("load from the page cache, same placements:", t_load_same, disk[3], ph_same)
+  print(string.format("async save: first one (copies allocated) %.3f s in all", t_async_first))
   print(string.format("async save: call %.3f s (the copy), training %d steps %.3f s alone, %.3f s with the save in " ..
                       "flight (%.3f s lost, %.0f%% of the blocking save), wait after %.3f s", t_async_call, steps, t_train,
                       t_train_async, t_async_call + t_train_async - t_train,

@@ -201,6 +201,40 @@ static int l_st_read_box(lua_State *L) {
   return 0;
 }
 
+/* dt._safetensors_read_boxes(op, {{file, name, dst, src_offset, size, dst_offset}, ...}):
+ * every box in one C call (file opened once, reads batched, the rank's threads) */
+static int l_st_read_boxes(lua_State *L) {
+  const char *op = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  int n = (int)lua_rawlen(L, 2);
+  dt_safetensors_box *boxes = lua_newuserdatauv(L, sizeof *boxes * ((size_t)n + 1), 0); /* freed by Lua */
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, 2, i + 1);
+    int t = lua_gettop(L);
+    luaL_checktype(L, t, LUA_TTABLE);
+    lua_rawgeti(L, t, 1);
+    dt_safetensors_file **u = luaL_checkudata(L, -1, ST_FILE_MT);
+    if (!*u) return luaL_error(L, "%s: safetensors file is closed", op);
+    lua_rawgeti(L, t, 2);
+    const char *name = luaL_checkstring(L, -1);
+    int index = dt_safetensors_find(*u, name);
+    if (index < 0) return luaL_error(L, "%s: %s: tensor '%s' is not in the file", op, (*u)->path, name);
+    lua_rawgeti(L, t, 3);
+    dt_safetensors_box *b = &boxes[i];
+    b->file = *u, b->index = index, b->dst = dt_lua_check_tensor(L, -1); /* anchored by the list */
+    int nd = (*u)->entries[index].ndim;
+    static const char *const what[3] = {"src_offset", "size", "dst_offset"};
+    int64_t *into[3] = {b->src_start, b->size, b->dst_start};
+    for (int k = 0; k < 3; k++) {
+      lua_rawgeti(L, t, 4 + k);
+      check_box(L, lua_gettop(L), nd, into[k], what[k]);
+    }
+    lua_settop(L, t - 1);
+  }
+  if (dt_safetensors_read_boxes(boxes, n, op) != DT_OK) return dt_lua_raise(L);
+  return 0;
+}
+
 /* ---- dt._checkpoint_write{...}: one rank's shard file, index and marker ---- */
 #define WRITER_MT "dtensor.CheckpointWriter"
 
@@ -284,7 +318,7 @@ static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, l
 
 static const luaL_Reg io_funcs[] = {
     {"save", l_save}, {"load", l_load}, {"save_npy", l_save_npy}, {"load_npy", l_load_npy},
-    {"_safetensors_open", l_st_open}, {"_checkpoint_write", l_checkpoint_write},
+    {"_safetensors_open", l_st_open}, {"_safetensors_read_boxes", l_st_read_boxes}, {"_checkpoint_write", l_checkpoint_write},
     {"_dir_make_fresh", l_dir_make_fresh}, {"_dir_remove", l_dir_remove}, {NULL, NULL},
 };
 

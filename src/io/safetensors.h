@@ -53,9 +53,22 @@ DT_API int dt_safetensors_open(const char *path, const char *op, dt_safetensors_
 DT_API void dt_safetensors_close(dt_safetensors_file *st);
 /* The entry index of name, or -1. */
 DT_API int dt_safetensors_find(const dt_safetensors_file *st, const char *name);
-/* Reads the box [src_start, src_start + size) of entry `index` into the contiguous host
- * tensor dst at dst_start (dtype must match), with one read per contiguous run; only
- * those bytes are read.  Thread-safe for distinct dst (pread). */
+/* One box to read: [src_start, src_start + size) of entry `index` of file into dst at
+ * dst_start.  dst is any host tensor (strided views included); its dtype may differ from the
+ * file's (converted as copy_ converts: the caller decides which casts it allows). */
+typedef struct dt_safetensors_box {
+  const dt_safetensors_file *file;
+  int index;
+  int64_t src_start[DT_MAX_DIMS], size[DT_MAX_DIMS];
+  dt_tensor *dst;
+  int64_t dst_start[DT_MAX_DIMS];
+} dt_safetensors_box;
+/* Reads the boxes straight into their destinations (safetensors_boxes.c): one preadv per
+ * batch of runs contiguous in both, only the needed bytes plus gaps under 64 KiB, on the
+ * calling rank's intra-op threads.  Every box is checked before anything is read; an I/O
+ * error leaves the destinations partly written.  Distinct boxes must not overlap in dst. */
+DT_API int dt_safetensors_read_boxes(const dt_safetensors_box *boxes, int n, const char *op);
+/* One box (dt_safetensors_read_boxes of one). */
 DT_API int dt_safetensors_read_box(const dt_safetensors_file *st, int index, const int64_t *src_start,
                                    const int64_t *size, dt_tensor *dst, const int64_t *dst_start, const char *op);
 

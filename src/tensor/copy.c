@@ -38,6 +38,13 @@ static void copy_convert(char **p, const int64_t *s, int64_t n, void *vctx) {
   }
 }
 
+void dt_convert_elements(void *dst, dt_dtype dst_dtype, const void *src, dt_dtype src_dtype, int64_t n) {
+  copy_ctx ctx = {dst_dtype, src_dtype};
+  char *p[2] = {dst, (char *)src};
+  int64_t s[2] = {(int64_t)dt_dtype_size(dst_dtype), (int64_t)dt_dtype_size(src_dtype)};
+  (dst_dtype == src_dtype ? copy_same : copy_convert)(p, s, n, &ctx);
+}
+
 /* A whole-buffer copy through the device interface: the only copy a device that is not the
  * host offers here (strided and converting copies there are its kernels' job). */
 static int copy_across(dt_tensor *dst, const dt_tensor *src, const char *op) {

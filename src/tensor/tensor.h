@@ -61,6 +61,8 @@ DT_API int dt_same_shape(const dt_tensor *a, const dt_tensor *b);
  * devices (or on a device that is not the host): contiguous tensors of one dtype and shape
  * only, through the device interface.  `op` names the caller in error messages. */
 DT_API int dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src, const char *op);
+/* n elements of host memory converted as copy_ converts them (both contiguous, no overlap). */
+DT_API void dt_convert_elements(void *dst, dt_dtype dst_dtype, const void *src, dt_dtype src_dtype, int64_t n);
 /* dt_tensor_copy_ into a view of a released storage (dt_storage_release_data), allocating its
  * bytes first: the values saved for backward come back, so autograd's version counter (the
  * front door's) is left alone.  A storage that holds its bytes is copied into as it is. */

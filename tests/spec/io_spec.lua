@@ -267,8 +267,8 @@ describe("safetensors read by boxes (dt.checkpoint's reader)", function()
     local p = path("box.safetensors")
     dt.save({x = dt.arange(6):reshape(2, 3)}, p)
     local f = dt._safetensors_open(p, "read_box")
-    fails("read_box: " .. p .. ": tensor 'x': the file holds int64, the destination is float32", f.read_box, f, "x",
-          dt.zeros(2, 3), {0, 0}, {2, 3}, {0, 0})
+    fails("read_box: " .. p .. ": tensor 'x': the file holds 2 dims, the destination has 1", f.read_box, f, "x",
+          dt.zeros(6, {dtype = "int64"}), {0, 0}, {2, 3}, {0, 0})
     fails("read_box: " .. p .. ": tensor 'x': dim 2: box [1, +3) does not fit", f.read_box, f, "x",
           dt.zeros(2, 3, {dtype = "int64"}), {0, 1}, {2, 3}, {0, 0})
     fails("read_box: " .. p .. ": tensor 'y' is not in the file", f.read_box, f, "y", dt.zeros(1), {0}, {1}, {0})
@@ -277,6 +277,77 @@ describe("safetensors read by boxes (dt.checkpoint's reader)", function()
     write_bytes(p, read_bytes(p):sub(1, -3))
     fails("read_box: " .. p .. ": tensor 'x': data_offsets end 48 is past the data size 46 (file truncated?)",
           dt._safetensors_open, p, "read_box")
+  end)
+end)
+
+describe("safetensors boxes read in one call (dt.checkpoint's load)", function()
+  it("converts to the destination's dtype as copy_ does, into strided destinations", function()
+    local rng = require("tests.spec.support.spec_helpers").prng(91)
+    local p = path("cast.safetensors")
+    local dtypes = {"float32", "float64", "int64", "int32", "uint8", "bool", "bfloat16", "float16"}
+    for case = 1, 24 do
+      local from, to = dtypes[rng.int(1, #dtypes)], dtypes[rng.int(1, #dtypes)]
+      local x = (dt.arange(60):remainder(11) - 3):reshape(3, 4, 5):to(from)
+      dt.save({x = x}, p)
+      local f = dt._safetensors_open(p, "read_boxes")
+      -- a destination that is a transposed view: runs of one element along its last dim
+      local base = dt.full({5, 4, 3}, 9, {dtype = to})
+      local dst = case % 2 == 0 and base:permute(3, 2, 1) or dt.full({3, 4, 5}, 9, {dtype = to})
+      dt._safetensors_read_boxes("read_boxes", {{f, "x", dst, {1, 0, 2}, {2, 4, 3}, {0, 0, 1}}})
+      local want = dt.full({3, 4, 5}, 9, {dtype = to})
+      want:narrow(1, 1, 2):narrow(3, 2, 3):copy_(x:narrow(1, 2, 2):narrow(3, 3, 3))
+      assert(dt.equal(dst, want), string.format("case %d: %s -> %s", case, from, to))
+      f:close()
+    end
+  end)
+
+  it("large boxes: long runs in segments, gaps over 64 KiB skipped, many boxes, on 1 and 2 threads", function()
+    local threads = dt.get_num_threads()
+    local p = path("big.safetensors")
+    -- 40 rows of 40000 float32 (156 KiB each) and a 3 MiB one-dim tensor, many small ones
+    local a = dt.arange(40 * 40000, {dtype = "float32"}):reshape(40, 40000)
+    local b = dt.arange(3 * 2 ^ 20 // 4, {dtype = "int64"})
+    local small = {}
+    for i = 1, 50 do small["s" .. i] = dt.full({i, 3}, i, {dtype = "float64"}) end
+    small.a, small.b = a, b
+    dt.save(small, p)
+    for _, nt in ipairs({1, 2}) do
+      dt.set_num_threads(nt)
+      local f = dt._safetensors_open(p, "read_boxes")
+      local cols = dt.zeros(40, 15000, {dtype = "float32"})   -- a column strip: gaps of 100 KiB
+      local near = dt.zeros(40, 39000, {dtype = "float64"})   -- gaps of 4 KiB, read through; cast
+      local whole = dt.zeros(b:size(1), {dtype = "int64"})
+      local boxes = {{f, "a", cols, {0, 20000}, {40, 15000}, {0, 0}},
+                     {f, "a", near, {0, 500}, {40, 39000}, {0, 0}},
+                     {f, "b", whole, {0}, {b:size(1)}, {0}}}
+      local got = {}
+      for i = 1, 50 do
+        got[i] = dt.zeros(i, 3, {dtype = "float32"})
+        boxes[#boxes + 1] = {f, "s" .. i, got[i], {0, 0}, {i, 3}, {0, 0}}
+      end
+      dt._safetensors_read_boxes("read_boxes", boxes)
+      f:close()
+      assert(dt.equal(cols, a:narrow(2, 20001, 15000)), nt .. " threads")
+      assert(dt.equal(near, a:narrow(2, 501, 39000):to("float64")), nt .. " threads")
+      assert(dt.equal(whole, b), nt .. " threads")
+      for i = 1, 50 do assert(dt.equal(got[i], dt.full({i, 3}, i, {dtype = "float32"})), "small " .. i) end
+    end
+    dt.set_num_threads(threads)
+  end)
+
+  it("checks every box before reading any", function()
+    local p = path("two.safetensors")
+    dt.save({x = dt.arange(6):reshape(2, 3)}, p)
+    local f = dt._safetensors_open(p, "read_boxes")
+    local first = dt.zeros(2, 3, {dtype = "int64"})
+    fails("read_boxes: " .. p .. ": tensor 'x': dim 1: box [1, +2) does not fit", dt._safetensors_read_boxes,
+          "read_boxes", {{f, "x", first, {0, 0}, {2, 3}, {0, 0}}, {f, "x", dt.zeros(2, 3), {1, 0}, {2, 3}, {0, 0}}})
+    assert.are.equal(0, first:sum():item()) -- the first box was not read
+    fails("read_boxes: " .. p .. ": tensor 'z' is not in the file", dt._safetensors_read_boxes, "read_boxes",
+          {{f, "z", first, {0}, {1}, {0}}})
+    f:close()
+    fails("read_boxes: safetensors file is closed", dt._safetensors_read_boxes, "read_boxes",
+          {{f, "x", first, {0, 0}, {2, 3}, {0, 0}}})
   end)
 end)
 

@@ -1,8 +1,10 @@
 -- dt.checkpoint on DTensors (dtlua -n 1..4, mpirun): a state saved with random placements on
 -- one mesh loads into random placements on any other mesh (uneven, zero-size and 0-d tensors,
--- Partial, a mesh without rank 0), bit for bit; plain values and plain tensors come back; an
--- async save holds the values of the moment it was called; a failed save leaves the previous
--- checkpoint; bad input raises on every rank, names the file and the tensor, and changes nothing.
+-- Partial saved and Partial targets, targets of another dtype, a mesh without rank 0), bit for
+-- bit; plain values and plain tensors come back; strict = false reports missing and unexpected
+-- keys; an async save (also through reused buffers) holds the values of the moment it was
+-- called; a failed save leaves the previous checkpoint; bad input raises on every rank, names
+-- the file and the tensor, and changes nothing.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local D = dt.distributed
 local rank, n = dt.rank(), dt.world_size()
@@ -46,6 +48,10 @@ local function rewrite(path, edit)
 end
 
 local DTYPES = {"float64", "float32", "bfloat16", "int64", "int32", "uint8", "bool"}
+-- casts a load makes (torch.can_cast's: within a kind or up the kinds bool -> int -> float)
+local CASTS = {bool = {"uint8", "int64", "float32"}, uint8 = {"int32", "int64", "float64"}, int32 = {"int64", "float64"},
+               int64 = {"int32", "float64"}, float32 = {"float64", "bfloat16"}, float64 = {"float32", "float16"},
+               bfloat16 = {"float32", "float64"}}
 
 describe("dt.checkpoint save and load", function()
   it("reshards on load: random shapes, dtypes and placements, saved on one mesh, loaded on another", function()
@@ -66,21 +72,43 @@ describe("dt.checkpoint save and load", function()
       local a = H.dist(g1, ma[2], pa)
       if dtype == "bool" then a = H.dist(g1, ma[2], H.placements(rng, ma[2], ndim)) end
       local state = {model = {w = a, v = H.dist(g2, ma[2], H.placements(rng, ma[2], ndim))}, step = case}
+      state.model.u, state.model.c = state.model.v, state.model.v -- the same tensor under other names
       dt.checkpoint.save(state, dir)
+      -- w, v: other placements; u: Partial ones (its parts must reduce to the value); c: another dtype
+      local cast = CASTS[dtype][rng.int(1, #CASTS[dtype])]
+      local pu = H.placements(rng, mb[2], ndim, dtype ~= "bool" and (dtype:match("float") and dtype or true) or nil)
+      local pd = H.placements(rng, mb[2], ndim)
+      what = what .. string.format(", u %s, c %s %s", H.placement_string(pu), cast, H.placement_string(pd))
       local target = {model = {w = H.dist(dt.zeros(shape, {dtype = dtype}), mb[2], pb),
-                               v = H.dist(dt.zeros(shape, {dtype = dtype}), mb[2], pc)}, step = 0}
-      local w_before = target.model.w
+                               v = H.dist(dt.zeros(shape, {dtype = dtype}), mb[2], pc),
+                               u = H.dist(dt.ones(shape, {dtype = dtype}), mb[2], pu),
+                               c = H.dist(dt.zeros(shape, {dtype = cast}), mb[2], pd)}, step = 0}
+      local w_before, w_local = target.model.w, target.model.w:to_local()
       dt.checkpoint.load(target, dir)
       assert.are.equal(w_before, target.model.w, what) -- filled in place
-      local want_w = dtype == "bool" and a:full_tensor() or g1
       local fw, fv = target.model.w:full_tensor(), target.model.v:full_tensor()
+      local fu, fc = target.model.u:full_tensor(), target.model.c:full_tensor()
       if target.model.w.device_mesh:get_coordinate() then
-        assert(H.same(fw, want_w), what)
+        assert(H.same(target.model.w:to_local(), w_local), what) -- the view taken before sees the load
+        assert(H.same(fw, g1), what)
         assert(H.same(fv, g2), what)
+        assert(H.same(fu, g2), what)
+        assert(H.same(fc, g2:to(cast)), what)
       end
       assert.are.equal(case, target.step)
       assert.are.equal("integer", math.type(target.step))
     end
+    rm(dir)
+  end)
+
+  it("a load writes in place: a value saved for backward and loaded over is caught in backward", function()
+    local dir = shared_tmp()
+    local mesh = dt.init_device_mesh("cpu", {n})
+    dt.checkpoint.save({w = H.dist(H.values({2 * n, 3}, "float64"), mesh, {dt.Shard(1)})}, dir)
+    local p = H.dist(dt.ones(2 * n, 3, {dtype = "float64"}), mesh, {dt.Shard(1)}):requires_grad_()
+    local loss = (p * p):sum()
+    dt.checkpoint.load({w = p}, dir)
+    H.fails("checkpoint read", function() loss:backward() end)
     rm(dir)
   end)
 
@@ -148,6 +176,15 @@ describe("dt.checkpoint save and load", function()
     dt.checkpoint.save({w = H.dist(g * 2, mesh, {dt.Replicate()})}, dir, {async = true})
     dt.checkpoint.load(t, dir)
     assert(H.same(t.w:full_tensor(), g * 2))
+    -- async saves of the same layout reuse the previous copy's buffers: each holds its own moment
+    local r = H.dist(g * 3, mesh, {dt.Replicate()})
+    for step = 3, 5 do
+      r:to_local():copy_(g * step)
+      dt.checkpoint.save({w = r}, dir, {async = true})
+      r:to_local():fill_(-step)
+      dt.checkpoint.load(t, dir)
+      assert(H.same(t.w:full_tensor(), g * step), "step " .. step)
+    end
     rm(dir)
   end)
 
@@ -249,9 +286,48 @@ describe("dt.checkpoint bad input", function()
             dt.checkpoint.load, bad, dir)
     assert(H.same(bad.b:full_tensor(), dt.full({3}, 7, {dtype = "float64"})))
     bad = target()
-    bad.b = H.dist(dt.zeros(3, {dtype = "float32"}), mesh, {dt.Replicate()})
-    H.fails(index .. ": tensor 'b' is float64 in the checkpoint, float32 in the state", dt.checkpoint.load, bad, dir)
+    bad.b = H.dist(dt.zeros(3, {dtype = "int64"}), mesh, {dt.Replicate()})
+    H.fails(index .. ": tensor 'b' is float64 in the checkpoint, int64 in the state (a load casts only where " ..
+            "torch.can_cast does", dt.checkpoint.load, bad, dir)
     assert(H.same(bad.w:full_tensor(), dt.full({2 * n, 3}, 7, {dtype = "float64"})))
+    H.fails("checkpoint.load: unknown option 'strickt' (options: strict)", dt.checkpoint.load, target(), dir,
+            {strickt = false})
+    rm(dir)
+  end)
+
+  it("strict = false: a state tensor or value the checkpoint lacks is reported, not an error", function()
+    local dir = shared_tmp()
+    dt.checkpoint.save({w = H.dist(g, mesh, {dt.Shard(1)}), step = 3, old = H.dist(g[1], mesh, {dt.Replicate()}),
+                        opt = {lr = 0.5}}, dir)
+    local t = target()
+    local keep_b = t.b
+    t.step, t.tag = 0, "mine"
+    t.b = nil
+    t.new = keep_b -- in the state, not in the checkpoint
+    local state, keys = dt.checkpoint.load(t, dir, {strict = false})
+    assert.are.equal(t, state)
+    assert.are.same({"new", "tag"}, keys.missing_keys)
+    assert.are.same({"old", "opt.lr"}, keys.unexpected_keys)
+    assert(H.same(t.w:full_tensor(), g))
+    assert(H.same(t.new:full_tensor(), dt.full({3}, 7, {dtype = "float64"}))) -- left as it was
+    assert.are.equal("mine", t.tag)
+    assert.are.equal(3, t.step)
+    assert(H.same(t.old, g[1])) -- added whole, as a fresh optimizer's entries are
+    assert.are.equal(0.5, t.opt.lr)
+    -- strict (the default) refuses the same state, on every rank, before anything is read
+    local t2 = target()
+    t2.w:to_local():fill_(7)
+    t2.new = t2.b
+    t2.b = nil
+    H.fails("tensor 'new' is not in the checkpoint (strict = false reports it instead)", dt.checkpoint.load, t2, dir)
+    assert(H.same(t2.w:full_tensor(), dt.full({2 * n, 3}, 7, {dtype = "float64"})))
+    t2.new = nil
+    t2.tag = "x"
+    H.fails("value 'tag' is not in the checkpoint", dt.checkpoint.load, t2, dir)
+    -- a complete state: nothing missing; the checkpoint's extra entries are still listed
+    local _, k2 = dt.checkpoint.load({w = t2.w, step = 0}, dir)
+    assert.are.same({}, k2.missing_keys)
+    assert.are.same({"old", "opt.lr"}, k2.unexpected_keys)
     rm(dir)
   end)
 

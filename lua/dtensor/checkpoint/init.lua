@@ -2,16 +2,37 @@
 --   save(state, dir, {async = false})  each rank writes the blocks it owns (a replicated block
 --                                      once) as safetensors files + model.safetensors.index.json,
 --                                      into <dir>.dtlua-tmp, swapped in when every rank is done
---   load(state, dir)                   fills state's tensors for their current mesh and
+--   load(state, dir, {strict = true}) fills state's tensors for their current mesh and
 --                                      placements, reading only the byte ranges each rank needs
+--                                      (load.lua); returns state, {missing_keys, unexpected_keys}
 --   consolidate(dir, path)             one ordinary safetensors file
 local core = require "dtensor.core"
 local tree = require "dtensor.checkpoint.state_tree"
 local index = require "dtensor.checkpoint.index"
 local agree = require "dtensor.checkpoint.agree"
+local loader = require "dtensor.checkpoint.load"
+local boxes = require "dtensor.checkpoint.boxes"
+local zeros = boxes.zeros
 local M = {}
 
 local pending = {} -- async saves not yet waited for (the writers' __gc joins at program end)
+-- async saves' private copies, kept for the next async save of the same state: copying into
+-- warm buffers costs no page faults (PyTorch's async_save stages into cached buffers too)
+local staging = {}
+
+-- a private copy of data under name, in the last async save's buffer when it fits; `kept`
+-- collects this save's buffers (those of names no longer saved are let go)
+local function staged_copy(name, data, kept)
+  local s = staging[name]
+  if s and s.dtype == data.dtype and s.device == data.device and s:is_contiguous() and
+     table.concat(s:size(), ",") == table.concat(data:size(), ",") then
+    s:copy_(data)
+  else
+    s = data:clone()
+  end
+  kept[name] = s
+  return s
+end
 
 local function wait_pending()
   local list = pending
@@ -27,19 +48,10 @@ local function numel(shape)
   return n
 end
 
-local function zeros(n)
-  local z = {}
-  for i = 1, n do z[i] = 0 end
-  return z
-end
-
 -- a DTensor whose Partial placements are reduced (blocks of a partial tensor are not its values)
 local function without_partial(x)
-  local ps, changed = {}, false
-  for i, p in ipairs(x.placements) do
-    if p:is_partial() then ps[i], changed = core.Replicate(), true else ps[i] = p end
-  end
-  return changed and x:redistribute(x.device_mesh, ps) or x
+  local ps = boxes.replicated_placements(x)
+  return ps and x:redistribute(x.device_mesh, ps) or x
 end
 
 -- the blocks of tensor x: {{rank = writer, offset, shape}}, each distinct non-empty block
@@ -102,7 +114,7 @@ function M.save(state, dir, opts)
   dir, opts = arguments(op, dir, opts, {async = true, _list = "async"})
   local rank, world = core.rank(), core.world_size()
   local leaves = tree.flatten(state, op)
-  local tensors, values, mine = {}, {}, {}
+  local tensors, values, mine, kept = {}, {}, {}, {}
   do
     local _ <close> = core.no_grad()
     for _, leaf in ipairs(leaves) do
@@ -115,7 +127,7 @@ function M.save(state, dir, opts)
           if b.rank == rank then
             local data = b.empty and core.empty(x:size(), {dtype = x.dtype}) or
                          (core.is_dtensor(x) and x:to_local() or x):detach()
-            mine[leaf.name] = opts.async and data:clone() or data -- async: a private copy
+            mine[leaf.name] = opts.async and staged_copy(leaf.name, data, kept) or data -- async: a private copy
           end
         end
         tensors[#tensors + 1] = {name = leaf.name, path = leaf.path, dtype = x.dtype, shape = x:size(),
@@ -125,6 +137,7 @@ function M.save(state, dir, opts)
       end
     end
   end
+  if opts.async then staging = kept end
   local tmp = dir .. ".dtlua-tmp"
   local ok, err = true, nil
   if rank == 0 then ok, err = pcall(core._dir_make_fresh, tmp, op) end
@@ -141,92 +154,11 @@ function M.save(state, dir, opts)
   return h
 end
 
--- the box of x this rank fills: offset and shape (nil off x's mesh)
-local function my_box(x)
-  if not core.is_dtensor(x) then return zeros(x:dim()), x:size() end
-  local me = core.rank()
-  for _, s in ipairs(core._dtensor_shards(x)) do
-    if s.rank == me then return s.offset, s.shape end
-  end
-end
-
--- reads into dst (offset `at`, shape `size` in the global tensor) every piece's overlap
-local function read_into(cat, dir, name, entry, dst, at, size)
-  for _, p in ipairs(entry.pieces) do
-    local src, box, dst_at, empty = {}, {}, {}, false
-    for d = 1, #size do
-      local lo = math.max(at[d], p.offset[d])
-      local hi = math.min(at[d] + size[d], p.offset[d] + p.shape[d])
-      if hi <= lo then empty = true break end
-      src[d], box[d], dst_at[d] = lo - p.offset[d], hi - lo, lo - at[d]
-    end
-    if not empty then
-      cat.files[p.file]:read_box(name, dst, src, box, dst_at)
-    end
-  end
-end
-
+-- load(state, dir, {strict = true}) -> state, {missing_keys, unexpected_keys}
 function M.load(state, dir, opts)
   local op = "checkpoint.load"
-  dir = arguments(op, dir, opts, {_list = "none"})
-  local leaves = tree.flatten(state, op)
-  -- header checks: deterministic, so every rank raises the same error
-  local ok, cat = pcall(index.read, dir, op)
-  if not ok then error(cat, 2) end
-  local staged, wanted = {}, {}
-  local err
-  ok, err = pcall(function()
-    for _, leaf in ipairs(leaves) do
-      local x = leaf.value
-      wanted[leaf.name] = true
-      if core.is_tensor(x) then
-        local e = cat.tensors[leaf.name]
-        local ipath = dir .. "/" .. index.NAME
-        if not e then error(string.format("%s: %s: tensor '%s' is not in the checkpoint", op, ipath, leaf.name), 0) end
-        if not index.same(e.shape, x:size()) then
-          error(string.format("%s: %s: tensor '%s' has shape %s in the checkpoint, %s in the state", op, ipath,
-                              leaf.name, index.shape_text(e.shape), index.shape_text(x:size())), 0)
-        end
-        if e.dtype ~= x.dtype then
-          error(string.format("%s: %s: tensor '%s' is %s in the checkpoint, %s in the state", op, ipath, leaf.name,
-                              e.dtype, x.dtype), 0)
-        end
-        local at, size = my_box(x)
-        if at then
-          local tmp = core.empty(size, {dtype = e.dtype})
-          staged[#staged + 1] = {target = x, tmp = tmp, name = leaf.name, at = at, size = size, entry = e}
-        end
-      elseif cat.values[leaf.name] == nil and next(cat.values) ~= nil then
-        error(string.format("%s: %s/%s: value '%s' is not in the checkpoint", op, dir, index.NAME, leaf.name), 0)
-      end
-    end
-  end)
-  if not ok then
-    index.close(cat)
-    error(err, 2)
-  end
-  -- entries of the checkpoint the state does not have (a fresh optimizer's state): whole tensors
-  local extra = {}
-  for name, e in pairs(cat.tensors) do
-    if not wanted[name] and e.path then
-      local tmp = core.empty(e.shape, {dtype = e.dtype})
-      extra[#extra + 1] = {path = e.path, tmp = tmp}
-      staged[#staged + 1] = {tmp = tmp, name = name, at = zeros(#e.shape), size = e.shape, entry = e}
-    end
-  end
-  -- data: only I/O can fail from here; every rank agrees before anything is committed
-  ok, err = pcall(function()
-    for _, s in ipairs(staged) do read_into(cat, dir, s.name, s.entry, s.tmp, s.at, s.size) end
-  end)
-  index.close(cat)
-  agree(op, ok, err)
-  local _ <close> = core.no_grad()
-  for _, s in ipairs(staged) do
-    if s.target then (core.is_dtensor(s.target) and s.target:to_local() or s.target):copy_(s.tmp) end
-  end
-  for _, x in ipairs(extra) do tree.set(state, x.path, x.tmp) end
-  for _, v in pairs(cat.values) do tree.set(state, v.path, v.value) end
-  return state
+  dir, opts = arguments(op, dir, opts, {strict = true, _list = "strict"})
+  return loader(M, state, dir, opts, op)
 end
 
 function M.consolidate(dir, path)
@@ -240,13 +172,12 @@ function M.consolidate(dir, path)
   if core.rank() == 0 then -- one writer; the others wait for its outcome
     ok, err = pcall(function()
       local cat = index.read(dir, op)
-      local out = {}
-      local good, e = pcall(function()
-        for name, t in pairs(cat.tensors) do
-          out[name] = core.empty(t.shape, {dtype = t.dtype})
-          read_into(cat, dir, name, t, out[name], zeros(#t.shape), t.shape)
-        end
-      end)
+      local out, list = {}, {}
+      for name, t in pairs(cat.tensors) do
+        out[name] = core.empty(t.shape, {dtype = t.dtype})
+        boxes.add_boxes(list, cat, name, t, out[name], zeros(#t.shape), t.shape)
+      end
+      local good, e = pcall(core._safetensors_read_boxes, op, list)
       index.close(cat)
       if not good then error(e, 0) end
       core.save(out, path, {format = "pt"})
