@@ -26,7 +26,7 @@ typedef struct compiled {
 
 void dt_lua_capture_refuse(lua_State *L, const char *what) {
   dt_context *ctx = dt_lua_context(L);
-  if (dt_capture_active(ctx)) luaL_error(L, "%s", (dt_capture_refuse(ctx, what), dt_error_message()));
+  if (dt_capture_active(ctx) && !dt_capture_tracing(ctx)) luaL_error(L, "%s", (dt_capture_refuse(ctx, what), dt_error_message()));
 }
 
 /* ---- the host of a recording: pins and source lines ---- */
@@ -35,7 +35,7 @@ typedef struct host_ud {
   int pins_ref;
 } host_ud;
 
-static int find_on_stack(lua_State *L, const dt_value *v) {
+int dt_lua_find_on_stack(lua_State *L, const dt_value *v) {
   int top = lua_gettop(L);
   for (int i = 1; i <= top; i++) {
     if (lua_touserdata(L, i) == v) return lua_pushvalue(L, i), 1;
@@ -53,7 +53,7 @@ static int host_pin(void *ud, dt_value *v) {
   host_ud *h = ud;
   lua_State *L = h->L;
   if (!lua_checkstack(L, 6)) return dt_error("compile: Lua stack overflow");
-  if (!find_on_stack(L, v)) return dt_error("not found");
+  if (!dt_lua_find_on_stack(L, v)) return dt_error("not found");
   lua_rawgeti(L, LUA_REGISTRYINDEX, h->pins_ref);
   lua_pushlightuserdata(L, v);
   lua_pushvalue(L, -3);
@@ -63,8 +63,9 @@ static int host_pin(void *ud, dt_value *v) {
 }
 
 /* The first Lua line outside the library (lua/dtensor), else the first Lua line. */
-static void host_where(void *ud, char *buf, size_t len) {
-  lua_State *L = ((host_ud *)ud)->L;
+static void host_where(void *ud, char *buf, size_t len) { dt_lua_where(((host_ud *)ud)->L, buf, len); }
+
+void dt_lua_where(lua_State *L, char *buf, size_t len) {
   lua_Debug ar;
   int found = 0;
   for (int level = 0; lua_getstack(L, level, &ar); level++) {

@@ -73,6 +73,7 @@ struct dt_graph {
   int *prod;               /* slot -> producing node * DT_OP_MAX_OUT + output, -1 for arguments, externals */
   int busy;
   int has_backward;        /* a backward ran inside: replay records no autograd (its backward is in the graph) */
+  int trace;               /* recorded for analysis only (dt_capture_set_trace): never replayed */
   dt_graph_stats stats;
 };
 

@@ -11,7 +11,7 @@
 --  * At replicate(), the parameters and buffers are broadcast from the first rank of the dp
 --    group, so the replicas start equal (as DDP).
 --  * A hook on each parameter (t:register_hook) hands its gradient to its bucket
---    (lua/dtensor/parallel/buckets.lua).  When a bucket has all its gradients, and every
+--    (lua/dtensor/parallel/buckets.lua, grad_buckets.lua).  When a bucket has all its gradients, and every
 --    bucket before it was launched, its local tensors are flattened into one buffer and
 --    averaged by one async all_reduce over the dp group, which runs while backward computes
 --    the next gradients (DDP's overlap).  At the end of backward (a callback queued with
@@ -23,7 +23,7 @@
 --    without find_unused_parameters): the next forward raises, naming those that did not.
 local core = require "dtensor.core"
 local L = require "dtensor.parallel.layouts"
-local buckets_of = require("dtensor.parallel.buckets").assign
+local grad_buckets = require "dtensor.parallel.grad_buckets"
 local mesh_arg = require("dtensor.parallel.distribute_module").mesh_arg
 local D = core.distributed
 local M = {}
@@ -100,80 +100,6 @@ local function broadcast_state(module, group, src)
   end)
 end
 
--- one async all_reduce(avg) of a complete bucket, waited by finish() at the end of backward
-local function launch(state, b)
-  local grads, flat_parts = b.grads, {}
-  b.grads, b.ready = {}, 0
-  if state.group_size == 1 then return end -- the average of one gradient
-  for i = 1, #b.slots do flat_parts[i] = local_of(grads[i]):reshape(-1) end
-  local flat = #flat_parts == 1 and flat_parts[1]:clone() or core.cat(flat_parts)
-  local work = D.all_reduce(flat, "avg", {group = state.group, async_op = true})
-  if #state.pending == 0 then core.autograd.queue_callback(function() state.finish() end) end
-  state.pending[#state.pending + 1] = {bucket = b, grads = grads, flat = flat, work = work}
-end
-
--- the end of backward: every bucket's average into .grad (a .grad this backward created
--- becomes the average; one that held earlier gradients gets average - gradient added)
-local function finish(state)
-  local pending = state.pending
-  state.pending = {}
-  for _, p in ipairs(pending) do
-    p.work:wait()
-    local off = 0
-    for i, slot in ipairs(p.bucket.slots) do
-      local gl = local_of(p.grads[i])
-      local n = gl:numel()
-      local avg = p.flat:narrow(1, off + 1, n):reshape(gl:size())
-      off = off + n
-      local acc = slot.param.grad
-      if acc == nil then
-        error("replicate: parameter '" .. slot.name .. "' has no .grad: gradients are averaged in backward() " ..
-              "(dt.autograd.grad is not supported on a replicated module)", 0)
-      end
-      if slot.fresh then local_of(acc):copy_(avg) else local_of(acc):add_(avg - gl) end
-    end
-  end
-end
-
-local function on_grad(state, slot, g)
-  local b = slot.bucket
-  if b.grads[slot.pos] ~= nil then
-    error("replicate: parameter '" .. slot.name .. "' got a second gradient before its bucket was reduced", 0)
-  end
-  b.grads[slot.pos] = g
-  slot.fresh = slot.param.grad == nil -- hooks run before the gradient is accumulated
-  b.ready = b.ready + 1
-  if b.ready < #b.slots then return nil end
-  local bs = state.buckets
-  while state.next <= #bs and bs[state.next].ready == #bs[state.next].slots do
-    launch(state, bs[state.next])
-    state.next = state.next + 1
-  end
-  if state.next > #bs then state.next = 1 end
-  return nil
-end
-
--- before each forward: the previous backward must have reduced every bucket
-local function check_finished(state)
-  -- a backward that failed before its end left works running: complete them, unused
-  for _, p in ipairs(state.pending) do pcall(p.work.wait, p.work) end
-  state.pending = {}
-  local missing = {}
-  for _, b in ipairs(state.buckets) do
-    if b.ready > 0 then
-      for i, slot in ipairs(b.slots) do
-        if b.grads[i] == nil then missing[#missing + 1] = "'" .. slot.name .. "'" end
-      end
-      b.grads, b.ready = {}, 0
-    end
-  end
-  state.next = 1
-  if #missing > 0 then
-    error("replicate: the previous backward gave no gradient to parameter(s) " .. table.concat(missing, ", ") ..
-          ", so their buckets were not averaged; every parameter that requires grad must take part in the loss", 0)
-  end
-end
-
 function M.replicate(module, mesh, opts)
   local who = "replicate"
   if not L.is_module(module) then error(who .. ": expected a dt.nn.Module, got " .. type(module), 2) end
@@ -194,18 +120,8 @@ function M.replicate(module, mesh, opts)
     local l = local_of(e.param)
     sizes[i] = {name = e.name, dtype = l.dtype, bytes = l:numel() * l:element_size()}
   end
-  local state = {group = group, group_size = group:size(), buckets = {}, next = 1, handles = {}, pending = {}}
-  state.finish = function() finish(state) end
-  for k, list in ipairs(buckets_of(sizes, cap * 1024 * 1024)) do
-    local b = {index = k, slots = {}, grads = {}, ready = 0}
-    for pos, i in ipairs(list) do
-      local slot = {name = params[i].name, param = params[i].param, bucket = b, pos = pos}
-      b.slots[pos] = slot
-      state.handles[#state.handles + 1] = slot.param:register_hook(function(g) return on_grad(state, slot, g) end)
-    end
-    state.buckets[k] = b
-  end
-  module:register_forward_pre_hook(function() check_finished(state) end)
+  local state = grad_buckets.new(params, sizes, group, cap * 1024 * 1024, "avg", who)
+  module:register_forward_pre_hook(function() grad_buckets.check_finished(state) end)
   rawset(module, "_replicate", state)
   return module
 end
