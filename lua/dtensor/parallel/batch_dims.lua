@@ -175,10 +175,12 @@ local function rule(node, st, sh)
       else dims.b = no - nb + db end
     end
     if name == "addmm" and batched[1] ~= nil then dims.c = broadcast_dim(node, in_shape(1), out, batched[1]) end
-    if contracted == 2 and next(dims) == nil then return PARTIAL end -- x:t() @ y: a sum over the batch's rows
+    -- x:t() @ y: a sum over the batch's rows (the other side, if batch-independent, is sliced
+    -- alike on each rank): a Partial, as a Linear weight's gradient
+    if contracted > 0 and next(dims) == nil then return PARTIAL end
     if contracted > 0 then
-      fail(node, "it contracts the batch dim " .. (contracted == 1 and "with a tensor that has no batch dim" or
-           "while another operand keeps the batch") .. ": the result mixes rows of different samples")
+      fail(node, "it contracts the batch dim of one operand while the other keeps the batch in its result: "
+           .. "every sample's row meets every other's")
     end
     return agree(node, dims)
   end

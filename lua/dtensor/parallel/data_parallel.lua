@@ -32,23 +32,28 @@ local M = {}
 local OPTIONS = {batch_dim = true, inputs = true, bucket_cap_mb = true, modules = true}
 local pack, unpack = table.pack, table.unpack
 
--- A parameter as a Replicate DTensor on the mesh; backward: the rank's part of the gradient
--- (a Partial's local value; a Replicate gradient is the first rank's), which the buckets sum.
+-- A parameter as a Replicate DTensor on the mesh.  Its gradient arrives as the engine has it
+-- (keeps_partial): the rank's part (a Partial(sum)'s local value; of a gradient every rank
+-- holds whole, the first rank's) goes to the buckets, which sum it into the parameter's .grad;
+-- nothing flows into the plain parameter through the engine.
 local to_replicate = Function {
   name = "data_parallel_replicate",
   keeps_partial = true,
-  forward = function(ctx, p, mesh, first)
-    ctx.first = first
+  forward = function(ctx, p, mesh, first, buckets)
+    ctx.p, ctx.first, ctx.buckets = p, first, buckets
     return core.from_local(p, mesh, {core.Replicate()})
   end,
   backward = function(ctx, g)
     local pl = g.placements[1]
-    if not (pl:is_partial() and pl.reduce_op == "sum") then
-      g = g:redistribute(g.device_mesh, {core.Replicate()})
-      local l = g:to_local()
-      return ctx.first and l or l * 0
+    local l
+    if pl:is_partial() and pl.reduce_op == "sum" then
+      l = g:to_local()
+    else
+      l = g:redistribute(g.device_mesh, {core.Replicate()}):to_local()
+      if not ctx.first then l = l * 0 end
     end
-    return g:to_local()
+    grad_buckets.give(ctx.buckets, ctx.p, l)
+    return nil
   end,
 }
 
@@ -147,12 +152,22 @@ local function setup_params(self, trace)
     return
   end
   self.params = params
-  self.buckets = grad_buckets.new(params, sizes, self.group, self.cap, "sum", "data_parallel")
+  self.buckets = grad_buckets.new(params, sizes, self.group, self.cap, "sum", "data_parallel", true)
+  -- while a step runs distributed, a gradient reaching the plain parameter itself means step_fn
+  -- read it without its module (an upvalue): it would be reduced twice
+  for _, e in ipairs(params) do
+    e.param:register_hook(function()
+      if self.running then
+        error("data_parallel: parameter '" .. e.name .. "' got a gradient as a plain tensor: step_fn reads it "
+              .. "directly (e.g. as an upvalue) instead of through its module, which data_parallel replicates; "
+              .. "read it through the module", 0)
+      end
+    end)
+  end
 end
 
 local function trace_call(self, key, args)
   local dims, shapes = arg_dims_of(self, args)
-  self.buckets_off()
   local out = pack(core._trace(self.step_fn, unpack(args, 1, args.n)))
   local trace = out[1]
   trace.arg_shapes = shapes
@@ -170,7 +185,6 @@ end
 
 local function run_distributed(self, an, args)
   grad_buckets.check_finished(self.buckets)
-  self.buckets.active = true
   local mesh, dims = self.mesh, an.arg_dims
   local k = 0
   local dargs = {n = args.n}
@@ -183,11 +197,17 @@ local function run_distributed(self, an, args)
     dargs[i] = a
   end
   local first = self.group:ranks()[1] == core.rank()
-  for _, e in ipairs(self.params) do rawget(e.at.module, "_parameters")[e.at.name] = to_replicate(e.param, mesh, first) end
+  for _, e in ipairs(self.params) do
+    rawget(e.at.module, "_parameters")[e.at.name] = to_replicate(e.param, mesh, first, self.buckets)
+  end
+  self.running = true
   local out = pack(pcall(core.implicit_replication, self.step_fn, unpack(dargs, 1, dargs.n)))
+  self.running = false
   for _, e in ipairs(self.params) do rawget(e.at.module, "_parameters")[e.at.name] = e.param end
-  self.buckets.active = false
-  if not out[1] then error(out[2], 0) end
+  if not out[1] then
+    grad_buckets.abandon(self.buckets)
+    error(out[2], 0)
+  end
   for i = 2, out.n do out[i] = as_plain(out[i]) end
   self.counts.distributed_calls = self.counts.distributed_calls + 1
   return unpack(out, 2, out.n)
@@ -243,7 +263,6 @@ function M.data_parallel(step_fn, mesh, opts)
   local self = setmetatable({step_fn = step_fn, mesh = mesh, group = mesh:get_group(1), batch_dim = bd, inputs = opts.inputs,
                              modules = opts.modules, cap = cap * 1024 * 1024, analyses = {},
                              counts = {traces = 0, distributed_calls = 0}}, Runner)
-  self.buckets_off = function() if self.buckets then self.buckets.active = false end end
   return self
 end
 

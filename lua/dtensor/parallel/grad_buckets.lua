@@ -17,10 +17,11 @@ local function local_of(t) return core.is_dtensor(t) and t:to_local() or t end
 local function launch(state, b)
   local grads, flat_parts = b.grads, {}
   b.grads, b.ready = {}, 0
-  if state.group_size == 1 then return end -- the sum or average of one gradient
+  -- a group of one: the engine's .grad is already the reduction (given gradients still go in)
+  if state.group_size == 1 and not state.manual then return end
   for i = 1, #b.slots do flat_parts[i] = local_of(grads[i]):reshape(-1) end
   local flat = #flat_parts == 1 and flat_parts[1]:clone() or core.cat(flat_parts)
-  local work = D.all_reduce(flat, state.op, {group = state.group, async_op = true})
+  local work = state.group_size > 1 and D.all_reduce(flat, state.op, {group = state.group, async_op = true}) or nil
   if #state.pending == 0 then core.autograd.queue_callback(function() state.finish() end) end
   state.pending[#state.pending + 1] = {bucket = b, grads = grads, flat = flat, work = work}
 end
@@ -31,7 +32,7 @@ local function finish(state)
   local pending = state.pending
   state.pending = {}
   for _, p in ipairs(pending) do
-    p.work:wait()
+    if p.work then p.work:wait() end
     local off = 0
     for i, slot in ipairs(p.bucket.slots) do
       local gl = local_of(p.grads[i])
@@ -39,11 +40,12 @@ local function finish(state)
       local avg = p.flat:narrow(1, off + 1, n):reshape(gl:size())
       off = off + n
       local acc = slot.param.grad
-      if acc == nil then
+      if state.manual then -- the gradients were given, not accumulated by the engine: add the reduction
+        if acc == nil then slot.param.grad = avg:clone() else local_of(acc):add_(avg) end
+      elseif acc == nil then
         error(state.who .. ": parameter '" .. slot.name .. "' has no .grad: gradients are reduced in backward() " ..
               "(dt.autograd.grad is not supported here)", 0)
-      end
-      if slot.fresh then local_of(acc):copy_(avg) else local_of(acc):add_(avg - gl) end
+      elseif slot.fresh then local_of(acc):copy_(avg) else local_of(acc):add_(avg - gl) end
     end
   end
 end
@@ -67,20 +69,25 @@ local function on_grad(state, slot, g)
 end
 
 -- before each forward: the previous backward must have reduced every bucket
-function M.check_finished(state)
-  -- a backward that failed before its end left works running: complete them, unused
-  for _, p in ipairs(state.pending) do pcall(p.work.wait, p.work) end
+-- a backward that failed before its end left works running: complete them, unused, and
+-- empty every bucket
+function M.abandon(state)
+  for _, p in ipairs(state.pending) do if p.work then pcall(p.work.wait, p.work) end end
   state.pending = {}
+  for _, b in ipairs(state.buckets) do b.grads, b.ready = {}, 0 end
+  state.next = 1
+end
+
+function M.check_finished(state)
   local missing = {}
   for _, b in ipairs(state.buckets) do
     if b.ready > 0 then
       for i, slot in ipairs(b.slots) do
         if b.grads[i] == nil then missing[#missing + 1] = "'" .. slot.name .. "'" end
       end
-      b.grads, b.ready = {}, 0
     end
   end
-  state.next = 1
+  M.abandon(state)
   if #missing > 0 then
     error(state.who .. ": the previous backward gave no gradient to parameter(s) " .. table.concat(missing, ", ") ..
           ", so their buckets were not reduced; every parameter that requires grad must take part in the loss", 0)
@@ -88,24 +95,28 @@ function M.check_finished(state)
 end
 
 -- params: list of {name =, param =}; sizes: their {name, dtype, bytes}; op: "avg" or "sum";
--- who: the caller's name in errors.  state.active = false makes the hooks pass gradients on
--- untouched (data_parallel's single-device trace).
-function M.new(params, sizes, group, cap_bytes, op, who)
+-- who: the caller's name in errors.  manual = true: no hooks; the caller hands each gradient
+-- over with M.give (it never reaches the engine's .grad), and the reduction is added to .grad.
+function M.new(params, sizes, group, cap_bytes, op, who, manual)
   local state = {group = group, group_size = group:size(), buckets = {}, next = 1, handles = {}, pending = {},
-                 op = op, who = who, active = true}
+                 op = op, who = who, manual = manual or false, slot_of = {}}
   state.finish = function() finish(state) end
   for k, list in ipairs(buckets_of(sizes, cap_bytes)) do
     local b = {index = k, slots = {}, grads = {}, ready = 0}
     for pos, i in ipairs(list) do
       local slot = {name = params[i].name, param = params[i].param, bucket = b, pos = pos}
       b.slots[pos] = slot
-      state.handles[#state.handles + 1] = slot.param:register_hook(function(g)
-        if state.active then return on_grad(state, slot, g) end
-      end)
+      state.slot_of[slot.param] = slot
+      if not state.manual then
+        state.handles[#state.handles + 1] = slot.param:register_hook(function(g) return on_grad(state, slot, g) end)
+      end
     end
     state.buckets[k] = b
   end
   return state
 end
+
+-- manual mode: param's gradient g (this rank's part) into its bucket
+function M.give(state, param, g) on_grad(state, state.slot_of[param], g) end
 
 return M
