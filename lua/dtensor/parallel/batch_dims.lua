@@ -347,6 +347,9 @@ function M.format(an)
     lines[#lines + 1] = string.format("  %s%s(%s)  %s%s  -- %s", #outs > 0 and (table.concat(outs, ", ") .. " = ") or "",
       node.name, table.concat(ins, ", "), shape, what, node.where)
   end
+  local rets = {}
+  for i, s in ipairs(tr.returns) do rets[i] = s >= 0 and ("%" .. s) or "(a Lua value)" end
+  lines[#lines + 1] = "  return " .. table.concat(rets, ", ")
   return table.concat(lines, "\n")
 end
 
