@@ -130,7 +130,8 @@ describe("dt.parallel.data_parallel", function()
     local lines = {}
     for line in text:gmatch("[^\n]+") do lines[#lines + 1] = line end
     assert.is_true(#lines > 100)
-    for i = 2, #lines do
+    assert.is_truthy(lines[#lines]:find("^  return %%%d+$"), lines[#lines])
+    for i = 2, #lines - 1 do
       local l = lines[i]
       assert.is_truthy(l:find("batch dim %d") or l:find("partial %(reduced over the batch%)") or
                        l:find("replicate %(batch%-independent%)") or l:find("%.grad"), l)

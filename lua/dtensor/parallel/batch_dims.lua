@@ -74,8 +74,12 @@ end
 
 -- the one batch dim several operands agree on (nil: none is batched)
 local function agree(node, dims)
+  local keys = {}
+  for k in pairs(dims) do keys[#keys + 1] = k end
+  table.sort(keys, function(x, y) return tostring(x) < tostring(y) end) -- the same message on every rank
   local got
-  for _, d in pairs(dims) do
+  for _, k in ipairs(keys) do
+    local d = dims[k]
     if got ~= nil and d ~= got then
       fail(node, string.format("its operands put the batch in different dims of the result (%s and %s): the op "
            .. "mixes rows of different samples", show_dim(got), show_dim(d)))
