@@ -35,7 +35,7 @@ typedef struct host_ud {
   int pins_ref;
 } host_ud;
 
-int dt_lua_find_on_stack(lua_State *L, const dt_value *v) {
+static int find_on_stack(lua_State *L, const dt_value *v) {
   int top = lua_gettop(L);
   for (int i = 1; i <= top; i++) {
     if (lua_touserdata(L, i) == v) return lua_pushvalue(L, i), 1;
@@ -49,17 +49,20 @@ int dt_lua_find_on_stack(lua_State *L, const dt_value *v) {
   return 0;
 }
 
-static int host_pin(void *ud, dt_value *v) {
-  host_ud *h = ud;
-  lua_State *L = h->L;
-  if (!lua_checkstack(L, 6)) return dt_error("compile: Lua stack overflow");
-  if (!dt_lua_find_on_stack(L, v)) return dt_error("not found");
-  lua_rawgeti(L, LUA_REGISTRYINDEX, h->pins_ref);
+int dt_lua_pin_found(lua_State *L, int pins_ref, dt_value *v) {
+  if (!find_on_stack(L, v)) return 0;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, pins_ref);
   lua_pushlightuserdata(L, v);
   lua_pushvalue(L, -3);
   lua_rawset(L, -3);
   lua_pop(L, 2);
-  return DT_OK;
+  return 1;
+}
+
+static int host_pin(void *ud, dt_value *v) {
+  host_ud *h = ud;
+  if (!lua_checkstack(h->L, 6)) return dt_error("compile: Lua stack overflow");
+  return dt_lua_pin_found(h->L, h->pins_ref, v) ? DT_OK : dt_error("not found");
 }
 
 /* The first Lua line outside the library (lua/dtensor), else the first Lua line. */

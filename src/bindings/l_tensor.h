@@ -117,8 +117,9 @@ void dt_lua_open_trace(lua_State *L, const dt_lua_targets *tg);    /* l_trace.c:
 void dt_lua_capture_refuse(lua_State *L, const char *what);
 /* The first Lua line outside the library (lua/dtensor), else the first Lua line: "file.lua:12". */
 void dt_lua_where(lua_State *L, char *buf, size_t len);
-/* Pushes the userdata of v when it is on L's stack (or one table level down): 1, else 0. */
-int dt_lua_find_on_stack(lua_State *L, const dt_value *v);
+/* When v's userdata is on L's stack (or one table level down), stores it in the table
+ * registry[pins_ref] under the lightuserdata v and returns 1; else 0. */
+int dt_lua_pin_found(lua_State *L, int pins_ref, dt_value *v);
 /* __index / __newindex for the autograd fields (requires_grad, is_leaf, grad, grad_fn,
  * retains_grad): pushes the field and returns 1, or returns -1 (get) / 0 (set) for another key. */
 int dt_lua_autograd_field(lua_State *L, dt_value *u, const char *k);

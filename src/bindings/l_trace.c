@@ -24,13 +24,7 @@ typedef struct trace_host {
 /* Every external is accepted (a trace never replays); those found on the stack are named. */
 static int trace_pin(void *ud, dt_value *v) {
   trace_host *h = ud;
-  lua_State *L = h->L;
-  if (!lua_checkstack(L, 6) || !dt_lua_find_on_stack(L, v)) return DT_OK;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, h->pins);
-  lua_pushlightuserdata(L, v);
-  lua_pushvalue(L, -3);
-  lua_rawset(L, -3);
-  lua_pop(L, 2);
+  if (lua_checkstack(h->L, 6)) dt_lua_pin_found(h->L, h->pins, v);
   return DT_OK;
 }
 
