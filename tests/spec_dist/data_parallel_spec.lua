@@ -95,6 +95,15 @@ describe("dt.parallel.data_parallel", function()
     end
   end)
 
+  it("takes an empty batch", function()
+    local a, ma = mlp_run(0, 2, false, {reduction = "sum"})
+    local b, mb, f = mlp_run(0, 2, true, {reduction = "sum"})
+    assert.are.same({0, 0}, a)
+    assert.are.same(a, b)
+    params_close(ma, mb)
+    assert.are.equal(1, f:stats().distributed_calls)
+  end)
+
   it("trains the GPT demo's model like one device (dropout, uneven batch)", function()
     for _, B in ipairs {2 * n, n + 1} do
       local a, ma = gpt_run(B, 3, false)
