@@ -7,22 +7,12 @@
 --     averaged in buckets -- what a hand-written data-parallel loop costs.
 --   dtlua -n 1 bench/data_parallel.lua [batch] [iterations]      dtlua -n 4 bench/data_parallel.lua
 local baseline = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/load_baseline.lua")
-local now = baseline.now
 local B = tonumber(arg and arg[1]) or 256
 local N = tonumber(arg and arg[2]) or 10
 local n, rank = dt.world_size(), dt.rank()
 local mesh = dt.init_device_mesh("cpu", {n})
 
-local function best(f)
-  local b = math.huge
-  for _ = 1, 5 do
-    dt.barrier()
-    local t0 = now()
-    for _ = 1, N do f() end
-    b = math.min(b, (now() - t0) / N)
-  end
-  return b
-end
+local function best(f) return baseline.best_of_5(N, f) end
 
 local function setup()
   dt.manual_seed(0)
