@@ -197,6 +197,32 @@ describe("dt.parallel.data_parallel", function()
     assert.are.equal(1, f:stats().distributed_calls)
   end)
 
+  it("replicates a parameter tied into two modules once", function()
+    local function run(dp)
+      dt.manual_seed(9)
+      local a, b = dt.nn.Linear(3, 3):to("float64"), dt.nn.Linear(3, 3):to("float64")
+      b.weight = a.weight -- tied
+      local opt = dt.optim.SGD({a.weight, a.bias, b.bias}, {lr = 0.1})
+      local function step(x)
+        opt:zero_grad()
+        local loss = b(a(x):tanh()):pow(2):mean()
+        loss:backward()
+        opt:step()
+        return loss
+      end
+      local f = dp and P.data_parallel(step, mesh()) or step
+      local x = dt.randn(2 * n + 1, 3):double()
+      local out = {}
+      for i = 1, 3 do out[i] = f(x):item() end
+      assert.are.equal(a.weight, b.weight)
+      return out, a.weight
+    end
+    local l1, w1 = run(false)
+    local l2, w2 = run(true)
+    for i = 1, 3 do close(l1[i], l2[i], "tied step " .. i) end
+    assert.is_true((w1 - w2):abs():max():item() <= 1e-9)
+  end)
+
   it("refuses a parameter read without its module", function()
     local lin = dt.nn.Linear(3, 1):to("float64")
     local weight = lin.weight

@@ -92,7 +92,8 @@ local function signature(args)
   return table.concat(parts, ";")
 end
 
--- where each parameter lives: {module, name} from the modules reachable from fn's upvalues
+-- where each parameter lives: a list of {module =, name =} (tied parameters live in several),
+-- from the modules reachable from fn's upvalues
 local function find_modules(fn, extra)
   local found, seen = {}, {}
   local function visit(v, depth)
@@ -117,8 +118,16 @@ local function find_modules(fn, extra)
   visit(fn, 0)
   for _, m in ipairs(extra or {}) do visit(m, 0) end
   local where = {}
+  local seen_at = {}
   for _, m in ipairs(found) do
-    for name, p in pairs(rawget(m, "_parameters")) do where[p] = where[p] or {module = m, name = name} end
+    for _, name in ipairs(rawget(m, "_param_names") or {}) do
+      local p = rawget(m, "_parameters")[name]
+      if p ~= nil and not seen_at[m] then
+        where[p] = where[p] or {}
+        table.insert(where[p], {module = m, name = name})
+      end
+    end
+    seen_at[m] = true
   end
   return where
 end
@@ -143,8 +152,8 @@ local function setup_params(self, trace)
               .. "dt.nn.Module reachable from step_fn (its upvalues) nor of opts.modules", table.concat(ext.shape, ","),
               n and n.name or "?", n and n.where or "?"), 0)
       end
-      params[#params + 1] = {name = at.name, param = p, at = at}
-      sizes[#sizes + 1] = {name = at.name, dtype = p.dtype, bytes = p:numel() * p:element_size()}
+      params[#params + 1] = {name = at[1].name, param = p, at = at}
+      sizes[#sizes + 1] = {name = at[1].name, dtype = p.dtype, bytes = p:numel() * p:element_size()}
     end
   end
   if self.params then
@@ -198,12 +207,15 @@ local function run_distributed(self, an, args)
   end
   local first = self.group:ranks()[1] == core.rank()
   for _, e in ipairs(self.params) do
-    rawget(e.at.module, "_parameters")[e.at.name] = to_replicate(e.param, mesh, first, self.buckets)
+    local r = to_replicate(e.param, mesh, first, self.buckets)
+    for _, at in ipairs(e.at) do rawget(at.module, "_parameters")[at.name] = r end
   end
   self.running = true
   local out = pack(pcall(core.implicit_replication, self.step_fn, unpack(dargs, 1, dargs.n)))
   self.running = false
-  for _, e in ipairs(self.params) do rawget(e.at.module, "_parameters")[e.at.name] = e.param end
+  for _, e in ipairs(self.params) do
+    for _, at in ipairs(e.at) do rawget(at.module, "_parameters")[at.name] = e.param end
+  end
   if not out[1] then
     grad_buckets.abandon(self.buckets)
     error(out[2], 0)
