@@ -17,6 +17,18 @@ function baseline.blas_threads()
   return n or 1
 end
 
+-- The best of 5 loops of n calls of f, seconds per call (every rank starts each loop together).
+function baseline.best_of_5(n, f)
+  local b = math.huge
+  for _ = 1, 5 do
+    dt.barrier()
+    local t0 = baseline.now()
+    for _ = 1, n do f() end
+    b = math.min(b, (baseline.now() - t0) / n)
+  end
+  return b
+end
+
 -- Is PyTorch importable (benchmarks compare with it when it is, and say so when not)?
 function baseline.torch_available()
   local ok = os.execute("python3 -c 'import torch' >/dev/null 2>&1")

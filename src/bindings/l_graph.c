@@ -28,7 +28,7 @@ typedef struct compiled {
 
 void dt_lua_capture_refuse(lua_State *L, const char *what) {
   dt_context *ctx = dt_lua_context(L);
-  if (dt_capture_active(ctx)) luaL_error(L, "%s", (dt_capture_refuse(ctx, what), dt_error_message()));
+  if (dt_capture_active(ctx) && !dt_capture_tracing(ctx)) luaL_error(L, "%s", (dt_capture_refuse(ctx, what), dt_error_message()));
 }
 
 /* ---- the host of a recording: pins and source lines ---- */
@@ -51,22 +51,26 @@ static int find_on_stack(lua_State *L, const dt_value *v) {
   return 0;
 }
 
-static int host_pin(void *ud, dt_value *v) {
-  host_ud *h = ud;
-  lua_State *L = h->L;
-  if (!lua_checkstack(L, 6)) return dt_error("compile: Lua stack overflow");
-  if (!find_on_stack(L, v)) return dt_error("not found");
-  lua_rawgeti(L, LUA_REGISTRYINDEX, h->pins_ref);
+int dt_lua_pin_found(lua_State *L, int pins_ref, dt_value *v) {
+  if (!find_on_stack(L, v)) return 0;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, pins_ref);
   lua_pushlightuserdata(L, v);
   lua_pushvalue(L, -3);
   lua_rawset(L, -3);
   lua_pop(L, 2);
-  return DT_OK;
+  return 1;
+}
+
+static int host_pin(void *ud, dt_value *v) {
+  host_ud *h = ud;
+  if (!lua_checkstack(h->L, 6)) return dt_error("compile: Lua stack overflow");
+  return dt_lua_pin_found(h->L, h->pins_ref, v) ? DT_OK : dt_error("not found");
 }
 
 /* The first Lua line outside the library (lua/dtensor), else the first Lua line. */
-static void host_where(void *ud, char *buf, size_t len) {
-  lua_State *L = ((host_ud *)ud)->L;
+static void host_where(void *ud, char *buf, size_t len) { dt_lua_where(((host_ud *)ud)->L, buf, len); }
+
+void dt_lua_where(lua_State *L, char *buf, size_t len) {
   lua_Debug ar;
   int found = 0;
   for (int level = 0; lua_getstack(L, level, &ar); level++) {

@@ -5,7 +5,9 @@
  * names the public function (scaled_dot_product_attention, not _sdpa): no luaL_check*,
  * whose messages name the C function. */
 #include "base/error.h"
+#include "bindings/l_dist.h"
 #include "bindings/l_tensor.h"
+#include "capture/capture.h"
 
 #include <float.h>
 #include <string.h>
@@ -45,10 +47,16 @@ static dt_tensor *to_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has_
   return z;
 }
 
-/* Pushes the converted tensor so Lua owns it while the op runs (errors cannot leak it). */
-static dt_value *push_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has_skip, int64_t skip, const char *op,
+/* Pushes the converted tensor so Lua owns it while the op runs (errors cannot leak it).  In
+ * a trace for analysis (dt.parallel.data_parallel) the ids are checked alike, then made
+ * 0-based by the front door's sub, so the trace links the op to the tensor they came from. */
+static dt_value *push_zero_based(lua_State *L, dt_value *v, int64_t hi, int has_skip, int64_t skip, const char *op,
                                  const char *what, const char *range) {
-  dt_tensor *z = to_zero_based(L, t, hi, has_skip, skip, op, what, range);
+  dt_tensor *z = to_zero_based(L, v->local, hi, has_skip, skip, op, what, range);
+  if (dt_capture_tracing(dt_lua_context(L)) && v->local->dtype == DT_INT64) {
+    dt_tensor_release(z);
+    return dt_lua_push_zero_based(L, v);
+  }
   dt_lua_push_tensor(L, z);
   return lua_touserdata(L, -1);
 }
@@ -66,7 +74,7 @@ static int l_embedding(lua_State *L) {
   }
   dt_value *in[2] = {NULL, w};
   if (!ids->spec) {
-    in[0] = push_zero_based(L, ids->local, dt_value_shape(w)[0], 0, 0, "embedding", "id", "vocab size %I");
+    in[0] = push_zero_based(L, ids, dt_value_shape(w)[0], 0, 0, "embedding", "id", "vocab size %I");
   } else {
     in[0] = dt_lua_push_zero_based(L, ids);
   }
@@ -132,7 +140,7 @@ static void cross_entropy_args(lua_State *L, int first, const char *op, dt_value
   dt_value *xv = dt_lua_check_value_for(L, first, op, "logits"), *tv = dt_lua_check_value_for(L, first + 1, op, "target");
   if (xv->spec || tv->spec) /* F.cross_entropy sends DTensors to its DTensor form: only a direct call lands here */
     luaL_error(L, "%s: DTensor arguments go through dt.nn.functional.cross_entropy", op);
-  dt_tensor *x = xv->local, *t = tv->local;
+  dt_tensor *x = xv->local;
   if (!lua_isinteger(L, first + 2))
     luaL_error(L, "%s: ignore_index must be an integer, got %s", op, dt_lua_typename(L, first + 2));
   lua_Integer ignore = lua_tointeger(L, first + 2);
@@ -145,7 +153,7 @@ static void cross_entropy_args(lua_State *L, int first, const char *op, dt_value
   if (red < 0) luaL_error(L, "%s: reduction must be \"none\", \"mean\" or \"sum\", got \"%s\"", op, r);
   if (x->ndim == 0) luaL_error(L, "%s: logits must have at least 1 dim, got a 0-d tensor", op);
   int64_t classes = x->shape[x->ndim == 1 ? 0 : 1];
-  in[0] = xv, in[1] = push_zero_based(L, t, classes, 1, ignore, op, "target", "%I classes");
+  in[0] = xv, in[1] = push_zero_based(L, tv, classes, 1, ignore, op, "target", "%I classes");
   a->nints = 2;
   a->ints[0] = ignore - 1; /* shifted with the targets, so it still matches */
   a->ints[1] = red;

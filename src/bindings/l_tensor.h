@@ -111,10 +111,16 @@ void dt_lua_open_amp(lua_State *L, const dt_lua_targets *tg);      /* l_amp.c: a
 void dt_lua_open_config(lua_State *L, const dt_lua_targets *tg);   /* l_config.c: dt.config(), threads */
 void dt_lua_open_fused_backward(lua_State *L, const dt_lua_targets *tg); /* l_fused_backward.c */
 void dt_lua_open_graph(lua_State *L, const dt_lua_targets *tg);    /* l_graph.c: dt.compile */
+void dt_lua_open_trace(lua_State *L, const dt_lua_targets *tg);    /* l_trace.c: dt._trace (batch-dim analysis) */
 /* Raises "compile: <what> at <file:line> cannot be captured in a graph; ..." while a graph
  * records on L's rank (reading a tensor's values into Lua, collectives outside the front
  * door, backward); nothing otherwise. */
 void dt_lua_capture_refuse(lua_State *L, const char *what);
+/* The first Lua line outside the library (lua/dtensor), else the first Lua line: "file.lua:12". */
+void dt_lua_where(lua_State *L, char *buf, size_t len);
+/* When v's userdata is on L's stack (or one table level down), stores it in the table
+ * registry[pins_ref] under the lightuserdata v and returns 1; else 0. */
+int dt_lua_pin_found(lua_State *L, int pins_ref, dt_value *v);
 /* __index / __newindex for the autograd fields (requires_grad, is_leaf, grad, grad_fn,
  * retains_grad): pushes the field and returns 1, or returns -1 (get) / 0 (set) for another key. */
 int dt_lua_autograd_field(lua_State *L, dt_value *u, const char *k);

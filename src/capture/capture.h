@@ -79,6 +79,31 @@ static inline int dt_capture_active(const dt_context *ctx) { return ctx && ctx->
 /* A capture error: "compile: <what> at <line>" naming the Lua line of the current call. */
 DT_API int dt_capture_refuse(dt_context *ctx, const char *what);
 
+/* Marks g, just begun, as a trace for analysis (data parallelism's batch-dim analysis,
+ * describe.c): what a replay could not reproduce is recorded as it ran instead of refused
+ * (values read into Lua, ids converted by the bindings, gradients into leaves made inside,
+ * tensors kept in Lua state); such a graph never replays. */
+DT_API void dt_capture_set_trace(dt_graph *g);
+/* Whether the graph recording on ctx is such a trace (the bindings then refuse nothing). */
+DT_API int dt_capture_tracing(const dt_context *ctx);
+
+/* A recorded graph's nodes, read by analyses (describe.c).  Slots as above; in[i] -1: an
+ * absent operand.  kind: "op", a DTensor conversion's name, "get_grad" or "set_grad". */
+typedef struct dt_graph_node_info {
+  const char *name, *kind, *family, *where; /* family: the op's sharding family (ops only) */
+  int nin, nout, inplace, view, dead;
+  const int *in, *out;
+  const dt_op_args *args;                   /* static args (ops only, else NULL) */
+  const dt_meta *meta;                      /* the outputs' dtype and shape (ops only) */
+} dt_graph_node_info;
+DT_API int dt_graph_nnodes(const dt_graph *g);
+DT_API void dt_graph_node(const dt_graph *g, int k, dt_graph_node_info *out);
+/* The slot counts: arguments, externals; the slot of return i (-1: a Lua value). */
+DT_API void dt_graph_counts(const dt_graph *g, int *nargs, int *nexternals);
+DT_API int dt_graph_return_slot(const dt_graph *g, int i);
+/* External e's guard (shape, dtype, requires_grad at the capture). */
+DT_API const dt_guard *dt_graph_external_guard(const dt_graph *g, int e);
+
 /* 1 when the call's arguments (guards) and ctx's modes are those g was recorded with. */
 DT_API int dt_graph_matches(const dt_graph *g, const dt_context *ctx, const dt_guard *guards, int n);
 /* Replays g on the tensor arguments args[0..nargs).  DT_OK: the returned values wait in the

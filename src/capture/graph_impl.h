@@ -100,6 +100,7 @@ struct dt_graph {
   int nbuckets;
   int64_t bucket_cap;      /* bytes; 0: one all_reduce per bucket */
   int overlap;             /* 0: a bucket's all_reduce runs blocking */
+  int trace;               /* recorded for analysis only (dt_capture_set_trace): never replayed */
   dt_graph_stats stats;
 };
 

@@ -22,8 +22,13 @@ void dt_guard_of_value(const dt_value *v, dt_guard *g) {
   g->alias = 0;
 }
 
+void dt_capture_set_trace(dt_graph *g) { g->trace = 1; }
+
+int dt_capture_tracing(const dt_context *ctx) { return ctx && ctx->capture && ((const dt_graph *)ctx->capture)->trace; }
+
 int dt_capture_refuse(dt_context *ctx, const char *what) {
   dt_graph *g = ctx->capture;
+  if (g && g->trace) return DT_OK; /* an analysis records what ran */
   char w[256] = "?";
   if (g && g->host.where) g->host.where(g->host.ud, w, sizeof w);
   return dt_error("compile: %s at %s cannot be captured in a graph; run it outside the compiled function", what, w);
@@ -246,7 +251,8 @@ static int record_set_grad(dt_context *ctx, dt_value *t, const dt_value *gr) {
   if (!(n->in = malloc(sizeof *n->in * 2))) return dt_error("compile: out of memory");
   n->in[1] = -1;
   if (slot_of(g, t, &n->in[0]) != DT_OK || (gr && slot_of(g, (dt_value *)gr, &n->in[1]) != DT_OK)) return DT_ERR;
-  if (n->in[0] >= 0) return dt_capture_refuse(ctx, "setting .grad of a tensor made inside the compiled function");
+  if (n->in[0] >= 0 && dt_capture_refuse(ctx, "setting .grad of a tensor made inside the compiled function") != DT_OK)
+    return DT_ERR;
   return finish_node(g, n, gr ? (dt_value *const *)&gr : &t, 1);
 }
 
@@ -321,7 +327,7 @@ static void stop(dt_context *ctx, dt_graph *g) {
 
 int dt_capture_end(dt_context *ctx, dt_graph *g, dt_value *const *ret, int nret) {
   int st = DT_OK;
-  if (ctx->rng.seed != g->rng_seed || ctx->rng.offset != g->rng_last)
+  if (!g->trace && (ctx->rng.seed != g->rng_seed || ctx->rng.offset != g->rng_last))
     st = dt_error("compile: the generator was reset or advanced outside the recorded ops (dt.manual_seed in the compiled function?)");
   if (st == DT_OK && nret && !(g->ret_slot = malloc(sizeof *g->ret_slot * (size_t)nret))) st = dt_error("compile: out of memory");
   g->nret = nret;
@@ -330,7 +336,7 @@ int dt_capture_end(dt_context *ctx, dt_graph *g, dt_value *const *ret, int nret)
     if (ret[i]) st = slot_of(g, ret[i], &g->ret_slot[i]);
   }
   stop(ctx, g);
-  if (st == DT_OK) st = dt_graph_check_escapes(g, ret, nret);
+  if (st == DT_OK && !g->trace) st = dt_graph_check_escapes(g, ret, nret);
   dt_slotmap_free(g);
   free(g->args); /* the capture's arguments: not kept past it */
   g->args = NULL;

@@ -126,3 +126,16 @@ do
     end)
   end)
 end
+do
+  describe("bench/data_parallel.lua", function()
+    local H = require("tests.spec.support.launch_helpers")
+    local srcdir = os.getenv("srcdir") or "."
+
+    it("prints data_parallel's and replicate's step times against the single device's, on 2 ranks", function()
+      local out, rc = H.run("-n 2 " .. H.sh_quote(srcdir .. "/bench/data_parallel.lua") .. " 8 1")
+      assert.are.equal(0, rc, out)
+      assert.matches("MLP step, batch 8, 2 rank%(s%): single device [%d.]+ ms; data_parallel [%d.]+ ms %([%d.]+x of single%); "
+        .. "replicate [%d.]+ ms %([%d.]+x of single%); data_parallel / replicate [%d.]+", out)
+    end)
+  end)
+end

@@ -13,10 +13,13 @@
 --   loss.lua               loss_parallel
 --   buckets.lua, replicate.lua  replicate
 --   fully_shard.lua        fully_shard (FSDP2: parameters sharded over dp, gathered per block)
+--   grad_buckets.lua       the bucketed gradient all_reduce replicate and data_parallel share
+--   batch_dims.lua, data_parallel.lua  data_parallel (from a batch-dim analysis of a trace)
 local linear = require "dtensor.parallel.linear_styles"
 local prepare = require "dtensor.parallel.prepare_module"
 local replicate = require "dtensor.parallel.replicate"
 local fully_shard = require "dtensor.parallel.fully_shard"
+local data_parallel = require "dtensor.parallel.data_parallel"
 
 local parallel = {
   ColwiseParallel = linear.ColwiseParallel,
@@ -31,6 +34,8 @@ local parallel = {
   fully_shard = fully_shard.fully_shard,
   fully_shard_bytes = fully_shard.fully_shard_bytes,
   is_style = require("dtensor.parallel.style").is_style,
+  data_parallel = data_parallel.data_parallel,
+  explain_batch_dims = data_parallel.explain_batch_dims,
 }
 
 return {module = {parallel = parallel,

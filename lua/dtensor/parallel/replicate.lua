@@ -12,7 +12,7 @@
 --  * At replicate(), the parameters and buffers are broadcast from the first rank of the dp
 --    group, so the replicas start equal (as DDP).
 --  * A hook on each parameter (t:register_hook) hands its gradient to its bucket
---    (lua/dtensor/parallel/buckets.lua).  When a bucket has all its gradients, and every
+--    (lua/dtensor/parallel/buckets.lua, grad_buckets.lua).  When a bucket has all its gradients, and every
 --    bucket before it was launched, its local tensors are flattened into one buffer and
 --    averaged by one async all_reduce over the dp group, which runs while backward computes
 --    the next gradients (DDP's overlap).  At the end of backward (a callback queued with
@@ -30,7 +30,7 @@
 --    back into .grad (also on a dp group of one rank, so every mesh rounds alike).
 local core = require "dtensor.core"
 local L = require "dtensor.parallel.layouts"
-local buckets_of = require("dtensor.parallel.buckets").assign
+local grad_buckets = require "dtensor.parallel.grad_buckets"
 local mesh_arg = require("dtensor.parallel.distribute_module").mesh_arg
 local D = core.distributed
 local M = {}
@@ -119,62 +119,6 @@ local function broadcast_state(module, group, src)
   end)
 end
 
--- one async all_reduce(avg) of a complete bucket, waited by finish() at the end of backward
-local function launch(state, b)
-  local grads, flat_parts = b.grads, {}
-  b.grads, b.ready = {}, 0
-  local rd = state.reduce_dtype
-  local cast = rd ~= nil and rd ~= local_of(grads[1]).dtype
-  if state.group_size == 1 and not cast then return end -- the average of one gradient
-  for i = 1, #b.slots do flat_parts[i] = local_of(grads[i]):reshape(-1) end
-  local flat = #flat_parts == 1 and flat_parts[1]:clone() or core.cat(flat_parts)
-  if cast then flat = flat:to(rd) end
-  local work = state.group_size > 1 and D.all_reduce(flat, "avg", {group = state.group, async_op = true}) or nil
-  if #state.pending == 0 then core.autograd.queue_callback(function() state.finish() end) end
-  state.pending[#state.pending + 1] = {bucket = b, grads = grads, flat = flat, work = work}
-end
-
--- the end of backward: every bucket's average into .grad (a .grad this backward created
--- becomes the average; one that held earlier gradients gets average - gradient added)
-local function finish(state)
-  local pending = state.pending
-  state.pending = {}
-  for _, p in ipairs(pending) do
-    if p.work then p.work:wait() end
-    local off = 0
-    for i, slot in ipairs(p.bucket.slots) do
-      local gl = local_of(p.grads[i])
-      local n = gl:numel()
-      local avg = p.flat:narrow(1, off + 1, n):reshape(gl:size())
-      off = off + n
-      local acc = slot.param.grad
-      if acc == nil then
-        error("replicate: parameter '" .. slot.name .. "' has no .grad: gradients are averaged in backward() " ..
-              "(dt.autograd.grad is not supported on a replicated module)", 0)
-      end
-      if slot.fresh then local_of(acc):copy_(avg) else local_of(acc):add_(avg - gl) end
-    end
-  end
-end
-
-local function on_grad(state, slot, g)
-  local b = slot.bucket
-  if b.grads[slot.pos] ~= nil then
-    error("replicate: parameter '" .. slot.name .. "' got a second gradient before its bucket was reduced", 0)
-  end
-  b.grads[slot.pos] = g
-  slot.fresh = slot.param.grad == nil -- hooks run before the gradient is accumulated
-  b.ready = b.ready + 1
-  if b.ready < #b.slots then return nil end
-  local bs = state.buckets
-  while state.next <= #bs and bs[state.next].ready == #bs[state.next].slots do
-    launch(state, bs[state.next])
-    state.next = state.next + 1
-  end
-  if state.next > #bs then state.next = 1 end
-  return nil
-end
-
 -- mp_policy's param_dtype: before forward each parameter slot of a managed parameter holds
 -- its cast (one per parameter: tied slots share it), after forward the parameter again
 local function param_slots(module, params)
@@ -214,29 +158,6 @@ local function restore_params(state)
   for _, s in ipairs(state.slots) do rawget(s.sub, "_parameters")[s.pname] = s.param end
 end
 
--- before each forward: the previous backward must have reduced every bucket
-local function check_finished(state)
-  -- a backward that failed before its end left works running: complete them, unused
-  for _, p in ipairs(state.pending) do
-    if p.work then pcall(p.work.wait, p.work) end
-  end
-  state.pending = {}
-  local missing = {}
-  for _, b in ipairs(state.buckets) do
-    if b.ready > 0 then
-      for i, slot in ipairs(b.slots) do
-        if b.grads[i] == nil then missing[#missing + 1] = "'" .. slot.name .. "'" end
-      end
-      b.grads, b.ready = {}, 0
-    end
-  end
-  state.next = 1
-  if #missing > 0 then
-    error("replicate: the previous backward gave no gradient to parameter(s) " .. table.concat(missing, ", ") ..
-          ", so their buckets were not averaged; every parameter that requires grad must take part in the loss", 0)
-  end
-end
-
 function M.replicate(module, mesh, opts)
   local who = "replicate"
   if not L.is_module(module) then error(who .. ": expected a dt.nn.Module, got " .. type(module), 2) end
@@ -258,19 +179,10 @@ function M.replicate(module, mesh, opts)
     local l = local_of(e.param)
     sizes[i] = {name = e.name, dtype = l.dtype, bytes = l:numel() * l:element_size()}
   end
-  local state = {group = group, group_size = group:size(), buckets = {}, next = 1, handles = {}, pending = {},
-                 param_dtype = mp.param_dtype, reduce_dtype = mp.reduce_dtype or mp.param_dtype}
-  state.finish = function() finish(state) end
-  for k, list in ipairs(buckets_of(sizes, cap * 1024 * 1024)) do
-    local b = {index = k, slots = {}, grads = {}, ready = 0}
-    for pos, i in ipairs(list) do
-      local slot = {name = params[i].name, param = params[i].param, bucket = b, pos = pos}
-      b.slots[pos] = slot
-      state.handles[#state.handles + 1] = slot.param:register_hook(function(g) return on_grad(state, slot, g) end)
-    end
-    state.buckets[k] = b
-  end
-  module:register_forward_pre_hook(function() check_finished(state) end)
+  local state = grad_buckets.new(params, sizes, group, cap * 1024 * 1024, "avg", who, false,
+                                 mp.reduce_dtype or mp.param_dtype)
+  state.param_dtype = mp.param_dtype
+  module:register_forward_pre_hook(function() grad_buckets.check_finished(state) end)
   if state.param_dtype then
     state.slots = param_slots(module, params)
     module:register_forward_pre_hook(function(_, inputs) return cast_params(state, inputs) end)
