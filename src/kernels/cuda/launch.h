@@ -1,0 +1,56 @@
+/* The CUDA kernels' launchers (*.cu), callable from the C side of the backend (*.c), which turns
+ * dt_op_args and tensors into these plain descriptors (tensor.h is C11, not C++).  Each launcher
+ * queues its kernel on the calling thread's stream and returns DT_OK or DT_ERR (dt_error). */
+#ifndef DT_KERNELS_CUDA_LAUNCH_H
+#define DT_KERNELS_CUDA_LAUNCH_H
+
+#include <stdint.h>
+
+#define DTC_MAX_DIMS 8
+
+/* A tensor on the device: strides in elements (0: broadcast). */
+typedef struct dtc_tensor {
+  void *data;
+  int dtype;
+  int ndim;
+  int64_t shape[DTC_MAX_DIMS];
+  int64_t stride[DTC_MAX_DIMS];
+} dtc_tensor;
+
+/* The operand roles of a binary op: two tensors, or a tensor and a number on its right/left. */
+enum { DTC_TT = 0, DTC_TS, DTC_ST };
+
+/* The arguments of an elementwise op beside its tensors. */
+typedef struct dtc_pointwise {
+  int op;         /* dt_op_id */
+  int compute;    /* dt_dtype the arithmetic runs in: float32, float64 or int64 */
+  int mode;       /* DTC_TT, DTC_TS, DTC_ST */
+  double s;       /* the number operand; unary ops' first parameter */
+  int64_t si;     /* ... exactly, when the compute dtype is int64 */
+  double alpha;   /* add/sub: b's factor (alpha != 1 only for DTC_TT and DTC_ST) */
+  int64_t alphai; /* ... in int64 */
+  double p1;      /* unary ops' second parameter */
+  int flags;      /* op flags (gelu: tanh approximation) */
+} dtc_pointwise;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* out, x (and y) all have out's shape (inputs broadcast by strides).  nin: 1 or 2 tensors. */
+int dtc_launch_pointwise(const dtc_pointwise *p, const dtc_tensor *out, const dtc_tensor *x, const dtc_tensor *y);
+/* Every element of out set to vi (is_int: converted as dt_store_i64 does) or v (dt_store_f64). */
+int dtc_launch_fill(const dtc_tensor *out, double v, int64_t vi, int is_int);
+
+enum { DTC_SUM, DTC_MEAN, DTC_PROD, DTC_AMAX, DTC_AMIN };
+/* out (contiguous, kept dims in order) = the reduction of x over the dims whose bit is set in
+ * reduce_mask. */
+int dtc_launch_reduce(int kind, const dtc_tensor *out, const dtc_tensor *x, unsigned reduce_mask);
+/* softmax (or log_softmax) of x along dim into out (contiguous, x's shape). */
+int dtc_launch_softmax(int log, const dtc_tensor *out, const dtc_tensor *x, int dim);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
