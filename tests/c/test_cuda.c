@@ -6,6 +6,9 @@
 
 #include "base/error.h"
 #include "kernels/cuda/coverage.h"
+#include "kernels/cuda/uniform_elem.h"
+#include "kernels/cuda/uniform_setup.h"
+#include "ops/random.h"
 #include "kernels/local_op.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda_cache.h"
@@ -178,6 +181,62 @@ static void test_no_device(void) {
   CHECK(dt_cuda_synchronize() != 0 && strstr(dt_error_message(), "cuda.synchronize") != NULL);
 }
 
+/* The device's uniform_ element function, run on the host, against the CPU fill engine: the
+ * same bits for every dtype, random shapes (0-size, uneven), regions of a larger global tensor
+ * (a DTensor shard's block), bounds (a == b, a span below the dtype's resolution) and generator positions. */
+static uint64_t lcg(uint64_t *s) { return *s = *s * 6364136223846793005ull + 1442695040888963407ull, *s >> 33; }
+
+static void test_uniform_matches_cpu(void) {
+  uint64_t rs = 12345;
+  const dt_dtype dts[4] = {DT_FLOAT32, DT_FLOAT64, DT_BFLOAT16, DT_FLOAT16};
+  const double bounds[5][2] = {{0, 1}, {-2.5, 3.25}, {1, 1}, {-3, -2.9999}, {-1e-3, 7e4}};
+  int cases = 0, mismatches = 0;
+  for (int iter = 0; iter < 200; iter++) {
+    int ndim = (int)(lcg(&rs) % 4);
+    dt_rng_region r;
+    r.ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+      r.gshape[d] = (int64_t)(lcg(&rs) % 7);
+      r.start[d] = r.gshape[d] ? (int64_t)(lcg(&rs) % (uint64_t)r.gshape[d]) : 0;
+      r.shape[d] = r.gshape[d] ? (int64_t)(lcg(&rs) % (uint64_t)(r.gshape[d] - r.start[d] + 1)) : 0;
+    }
+    dt_dtype dt = dts[iter % 4];
+    dt_tensor *t = dt_tensor_empty(dt, ndim, r.shape, DT_CPU);
+    if (!t) continue;
+    dt_tensor *in[1] = {t}, *out[1] = {NULL};
+    dt_op_args a = {0};
+    a.in = in, a.nin = 1, a.nscalar = 2;
+    a.scalar[0] = bounds[iter % 5][0], a.scalar[1] = bounds[iter % 5][1];
+    a.ints[DT_RNG_SLOT_SEED] = (int64_t)(lcg(&rs) << 20 ^ lcg(&rs));
+    a.ints[DT_RNG_SLOT_OFFSET] = (int64_t)(4 * (lcg(&rs) % 1000));
+    a.region = &r;
+    CHECK(dt_op_call(DT_OP_UNIFORM_, &a, out) == DT_OK);
+    dtc_uniform u;
+    CHECK(dtc_uniform_setup(&a, t, &u) == DT_OK);
+    int64_t n = dt_tensor_numel(t);
+    size_t es = dt_dtype_size(dt);
+    char buf[8];
+    for (int64_t i = 0; i < n; i++) {
+      dtu_uniform_elem(&u, i, buf);
+      if (memcmp(buf, (char *)dt_tensor_data(t) + i * (int64_t)es, es) != 0) mismatches++;
+    }
+    cases++;
+    if (out[0]) dt_tensor_release(out[0]);
+    dt_tensor_release(t);
+  }
+  CHECK(cases == 200);
+  CHECK(mismatches == 0);
+  /* an integer tensor is refused by name */
+  int64_t shape[1] = {2};
+  dt_tensor *ti = dt_tensor_empty(DT_INT64, 1, shape, DT_CPU);
+  dt_tensor *in[1] = {ti};
+  dt_op_args a = {0};
+  a.in = in, a.nin = 1, a.name = "uniform_";
+  dtc_uniform u;
+  CHECK(dtc_uniform_setup(&a, ti, &u) != DT_OK && strstr(dt_error_message(), "uniform_: dtype int64") != NULL);
+  dt_tensor_release(ti);
+}
+
 int main(void) {
   TEST_CASE(test_size_classes);
   TEST_CASE(test_reuse_same_stream_only);
@@ -187,5 +246,6 @@ int main(void) {
   TEST_CASE(test_threads);
   TEST_CASE(test_kernel_column);
   TEST_CASE(test_no_device);
+  TEST_CASE(test_uniform_matches_cpu);
   return CTEST_END();
 }

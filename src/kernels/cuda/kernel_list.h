@@ -70,3 +70,6 @@ DT_CUDA_KERNEL(MATMUL, dt_cuda_matmul)
 DT_CUDA_KERNEL(MM, dt_cuda_mm)
 DT_CUDA_KERNEL(BMM, dt_cuda_bmm)
 DT_CUDA_KERNEL(ADDMM, dt_cuda_addmm)
+
+/* random (ops_random.c -> random_kernel.cu): the CPU generator's bits */
+DT_CUDA_KERNEL(UNIFORM_, dt_cuda_uniform_)

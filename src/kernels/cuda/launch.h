@@ -33,6 +33,21 @@ typedef struct dtc_pointwise {
   int flags;      /* op flags (gelu: tanh approximation) */
 } dtc_pointwise;
 
+/* uniform_ on the device: the CPU fill engine's bits (kernels/random.h) for element g of the
+ * global tensor, g from the region (start/shape within gshape) of the local elements. */
+typedef struct dtc_uniform {
+  void *dst; /* contiguous, the region's shape */
+  int dtype;
+  uint64_t seed, offset;
+  int wide;          /* 2 words per element (float64) */
+  double a, b, top;  /* [a, b); top: the largest value below b in dtype (float32/float64) */
+  uint16_t top_half; /* bf16/f16: the same, as bits; a and b already rounded to the dtype */
+  int bits;          /* bf16/f16: random bits per value */
+  int degenerate;    /* !(b > a): every value a (top_half: a's bits) */
+  int ndim;
+  int64_t n, gshape[DTC_MAX_DIMS], start[DTC_MAX_DIMS], shape[DTC_MAX_DIMS];
+} dtc_uniform;
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -48,6 +63,8 @@ enum { DTC_SUM, DTC_MEAN, DTC_PROD, DTC_AMAX, DTC_AMIN };
 int dtc_launch_reduce(int kind, const dtc_tensor *out, const dtc_tensor *x, unsigned reduce_mask);
 /* softmax (or log_softmax) of x along dim into out (contiguous, x's shape). */
 int dtc_launch_softmax(int log, const dtc_tensor *out, const dtc_tensor *x, int dim);
+
+int dtc_launch_uniform(const dtc_uniform *u);
 
 #ifdef __cplusplus
 }

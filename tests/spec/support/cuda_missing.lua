@@ -8,7 +8,7 @@ return {
   "masked_fill", "equal", "allclose", "where", "max", "min", "argmax", "argmin", "var", "std",
   "norm", "index_put_", "index_select", "index_add", "cat", "stack", "embedding", "layer_norm",
   "rms_norm", "cross_entropy", "scaled_dot_product_attention", "rand", "randn", "randint",
-  "uniform_", "normal_", "bernoulli", "dropout", "dropout_backward", "randperm", "multinomial",
+  "normal_", "bernoulli", "dropout", "dropout_backward", "randperm", "multinomial",
   "gather", "scatter", "scatter_add", "sort", "topk", "flip", "roll", "repeat", "tril", "triu",
   "diag", "round", "sign", "erf", "isnan", "isinf", "isfinite", "nan_to_num", "lerp", "addcmul",
   "addcdiv", "masked_fill_", "logsumexp", "all", "any", "cumsum", "cumprod", "var_mean",
