@@ -12,6 +12,11 @@
 #include "bindings/l_tensor.h"
 #include "tensor/cuda.h"
 
+#include "config.h"
+#ifdef DT_HAVE_CUDA
+#include "kernels/cuda/bench_raw.h"
+#endif
+
 void dt_lua_open_cuda(lua_State *L, const dt_lua_targets *tg);
 
 /* The default device of this rank: its local rank (threads: every rank is local) */
@@ -138,7 +143,39 @@ static int l_is_built(lua_State *L) {
   return 1;
 }
 
+/* bench/gpu.lua's yardsticks: _bench_gemm(n, "bfloat16"|"float32", reps), _bench_memcpy(bytes, reps)
+ * -> seconds of the best run */
+static int l_bench_gemm(lua_State *L) {
+  int n = (int)luaL_checkinteger(L, 1), reps = (int)luaL_optinteger(L, 3, 5);
+  const char *dtype = luaL_optstring(L, 2, "bfloat16");
+  if (n < 1 || n > 65536 || reps < 1) return luaL_error(L, "cuda._bench_gemm: bad size %d or reps %d", n, reps);
+  use_rank_default(L);
+#ifdef DT_HAVE_CUDA
+  double s;
+  if (dt_cuda_bench_gemm(n, strcmp(dtype, "float32") != 0, reps, &s) != DT_OK) return dt_lua_raise(L);
+  lua_pushnumber(L, s);
+  return 1;
+#else
+  return luaL_error(L, "cuda._bench_gemm: this build has no CUDA (%s)", dtype);
+#endif
+}
+
+static int l_bench_memcpy(lua_State *L) {
+  lua_Integer bytes = luaL_checkinteger(L, 1), reps = luaL_optinteger(L, 2, 5);
+  if (bytes < 1 || reps < 1) return luaL_error(L, "cuda._bench_memcpy: bad size or reps");
+  use_rank_default(L);
+#ifdef DT_HAVE_CUDA
+  double s;
+  if (dt_cuda_bench_memcpy((size_t)bytes, (int)reps, &s) != DT_OK) return dt_lua_raise(L);
+  lua_pushnumber(L, s);
+  return 1;
+#else
+  return luaL_error(L, "cuda._bench_memcpy: this build has no CUDA");
+#endif
+}
+
 static const luaL_Reg cuda_funcs[] = {
+    {"_bench_gemm", l_bench_gemm}, {"_bench_memcpy", l_bench_memcpy},
     {"is_available", l_is_available}, {"device_count", l_device_count}, {"current_device", l_current_device},
     {"set_device", l_set_device},     {"synchronize", l_synchronize},   {"memory_stats", l_memory_stats},
     {"empty_cache", l_empty_cache},   {"allow_tf32", l_allow_tf32},     {"is_built", l_is_built},

@@ -63,3 +63,33 @@ describe("dt.cuda arguments", function()
     fails("cuda: moving a tensor that requires grad", t.cuda, t)
   end)
 end)
+
+describe("the GPU verification without a GPU", function()
+  local H = require "tests.spec.support.launch_helpers"
+  local srcdir = os.getenv("srcdir") or "."
+  if dt.cuda.is_available() then return end
+
+  it("bench/gpu.lua prints one line saying there is no device", function()
+    local out, rc = H.run(H.sh_quote(srcdir .. "/bench/gpu.lua"))
+    assert.are.equal(0, rc, out)
+    assert.matches("^bench/gpu.lua: no CUDA device, skipped %(", out)
+  end)
+
+  it("tests/gpu/run.sh skips with one line and succeeds (no GPU here)", function()
+    local out, rc = H.capture("timeout 60 bash " .. H.sh_quote(srcdir .. "/tests/gpu/run.sh"))
+    if out:match("^tests/gpu/run.sh: no GPU") then -- this machine: no device node
+      assert.are.equal(0, rc, out)
+      assert.are.equal(1, select(2, out:gsub("\n", "\n")), "one line: " .. out)
+    else -- a device node without a usable device: run.sh says so and fails
+      assert.matches("dt.cuda.is_available%(%) is false", out)
+    end
+  end)
+
+  it("the GPU specs skip with one line each", function()
+    local out, rc = H.run(H.sh_quote(srcdir .. "/tests/run_specs.lua") .. " --pattern=_spec " .. H.sh_quote(srcdir .. "/tests/gpu"))
+    assert.are.equal(0, rc, out)
+    for _, spec in ipairs {"ops_gpu_spec", "rng_gpu_spec", "device_gpu_spec"} do
+      assert.matches(spec .. ": no CUDA device: skipped", out, 1, true)
+    end
+  end)
+end)
