@@ -21,6 +21,8 @@ DT_CUDA_KERNEL(UNSQUEEZE, dt_cpu_unsqueeze)
 DT_CUDA_KERNEL(SQUEEZE, dt_cpu_squeeze)
 DT_CUDA_KERNEL(EXPAND, dt_cpu_expand)
 DT_CUDA_KERNEL(FLATTEN, dt_cpu_flatten)
+DT_CUDA_KERNEL(CAT, dt_cpu_cat)
+DT_CUDA_KERNEL(STACK, dt_cpu_stack)
 
 /* fills (ops_pointwise.c; the factories run on the host and their tensors are moved) */
 DT_CUDA_KERNEL(FILL_, dt_cuda_fill_)
@@ -70,6 +72,11 @@ DT_CUDA_KERNEL(MATMUL, dt_cuda_matmul)
 DT_CUDA_KERNEL(MM, dt_cuda_mm)
 DT_CUDA_KERNEL(BMM, dt_cuda_bmm)
 DT_CUDA_KERNEL(ADDMM, dt_cuda_addmm)
+
+/* nn (ops_nn.c -> nn_kernel.cu) */
+DT_CUDA_KERNEL(EMBEDDING, dt_cuda_embedding)
+DT_CUDA_KERNEL(LAYER_NORM, dt_cuda_layer_norm)
+DT_CUDA_KERNEL(RMS_NORM, dt_cuda_rms_norm)
 
 /* random (ops_random.c -> random_kernel.cu): the CPU generator's bits */
 DT_CUDA_KERNEL(UNIFORM_, dt_cuda_uniform_)

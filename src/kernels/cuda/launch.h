@@ -4,6 +4,7 @@
 #ifndef DT_KERNELS_CUDA_LAUNCH_H
 #define DT_KERNELS_CUDA_LAUNCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define DTC_MAX_DIMS 8
@@ -65,6 +66,14 @@ int dtc_launch_reduce(int kind, const dtc_tensor *out, const dtc_tensor *x, unsi
 int dtc_launch_softmax(int log, const dtc_tensor *out, const dtc_tensor *x, int dim);
 
 int dtc_launch_uniform(const dtc_uniform *u);
+/* layer_norm (rms 0) / rms_norm (rms 1) over rows of n contiguous elements of x into y (x's
+ * dtype); w, b (n elements, any float dtype) may be NULL. */
+int dtc_launch_norm(int rms, const void *x, const void *w, const void *b, void *y, int dtype, int wdtype, int bdtype,
+                    int64_t rows, int64_t n, double eps);
+/* out[i, :] = weight[ids[i] - first, :] (rows of rowbytes), ids int64; an id outside the weight's
+ * vocab rows: zeros when shard, else the error (checked after the kernel, naming the id). */
+int dtc_launch_embedding(const int64_t *ids, int64_t nids, const void *weight, int64_t vocab, int64_t first,
+                         size_t rowbytes, void *out, int shard, const char *op);
 
 #ifdef __cplusplus
 }

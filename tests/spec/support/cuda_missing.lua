@@ -6,8 +6,8 @@
 return {
   "empty", "full", "arange", "eye", "clamp", "hardtanh", "leaky_relu", "pow", "remainder",
   "masked_fill", "equal", "allclose", "where", "max", "min", "argmax", "argmin", "var", "std",
-  "norm", "index_put_", "index_select", "index_add", "cat", "stack", "embedding", "layer_norm",
-  "rms_norm", "cross_entropy", "scaled_dot_product_attention", "rand", "randn", "randint",
+  "norm", "index_put_", "index_select", "index_add",
+  "cross_entropy", "scaled_dot_product_attention", "rand", "randn", "randint",
   "normal_", "bernoulli", "dropout", "dropout_backward", "randperm", "multinomial",
   "gather", "scatter", "scatter_add", "sort", "topk", "flip", "roll", "repeat", "tril", "triu",
   "diag", "round", "sign", "erf", "isnan", "isinf", "isfinite", "nan_to_num", "lerp", "addcmul",
