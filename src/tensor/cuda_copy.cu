@@ -16,8 +16,8 @@ __global__ void dtc_copy_kernel(dtc_iter<2> it) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < it.n; i += (int64_t)gridDim.x * blockDim.x) {
     char *p[2];
     dtc_offsets(it, i, p);
-    if (integral) dtc_store_i64(p[0], it.dtype[0], dtc_load_i64(p[1], it.dtype[1]));
-    else dtc_store_f64(p[0], it.dtype[0], dtc_load_f64(p[1], it.dtype[1]));
+    if (integral) dt_cv_store_i64(p[0], it.dtype[0], dt_cv_load_i64(p[1], it.dtype[1]));
+    else dt_cv_store_f64(p[0], it.dtype[0], dt_cv_load_f64(p[1], it.dtype[1]));
   }
 }
 

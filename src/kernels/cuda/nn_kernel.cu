@@ -37,22 +37,22 @@ template <typename R> __global__ void norm_kernel(int rms, const char *x, const 
     char *yr = y + r * n * es;
     double s = 0;
     if (!rms) {
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (R)dtc_load_f64(xr + i * es, dt);
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (R)dt_cv_load_f64(xr + i * es, dt);
       s = block_sum(s, shared);
     }
     R mu = rms ? (R)0 : (R)(s / (double)n);
     double q = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      double c = (double)((R)dtc_load_f64(xr + i * es, dt) - mu);
+      double c = (double)((R)dt_cv_load_f64(xr + i * es, dt) - mu);
       q += c * c;
     }
     q = block_sum(q, shared);
     R inv = (R)(1.0 / sqrt(q / (double)n + eps));
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      R v = ((R)dtc_load_f64(xr + i * es, dt) - mu) * inv;
-      if (w) v *= (R)dtc_load_f64(w + i * wes, wdt);
-      if (b) v += (R)dtc_load_f64(b + i * bes, bdt);
-      dtc_store_f64(yr + i * es, dt, (double)v);
+      R v = ((R)dt_cv_load_f64(xr + i * es, dt) - mu) * inv;
+      if (w) v *= (R)dt_cv_load_f64(w + i * wes, wdt);
+      if (b) v += (R)dt_cv_load_f64(b + i * bes, bdt);
+      dt_cv_store_f64(yr + i * es, dt, (double)v);
     }
   }
 }

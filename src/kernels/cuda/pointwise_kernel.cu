@@ -15,13 +15,13 @@ extern "C" {
 }
 
 template <typename T> __device__ inline T load_as(const char *p, int dtype);
-template <> __device__ inline float load_as<float>(const char *p, int dtype) { return (float)dtc_load_f64(p, dtype); }
-template <> __device__ inline double load_as<double>(const char *p, int dtype) { return dtc_load_f64(p, dtype); }
-template <> __device__ inline int64_t load_as<int64_t>(const char *p, int dtype) { return dtc_load_i64(p, dtype); }
+template <> __device__ inline float load_as<float>(const char *p, int dtype) { return (float)dt_cv_load_f64(p, dtype); }
+template <> __device__ inline double load_as<double>(const char *p, int dtype) { return dt_cv_load_f64(p, dtype); }
+template <> __device__ inline int64_t load_as<int64_t>(const char *p, int dtype) { return dt_cv_load_i64(p, dtype); }
 
-__device__ inline void store_as(char *p, int dtype, float v) { dtc_store_f64(p, dtype, v); }
-__device__ inline void store_as(char *p, int dtype, double v) { dtc_store_f64(p, dtype, v); }
-__device__ inline void store_as(char *p, int dtype, int64_t v) { dtc_store_i64(p, dtype, v); }
+__device__ inline void store_as(char *p, int dtype, float v) { dt_cv_store_f64(p, dtype, v); }
+__device__ inline void store_as(char *p, int dtype, double v) { dt_cv_store_f64(p, dtype, v); }
+__device__ inline void store_as(char *p, int dtype, int64_t v) { dt_cv_store_i64(p, dtype, v); }
 
 /* int64 arithmetic wraps, as torch's does */
 __device__ inline int64_t wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
@@ -150,8 +150,8 @@ __global__ void fill_kernel(dtc_iter<1> it, double v, int64_t vi, int integral) 
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < it.n; i += (int64_t)gridDim.x * blockDim.x) {
     char *p[1];
     dtc_offsets(it, i, p);
-    if (integral) dtc_store_i64(p[0], it.dtype[0], vi);
-    else dtc_store_f64(p[0], it.dtype[0], v);
+    if (integral) dt_cv_store_i64(p[0], it.dtype[0], vi);
+    else dt_cv_store_f64(p[0], it.dtype[0], v);
   }
 }
 

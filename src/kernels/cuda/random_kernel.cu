@@ -16,10 +16,6 @@
 #define DTU_DADD __dadd_rn
 #define DTU_DSUB __dsub_rn
 #define DTU_DMUL __dmul_rn
-#define DTU_TO_BF16 dtc_f32_to_bf16
-#define DTU_FROM_BF16 dtc_bf16_to_f32
-#define DTU_TO_F16 dtc_f32_to_f16
-#define DTU_FROM_F16 dtc_f16_to_f32
 #include "kernels/cuda/uniform_elem.h"
 
 extern "C" {

@@ -40,11 +40,11 @@ template <> __device__ inline int64_t combine<int64_t>(int kind, int64_t a, int6
 }
 
 template <typename T> __device__ inline T load_acc(const char *p, int dtype);
-template <> __device__ inline double load_acc<double>(const char *p, int dtype) { return dtc_load_f64(p, dtype); }
-template <> __device__ inline int64_t load_acc<int64_t>(const char *p, int dtype) { return dtc_load_i64(p, dtype); }
+template <> __device__ inline double load_acc<double>(const char *p, int dtype) { return dt_cv_load_f64(p, dtype); }
+template <> __device__ inline int64_t load_acc<int64_t>(const char *p, int dtype) { return dt_cv_load_i64(p, dtype); }
 
-__device__ inline void store_acc(char *p, int dtype, double v) { dtc_store_f64(p, dtype, v); }
-__device__ inline void store_acc(char *p, int dtype, int64_t v) { dtc_store_i64(p, dtype, v); }
+__device__ inline void store_acc(char *p, int dtype, double v) { dt_cv_store_f64(p, dtype, v); }
+__device__ inline void store_acc(char *p, int dtype, int64_t v) { dt_cv_store_i64(p, dtype, v); }
 
 template <typename T> __device__ inline T shuffle_down(T v, int k) { return __shfl_down_sync(0xffffffffu, v, k); }
 
@@ -72,7 +72,7 @@ template <typename T> __global__ void reduce_kernel(reduce_args r, T identity) {
       T total = partial[0];
       for (int w = 1; w < (int)(blockDim.x / 32); w++) total = combine<T>(r.kind, total, partial[w]);
       char *out = r.out + o * r.out_es;
-      if (r.kind == DTC_MEAN) dtc_store_f64(out, r.out_dtype, (double)total / (double)r.red.n);
+      if (r.kind == DTC_MEAN) dt_cv_store_f64(out, r.out_dtype, (double)total / (double)r.red.n);
       else store_acc(out, r.out_dtype, total);
     }
     __syncthreads();

@@ -47,17 +47,17 @@ template <typename T> __global__ void softmax_kernel(softmax_args a, int log) {
     dtc_offsets(a.rows, r, p);
     T m = -INFINITY;
     for (int64_t i = threadIdx.x; i < a.len; i += blockDim.x) {
-      T v = (T)dtc_load_f64(p[0] + i * a.xs, a.rows.dtype[0]);
+      T v = (T)dt_cv_load_f64(p[0] + i * a.xs, a.rows.dtype[0]);
       m = v > m || v != v ? v : m;
     }
     m = block_combine<T>(m, 1, shared);
     T sum = 0;
-    for (int64_t i = threadIdx.x; i < a.len; i += blockDim.x) sum += fexp((T)dtc_load_f64(p[0] + i * a.xs, a.rows.dtype[0]) - m);
+    for (int64_t i = threadIdx.x; i < a.len; i += blockDim.x) sum += fexp((T)dt_cv_load_f64(p[0] + i * a.xs, a.rows.dtype[0]) - m);
     sum = block_combine<T>(sum, 0, shared);
     T lse = flog(sum);
     for (int64_t i = threadIdx.x; i < a.len; i += blockDim.x) {
-      T z = (T)dtc_load_f64(p[0] + i * a.xs, a.rows.dtype[0]) - m;
-      dtc_store_f64(p[1] + i * a.os, a.rows.dtype[1], log ? z - lse : fexp(z) / sum);
+      T z = (T)dt_cv_load_f64(p[0] + i * a.xs, a.rows.dtype[0]) - m;
+      dt_cv_store_f64(p[1] + i * a.os, a.rows.dtype[1], log ? z - lse : fexp(z) / sum);
     }
   }
 }

@@ -18,10 +18,6 @@
 #define DTU_DADD(a, b) ((a) + (b))
 #define DTU_DSUB(a, b) ((a) - (b))
 #define DTU_DMUL(a, b) ((a) * (b))
-#define DTU_TO_BF16 dt_f32_to_bf16
-#define DTU_FROM_BF16 dt_bf16_to_f32
-#define DTU_TO_F16 dt_f32_to_f16
-#define DTU_FROM_F16 dt_f16_to_f32
 #endif
 
 /* the global row-major index of local element i (the region's own row-major order) */
@@ -57,8 +53,8 @@ DTU_FN void dtu_uniform_elem(const dtc_uniform *u, int64_t i, void *dst) {
     float a = (float)u->a, b = (float)u->b;
     float v = DTU_FADD(a, DTU_FMUL(DTU_FSUB(b, a), dt_philox_unit_f32(w0, u->bits)));
     int bf = u->dtype == DT_BFLOAT16;
-    uint16_t h = bf ? DTU_TO_BF16(v) : DTU_TO_F16(v);
-    float back = bf ? DTU_FROM_BF16(h) : DTU_FROM_F16(h);
+    uint16_t h = bf ? dt_cv_f32_to_bf16(v) : dt_cv_f32_to_f16(v);
+    float back = bf ? dt_cv_bf16_to_f32(h) : dt_cv_f16_to_f32(h);
     *(uint16_t *)dst = back < b ? h : u->top_half;
     break;
   }
