@@ -16,8 +16,10 @@ static int64_t sat_i64(double v) {
   return (int64_t)v;
 }
 
+/* the compute dtype is out's, or x's for a bool result (isnan isinf isfinite) */
 static int unary(const dt_op_args *a, dt_tensor **out) {
-  dtc_pointwise p = {.op = a->op, .compute = compute_of(out[0]->dtype), .mode = DTC_TT, .flags = a->flags};
+  dt_dtype ct = out[0]->dtype == DT_BOOL ? a->in[0]->dtype : out[0]->dtype;
+  dtc_pointwise p = {.op = a->op, .compute = compute_of(ct), .mode = DTC_TT, .flags = a->flags};
   dtc_tensor o = dtc_of(out[0]), x = dtc_broadcast(a->in[0], out[0]);
   return dtc_launch_pointwise(&p, &o, &x, NULL);
 }
@@ -40,6 +42,11 @@ UNARY(cos)
 UNARY(floor)
 UNARY(ceil)
 UNARY(trunc)
+UNARY(sign)
+UNARY(erf)
+UNARY(isnan)
+UNARY(isinf)
+UNARY(isfinite)
 
 static int binary(const dt_op_args *a, dt_tensor *out) {
   int op = a->op, compare = op >= DT_OP_EQ && op <= DT_OP_GE;

@@ -51,6 +51,8 @@ template <typename T> __device__ inline T unary_float(int op, T x, int flags) {
   case DT_OP_FLOOR: return floor(x);
   case DT_OP_CEIL: return ceil(x);
   case DT_OP_TRUNC: return trunc(x);
+  case DT_OP_SIGN: return x > 0 ? (T)1 : x < 0 ? (T)-1 : x; /* 0 and NaN stay */
+  case DT_OP_ERF: return ferf(x);
   case DT_OP_GELU:
     if (flags & 1) return (T)0.5 * x * ((T)1 + ftanh((T)0.7978845608028654 * (x + (T)0.044715 * x * x * x)));
     return (T)0.5 * x * ((T)1 + ferf(x * (T)0.7071067811865476));
@@ -63,6 +65,7 @@ __device__ inline int64_t unary_int(int op, int64_t x) {
   case DT_OP_NEG: return wmul(x, -1);
   case DT_OP_ABS: return x < 0 ? wmul(x, -1) : x;
   case DT_OP_RELU: return x > 0 ? x : 0;
+  case DT_OP_SIGN: return (x > 0) - (x < 0);
   default: return x; /* floor, ceil, trunc: integers unchanged */
   }
 }
@@ -97,6 +100,17 @@ template <typename T> __device__ inline int compare(int op, T a, T b) {
 
 __device__ inline bool is_compare(int op) { return op >= DT_OP_EQ && op <= DT_OP_GE; }
 
+/* isnan / isinf / isfinite: a bool result (integers: never NaN or infinite) */
+__device__ inline bool is_test(int op) { return op == DT_OP_ISNAN || op == DT_OP_ISINF || op == DT_OP_ISFINITE; }
+template <typename T> __device__ inline int test(int op, T x) {
+  switch (op) {
+  case DT_OP_ISNAN: return isnan(x);
+  case DT_OP_ISINF: return isinf(x);
+  default: return isfinite(x);
+  }
+}
+template <> __device__ inline int test<int64_t>(int op, int64_t x) { return (void)x, op == DT_OP_ISFINITE; }
+
 template <typename T> __device__ inline T apply_unary(int op, T x, int flags) { return unary_float(op, x, flags); }
 template <> __device__ inline int64_t apply_unary<int64_t>(int op, int64_t x, int flags) { (void)flags; return unary_int(op, x); }
 template <typename T> __device__ inline T apply_binary(const dtc_pointwise &p, T a, T b) { return binary_float(p, a, b); }
@@ -110,6 +124,10 @@ template <typename T> __global__ void pointwise_kernel(dtc_pointwise p, dtc_iter
     char *ptr[3];
     dtc_offsets(it, i, ptr);
     T x = load_as<T>(ptr[1], it.dtype[1]);
+    if (p.mode == DTC_TT && nin == 1 && is_test(p.op)) {
+      *(uint8_t *)ptr[0] = (uint8_t)test<T>(p.op, x);
+      continue;
+    }
     if (p.mode == DTC_TT && nin == 1) { /* unary */
       store_as(ptr[0], it.dtype[0], apply_unary<T>(p.op, x, p.flags));
       continue;

@@ -10,7 +10,7 @@ return {
   "cross_entropy", "scaled_dot_product_attention", "rand", "randn", "randint",
   "normal_", "bernoulli", "dropout", "dropout_backward", "randperm", "multinomial",
   "gather", "scatter", "scatter_add", "sort", "topk", "flip", "roll", "repeat", "tril", "triu",
-  "diag", "round", "sign", "erf", "isnan", "isinf", "isfinite", "nan_to_num", "lerp", "addcmul",
+  "diag", "round", "nan_to_num", "lerp", "addcmul",
   "addcdiv", "masked_fill_", "logsumexp", "all", "any", "cumsum", "cumprod", "var_mean",
   "gelu_backward", "layer_norm_backward",
 }
