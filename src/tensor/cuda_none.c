@@ -19,8 +19,10 @@ int dt_cuda_memory_stats(dt_cache_stats *out) {
   return dt_error("cuda.memory_stats: %s", NO_CUDA);
 }
 int dt_cuda_empty_cache(void) { return dt_error("cuda.empty_cache: %s", NO_CUDA); }
-void dt_cuda_set_allow_tf32(int on) { (void)on; }
-int dt_cuda_allow_tf32(void) { return 0; }
+/* a setting, kept as a CUDA build keeps it (it takes effect only there) */
+static _Atomic int allow_tf32;
+void dt_cuda_set_allow_tf32(int on) { allow_tf32 = on != 0; }
+int dt_cuda_allow_tf32(void) { return allow_tf32; }
 void *dt_cuda_stream(void) { return NULL; }
 int dt_cuda_launched(const char *op) { return dt_error("%s: %s", op, NO_CUDA); }
 int dt_cuda_fail(const char *call, int err) { return dt_error("%s: CUDA error %d (%s)", call, err, NO_CUDA); }
