@@ -22,6 +22,8 @@ typedef enum dt_dtype {
 
 #define DT_DEFAULT_FLOAT DT_FLOAT32
 
+#include "base/dtype_convert.h" /* the conversions themselves, shared with CUDA device code */
+
 DT_API size_t dt_dtype_size(dt_dtype t);
 DT_API const char *dt_dtype_name(dt_dtype t);
 /* Accepts "float32", "float", "f32", "float64", "double", "bfloat16", "bf16", "float16", "half",
@@ -39,19 +41,8 @@ DT_API int dt_dtype_can_cast(dt_dtype from, dt_dtype to);
 DT_API dt_dtype dt_dtype_compute(dt_dtype t);
 
 /* ---- half-precision conversions (round to nearest even) ---------------------- */
-static inline float dt_bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static inline uint16_t dt_f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
+static inline float dt_bf16_to_f32(uint16_t h) { return dt_cv_bf16_to_f32(h); }
+static inline uint16_t dt_f32_to_bf16(float f) { return dt_cv_f32_to_bf16(f); }
 DT_API float dt_f16_to_f32(uint16_t h);
 DT_API uint16_t dt_f32_to_f16(float f);
 

@@ -1,8 +1,10 @@
 /* dt._op_rows(): the rows of the operator table (src/ops/op_list.h), in table order, for the
  * table-driven specs (tests/spec/op_table_spec.lua, tests/spec_dist/op_table_dtensor_spec.lua):
  * a list of {name =, nout =, view =, inplace =, factory =, random =, differentiable =}
- * (differentiable: the row names a backward rule). */
+ * (differentiable: the row names a backward rule; cuda: src/kernels/cuda/kernel_list.h gives it a
+ * CUDA kernel). */
 #include "bindings/l_tensor.h"
+#include "kernels/cuda/coverage.h"
 
 void dt_lua_open_op_table(lua_State *L, const dt_lua_targets *tg);
 
@@ -26,6 +28,8 @@ static int op_rows(lua_State *L) {
     set_flag(L, op->flags, DT_OPF_RANDOM, "random");
     lua_pushboolean(L, op->differentiable);
     lua_setfield(L, -2, "differentiable");
+    lua_pushboolean(L, dt_cuda_row_has_kernel((dt_op_id)i));
+    lua_setfield(L, -2, "cuda");
     lua_rawseti(L, -2, i + 1);
   }
   return 1;

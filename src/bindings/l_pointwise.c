@@ -344,10 +344,9 @@ static int cast(lua_State *L, dt_dtype d) {
   a.has_dtype = 1;
   return self_or_result(L, DT_OP_TO, &a, dt_lua_check_value(L, 1));
 }
-/* to(dtype), to(device) or to({dtype = ..., device = ...}).  The only device of this build
- * is the tensor's own ("cpu"): moving to it is a no-op, any other device is an error. */
+/* to(dtype), to(device) or to({dtype = ..., device = ...}): the move (l_cuda.c), then the cast. */
 static int l_to(lua_State *L) {
-  dt_tensor *x = dt_lua_check_value(L, 1)->local;
+  dt_lua_check_value(L, 1);
   const char *dev = NULL;
   lua_settop(L, 2);
   if (lua_istable(L, 2)) { /* -> 2: dtype, 3: device */
@@ -361,9 +360,10 @@ static int l_to(lua_State *L) {
     lua_insert(L, 2);
     dev = lua_tostring(L, 3);
   }
-  if (dev && strcmp(dev, dt_device_name(dt_tensor_device(x))) != 0)
-    return luaL_error(L, "to: device '%s' is not available (tensors are on %s in this build)", dev,
-                      dt_device_name(dt_tensor_device(x)));
+  if (dev) { /* the moved tensor replaces self at 1 */
+    dt_lua_move_to_device(L, 1, "to", dev);
+    lua_replace(L, 1);
+  }
   if (lua_isnoneornil(L, 2)) {
     if (!dev) return luaL_error(L, "to: expected a dtype such as \"float64\" or a device such as \"cpu\"");
     lua_settop(L, 1);

@@ -408,6 +408,7 @@ int dt_lua_open(lua_State *L) {
   dt_lua_open_fused_backward(L, &tg);
   dt_lua_open_graph(L, &tg);
   dt_lua_open_trace(L, &tg);
+  dt_lua_open_cuda(L, &tg);
 
   lua_pushcfunction(L, core_is_tensor);
   lua_setfield(L, module, "is_tensor");

@@ -102,6 +102,10 @@ void dt_lua_open_print(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_random(lua_State *L, const dt_lua_targets *tg);
 void dt_lua_open_dist(lua_State *L, const dt_lua_targets *tg); /* l_dist.c: ranks and collectives */
 void dt_lua_open_nccl(lua_State *L, const dt_lua_targets *tg); /* l_nccl.c: dt.distributed.is_nccl_available */
+void dt_lua_open_cuda(lua_State *L, const dt_lua_targets *tg); /* l_cuda.c: dt.cuda, t:cuda(), t:cpu() */
+/* Pushes the value at idx moved to device dev ("cpu", "cuda", "cuda:N"; itself when already
+ * there); errors name op (l_cuda.c). */
+int dt_lua_move_to_device(lua_State *L, int idx, const char *op, const char *dev);
 void dt_lua_open_mesh(lua_State *L, const dt_lua_targets *tg);    /* l_mesh.c: DeviceMesh, placements */
 void dt_lua_open_dtensor(lua_State *L, const dt_lua_targets *tg); /* l_dtensor.c */
 void dt_lua_open_op_table(lua_State *L, const dt_lua_targets *tg); /* l_op_table.c: dt._op_rows() */

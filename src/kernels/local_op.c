@@ -3,7 +3,17 @@
 #include "base/error.h"
 #include "kernels/cpu/kernel_table.h"
 
-static const dt_kernel_fn *const kernel_tables[DT_NDEVICES] = {[DT_CPU] = dt_cpu_kernel_table};
+#include "config.h"
+#ifdef DT_HAVE_CUDA
+#include "kernels/cuda/kernel_table.h"
+#endif
+
+static const dt_kernel_fn *const kernel_tables[DT_NDEVICES] = {
+    [DT_CPU] = dt_cpu_kernel_table,
+#ifdef DT_HAVE_CUDA
+    [DT_CUDA] = dt_cuda_kernel_table,
+#endif
+};
 
 dt_kernel_fn dt_kernel_get(dt_device_type dev, dt_op_id id) {
   const dt_kernel_fn *table = (unsigned)dev < DT_NDEVICES ? kernel_tables[dev] : NULL;

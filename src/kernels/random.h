@@ -38,6 +38,9 @@ typedef struct dt_rng_fill {
 void dt_rng_fill_init(dt_rng_fill *f);
 /* Elements [gbegin, gbegin + n) of the global index space into dst[pos .. pos + n). */
 int dt_rng_fill_range(const dt_rng_fill *f, int64_t pos, int64_t gbegin, int64_t n);
+/* The largest bf16/f16 (t) value below b, as bits: uniform's top in a half dtype, so [a, b)
+ * stays half-open after rounding (every device's uniform uses it). */
+uint16_t dt_rng_half_below(float b, dt_dtype t);
 /* Every element of a region (the plain-tensor case: start 0, shape = gshape). */
 int dt_rng_fill_region(const dt_rng_fill *f, const dt_rng_region *r);
 

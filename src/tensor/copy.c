@@ -60,9 +60,42 @@ static int copy_across(dt_tensor *dst, const dt_tensor *src, const char *op) {
   return dt_device_get(dd)->copy_within(d, s, n);
 }
 
+/* A copy within one device that is not the host: its strided copy, src broadcast to dst. */
+static int copy_on_device(dt_tensor *dst, const dt_tensor *src, const char *op) {
+  const dt_device *dev = dt_device_get(dt_tensor_device(dst));
+  if (!dev->copy_strided) return copy_across(dst, src, op);
+  int64_t sstride[DT_MAX_DIMS];
+  int lead = dst->ndim - src->ndim;
+  for (int i = 0; i < dst->ndim; i++) {
+    int j = i - lead;
+    if (j >= 0 && src->shape[j] != dst->shape[i] && src->shape[j] != 1) lead = -1;
+    sstride[i] = j < 0 || src->shape[j] != dst->shape[i] ? 0 : src->stride[j];
+  }
+  if (lead < 0) {
+    char a[128], b[128];
+    return dt_error("%s: cannot broadcast %s to %s", op, dt_format_shape(a, sizeof a, src->ndim, src->shape),
+                    dt_format_shape(b, sizeof b, dst->ndim, dst->shape));
+  }
+  dt_strided_copy c = {dt_tensor_data(dst), dt_tensor_data(src), dst->dtype, src->dtype,
+                       dst->ndim, dst->shape, dst->stride, sstride};
+  return dev->copy_strided(&c);
+}
+
 int dt_tensor_copy_(dt_tensor *dst, const dt_tensor *src, const char *op) {
-  if (!dt_device_is_host(dt_tensor_device(dst)) || !dt_device_is_host(dt_tensor_device(src)))
-    return copy_across(dst, src, op);
+  dt_device_type dd = dt_tensor_device(dst), sd = dt_tensor_device(src);
+  if (dd == sd && !dt_device_is_host(dd)) return copy_on_device(dst, src, op);
+  if (dd != sd) {
+    if (dst->dtype == src->dtype && dt_same_shape(dst, src) && dt_tensor_is_contiguous(dst) &&
+        dt_tensor_is_contiguous(src))
+      return copy_across(dst, src, op);
+    if (!dt_device_is_host(dd) && !dt_device_is_host(sd)) return copy_across(dst, src, op); /* its error */
+    /* across host and device with a layout or dtype change: move src over, then copy there */
+    dt_tensor *moved = dt_tensor_to_device((dt_tensor *)src, dd);
+    if (!moved) return dt_error_prefix("%s", op);
+    int rc = dt_tensor_copy_(dst, moved, op);
+    dt_tensor_release(moved);
+    return rc;
+  }
   dt_iter it;
   dt_tensor *ops[2] = {dst, (dt_tensor *)src};
   if (dt_iter_init(&it, 2, ops, dst->ndim, dst->shape, op) != DT_OK) return DT_ERR;

@@ -8,12 +8,24 @@
 #include "base/export.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum dt_device_type { DT_CPU = 0, DT_CUDA, DT_NDEVICES } dt_device_type;
 
 /* The device whose memory the host reads and writes directly: where tensors made from
  * Lua values and files land, what factories make without inputs, what to_host gives. */
 #define DT_HOST DT_CPU
+
+/* A strided copy with broadcasting (stride 0) and dtype conversion within one device, for a
+ * device whose memory the host cannot loop over.  Strides are in elements; dtypes are dt_dtype
+ * values (int here: this header sits below the dtype table's users). */
+typedef struct dt_strided_copy {
+  void *dst;
+  const void *src;
+  int dst_dtype, src_dtype;
+  int ndim;
+  const int64_t *shape, *dst_stride, *src_stride;
+} dt_strided_copy;
 
 typedef struct dt_device {
   const char *name;
@@ -28,6 +40,8 @@ typedef struct dt_device {
   int (*memset)(void *dst, int byte, size_t n);
   /* Waits for the device's queued work (a no-op where work is synchronous). */
   int (*synchronize)(void);
+  /* Strided, converting copies on the device (NULL on the host, where copy.c loops itself). */
+  int (*copy_strided)(const dt_strided_copy *c);
 } dt_device;
 
 /* The device of type t, NULL when this build has none. */

@@ -15,7 +15,8 @@ dt_storage *dt_storage_new(size_t nbytes, dt_device_type device) {
   if (!s || !data) {
     free(s);
     if (data) dev->free(data, capacity);
-    dt_error("out of memory allocating %zu bytes", nbytes);
+    if (s && !dev->is_host) dt_error_prefix("allocating %zu bytes on %s", nbytes, dev->name); /* the device says why */
+    else dt_error("out of memory allocating %zu bytes", nbytes);
     return NULL;
   }
   s->data = data;

@@ -27,7 +27,7 @@ local function layer_order()
 end
 
 local function source_files()
-  local p = assert(io.popen("cd '" .. srcdir .. "' && find src -name '*.[ch]' | sort"))
+  local p = assert(io.popen("cd '" .. srcdir .. "' && find src -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh' | sort"))
   local files = {}
   for f in p:lines() do files[#files + 1] = f end
   p:close()

@@ -2,7 +2,9 @@
 -- row of src/ops/op_list.h (dt._op_rows()), the CPU kernel against a plain-Lua float64
 -- reference on random shapes, 0-size and non-contiguous inputs included.  The cases are the
 -- table in tests/spec/support/op_cases.lua (one entry per op); a row without one fails here.
--- Prints the coverage at the end (op x device; a "grad" column joins with autograd).
+-- Prints the coverage at the end (op x device; a "grad" column joins with autograd).  The cuda
+-- column is the CUDA kernel list (src/kernels/cuda/kernel_list.h), checked against the explicit
+-- gap in tests/spec/support/cuda_missing.lua; tests/gpu runs the cases on a GPU.
 local C = require "tests.spec.support.op_cases"
 local G = require "tests.spec.support.grad_check"
 local rows = dt._op_rows()
@@ -118,16 +120,34 @@ describe("operator table, every row on one device", function()
     end
   end
 
+  it("the CUDA column: the rows without a CUDA kernel are exactly tests/spec/support/cuda_missing.lua", function()
+    local missing, listed = {}, {}
+    for _, name in ipairs(require "tests.spec.support.cuda_missing") do listed[name] = true end
+    for _, row in ipairs(rows) do
+      if not row.cuda then
+        missing[#missing + 1] = row.name
+        assert.is_true(listed[row.name] == true, row.name .. " has no CUDA kernel: list it in cuda_missing.lua")
+      else
+        assert.is_nil(listed[row.name], row.name .. " has a CUDA kernel now: delete it from cuda_missing.lua")
+      end
+      listed[row.name] = nil
+    end
+    assert.is_nil(next(listed), "cuda_missing.lua names a row the table does not have: " .. tostring(next(listed)))
+    local n = #rows - #missing
+    io.write(string.format("\ncuda coverage: %d of %d rows have a CUDA kernel (%d listed missing)%s\n", n, #rows, #missing,
+                           dt.cuda.is_built() and "" or "; this build has no CUDA"))
+  end)
+
   it("prints the coverage: op x device, and grad (inputs differentiated, n/a: no gradient)", function()
-    local lines = {string.format("%-30s %-16s %6s %6s", "op (src/ops/op_list.h)", "flags", devices[1], "grad")}
+    local lines = {string.format("%-30s %-16s %6s %6s %5s", "op (src/ops/op_list.h)", "flags", devices[1], "grad", "cuda")}
     local n, ng = 0, 0
     for _, row in ipairs(rows) do
       local c = coverage[row.name]
       if c then n = n + 1 end
       local g = grad_coverage[row.name]
       if g then ng = ng + 1 end
-      lines[#lines + 1] = string.format("%-30s %-16s %6s %6s", row.name, flags(row), c and tostring(c) or "NONE",
-                                        g and tostring(g) or "NONE")
+      lines[#lines + 1] = string.format("%-30s %-16s %6s %6s %5s", row.name, flags(row), c and tostring(c) or "NONE",
+                                        g and tostring(g) or "NONE", row.cuda and "yes" or "-")
     end
     lines[#lines + 1] = string.format("op table coverage: %d of %d rows on cpu, %d of %d with a passing grad check or a reason",
                                       n, #rows, ng, #rows)

@@ -54,10 +54,11 @@ describe("pointwise copies and casts", function()
     local d = a:to({device = "cpu", dtype = "float64"})
     assert.are.equal("float64", d.dtype)
     assert.are.equal("cpu", d.device)
+    if dt.cuda.is_available() then return end -- tests/gpu moves tensors there
     for _, arg in ipairs {"cuda", "cuda:1", {device = "cuda"}} do
       local ok, err = pcall(a.to, a, arg)
-      assert.is_false(ok)
-      assert.matches("to: device 'cuda[:1]*' is not available %(tensors are on cpu in this build%)", err)
+      assert.is_false(ok) -- the reason: no CUDA in the build, or no device (tests/spec/cuda_spec.lua)
+      assert.matches("to: device 'cuda[:1]*' is not available %((.+)%)", err)
     end
   end)
 end)

@@ -45,7 +45,7 @@ static void gen_words(uint64_t seed, uint64_t p0, int64_t count, uint32_t *buf) 
 /* ---- per-dtype bounds: the largest value below b, so [a, b) stays half-open after rounding -- */
 static uint16_t half_enc(float v, dt_dtype t) { return t == DT_BFLOAT16 ? dt_f32_to_bf16(v) : dt_f32_to_f16(v); }
 static float half_dec(uint16_t h, dt_dtype t) { return t == DT_BFLOAT16 ? dt_bf16_to_f32(h) : dt_f16_to_f32(h); }
-static uint16_t half_below(float b, dt_dtype t) {
+uint16_t dt_rng_half_below(float b, dt_dtype t) {
   uint16_t h = half_enc(b, t);
   float v = half_dec(h, t);
   if (v < b) return h;
@@ -85,7 +85,7 @@ DT_VECTORIZE static void put_uniform(const dt_rng_fill *f, int64_t pos, int64_t 
     dt_dtype t = f->dtype;
     int bits = t == DT_BFLOAT16 ? 8 : 11;
     float a = half_dec(half_enc((float)f->a, t), t), b = half_dec(half_enc((float)f->b, t), t);
-    uint16_t top = b > a ? half_below(b, t) : half_enc(a, t);
+    uint16_t top = b > a ? dt_rng_half_below(b, t) : half_enc(a, t);
     uint16_t *d = (uint16_t *)f->dst + pos;
     for (int64_t j = 0; j < m; j++) {
       uint16_t h = half_enc(a + (b - a) * dt_philox_unit_f32(w[j], bits), t);
