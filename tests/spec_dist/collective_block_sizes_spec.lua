@@ -5,6 +5,7 @@
 -- order itself, so the results are checked bitwise, not just for plausibility.
 local D = dt.distributed
 local rank, n = dt.rank(), dt.world_size()
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local ALL = {"float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool"}
 local HALF = {bfloat16 = true, float16 = true}
 local FLOAT = {float32 = true, float64 = true, bfloat16 = true, float16 = true}
@@ -43,18 +44,6 @@ local function expected(members, len, dtype, op, salt)
   return acc:to(dtype)
 end
 
-local function groups()
-  local world = {}
-  for r = 0, n - 1 do world[#world + 1] = r end
-  local list = {{name = "the world", ranks = world}}
-  if n > 2 then
-    local ranks = {}
-    for r = 1, n - 1 do ranks[#ranks + 1] = r end
-    list[2] = {name = "ranks 1..n-1", group = D.new_group(ranks), ranks = ranks}
-  end
-  return list
-end
-
 local function position(spec)
   for i, r in ipairs(spec.ranks) do if r == rank then return i end end
 end
@@ -72,7 +61,7 @@ local function same(got, want)
 end
 
 describe("collectives across the threads backend's block boundaries", function()
-  for _, spec in ipairs(groups()) do
+  for _, spec in ipairs(H.groups()) do
     it("all_reduce in place gives the rank-order fold, bitwise, on " .. spec.name, function()
       if not position(spec) then return end
       for _, dtype in ipairs(ALL) do
@@ -122,7 +111,7 @@ describe("collectives across the threads backend's block boundaries", function()
   end
 
   it("avg in place is the rank-order sum divided once, in every floating dtype", function()
-    local world = groups()[1].ranks
+    local world = H.groups()[1].ranks
     for _, dtype in ipairs({"float32", "float64", "bfloat16", "float16"}) do
       for k, len in ipairs({0, 17, 16385}) do
         local t = D.all_reduce(input(rank, len, dtype, "avg", k), "avg")
