@@ -39,23 +39,17 @@ static int tc_all_reduce(dt_comm *base, const void *send, void *recv, size_t cou
   const void *in[MAX_STACK_RANKS];
   /* the inputs in rank order, whichever rank reduces an element: every element is folded
    * alike, so its bits do not depend on where it lies in the buffer (dt.compile packs several
-   * all_reduces into one and must give their bits).  The fold's output may alias only its
-   * first two inputs: in place on a later rank, it goes through a scratch block. */
-  void *scratch = NULL;
-  if (send == recv && me >= 2 && lo < hi && !(scratch = malloc(BLOCK_BYTES))) {
-    tc_leave(c, "all_reduce");
-    return dt_error("all_reduce: out of memory");
-  }
+   * all_reduces into one and must give their bits).  The fold may write over any one of its
+   * inputs, so in place needs no scratch; the reduced block, still in cache, is then copied
+   * to every peer's output. */
   for (size_t off = lo; off < hi; off += block) {
     size_t cnt = hi - off < block ? hi - off : block;
     for (int r = 0; r < n; r++) in[r] = (const char *)(r == me ? send : tc_peer(c, r)->send) + off * esz;
     void *out = (char *)recv + off * esz;
-    dt_reduce_ops_apply(op, dt, scratch ? scratch : out, in, n, cnt);
-    if (scratch) memcpy(out, scratch, cnt * esz);
+    dt_reduce_ops_apply(op, dt, out, in, n, cnt);
     for (int r = 0; r < n; r++)
       if (r != me) memcpy((char *)tc_peer(c, r)->recv + off * esz, out, cnt * esz);
   }
-  free(scratch);
   return tc_leave(c, "all_reduce");
 }
 

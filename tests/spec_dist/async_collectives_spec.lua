@@ -3,6 +3,7 @@
 -- outstanding at once, waited in any order and mixed with blocking calls; errors.
 local D = dt.distributed
 local rank, n = dt.rank(), dt.world_size()
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local ALL = {"float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool"}
 
 -- A random 2-d tensor of rows x cols in dtype, different on every rank (exact in every dtype).
@@ -15,17 +16,6 @@ end
 
 local function bits(t) return t:to("float64"):totable() end -- every value of every dtype, exactly
 
--- The groups every case runs on: the world, and ranks 1..n-1 when there are 3 or more.
-local function groups()
-  local list = {{name = "world"}}
-  if n > 2 then
-    local ranks = {}
-    for r = 1, n - 1 do ranks[#ranks + 1] = r end
-    list[2] = {name = "ranks 1..n-1", group = D.new_group(ranks), ranks = ranks}
-  end
-  return list
-end
-
 local function member(spec)
   if not spec.ranks then return true end
   for _, r in ipairs(spec.ranks) do if r == rank then return true end end
@@ -33,7 +23,7 @@ local function member(spec)
 end
 
 describe("async collectives give the blocking calls' results, bitwise", function()
-  for _, spec in ipairs(groups()) do
+  for _, spec in ipairs(H.groups()) do
     it("all_reduce, broadcast, all_gather(_v), reduce_scatter, all_to_all(_v) on " .. spec.name, function()
       if not member(spec) then return end
       local g = spec.group

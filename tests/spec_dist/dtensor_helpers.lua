@@ -156,4 +156,17 @@ function H.placements(rng, mesh, ndim, partial)
   return p
 end
 
+-- The groups collective specs run on: the world, and ranks 1..n-1 when there are 3 or more
+-- ({name, ranks, group}; group nil for the world).  Every rank must call it (new_group).
+function H.groups()
+  local n, world = dt.world_size(), {}
+  for r = 0, n - 1 do world[#world + 1] = r end
+  local list = {{name = "world", ranks = world}}
+  if n > 2 then
+    local ranks = {table.unpack(world, 2)}
+    list[2] = {name = "ranks 1..n-1", group = dt.distributed.new_group(ranks), ranks = ranks}
+  end
+  return list
+end
+
 return H

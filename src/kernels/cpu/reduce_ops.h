@@ -9,7 +9,8 @@
 #include "base/reduce_op.h"
 
 /* out[i] = in[0][i] op in[1][i] op ... op in[nin-1][i] for i < count (avg: the sum / nin).
- * out may alias in[0] (and only in[0]).  bf16/f16 accumulate in f32 across all inputs. */
+ * out may be any one of the inputs (the same pointer: each element is read before it is written).
+ * bf16/f16 accumulate in f32 across all inputs. */
 void dt_reduce_ops_apply(dt_reduce_op op, dt_dtype dtype, void *out, const void *const *in, int nin,
                          size_t count);
 /* buf[i] /= n: the second half of avg when the sum was done elsewhere (MPI). */
