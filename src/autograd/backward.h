@@ -124,11 +124,8 @@ void dt_bx_set_summed(dt_bx *x, int i, const dt_value *v);
 const dt_value *dt_bx_full_input(dt_bx *x, int i, double c);
 /* Any op: in[] may hold NULL operands the op allows (where's scalars); a->in is set here. */
 const dt_value *dt_bx_op(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin);
-/* An op with two outputs (the fused backward kernels): the first, the second in *second
- * (both NULL after a failure); in[0] and in[1] are required. */
-const dt_value *dt_bx_op2(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin,
-                          const dt_value **second);
-/* The same for nout outputs, into outs[0..nout-1] (all NULL after a failure). */
+/* An op with nout outputs (the fused backward kernels), into outs[0..nout-1] (all NULL after
+ * a failure); in[0] and in[1] are required. */
 int dt_bx_opn(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin, int nout,
               const dt_value **outs);
 const dt_value *dt_bx_unary(dt_bx *x, dt_op_id op, const dt_value *p); /* exp, sqrt, abs, ... */

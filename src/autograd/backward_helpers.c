@@ -287,14 +287,6 @@ int dt_bx_opn(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, i
   return DT_OK;
 }
 
-const dt_value *dt_bx_op2(dt_bx *x, dt_op_id op, dt_op_args *a, const dt_value *const *in, int nin,
-                          const dt_value **second) {
-  const dt_value *outs[2];
-  dt_bx_opn(x, op, a, in, nin, 2, outs);
-  *second = outs[1];
-  return outs[0];
-}
-
 const dt_value *dt_bx_unary(dt_bx *x, dt_op_id op, const dt_value *p) {
   if (!p) return fail(x);
   dt_op_args a = dt_bw_args();

@@ -25,7 +25,7 @@ DT_BACKWARD(embedding, embedding_backward, DT_SAVE(0), 0, 0)
  * scalar[0]): xhat = (x - mean) * rstd with rstd = 1/sqrt(var + eps) (rms: no mean, var =
  * mean(x^2)), y = xhat * w + b.  dw = g * xhat and db = g summed over the leading dims;
  * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) with gy = g * w (rms: without the
- * mean(gy) term; the means over the normalised dims).  dx and g * xhat come from one op,
+ * mean(gy) term; the means over the normalised dims).  dx, dw and db come from one op,
  * layer_norm_backward (one pass per row instead of a dozen ops over the tensor). */
 static int norm_backward(dt_bw *b, int rms) {
   if (!b->grad[0]) return DT_OK;
@@ -37,11 +37,11 @@ static int norm_backward(dt_bw *b, int rms) {
   const dt_value *g = dt_bx_grad(&x, 0);
   dt_op_args a = *b->args; /* k, normalized_shape, eps as the forward had them */
   a.flags = rms ? 1 : 0;
-  const dt_value *in[3] = {g, dt_bx_in(&x, 0), has_w ? dt_bx_in(&x, 1) : NULL}, *gxhat = NULL;
-  const dt_value *dx = dt_bx_op2(&x, DT_OP_LAYER_NORM_BACKWARD, &a, in, has_w ? 3 : 2, &gxhat);
-  if (want_w) dt_bx_set_summed(&x, 1, gxhat);
-  if (want_b) dt_bx_set_summed(&x, 2, g);
-  if (b->needs[0]) dt_bx_set(&x, 0, dx);
+  const dt_value *in[3] = {g, dt_bx_in(&x, 0), has_w ? dt_bx_in(&x, 1) : NULL}, *outs[3];
+  dt_bx_opn(&x, DT_OP_LAYER_NORM_BACKWARD, &a, in, has_w ? 3 : 2, 3, outs);
+  if (want_w) dt_bx_set(&x, 1, outs[1]);
+  if (want_b) dt_bx_set(&x, 2, outs[2]);
+  if (b->needs[0]) dt_bx_set(&x, 0, outs[0]);
   return dt_bx_end(&x);
 }
 static int layer_norm_backward(dt_bw *b) { return norm_backward(b, 0); }

@@ -16,7 +16,7 @@ static int l_gelu_backward(lua_State *L) {
   return dt_lua_call(L, DT_OP_GELU_BACKWARD, &a, in, 2);
 }
 
-/* dt._layer_norm_backward(grad, x, w | nil, normalized_shape, eps, rms?) -> dx, grad * xhat */
+/* dt._layer_norm_backward(grad, x, w | nil, normalized_shape, eps, rms?) -> dx, dw, db */
 static int l_layer_norm_backward(lua_State *L) {
   dt_value *in[3] = {dt_lua_check_value(L, 1), dt_lua_check_value(L, 2), lua_isnil(L, 3) ? NULL : dt_lua_check_value(L, 3)};
   dt_op_args a = {0};

@@ -179,7 +179,7 @@ DT_OP(VAR_MEAN, var_mean, var_mean, 2, 0, REDUCE, var_mean, "var_mean(Tensor x, 
 /* ---- fused backward kernels (CPU speed): one pass where the composed backward rules made
  * several ops; called by those rules, so they have no gradient of their own ---- */
 DT_OP(GELU_BACKWARD, gelu_backward, binary_float, 1, 0, POINTWISE, none, "gelu_backward(Tensor grad, Tensor x; ints[0]=1: tanh approximation) -> grad * gelu'(x)")
-DT_OP(LAYER_NORM_BACKWARD, layer_norm_backward, layer_norm_backward, 2, 0, NN, none, "layer_norm_backward(Tensor grad, Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps; flags&1: rms_norm) -> (dx, grad * xhat) (the row statistics recomputed; dw and db are sums of grad * xhat and grad)")
+DT_OP(LAYER_NORM_BACKWARD, layer_norm_backward, layer_norm_backward, 3, 0, NN, none, "layer_norm_backward(Tensor grad, Tensor x, Tensor? w; ints[0]=k normalised dims, ints[1..k]=normalized_shape, scalar eps; flags&1: rms_norm) -> (dx, dw = sum of grad * xhat, db = sum of grad over the leading dims) (the row statistics recomputed)")
 
 /* ---- fused training-step kernels (CPU speed of one rank's step, doc/performance.md
  * "Training"): the optimizer's update in one pass per parameter.  No gradient (optimizer

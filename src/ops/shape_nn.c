@@ -59,8 +59,8 @@ int dt_shape_layer_norm(const dt_op_args *a, dt_meta *out) {
   return DT_OK;
 }
 
-/* layer_norm_backward(grad, x, w?): x and w as layer_norm checks them, grad x's shape; two
- * outputs shaped like x. */
+/* layer_norm_backward(grad, x, w?): x and w as layer_norm checks them, grad x's shape; dx
+ * shaped like x, dw and db shaped like normalized_shape (x's dtype). */
 int dt_shape_layer_norm_backward(const dt_op_args *a, dt_meta *out) {
   if (a->nin < 2 || !a->in[0] || !a->in[1]) return dt_error("%s: expected grad and input tensors", a->name);
   const dt_tensor *g = a->in[0], *x = a->in[1];
@@ -73,7 +73,9 @@ int dt_shape_layer_norm_backward(const dt_op_args *a, dt_meta *out) {
     return dt_error("%s: grad %s and input %s differ in shape", a->name, dt_format_shape(b1, sizeof b1, g->ndim, g->shape),
                     dt_format_shape(b2, sizeof b2, x->ndim, x->shape));
   }
-  out[1] = out[0];
+  int k = (int)a->ints[0];
+  set_meta(&out[1], x->dtype, k, a->ints + 1);
+  out[2] = out[1];
   return DT_OK;
 }
 

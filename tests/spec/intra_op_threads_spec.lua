@@ -98,12 +98,12 @@ describe("intra-op threads", function()
     end
   end)
 
-  it("vector gelu: an element gets the same bits in an 8-lane body, a 4-lane body or a padded tail", function()
+  it("vector gelu: an element gets the same bits in a 16-, 8- or 4-lane body or a padded tail", function()
     local x = dt.randn(1003) * 3
     local g = dt.randn(1003)
     local y, d = F.gelu(x), dt._gelu_backward(g, x)
     for i = 1, 1000, 7 do
-      local n = 1 + i % 9
+      local n = 1 + i % 37 -- slices of 1-37: every mix of 16, 8 and 4 lanes and a tail
       if i + n - 1 > 1003 then n = 1003 - i + 1 end
       assert.is_true(F.gelu(x:narrow(1, i, n)):equal(y:narrow(1, i, n)), "gelu at " .. i)
       assert.is_true(dt._gelu_backward(g:narrow(1, i, n), x:narrow(1, i, n)):equal(d:narrow(1, i, n)), "gelu_backward at " .. i)
@@ -125,6 +125,21 @@ describe("intra-op threads", function()
     same_bits("sdpa", function()
       return {F.scaled_dot_product_attention(q, k, v, {is_causal = true}), F.scaled_dot_product_attention(q, k, v)}
     end)
+  end)
+
+  it("layer_norm_backward's dx, dw and db (partial rows of fixed blocks) give the same bits", function()
+    local prng = S.prng(14)
+    for _, dtype in ipairs({"float32", "float64"}) do
+      for _ = 1, 2 do
+        local rows, n = prng.int(1, 3000), prng.int(1, 300)
+        local g, x, w = dt.randn(rows, n):to(dtype), dt.randn(rows, n):to(dtype), dt.randn(n):to(dtype)
+        same_bits(string.format("layer_norm_backward %s [%d,%d]", dtype, rows, n), function()
+          local r = {dt._layer_norm_backward(g, x, w, {n}, 1e-5)}
+          for _, t in ipairs({dt._layer_norm_backward(g, x, nil, {n}, 1e-5, true)}) do r[#r + 1] = t end
+          return r
+        end)
+      end
+    end
   end)
 
   it("the fused training-step ops give the same bits: cross_entropy and its backward, sdpa's backward", function()

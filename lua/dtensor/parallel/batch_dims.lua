@@ -155,7 +155,13 @@ local function rule(node, st, sh)
     end
     return agree(node, dims)
   end
-  if fam == "pointwise" or fam == "random" or name == "layer_norm_backward" or name == "copy_" then
+  if name == "layer_norm_backward" then -- (grad, x, w?) -> dx like x; dw, db summed over the rows
+    local dims = {}
+    for i, d in pairs(batched) do dims[i] = broadcast_dim(node, in_shape(i), out, d) end
+    local d = agree(node, dims)
+    return d, nil, {d, is_dim(d) and PARTIAL or d, is_dim(d) and PARTIAL or d}
+  end
+  if fam == "pointwise" or fam == "random" or name == "copy_" then
     local dims = {}
     for i, d in pairs(batched) do dims[i] = broadcast_dim(node, in_shape(i), out, d) end
     return agree(node, dims)
@@ -320,10 +326,10 @@ function M.analyse(trace, arg_dims)
         res = {}
       else
         for _, s in ipairs(node.outs) do sh[s] = node.shapes[_] end
-        local r, note = rule(node, st, sh)
+        local r, note, per_out = rule(node, st, sh) -- per_out: outputs that differ from the first
         notes[k] = note
         res = {}
-        for o = 1, math.max(#node.outs, 1) do res[o] = r end
+        for o = 1, math.max(#node.outs, 1) do res[o] = per_out and per_out[o] or r end
         if node.inplace and node.ins[1] >= 0 then
           local target = node.ins[1]
           if is_dim(st[target]) and r ~= st[target] then

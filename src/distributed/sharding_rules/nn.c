@@ -54,7 +54,8 @@ int dt_rule_nn_local_args(dt_op_id op, const dt_dspec *const *in, const dt_strat
 }
 
 /* layer_norm/rms_norm: x's leading-dim sharding kept; layer_norm_backward: the same for grad
- * and x (its first two operands), and for both its outputs */
+ * and x (its first two operands) and dx, while dw and db, sums over the leading dims, are
+ * Partial(sum) where the rows are sharded */
 static int norm_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
   int k = (int)r->a->ints[0], first = x->ndim - k, follow = r->op == DT_OP_LAYER_NORM_BACKWARD ? 2 : 1;
@@ -63,7 +64,7 @@ static int norm_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
     dt_placement p = x->p[m];
     dt_placement keep = p.kind == DT_SHARD && p.dim < first ? p : dt_rule_R();
     for (int i = 0; i < r->a->nin; i++) st.in[i][m] = i < follow ? keep : dt_rule_R();
-    for (int o = 0; o < r->nout; o++) st.out[o][m] = keep;
+    for (int o = 0; o < r->nout; o++) st.out[o][m] = o == 0 || keep.kind != DT_SHARD ? keep : dt_rule_P(DT_REDUCE_SUM);
   }
   dt_rule_push(s, n, &st);
   for (int m = 0; m < r->mesh_ndim; m++) {

@@ -111,8 +111,8 @@ int dt_cpu_embedding(const dt_op_args *a, dt_tensor **out) {
 /* ---- layer_norm / rms_norm and their backward: rows over the threads ---- */
 typedef struct {
   const void *g, *x, *w, *b; /* g: the backward's gradient */
-  void *y, *y2;              /* backward: dx, grad * xhat */
-  int64_t n;
+  void *y, *y2;              /* backward: dx, the blocks' partial dw and db rows */
+  int64_t n, rows;
   double eps;
   int rms, f64;
 } norm_job;
@@ -176,37 +176,70 @@ static int64_t batch_offset(int64_t b, int nb, const int64_t *bs, const int64_t 
   return off;
 }
 
-/* ---- layer_norm_backward(grad, x, w?) ---- */
-static void norm_bw_piece(int64_t r0, int64_t r1, void *vj) {
+/* ---- layer_norm_backward(grad, x, w?) -> dx, dw, db ----
+ * Rows go in blocks of NORM_BW_BLOCK (a size fixed here, never the thread count); each block
+ * adds its rows' g * xhat and g into its own partial dw and db rows, in the same sweep as dx,
+ * and the partials are then added in block order (in double): the same bits on any thread
+ * count.  This replaces writing g * xhat out and two sums over the leading dims. */
+#define NORM_BW_BLOCK 32
+
+static void norm_bw_piece(int64_t b0, int64_t b1, void *vj) {
   const norm_job *j = vj;
-  int64_t o = r0 * j->n;
-  if (j->f64)
-    norm_backward_rows_f64((const double *)j->g + o, (const double *)j->x + o, j->w, (double *)j->y + o,
-                           (double *)j->y2 + o, r1 - r0, j->n, j->eps, j->rms);
-  else
-    norm_backward_rows_f32((const float *)j->g + o, (const float *)j->x + o, j->w, (float *)j->y + o,
-                           (float *)j->y2 + o, r1 - r0, j->n, j->eps, j->rms);
+  for (int64_t blk = b0; blk < b1; blk++) {
+    int64_t r0 = blk * NORM_BW_BLOCK, nr = j->rows - r0 < NORM_BW_BLOCK ? j->rows - r0 : NORM_BW_BLOCK, o = r0 * j->n;
+    int64_t p = blk * 2 * j->n; /* this block's dw row, then its db row */
+    if (j->f64)
+      norm_backward_rows_f64((const double *)j->g + o, (const double *)j->x + o, j->w, (double *)j->y + o,
+                             (double *)j->y2 + p, (double *)j->y2 + p + j->n, nr, j->n, j->eps, j->rms);
+    else
+      norm_backward_rows_f32((const float *)j->g + o, (const float *)j->x + o, j->w, (float *)j->y + o,
+                             (float *)j->y2 + p, (float *)j->y2 + p + j->n, nr, j->n, j->eps, j->rms);
+  }
 }
+
+/* dw[i] (row 0) and db[i] (row 1) = the blocks' partials added in block order */
+#define DEFINE_NORM_COMBINE(NAME, R)                                                       \
+  static void NAME(const R *part, int64_t nblocks, int64_t n, R *dw, R *db) {              \
+    for (int64_t i = 0; i < n; i++) {                                                      \
+      double sw = 0, sb = 0;                                                               \
+      for (int64_t blk = 0; blk < nblocks; blk++) sw += part[blk * 2 * n + i], sb += part[blk * 2 * n + n + i]; \
+      dw[i] = (R)sw, db[i] = (R)sb;                                                        \
+    }                                                                                      \
+  }
+DEFINE_NORM_COMBINE(norm_combine_f32, float)
+DEFINE_NORM_COMBINE(norm_combine_f64, double)
 
 int dt_cpu_layer_norm_backward(const dt_op_args *a, dt_tensor **out) {
   const dt_tensor *x = a->in[1];
   dt_dtype cd = dt_dtype_compute(x->dtype);
-  int64_t n, rows = norm_rows(a, x, &n);
+  int64_t n, rows = norm_rows(a, x, &n), nblocks = (rows + NORM_BW_BLOCK - 1) / NORM_BW_BLOCK;
   inputs in;
   if (inputs_get(&in, a, 3, cd) != DT_OK) return DT_ERR;
-  dt_tensor *dx = out_buffer(out[0], cd, a->name), *gh = dx ? out_buffer(out[1], cd, a->name) : NULL;
-  if (!gh) {
+  dt_tensor *dx = out_buffer(out[0], cd, a->name), *dw = dx ? out_buffer(out[1], cd, a->name) : NULL;
+  dt_tensor *db = dw ? out_buffer(out[2], cd, a->name) : NULL;
+  int64_t pshape[1] = {nblocks * 2 * n};
+  dt_tensor *part = db ? dt_tensor_empty(cd, 1, pshape, DT_CPU) : NULL;
+  if (!part) {
+    if (db) dt_error_prefix("%s", a->name), dt_tensor_release(db);
+    if (dw) dt_tensor_release(dw);
     if (dx) dt_tensor_release(dx);
     return inputs_release(&in), DT_ERR;
   }
+  memset(dt_tensor_data(part), 0, (size_t)pshape[0] * dt_tensor_elsize(part));
   norm_job j = {.g = dt_tensor_data(in.t[0]), .x = dt_tensor_data(in.t[1]), .w = data_or_null(in.t[2]),
-                .y = dt_tensor_data(dx), .y2 = dt_tensor_data(gh), .n = n, .eps = a->scalar[0], .rms = a->flags & 1,
-                .f64 = cd == DT_FLOAT64};
-  dt_parallel_for(rows, n >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (n ? n : 1), norm_bw_piece, &j);
+                .y = dt_tensor_data(dx), .y2 = dt_tensor_data(part), .n = n, .rows = rows, .eps = a->scalar[0],
+                .rms = a->flags & 1, .f64 = cd == DT_FLOAT64};
+  int64_t per_block = NORM_BW_BLOCK * n;
+  dt_parallel_for(nblocks, per_block >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (per_block ? per_block : 1),
+                  norm_bw_piece, &j);
+  if (cd == DT_FLOAT64) norm_combine_f64(dt_tensor_data(part), nblocks, n, dt_tensor_data(dw), dt_tensor_data(db));
+  else norm_combine_f32(dt_tensor_data(part), nblocks, n, dt_tensor_data(dw), dt_tensor_data(db));
+  dt_tensor_release(part);
   inputs_release(&in);
   int rc = out_finish(out[0], dx, a->name);
-  int rc2 = out_finish(out[1], gh, a->name);
-  return rc == DT_OK ? rc2 : rc;
+  int rc2 = out_finish(out[1], dw, a->name);
+  int rc3 = out_finish(out[2], db, a->name);
+  return rc != DT_OK ? rc : rc2 != DT_OK ? rc2 : rc3;
 }
 
 /* The mask as an additive float tensor in the compute dtype: bool true -> 0, false -> -inf. */

@@ -66,15 +66,17 @@ static void SUF(norm_rows)(const R *restrict x, const R *restrict w, const R *re
 #undef SUF_LANES
 
 /* layer_norm / rms_norm backward over rows of n: the statistics recomputed as norm_rows makes
- * them, xhat = (x - mean) * rstd, gy = g * w; gxhat = g * xhat (for dw) and
- * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) (rms: without mean(gy)).  Vector
- * lanes as row_sum's: the two sums in lanes of R over at most 256 elements, then in double. */
+ * them, xhat = (x - mean) * rstd, gy = g * w, and
+ * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) (rms: without mean(gy)); in the same
+ * sweep g * xhat and g are added into the rows dwp and dbp (this block's partial dw and db,
+ * which the caller combines).  Vector lanes as row_sum's: the two row sums in lanes of R over
+ * at most 256 elements, then in double. */
 static void SUF(norm_backward_rows)(const R *restrict g, const R *restrict x, const R *restrict w, R *restrict dx,
-                                    R *restrict gxhat, int64_t rows, int64_t n, double eps, int rms) {
+                                    R *restrict dwp, R *restrict dbp, int64_t rows, int64_t n, double eps, int rms) {
   const int64_t lanes = (int64_t)(16 / sizeof(R));
   for (int64_t r = 0; r < rows; r++) {
     const R *xr = x + r * n, *gr = g + r * n;
-    R *dr = dx + r * n, *hr = gxhat + r * n;
+    R *dr = dx + r * n;
     R mu = rms ? 0 : (R)(SUF(row_sum)(xr, n, 0, 0) / (double)n);
     double var = SUF(row_sum)(xr, n, mu, 1) / (double)n;
     R inv = (R)(1.0 / sqrt(var + eps));
@@ -84,20 +86,24 @@ static void SUF(norm_backward_rows)(const R *restrict g, const R *restrict x, co
       int64_t end = n - i > 256 ? i + 256 : n;
       SUF(vec) s1 = {0}, s2 = {0};
       for (; i + lanes <= end; i += lanes) {
-        SUF(vec) xv, gv, wv;
+        SUF(vec) xv, gv, wv, acc;
         memcpy(&xv, xr + i, sizeof xv);
         memcpy(&gv, gr + i, sizeof gv);
         SUF(vec) xh = (xv - mu) * inv, gy = gv;
         if (w) memcpy(&wv, w + i, sizeof wv), gy = gv * wv;
-        SUF(vec) h = gv * xh;
-        memcpy(hr + i, &h, sizeof h);
+        memcpy(&acc, dwp + i, sizeof acc);
+        acc += gv * xh;
+        memcpy(dwp + i, &acc, sizeof acc);
+        memcpy(&acc, dbp + i, sizeof acc);
+        acc += gv;
+        memcpy(dbp + i, &acc, sizeof acc);
         s1 += gy, s2 += gy * xh;
       }
       for (int64_t l = 0; l < lanes; l++) sum_gy += s1[l], sum_gyxh += s2[l];
     }
     for (; i < n; i++) {
       R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
-      hr[i] = gr[i] * xh;
+      dwp[i] += gr[i] * xh, dbp[i] += gr[i];
       sum_gy += gy, sum_gyxh += (double)gy * xh;
     }
     R a = rms ? 0 : (R)(sum_gy / (double)n), b = (R)(sum_gyxh / (double)n);

@@ -37,21 +37,25 @@ static inline double gelut_d_f64(double x) {
         *(T *)(p[0] + i * s[0]) = *(const T *)(p[1] + i * s[1]) * DERIV(*(const T *)(p[2] + i * s[2])); \
     }                                                                                               \
   }
-/* float32 exact gelu: vec_math.h's 4-lane erf and exp, a block of x at a time */
-DEFINE_VEC_MAP(gelu_grad_map_f32, gelu_grad4, gelu_grad8)
+/* float32 exact gelu: vec_math.h's vector erf and exp with the product by grad in the same
+ * sweep when both are contiguous, else a block of x and grad gathered at a time */
+DEFINE_VEC_MAP(gelu_grad_map_f32, gelu_grad4, gelu_grad8, gelu_grad16)
 static void gelu_bw_f32(char **p, const int64_t *s, int64_t n, void *c) {
   (void)c;
-  float d[256];
+  const int64_t f = (int64_t)sizeof(float);
+  if (s[0] == f && s[1] == f && s[2] == f) {
+    gelu_grad_map_f32((const float *)p[2], (const float *)p[1], (float *)p[0], n);
+    return;
+  }
+  float xs[256], gs[256];
   for (int64_t i0 = 0; i0 < n; i0 += 256) {
     int64_t m = n - i0 < 256 ? n - i0 : 256;
-    if (s[2] == (int64_t)sizeof(float)) {
-      gelu_grad_map_f32((const float *)p[2] + i0, d, m);
-    } else {
-      for (int64_t i = 0; i < m; i++) d[i] = *(const float *)(p[2] + (i0 + i) * s[2]);
-      gelu_grad_map_f32(d, d, m);
+    for (int64_t i = 0; i < m; i++) {
+      xs[i] = *(const float *)(p[2] + (i0 + i) * s[2]);
+      gs[i] = *(const float *)(p[1] + (i0 + i) * s[1]);
     }
-    for (int64_t i = 0; i < m; i++)
-      *(float *)(p[0] + (i0 + i) * s[0]) = *(const float *)(p[1] + (i0 + i) * s[1]) * d[i];
+    gelu_grad_map_f32(xs, gs, xs, m);
+    for (int64_t i = 0; i < m; i++) *(float *)(p[0] + (i0 + i) * s[0]) = xs[i];
   }
 }
 BW_LOOP(gelu_bw_f64, double, gelu_d_f64)

@@ -75,15 +75,16 @@ PW_UN(tanh_f32, float, tanhf(x))
 PW_UN(tanh_f64, double, tanh(x))
 PW_UN(sigmoid_f32, float, 1.0f / (1.0f + expf(-x)))
 PW_UN(sigmoid_f64, double, 1.0 / (1.0 + exp(-x)))
-/* float32 gelu: vec_math.h's 4-lane erf (scalar erff was most of a GPT step's gelu time) */
-DEFINE_VEC_MAP(gelu_map_f32, gelu4, gelu8)
+/* float32 gelu: vec_math.h's vector erf, 4/8/16 lanes (scalar erff was most of a GPT step's
+ * gelu time) */
+DEFINE_VEC_MAP(gelu_map_f32, gelu4, gelu8, gelu16)
 static void gelu_f32(char **p, const int64_t *s, int64_t n, void *vc) {
   (void)vc;
   if (s[0] == (int64_t)sizeof(float) && s[1] == (int64_t)sizeof(float)) {
-    gelu_map_f32((const float *)p[1], (float *)p[0], n);
+    gelu_map_f32((const float *)p[1], NULL, (float *)p[0], n);
     return;
   }
-  for (int64_t i = 0; i < n; i++) gelu_map_f32((const float *)(p[1] + i * s[1]), (float *)(p[0] + i * s[0]), 1);
+  for (int64_t i = 0; i < n; i++) gelu_map_f32((const float *)(p[1] + i * s[1]), NULL, (float *)(p[0] + i * s[0]), 1);
 }
 PW_UN(gelu_f64, double, 0.5 * x * (1.0 + erf(x * SQRT1_2)))
 PW_UN(gelut_f32, float, 0.5f * x * (1.0f + tanhf((float)SQRT_2_PI * (x + 0.044715f * x * x * x))))

@@ -1713,7 +1713,8 @@ ops.gelu_backward = {
   nondiff = "the fused backward of gelu, called by gelu's rule: no second derivative",
 }
 
--- layer_norm_backward(grad, x, w?): dx and grad * xhat, from the formulas in plain Lua
+-- layer_norm_backward(grad, x, w?): dx, dw = sum of grad * xhat and db = sum of grad over the
+-- leading dims, from the formulas in plain Lua
 ops.layer_norm_backward = {
   family = "nn",
   cases = function(rng)
@@ -1734,7 +1735,8 @@ ops.layer_norm_backward = {
     local g, x, w = ref_of(i[1]), ref_of(i[2]), s.w and ref_of(i[3]) or nil
     local inner = 1
     for _, d in ipairs(s.nshape) do inner = inner * d end
-    local dx, gh = {shape = x.shape, data = {}}, {shape = x.shape, data = {}}
+    local dx, dw, db = {shape = x.shape, data = {}}, {shape = s.nshape, data = {}}, {shape = s.nshape, data = {}}
+    for j = 1, inner do dw.data[j], db.data[j] = 0, 0 end
     for r = 0, (inner > 0 and #x.data // inner or 0) - 1 do -- a 0-size normalized shape: no rows
       local m, v = 0, 0
       for j = 1, inner do m = m + x.data[r * inner + j] end
@@ -1749,10 +1751,11 @@ ops.layer_norm_backward = {
       end
       for j = 1, inner do
         dx.data[r * inner + j] = rstd * (gy[j] - (s.rms and 0 or a) - xh[j] * b)
-        gh.data[r * inner + j] = g.data[r * inner + j] * xh[j]
+        dw.data[j] = dw.data[j] + g.data[r * inner + j] * xh[j]
+        db.data[j] = db.data[j] + g.data[r * inner + j]
       end
     end
-    return {dx, gh}
+    return {dx, dw, db}
   end,
   tol = 1e-10,
   nondiff = "the fused backward of layer_norm and rms_norm, called by their rules: no second derivative",
