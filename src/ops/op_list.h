@@ -8,6 +8,7 @@
  *             DT_OPF_INPLACE: writes into in[0], returned as the result
  *             DT_OPF_FACTORY: no tensor inputs
  *             DT_OPF_RANDOM: draws from the generator (DTensors: the tracker region, distributed/rng.c)
+ *             DT_OPF_CHECK: raises on bad input values; dead-code elimination keeps it
  * sharding    DT_SHARDING_<family>: which sharding rule the dispatcher asks on DTensors
  *             (src/distributed/sharding_rules, one per family); RANDOM for the DT_OPF_RANDOM
  *             rows (the RNG tracker), LOCAL_ONLY for ops never dispatched on DTensors
@@ -71,6 +72,10 @@ DT_OP(MASKED_FILL, masked_fill, masked_fill, 1, 0, POINTWISE, masked_fill, "mask
 DT_OP(EQUAL, equal, compare_all, 1, 0, LOCAL_ONLY, none, "equal(Tensor a, Tensor b) -> Tensor(bool) 0-d: the same shape and values (after promotion; NaN unequal)")
 DT_OP(ALLCLOSE, allclose, compare_all, 1, 0, LOCAL_ONLY, none, "allclose(Tensor a, Tensor b, scalar[0] rtol, scalar[1] atol; flags DT_ARG_EQUAL_NAN) -> Tensor(bool) 0-d: every |a - b| <= atol + rtol |b|, broadcast")
 DT_OP(WHERE, where, where, 1, 0, POINTWISE, where, "where(Tensor cond (bool), Tensor|scalar a, Tensor|scalar b; a NULL in[1]/in[2] is scalar[0]/scalar[1], ints[0]/ints[1] with DT_ARG_WHERE_A_INT/B_INT) -> Tensor")
+
+/* ---- 1-based index values (ids, targets) checked and made 0-based: the front door's form of
+ *      Lua's 1-based indices, so a captured graph checks the values of every replay ---- */
+DT_OP(IDS_TO_ZERO_BASED, ids_to_zero_based, ids, 1, DT_OPF_CHECK, LOCAL_ONLY, none, "ids_to_zero_based(Tensor ids (int64/int32/uint8), ints[0] hi, ints[1] has_skip, ints[2] skip, ints[3] dt_ids_kind) -> Tensor(int64) ids - 1; an error naming the first value outside 1..hi (skip passes)")
 
 /* ---- reductions (ints = dims to reduce, or DT_ARG_ALL_DIMS) ---- */
 DT_OP(SUM, sum, reduce, 1, 0, REDUCE, sum, "sum(Tensor x, ints dims, keepdim; dtype when has_dtype) -> Tensor (ints/bool -> int64)")
