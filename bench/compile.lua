@@ -123,14 +123,7 @@ local function gpt_copy()
   local model = gpt.GPT(GV, GL, {layers = 2, width = 64, heads = 4, dropout = 0.1})
   dt.distribute_module(model, tp_mesh, gpt.partition)
   local opt = dt.optim.AdamW(model:parameters(), {lr = dt.tensor(3e-3, {dtype = "float64"}), weight_decay = 0.01})
-  return function(x, y)
-    local loss = dt.F.cross_entropy(model(x, gpos):reshape(GB * GL, GV), y:reshape(GB * GL))
-    loss:backward()
-    dt.nn.utils.clip_grad_norm_(model:parameters(), 1.0)
-    opt:step()
-    opt:zero_grad()
-    return loss
-  end
+  return gpt.train_step(model, opt, gpos)
 end
 dt.manual_seed(4)
 local on_tp = {device_mesh = tp_mesh, placements = RR}

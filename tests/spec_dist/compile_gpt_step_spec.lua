@@ -23,16 +23,7 @@ local function copy(dtype)
   dt.distribute_module(model, mesh, gpt.partition)
   local opt = dt.optim.AdamW(model:parameters(), {lr = dt.tensor(3e-3, {dtype = "float64"}), weight_decay = 0.01})
   local sched = dt.optim.lr_scheduler.cosine_with_warmup(opt, 2, 8, 3e-4)
-  local function step(input, target)
-    local logits = model(input, pos)
-    local loss = F.cross_entropy(logits:reshape(B * L, V), target:reshape(B * L))
-    loss:backward()
-    dt.nn.utils.clip_grad_norm_(model:parameters(), 1.0)
-    opt:step()
-    opt:zero_grad()
-    return loss
-  end
-  return {model = model, step = step, sched = sched}
+  return {model = model, step = gpt.train_step(model, opt, pos), sched = sched}
 end
 
 local function batch(seed, bad_id, bad_target)
