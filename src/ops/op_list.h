@@ -73,10 +73,6 @@ DT_OP(EQUAL, equal, compare_all, 1, 0, LOCAL_ONLY, none, "equal(Tensor a, Tensor
 DT_OP(ALLCLOSE, allclose, compare_all, 1, 0, LOCAL_ONLY, none, "allclose(Tensor a, Tensor b, scalar[0] rtol, scalar[1] atol; flags DT_ARG_EQUAL_NAN) -> Tensor(bool) 0-d: every |a - b| <= atol + rtol |b|, broadcast")
 DT_OP(WHERE, where, where, 1, 0, POINTWISE, where, "where(Tensor cond (bool), Tensor|scalar a, Tensor|scalar b; a NULL in[1]/in[2] is scalar[0]/scalar[1], ints[0]/ints[1] with DT_ARG_WHERE_A_INT/B_INT) -> Tensor")
 
-/* ---- 1-based index values (ids, targets) checked and made 0-based: the front door's form of
- *      Lua's 1-based indices, so a captured graph checks the values of every replay ---- */
-DT_OP(IDS_TO_ZERO_BASED, ids_to_zero_based, ids, 1, DT_OPF_CHECK, LOCAL_ONLY, none, "ids_to_zero_based(Tensor ids (int64/int32/uint8), ints[0] hi, ints[1] has_skip, ints[2] skip, ints[3] dt_ids_kind) -> Tensor(int64) ids - 1; an error naming the first value outside 1..hi (skip passes)")
-
 /* ---- reductions (ints = dims to reduce, or DT_ARG_ALL_DIMS) ---- */
 DT_OP(SUM, sum, reduce, 1, 0, REDUCE, sum, "sum(Tensor x, ints dims, keepdim; dtype when has_dtype) -> Tensor (ints/bool -> int64)")
 DT_OP(MEAN, mean, reduce_float, 1, 0, REDUCE, mean, "mean(Tensor x, ints dims, keepdim) -> Tensor")
@@ -192,3 +188,7 @@ DT_OP(LAYER_NORM_BACKWARD, layer_norm_backward, layer_norm_backward, 2, 0, NN, n
 DT_OP(ADAM_STEP_, adam_step_, adam_step, 1, DT_OPF_INPLACE, POINTWISE, none, "adam_step_(Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq, Tensor? max_exp_avg_sq (amsgrad; all param's shape and dtype); scalar[0] step_size = lr / (1 - beta1^step), [1] sqrt(1 - beta2^step), [2] beta1, [3] beta2; ints[0], ints[1] = the IEEE-754 bits of eps and of the weight-decay term (flags&1 decoupled: the factor 1 - lr wd, else wd); flags&2 maximize) -> param (exp_avg, exp_avg_sq, max_exp_avg_sq written too)")
 DT_OP(CROSS_ENTROPY_BACKWARD, cross_entropy_backward, cross_entropy_backward, 1, 0, LOCAL_ONLY, none, "cross_entropy_backward(Tensor grad (cross_entropy's result's shape), Tensor logits, Tensor target (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> d logits = (softmax(logits) - onehot(target)) * w (w: grad, / the count of targets not ignored for mean, 0 where ignored); cross_entropy's rule calls it (LOCAL_ONLY as cross_entropy)")
 DT_OP(SDPA_BACKWARD, sdpa_backward, sdpa_backward, 3, 0, NN, none, "sdpa_backward(Tensor grad [..,L,Ev], q [..,L,E], k [..,S,E], v [..,S,Ev] (one batch shape, the output's), Tensor? mask (as sdpa's); flags&1 causal, scalar scale if nscalar else 1/sqrt(E)) -> (dq, dk, dv); P recomputed as the forward made it; sdpa's rule calls it")
+
+/* ---- 1-based index values (ids, targets) checked and made 0-based: the front door's form of
+ *      Lua's 1-based indices, so a captured graph checks the values of every replay ---- */
+DT_OP(IDS_TO_ZERO_BASED, ids_to_zero_based, ids, 1, DT_OPF_CHECK, LOCAL_ONLY, none, "ids_to_zero_based(Tensor ids (int64/int32/uint8), ints[0] hi, ints[1] has_skip, ints[2] skip, ints[3] dt_ids_kind) -> Tensor(int64) ids - 1; an error naming the first value outside 1..hi (skip passes)")
