@@ -5,10 +5,11 @@
 --  2. a small MLP (batch 32, 256 -> 512 -> 256, tensor parallel: the first weight Shard(2),
 --     the second Shard(1), the output brought to Replicate): its forward, and a training step
 --     (forward, mean-square loss, backward, SGD step) as one graph, eager vs compiled;
---  3. the GPT demo's blocks (examples/gpt_model.lua: 2 blocks of width 64, 4 heads, dropout
---     0.1, tensor parallel by its partition over every rank; batch 32 x 13 positions) trained
---     with AdamW on a mean-square loss, eager vs compiled, and the graph's peak bytes with and
---     without releasing each output after its last use (buffer reuse);
+--  3. the GPT demo's whole training step (examples/gpt_model.lua: 2 layers of width 64, 4 heads,
+--     dropout 0.1, tensor parallel by its partition over every rank; the reversal task's batch
+--     32 x 12 of vocab 11): embeddings, cross_entropy, backward, clip_grad_norm_, AdamW with a
+--     tensor lr, eager vs compiled, and the graph's peak bytes with and without releasing each
+--     output after its last use (buffer reuse);
 --  4. communication hidden by overlap: a data-parallel step (6 Linear layers of width 512,
 --     replicated; the batch, 64 rows per rank, sharded; SGD), compiled with one all_reduce per
 --     layer's gradient run blocking (overlap = false) vs started async and waited for where first
@@ -110,23 +111,23 @@ local function train_step(loss_of, opt)
   end
 end
 
--- 3. the GPT demo's blocks with AdamW
+-- 3. the GPT demo's whole training step (examples/train_gpt.lua's: embeddings, dropout,
+-- cross_entropy, backward, clip_grad_norm_, AdamW with a tensor lr)
 local gpt = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/../examples/gpt_model.lua")
 local tp_mesh = dt.init_device_mesh("cpu", {1, dt.world_size()})
 local RR = {dt.Replicate(), dt.Replicate()}
+local GV, GL, GB = 11, 12, 32 -- the demo's reversal task: vocab 11, context 12, batch 32
+local gpos = dt.distribute_tensor(dt.arange(1, GL + 1):reshape(1, GL), tp_mesh, RR)
 local function gpt_copy()
   dt.manual_seed(3)
-  local model = dt.nn.Sequential(gpt.Block(64, 4, 0.1), gpt.Block(64, 4, 0.1))
+  local model = gpt.GPT(GV, GL, {layers = 2, width = 64, heads = 4, dropout = 0.1})
   dt.distribute_module(model, tp_mesh, gpt.partition)
-  local opt = dt.optim.AdamW(model:parameters(), {lr = 3e-3, weight_decay = 0.01})
-  return train_step(function(x, y)
-    local d = model(x) - y
-    return (d * d):mean()
-  end, opt)
+  local opt = dt.optim.AdamW(model:parameters(), {lr = dt.tensor(3e-3, {dtype = "float64"}), weight_decay = 0.01})
+  return gpt.train_step(model, opt, gpos)
 end
 dt.manual_seed(4)
-local gx = dt.distribute_tensor(dt.randn(32, 13, 64), tp_mesh, RR, {src_rank = false})
-local gy = dt.distribute_tensor(dt.randn(32, 13, 64), tp_mesh, RR, {src_rank = false})
+local on_tp = {device_mesh = tp_mesh, placements = RR}
+local gx, gy = dt.randint(1, GV + 1, {GB, GL}, on_tp), dt.randint(1, GV + 1, {GB, GL}, on_tp)
 local ge, gc = gpt_copy(), gpt_copy()
 dt.manual_seed(5); ge(gx, gy) -- AdamW's state exists before the capture
 dt.manual_seed(5); gc(gx, gy)
@@ -135,13 +136,13 @@ for _ = 1, 2 do
   dt.manual_seed(6)
   local a = ge(gx, gy)
   dt.manual_seed(6)
-  assert(dt.equal(a:to_local(), gc(gx, gy):to_local()), "the compiled GPT blocks step follows eager")
+  assert(dt.equal(a:to_local(), gc(gx, gy):to_local()), "the compiled GPT step follows eager")
 end
 local NG = math.max(N // 10, 5)
 local tge = best(NG, function() ge(gx, gy) end)
 local tgc = best(NG, function() gc(gx, gy) end)
 local gs = gc:stats().per_graph[1]
-dt.print0(string.format("GPT demo blocks step (2 blocks, width 64, AdamW), %d ranks: eager %.2f ms, compiled %.2f ms (%.2fx), %d nodes",
+dt.print0(string.format("GPT demo whole step (2 layers, width 64, batch 32x12, AdamW), %d ranks: eager %.2f ms, compiled %.2f ms (%.2fx), %d nodes",
                         dt.world_size(), tge * 1e3, tgc * 1e3, tge / tgc, gs.nodes))
 dt.print0(string.format("  its graph's peak bytes: %.2f MiB with release after last use, %.2f MiB without (%.2fx)",
                         gs.peak_bytes / 2 ^ 20, gs.peak_bytes_unreleased / 2 ^ 20, gs.peak_bytes_unreleased / gs.peak_bytes))

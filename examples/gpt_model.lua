@@ -69,4 +69,19 @@ local function partition(name, m, mesh)
   end
 end
 
-return {Attention = Attention, Block = Block, GPT = GPT, partition = partition}
+-- The demo's training step in full precision (train_gpt.lua adds autocast and loss scaling):
+-- cross_entropy over every position, backward, gradients clipped to norm 1, opt's step.
+local function train_step(model, opt, pos_ids)
+  return function(input, target)
+    local logits = model(input, pos_ids)
+    local n, vocab = input:numel(), logits:size(3)
+    local loss = dt.F.cross_entropy(logits:reshape(n, vocab), target:reshape(n))
+    loss:backward()
+    dt.nn.utils.clip_grad_norm_(model:parameters(), 1.0)
+    opt:step()
+    opt:zero_grad()
+    return loss
+  end
+end
+
+return {Attention = Attention, Block = Block, GPT = GPT, partition = partition, train_step = train_step}

@@ -25,6 +25,8 @@
 --   --fsdp: fully_shard each block and the model over dp (parameters and optimizer state
 --     sharded; doc/parallel.md), on top of the tensor parallelism over tp
 --   --print-losses (one line per step: what the single-device check reads) --plot FILE.png
+--   --compile: the training step (forward, loss, backward, clip, AdamW) as one dt.compile graph
+--     after a first eager step; the lr is a float64 tensor the schedule writes (doc/compile.md)
 local F = dt.F
 local R, S = dt.Replicate(), dt.Shard
 
@@ -34,7 +36,7 @@ local function parse(argv)
              lr = 3e-3, dropout = 0.1, dims = "dp,tp"}
   local numeric = {steps = true, ["until"] = true, seed = true, layers = true, width = true, heads = true, digits = true, batch = true,
                    lr = true, dropout = true}
-  local flags = {["print-losses"] = true, fsdp = true}
+  local flags = {["print-losses"] = true, fsdp = true, compile = true}
   local i = 1
   while i <= #argv do
     local key = argv[i]:match("^%-%-(.+)$")
@@ -65,6 +67,9 @@ local function parse(argv)
   if #o.dim_names ~= 2 then error("train_gpt: --dims names the two mesh dims, e.g. dp,tp", 0) end
   if o.batch % o.dp ~= 0 then
     error(string.format("train_gpt: --batch %d must split evenly over dp %d", o.batch, o.dp), 0)
+  end
+  if o.compile and (o.fsdp or o.amp == "float16" or o.save or o.resume or o["save-checkpoint"] or o["resume-checkpoint"]) then
+    error("train_gpt: --compile does not take --fsdp, --amp float16 or saving/resuming yet", 0)
   end
   return o
 end
@@ -144,7 +149,9 @@ if opts.fsdp then -- each block gathers its parameters in one all_gather, then t
   dt.parallel.fully_shard(model, mesh, {mesh_dim = 1})
 end
 local pos_ids = dt.distribute_tensor(dt.arange(1, task.context + 1):reshape(1, task.context), mesh, {R, R})
-local opt = dt.optim.AdamW(model:parameters(), {lr = opts.lr, weight_decay = 0.01})
+-- compiled, the lr is a tensor that the schedule writes and the graph reads (a number would be a constant of it)
+local opt = dt.optim.AdamW(model:parameters(), {lr = opts.compile and dt.tensor(opts.lr, {dtype = "float64"}) or opts.lr,
+                                                weight_decay = 0.01})
 local sched = dt.optim.lr_scheduler.cosine_with_warmup(opt, math.min(20, opts.steps // 10), opts.steps, opts.lr / 10)
 
 -- what a sharded checkpoint holds: the state dicts (DTensors as they are placed), the step
@@ -200,8 +207,7 @@ if opts.amp and opts.amp ~= "bfloat16" and opts.amp ~= "float16" then
 end
 local scaler = dt.amp.GradScaler {enabled = opts.amp == "float16"}
 local last_step = math.min(opts.steps, opts["until"] or opts.steps)
-for step = first_step, last_step do
-  local input, target, tokens = task.batch(opts.batch)
+local function train_step(input, target)
   local loss = dt.amp.autocast(function()
     local logits = model(input, pos_ids)
     return F.cross_entropy(logits:reshape(opts.batch * task.context, task.vocab),
@@ -213,6 +219,13 @@ for step = first_step, last_step do
   scaler:step(opt)
   scaler:update()
   opt:zero_grad()
+  return loss
+end
+local compiled = opts.compile and dt.compile(train_step)
+for step = first_step, last_step do
+  local input, target, tokens = task.batch(opts.batch)
+  -- the first step eager: AdamW makes its state there, which the graph then updates in place
+  local loss = (compiled and step > first_step and compiled or train_step)(input, target)
   sched:step()
   local value = loss:full_tensor():item()
   if opts.print_losses then dt.print0(string.format("step %d loss %.17g", step, value)) end

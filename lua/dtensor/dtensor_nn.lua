@@ -29,6 +29,28 @@ local function out_of_range(v, limit, all_here)
   return (-lo < 1 and lo ~= NONE) and -lo or (hi > limit and hi or nil)
 end
 
+-- The same check inside dt.compile, as ops of the graph, so every replay checks the ids it
+-- is given: this rank's {-smallest, largest} (v: this rank's integers, nil off the mesh),
+-- agreed by a Partial(max) DTensor reduced over the mesh unless every rank holds all the
+-- values, then checked on that pair by ids_to_zero_based (kept by dead-code elimination),
+-- which raises the same error on every rank of the mesh.  numel: the global count.
+local function check_in_graph(v, mesh, limit, all_here, numel, kind)
+  if numel == 0 or v == nil then return end -- ranks off the mesh take no part
+  local pair
+  if v and v:numel() > 0 then
+    v = v:to("int64")
+    pair = core.stack({-v:min(), v:max()})
+  else
+    pair = core.full({2}, NONE, {dtype = "int64"})
+  end
+  if not all_here then
+    local partial = {}
+    for m = 1, mesh.ndim do partial[m] = core.Partial("max") end
+    pair = core.from_local(pair, mesh, partial, {shape = {2}}):full_tensor()
+  end
+  core._ids_to_zero_based(core.cat({-pair:narrow(1, 1, 1), pair:narrow(1, 2, 1)}), limit, kind)
+end
+
 local function integer_dtype(dtype) return dtype == "int64" or dtype == "int32" or dtype == "uint8" end
 
 -- The mesh of two operands, at least one a DTensor, and the two as DTensors on it (a plain
@@ -62,6 +84,11 @@ function functional.embedding(ids, weight)
     all_here = all_here and not ip[m]:is_shard()
   end
   if partial then ids = ids:redistribute(ip) end
+  if core.is_compiling() then
+    check_in_graph(mesh:get_coordinate() and ids:to_local() or nil, mesh, wsize[1], all_here, ids:numel(), "embedding")
+    if ids.dtype == "uint8" then ids = ids:to("int64") end
+    return (core._embedding(ids, weight))
+  end
   local bad = out_of_range(mesh:get_coordinate() and ids:to_local() or nil, wsize[1], all_here)
   if bad then
     error(string.format("embedding: id %d out of range for vocab size %d (ids are 1-based: 1..%d)", bad, wsize[1], wsize[1]), 2)
@@ -119,6 +146,7 @@ local function check_targets(t2, mesh, classes, ignore, all_here)
     tl = t2:to_local()
     tl = core.where(tl:eq(ignore), 1, tl)
   end
+  if core.is_compiling() then return check_in_graph(tl, mesh, classes, all_here, t2:numel(), "cross_entropy") end
   local bad = out_of_range(tl, classes, all_here)
   if bad then
     error(string.format("cross_entropy: target %d out of range for %d classes (targets are 1-based: 1..%d)", bad,

@@ -7,58 +7,33 @@
 #include "base/error.h"
 #include "bindings/l_dist.h"
 #include "bindings/l_tensor.h"
-#include "capture/capture.h"
+#include "ops/ids_kind.h"
 
 #include <float.h>
 #include <string.h>
 
-/* A new contiguous int64 tensor holding the 1-based index values of t minus 1, each
- * checked to lie in 1..hi; range is a format with one %I for hi (values equal to `skip`, when has_skip, pass through shifted too).
- * Raises "<op>: <what> 11 out of range for <range> (<what>s are 1-based: 1..10)". */
-static dt_tensor *to_zero_based(lua_State *L, dt_tensor *t, int64_t hi, int has_skip, int64_t skip, const char *op,
-                                const char *what, const char *range) {
-  dt_lua_capture_refuse(L, "1-based indices converted outside the front door (embedding / cross_entropy ids)");
-  if (t->dtype != DT_INT64 && t->dtype != DT_INT32 && t->dtype != DT_UINT8)
-    luaL_error(L, "%s: %ss must be an integer tensor, got %s", op, what, dt_dtype_name(t->dtype));
-  dt_tensor *c = dt_tensor_contiguous_as(t, DT_INT64);
-  dt_tensor *z = c ? dt_tensor_empty(DT_INT64, t->ndim, t->shape, DT_HOST) : NULL;
-  if (!z) {
-    if (c) dt_tensor_release(c);
-    dt_lua_raise(L);
-  }
-  const int64_t *src = dt_tensor_data(c);
-  int64_t *dst = dt_tensor_data(z), n = dt_tensor_numel(c), bad = 0;
-  int found = 0;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t v = src[i];
-    if ((v < 1 || v > hi) && !(has_skip && v == skip)) {
-      found = 1, bad = v;
-      break;
-    }
-    dst[i] = v - 1;
-  }
-  dt_tensor_release(c);
-  if (found) {
-    dt_tensor_release(z);
-    const char *desc = lua_pushfstring(L, range, (lua_Integer)hi);
-    luaL_error(L, "%s: %s %I out of range for %s (%ss are 1-based: 1..%I)", op, what, (lua_Integer)bad, desc, what,
-               (lua_Integer)hi);
-  }
-  return z;
+/* Pushes ids - 1 for 1-based index values checked against 1..hi (values equal to skip, when
+ * has_skip, pass through shifted too), made by the front door's ids_to_zero_based: a captured
+ * graph replays the check on every call's values, and a trace for analysis links the op to the
+ * tensor the ids came from.  Raises "<op>: <what> 11 out of range for <range> (<what>s are
+ * 1-based: 1..10)", the names by kind (src/ops/ids_kind.h). */
+static dt_value *push_zero_based(lua_State *L, dt_value *v, int64_t hi, int has_skip, int64_t skip, dt_ids_kind kind) {
+  dt_op_args a = {.nints = 4, .ints = {hi, has_skip, skip, kind}};
+  dt_lua_call(L, DT_OP_IDS_TO_ZERO_BASED, &a, &v, 1);
+  return lua_touserdata(L, -1);
 }
 
-/* Pushes the converted tensor so Lua owns it while the op runs (errors cannot leak it).  In
- * a trace for analysis (dt.parallel.data_parallel) the ids are checked alike, then made
- * 0-based by the front door's sub, so the trace links the op to the tensor they came from. */
-static dt_value *push_zero_based(lua_State *L, dt_value *v, int64_t hi, int has_skip, int64_t skip, const char *op,
-                                 const char *what, const char *range) {
-  dt_tensor *z = to_zero_based(L, v->local, hi, has_skip, skip, op, what, range);
-  if (dt_capture_tracing(dt_lua_context(L)) && v->local->dtype == DT_INT64) {
-    dt_tensor_release(z);
-    return dt_lua_push_zero_based(L, v);
-  }
-  dt_lua_push_tensor(L, z);
-  return lua_touserdata(L, -1);
+/* dt._ids_to_zero_based(ids, hi, kind) with kind "embedding" or "cross_entropy": the same
+ * check and conversion for Lua (the DTensor forms check their ids' agreed range with it). */
+static int l_ids_to_zero_based(lua_State *L) {
+  dt_value *v = dt_lua_check_value_for(L, 1, "ids_to_zero_based", "ids");
+  lua_Integer hi = dt_lua_check_integer(L, 2, "ids_to_zero_based", "hi");
+  const char *k = luaL_optstring(L, 3, "embedding");
+  dt_ids_kind kind = strcmp(k, "cross_entropy") == 0 ? DT_IDS_CROSS_ENTROPY : DT_IDS_EMBEDDING;
+  if (kind == DT_IDS_EMBEDDING && strcmp(k, "embedding") != 0)
+    return luaL_error(L, "ids_to_zero_based: kind must be \"embedding\" or \"cross_entropy\", got \"%s\"", k);
+  push_zero_based(L, v, hi, 0, 0, kind);
+  return 1;
 }
 
 /* dt._embedding(ids, weight).  Plain ids are checked against the vocab and made 0-based
@@ -74,7 +49,7 @@ static int l_embedding(lua_State *L) {
   }
   dt_value *in[2] = {NULL, w};
   if (!ids->spec) {
-    in[0] = push_zero_based(L, ids, dt_value_shape(w)[0], 0, 0, "embedding", "id", "vocab size %I");
+    in[0] = push_zero_based(L, ids, dt_value_shape(w)[0], 0, 0, DT_IDS_EMBEDDING);
   } else {
     in[0] = dt_lua_push_zero_based(L, ids);
   }
@@ -136,7 +111,7 @@ static int l_rms_norm(lua_State *L) {
 
 /* cross_entropy's arguments from (logits, target, ignore_index, reduction) at stack index
  * first: target and ignore_index 1-based, made 0-based; in[0] logits, in[1] the targets. */
-static void cross_entropy_args(lua_State *L, int first, const char *op, dt_value **in, dt_op_args *a) {
+static void cross_entropy_args(lua_State *L, int first, const char *op, dt_ids_kind kind, dt_value **in, dt_op_args *a) {
   dt_value *xv = dt_lua_check_value_for(L, first, op, "logits"), *tv = dt_lua_check_value_for(L, first + 1, op, "target");
   if (xv->spec || tv->spec) /* F.cross_entropy sends DTensors to its DTensor form: only a direct call lands here */
     luaL_error(L, "%s: DTensor arguments go through dt.nn.functional.cross_entropy", op);
@@ -153,7 +128,7 @@ static void cross_entropy_args(lua_State *L, int first, const char *op, dt_value
   if (red < 0) luaL_error(L, "%s: reduction must be \"none\", \"mean\" or \"sum\", got \"%s\"", op, r);
   if (x->ndim == 0) luaL_error(L, "%s: logits must have at least 1 dim, got a 0-d tensor", op);
   int64_t classes = x->shape[x->ndim == 1 ? 0 : 1];
-  in[0] = xv, in[1] = push_zero_based(L, tv, classes, 1, ignore, op, "target", "%I classes");
+  in[0] = xv, in[1] = push_zero_based(L, tv, classes, 1, ignore, kind);
   a->nints = 2;
   a->ints[0] = ignore - 1; /* shifted with the targets, so it still matches */
   a->ints[1] = red;
@@ -163,7 +138,7 @@ static void cross_entropy_args(lua_State *L, int first, const char *op, dt_value
 static int l_cross_entropy(lua_State *L) {
   dt_value *in[2];
   dt_op_args a = {0};
-  cross_entropy_args(L, 1, "cross_entropy", in, &a);
+  cross_entropy_args(L, 1, "cross_entropy", DT_IDS_CROSS_ENTROPY, in, &a);
   return dt_lua_call(L, DT_OP_CROSS_ENTROPY, &a, in, 2);
 }
 
@@ -172,7 +147,7 @@ static int l_cross_entropy(lua_State *L) {
 static int l_cross_entropy_backward(lua_State *L) {
   dt_value *in[3] = {dt_lua_check_value_for(L, 1, "cross_entropy_backward", "grad")};
   dt_op_args a = {0};
-  cross_entropy_args(L, 2, "cross_entropy_backward", in + 1, &a);
+  cross_entropy_args(L, 2, "cross_entropy_backward", DT_IDS_CROSS_ENTROPY_BACKWARD, in + 1, &a);
   return dt_lua_call(L, DT_OP_CROSS_ENTROPY_BACKWARD, &a, in, 3);
 }
 
@@ -193,7 +168,7 @@ static int l_sdpa(lua_State *L) {
 
 static const luaL_Reg nn_funcs[] = {
     {"_embedding", l_embedding},         {"_layer_norm", l_layer_norm}, {"_rms_norm", l_rms_norm},
-    {"_cross_entropy", l_cross_entropy},
+    {"_cross_entropy", l_cross_entropy}, {"_ids_to_zero_based", l_ids_to_zero_based},
     {"_cross_entropy_backward", l_cross_entropy_backward}, {"_sdpa", l_sdpa},             {NULL, NULL},
 };
 

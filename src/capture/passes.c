@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "capture/graph_impl.h"
+#include "ops/ops.h"
 
 int dt_graph_passes(dt_graph *g) {
   int first_own = g->nargs + g->next, ns = g->nslots;
@@ -19,7 +20,8 @@ int dt_graph_passes(dt_graph *g) {
   g->stats.dead = 0;
   for (int k = g->nnodes - 1; k >= 0; k--) { /* backwards: a node lives if a live node reads it */
     gnode *n = &g->nodes[k];
-    int live = n->inplace || n->moves || n->kind == NODE_CONV || n->kind == NODE_SET_GRAD;
+    int live = n->inplace || n->moves || n->kind == NODE_CONV || n->kind == NODE_SET_GRAD ||
+               (n->kind == NODE_OP && (dt_op_get(n->op)->flags & DT_OPF_CHECK));
     for (int o = 0; o < n->nout && !live; o++) live = used[n->out[o]];
     n->dead = !live;
     g->stats.dead += n->dead;

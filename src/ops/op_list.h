@@ -8,6 +8,7 @@
  *             DT_OPF_INPLACE: writes into in[0], returned as the result
  *             DT_OPF_FACTORY: no tensor inputs
  *             DT_OPF_RANDOM: draws from the generator (DTensors: the tracker region, distributed/rng.c)
+ *             DT_OPF_CHECK: raises on bad input values; dead-code elimination keeps it
  * sharding    DT_SHARDING_<family>: which sharding rule the dispatcher asks on DTensors
  *             (src/distributed/sharding_rules, one per family); RANDOM for the DT_OPF_RANDOM
  *             rows (the RNG tracker), LOCAL_ONLY for ops never dispatched on DTensors
@@ -187,3 +188,7 @@ DT_OP(LAYER_NORM_BACKWARD, layer_norm_backward, layer_norm_backward, 3, 0, NN, n
 DT_OP(ADAM_STEP_, adam_step_, adam_step, 1, DT_OPF_INPLACE, POINTWISE, none, "adam_step_(Tensor param, Tensor grad, Tensor exp_avg, Tensor exp_avg_sq, Tensor? max_exp_avg_sq (amsgrad; all param's shape and dtype); scalar[0] step_size = lr / (1 - beta1^step), [1] sqrt(1 - beta2^step), [2] beta1, [3] beta2; ints[0], ints[1] = the IEEE-754 bits of eps and of the weight-decay term (flags&1 decoupled: the factor 1 - lr wd, else wd); flags&2 maximize) -> param (exp_avg, exp_avg_sq, max_exp_avg_sq written too)")
 DT_OP(CROSS_ENTROPY_BACKWARD, cross_entropy_backward, cross_entropy_backward, 1, 0, LOCAL_ONLY, none, "cross_entropy_backward(Tensor grad (cross_entropy's result's shape), Tensor logits, Tensor target (0-based); ints[0]=ignore_index, ints[1]=reduction 0 none 1 mean 2 sum) -> d logits = (softmax(logits) - onehot(target)) * w (w: grad, / the count of targets not ignored for mean, 0 where ignored); cross_entropy's rule calls it (LOCAL_ONLY as cross_entropy)")
 DT_OP(SDPA_BACKWARD, sdpa_backward, sdpa_backward, 3, 0, NN, none, "sdpa_backward(Tensor grad [..,L,Ev], q [..,L,E], k [..,S,E], v [..,S,Ev] (one batch shape, the output's), Tensor? mask (as sdpa's); flags&1 causal, scalar scale if nscalar else 1/sqrt(E)) -> (dq, dk, dv); P recomputed as the forward made it; sdpa's rule calls it")
+
+/* ---- 1-based index values (ids, targets) checked and made 0-based: the front door's form of
+ *      Lua's 1-based indices, so a captured graph checks the values of every replay ---- */
+DT_OP(IDS_TO_ZERO_BASED, ids_to_zero_based, ids, 1, DT_OPF_CHECK, LOCAL_ONLY, none, "ids_to_zero_based(Tensor ids (int64/int32/uint8), ints[0] hi, ints[1] has_skip, ints[2] skip, ints[3] dt_ids_kind) -> Tensor(int64) ids - 1; an error naming the first value outside 1..hi (skip passes)")

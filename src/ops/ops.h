@@ -11,6 +11,7 @@
 #define DT_OPF_INPLACE 2
 #define DT_OPF_FACTORY 4
 #define DT_OPF_RANDOM 8 /* draws from the generator: on DTensors, the RNG tracker region (dist/rng.c) */
+#define DT_OPF_CHECK 16 /* validates its input's values (an error on bad ones): a graph keeps it though nothing reads it */
 
 /* Which sharding rule the dispatcher asks for an op's strategies on DTensors: the rule
  * functions are the distributed layer's, in a table indexed by this enum. */

@@ -108,6 +108,24 @@ describe("train_gpt.lua", function()
       end
     end)
 
+  it("--compile (the step as one dt.compile graph, the lr a tensor) gives the eager run's losses bitwise on 1x1 and 2x2",
+    function()
+      for _, r in ipairs {{"-n 1", "1x1"}, {"-n 4", "2x2"}} do
+        local args = r[1] .. " examples/train_gpt.lua --mesh " .. r[2] .. " --steps 6 --layers 1 --width 16 --heads 2 " ..
+                     "--digits 3 --batch 4 --print-losses"
+        local out, rc = launch.run(args)
+        assert.are.equal(0, rc, out)
+        local out2, rc2 = launch.run(args .. " --compile")
+        assert.are.equal(0, rc2, out2)
+        local want, got = losses_of(out), losses_of(out2)
+        assert.are.equal(6, #got, out2)
+        assert.are.same(want, got)
+      end
+      local out, rc = launch.run("examples/train_gpt.lua --steps 2 --compile --fsdp")
+      assert.are_not.equal(0, rc)
+      assert.matches("train_gpt: --compile does not take --fsdp", out, 1, true)
+    end)
+
   it("learns to reverse digit sequences (accuracy reported), logs JSON lines and plots the loss", function()
     local log, png = os.tmpname(), os.tmpname() .. ".png"
     local out, rc = launch.run("-n 2 examples/train_gpt.lua --mesh 2x1 --steps 150 --log " .. log .. " --plot " .. png)

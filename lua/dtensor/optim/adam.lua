@@ -13,7 +13,7 @@ local check = require "dtensor.optim.check"
 local placements_text = require "dtensor.placements_text"
 
 local function check_group(g, name)
-  check.at_least_zero(g, "lr", name, "learning rate")
+  check.lr(g, name, true)
   check.at_least_zero(g, "eps", name, "epsilon value")
   if type(g.betas) ~= "table" or #g.betas ~= 2 then
     error(string.format("%s: betas must be a list of two numbers {beta1, beta2}, got %s", name, type(g.betas)), 0)
@@ -64,6 +64,9 @@ end
 local function updater(decoupled)
   return function(opt, g)
     local lr, eps, wd = g.lr, g.eps, g.weight_decay
+    -- a tensor lr: read when eager (then as a number); a float64 tensor of the graph inside dt.compile
+    local lr_tensor = core.is_tensor(lr) and core.is_compiling()
+    if core.is_tensor(lr) and not lr_tensor then lr = lr:item() end
     local beta1, beta2 = g.betas[1], g.betas[2]
     for _, p in ipairs(g.params) do
       local grad = p.grad
@@ -81,7 +84,7 @@ local function updater(decoupled)
         end
         if g.maximize then grad = -grad end
         if decoupled then
-          p:mul_(1 - lr * wd)
+          p:mul_(lr_tensor and (1 - lr * wd):to(p.dtype == "float64" and "float64" or "float32") or 1 - lr * wd)
         elseif wd ~= 0 then
           grad = grad:add(p, wd)
         end

@@ -5,19 +5,24 @@
 -- opt:step(); sched:get_last_lr(); sched:state_dict() / load_state_dict().
 local check = require "dtensor.optim.check"
 local M = {}
+local lr_value = check.lr_value
+-- writes a group's lr: a tensor lr in place (a dt.compile'd step reads it at each replay)
+local function set_lr(g, v)
+  if type(g.lr) == "userdata" then g.lr:fill_(v) else g.lr = v end
+end
 
 local Scheduler = {}
 Scheduler.__index = Scheduler
 
 local function group_lrs(opt)
   local lrs = {}
-  for i, g in ipairs(opt.param_groups) do lrs[i] = g.lr end
+  for i, g in ipairs(opt.param_groups) do lrs[i] = lr_value(g.lr) end
   return lrs
 end
 
 local function map_groups(self, f)
   local out = {}
-  for i, g in ipairs(self.optimizer.param_groups) do out[i] = f(g.lr, self.base_lrs[i], i) end
+  for i, g in ipairs(self.optimizer.param_groups) do out[i] = f(lr_value(g.lr), self.base_lrs[i], i) end
   return out
 end
 
@@ -34,7 +39,9 @@ function Scheduler:step(epoch)
     self.last_epoch = epoch
     values = (self._class.closed_form or self._class.get_lr)(self)
   end
-  for i, g in ipairs(self.optimizer.param_groups) do g.lr = values[i] end
+  for i, g in ipairs(self.optimizer.param_groups) do
+    set_lr(g, values[i])
+  end
   self._last_lr = group_lrs(self.optimizer)
 end
 
@@ -128,7 +135,7 @@ local function init(self, opt, last_epoch)
   self.optimizer = opt
   for i, g in ipairs(opt.param_groups) do
     if last_epoch == -1 then
-      if g.initial_lr == nil then g.initial_lr = g.lr end
+      if g.initial_lr == nil then g.initial_lr = lr_value(g.lr) end
     elseif g.initial_lr == nil then
       error(string.format("%s: param_groups[%d] has no initial_lr, which resuming (last_epoch %d) needs", name, i, last_epoch), 0)
     end
@@ -320,7 +327,9 @@ function M.SequentialLR(opt, schedulers, milestones, last_epoch)
   end
   local self = setmetatable({_class = Sequential, optimizer = opt, _schedulers = schedulers,
                              _milestones = copy_list(milestones), last_epoch = (last_epoch or -1) + 1}, Sequential)
-  for _, g in ipairs(opt.param_groups) do g.lr = g.initial_lr end
+  for _, g in ipairs(opt.param_groups) do
+    set_lr(g, g.initial_lr)
+  end
   undo(self)
   schedulers[1]._step_count = 0
   schedulers[1]:step()

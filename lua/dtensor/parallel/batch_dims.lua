@@ -128,6 +128,7 @@ local function rule(node, st, sh)
       end
     end
   end
+  if name == "ids_to_zero_based" then return batched[1] end -- elementwise (ids and targets made 0-based)
   if name == "embedding" then
     if batched[2] then fail(node, "the batch is in the embedding table") end
     return batched[1]

@@ -84,7 +84,9 @@ end
 local function current_lr(self, m)
   if m.lr ~= nil then return m.lr end
   local opt = self.optimizer
-  return opt and opt.param_groups and opt.param_groups[1] and opt.param_groups[1].lr
+  local lr = opt and opt.param_groups and opt.param_groups[1] and opt.param_groups[1].lr
+  if type(lr) == "userdata" then lr = lr:item() end -- a tensor lr (dt.compile'd steps)
+  return lr
 end
 
 local function eta(self, step, elapsed)

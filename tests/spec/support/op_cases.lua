@@ -620,6 +620,33 @@ ops.allclose.cases = function(rng)
   return list
 end
 
+-- 1-based ids checked against 1..hi and made 0-based (int64); the error names the first bad value
+ops.ids_to_zero_based = {
+  family = "ids", exact = true, tol = 0,
+  dist = false, dist_reason = "plain ids: F.embedding / F.cross_entropy agree a DTensor's range, then check it with this op",
+  cases = function(rng)
+    local list = {}
+    for i = 1, 4 do
+      local shape = rand_shape(rng, rng.int(1, 3), i == 4 and 0 or 1)
+      local hi = rng.int(1, 9)
+      local flat = {}
+      for k = 1, numel(shape) do flat[k] = rng.int(1, hi) end
+      local t = make(flat, shape, ({"int64", "int32", "uint8", "int64"})[i])
+      if i == 2 then t = noncontig(t) end
+      list[#list + 1] = {inputs = {t}, static = {hi = hi}, label = "case " .. i}
+    end
+    return list
+  end,
+  run = function(i, s) return dt._ids_to_zero_based(i[1], s.hi) end,
+  ref = function(i)
+    local x = ref_of(i[1])
+    local data = {}
+    for k, v in ipairs(x.data) do data[k] = v - 1 end
+    return {shape = x.shape, data = data}
+  end,
+  check_extra = function(out) assert.are.equal("int64", out.dtype) end,
+}
+
 -- ---------------------------------------------------------------- reductions
 ops.sum = reduce(function(x, d, k) return x:sum(d, k) end, function(x) return x:sum() end, R.sum)
 ops.mean = reduce(function(x, d, k) return x:mean(d, k) end, function(x) return x:mean() end, R.mean)
@@ -1771,6 +1798,7 @@ local nondiff = {
   randperm = "a random factory with an integer result",
   eq = "a bool result", ne = "a bool result", lt = "a bool result", le = "a bool result", gt = "a bool result",
   ge = "a bool result", equal = "a bool result", allclose = "a bool result",
+  ids_to_zero_based = "an integer result (index values)",
   argmax = "an integer (index) result", argmin = "an integer (index) result",
   multinomial = "integer samples: no gradient with respect to the weights (as torch)",
   bernoulli = "a draw: piecewise constant in the probabilities (torch gives no gradient either)",
