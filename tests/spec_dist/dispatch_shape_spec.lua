@@ -162,6 +162,16 @@ for _, entry in ipairs(H.meshes()) do
       local xr = dist(G, mesh, rep)
       local g2 = comm_free(function() return xr:gather(1, ix:redistribute(p)) end, "gather of a replicated x")
       same(g2, G:gather(1, I), "gather along the sharded dim of the index")
+      -- the index sharded on a dim other than the gather dim, x replicated and longer there:
+      -- a shard of the index addresses its own rows of x, so it cannot stay sharded alone
+      local X3 = H.values({3, 4, 4}, "float32")
+      local I3 = dt.tensor({1, 2, 3, 4, 4, 3, 2, 1}, {dtype = "int64"}):reshape(2, 4, 1)
+      for m = 1, mesh.ndim do
+        local pi = {}
+        for k = 1, mesh.ndim do pi[k] = k == m and dt.Shard(1) or dt.Replicate() end
+        same(dist(X3, mesh, rep):gather(2, dist(I3, mesh, pi)), X3:gather(2, I3),
+             "gather, index Shard(1) on mesh dim " .. m .. ", x replicated")
+      end
     end)
 
     it("the compositions equal one device: scatter with a number, scatter_, einsum, dot, movedim, tile, unbind, repeat_interleave", function()

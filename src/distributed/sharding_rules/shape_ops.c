@@ -10,7 +10,8 @@
  *     global offsets (local args: the diagonal moved by row offset - column offset);
  *   diag: replicated (or Partial);
  *   gather(x, index): x and index sharded alike on a dim other than dim where their sizes
- *     match; or x replicated and index sharded on any dim (the output is index-shaped);
+ *     match; or x replicated and index sharded on dim (the output is index-shaped; on another
+ *     dim a shard of the index would read x's leading rows, not those of its own block);
  *   scatter, scatter_add(x, index, src): x, index, src sharded alike on a dim other than dim
  *     where all three sizes match; x and src Partial(sum) -> Partial(sum). */
 #include "distributed/sharding_rules/sharding_rules.h"
@@ -64,7 +65,7 @@ static int unary_choice(const dt_rule_args *r, int c, int m, dt_strategy *st) {
   return 1;
 }
 
-/* gather: 0 R; 1 + e: x and index Shard(e); 1 + nd + e: index Shard(e), x R; 1 + 2nd: Partial */
+/* gather: 0 R; 1 + e: x and index Shard(e); 1 + nd + d: index Shard(d), x R; 1 + 2nd: Partial */
 static int gather_choice(const dt_rule_args *r, int c, int m, dt_strategy *st) {
   const dt_tensor *x = r->a->in[0], *ix = r->a->in[1];
   int nd = x->ndim, d = (int)r->a->ints[0];
@@ -78,7 +79,8 @@ static int gather_choice(const dt_rule_args *r, int c, int m, dt_strategy *st) {
     return 1;
   }
   if (c <= 2 * nd) {
-    st->in[1][m] = st->out[0][m] = dt_rule_S(c - nd - 1);
+    if (c - nd - 1 != d) return 0;
+    st->in[1][m] = st->out[0][m] = dt_rule_S(d);
     return 1;
   }
   if (!is_partial_sum(r->spec[0], m)) return 0;
