@@ -69,6 +69,24 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("topk with k near the shard's size moves the shard once (candidates would send more)", function()
+      local G = H.values({3, 8}, "float32")
+      local p = {}
+      for m = 1, mesh.ndim do p[m] = m == 1 and dt.Shard(2) or dt.Replicate() end
+      local x = dist(G, mesh, p)
+      local v, i
+      local c = dt.comm_debug(function() v, i = x:topk(4, 2) end)
+      local wv, wi = G:topk(4, 2)
+      same(v, wv, "topk values")
+      same(i, wi, "topk indices")
+      if on_mesh and mesh:size(1) > 1 then
+        assert.are.equal(1, #c.ops, "one collective")
+        -- the shard moves once: gathered, or (cheaper) resharded onto the other dim
+        assert(c.ops[1].name == "all_gather" or c.ops[1].name == "all_to_all", c.ops[1].name)
+        assert(c.bytes <= x:to_local():numel() * 4, "at most the shard's bytes, not " .. c.bytes)
+      end
+    end)
+
     it("topk's gradient over a sharded dim equals one device's", function()
       local G = H.values({5, 7}, "float64")
       for _, d in ipairs {1, 2} do
