@@ -69,6 +69,32 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("flip, roll, tril, gather and scatter_add keep a Partial(avg) input's Partial, without communication", function()
+      local G = H.values({5, 3}, "float64")
+      local S = H.values({5, 3}, "float64") * 2
+      local I = dt.tensor({{1, 3, 2}, {2, 2, 1}, {3, 1, 3}, {1, 1, 2}, {2, 3, 3}}, {dtype = "int64"})
+      local rep, avg = {}, {}
+      for m = 1, mesh.ndim do rep[m], avg[m] = dt.Replicate(), dt.Partial("avg") end
+      local x = dist(G, mesh, rep):redistribute(avg)
+      local src = dist(S, mesh, rep):redistribute(avg)
+      local ix = dist(I, mesh, rep)
+      local cases = {
+        {"flip", function(t) return t:flip(1) end, G:flip(1)},
+        {"roll", function(t) return t:roll(2, 1) end, G:roll(2, 1)},
+        {"tril", function(t) return t:tril(-1) end, G:tril(-1)},
+        {"gather", function(t) return t:gather(2, ix) end, G:gather(2, I)},
+        {"scatter_add", function(t) return t:scatter_add(2, ix, src) end, G:scatter_add(2, I, S)},
+      }
+      for _, c in ipairs(cases) do
+        local out = comm_free(function() return c[2](x) end, c[1])
+        local full = out:full_tensor() -- the mean of 3 parts is within rounding, not bitwise
+        if on_mesh then
+          assert.are.same(avg, out.placements, c[1] .. " keeps Partial(avg)")
+          assert(full:allclose(c[3], 1e-12, 1e-12), c[1] .. " of a Partial(avg): values differ")
+        end
+      end
+    end)
+
     it("topk with k near the shard's size moves the shard once (candidates would send more)", function()
       local G = H.values({3, 8}, "float32")
       local p = {}
