@@ -223,6 +223,31 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("a sharded index over a replicated x moves nothing: the output is sharded on dim like the index", function()
+      local rng = H.prng(98)
+      for case = 1, 10 do
+        local ndim = rng.int(1, 3)
+        local shape = H.shape_of(rng, ndim, 1)
+        local X, dim = global(rng, shape, "float64"), rng.int(1, ndim)
+        local ids = {}
+        for k = 1, rng.int(0, 9) do ids[k] = rng.int(1, shape[dim]) end
+        local I = dt.tensor(ids, {dtype = "int64"})
+        local rep, pi = {}, {}
+        for m = 1, mesh.ndim do rep[m], pi[m] = dt.Replicate(), rng.int(0, 1) == 1 and dt.Shard(1) or dt.Replicate() end
+        local x, i = dist(X, mesh, rep), dist(I, mesh, pi)
+        local y
+        local c = dt.comm_debug(function() y = x:index_select(dim, i) end)
+        local what = "case " .. case .. ": index " .. H.placement_string(pi)
+        assert.are.equal(0, #c.ops, what .. ": no communication")
+        same(y, X:index_select(dim, I), what)
+        if mesh:get_coordinate() then
+          for m = 1, mesh.ndim do
+            assert.are.equal(tostring(pi[m]:is_shard() and dt.Shard(dim) or dt.Replicate()), tostring(y.placements[m]), what)
+          end
+        end
+      end
+    end)
+
     it("raises the plain call's errors on the mesh's ranks", function()
       local x = dist(global(H.prng(5), {3, 4}, "float64"), mesh, H.placements(H.prng(6), mesh, 2, false))
       local r = {}
