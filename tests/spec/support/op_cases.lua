@@ -434,7 +434,6 @@ ops.copy_ = {
 }
 ops.fill_ = {
   family = "inplace", exact = true, tol = 0,
-  refuses = {P = "fill_: an in-place op keeps its input's placements (Partial(sum))"},
   cases = function(rng)
     local list = {}
     for i = 1, 3 do
@@ -2079,7 +2078,6 @@ ops.addcdiv = addc("addcdiv", function(x, a, b, v) return x + v * a / b end)
 
 ops.masked_fill_ = {
   family = "inplace", exact = true, tol = 0,
-  refuses = {P = "masked_fill_: an in-place op keeps its input's placements (Partial(sum))"},
   cases = ops.masked_fill.cases,
   run = function(i, s) return i[1]:clone():masked_fill_(i[2], s.v) end,
   ref = ops.masked_fill.ref,
