@@ -25,10 +25,14 @@ return function(x, k, d, largest)
       if m then target[i] = core.Replicate() else m, target[i] = i, p end
     else target[i] = p end
   end
-  x = x:redistribute(target)
   local n, R = x:size(d), mesh:size(m)
   local chunk = (n + R - 1) // R
   local kk = math.min(k, chunk)
+  -- the candidates (a value and an int64 index each) send more than the shard itself: the op
+  -- row gathers the dim instead (one all_gather of the shard, as PyTorch)
+  local esize = x:element_size()
+  if kk * (esize + 8) >= chunk * esize then return c_topk(x, k, d, largest) end
+  x = x:redistribute(target)
   local coord = mesh:get_coordinate()
   local offset = coord and math.min(coord[m] * chunk, n) or 0
   local loc = x:to_local()

@@ -198,18 +198,24 @@ end
 
 -- index_select on DTensors: random shapes, placements (Partial(sum) included) and indices
 -- (replicated or sharded), against the same call on the global tensors.
+
+-- a random x, dim and index of up to max_ids entries for index_select
+local function select_case(rng, max_ids)
+  local ndim = rng.int(1, 3)
+  local shape = H.shape_of(rng, ndim, 1)
+  local X, dim = global(rng, shape, "float64"), rng.int(1, ndim)
+  local ids = {}
+  for k = 1, rng.int(0, max_ids) do ids[k] = rng.int(1, shape[dim]) end
+  return X, dim, dt.tensor(ids, {dtype = "int64"}), ndim
+end
+
 for _, entry in ipairs(H.meshes()) do
   local name, mesh = entry[1], entry[2]
   describe("index_select on DTensors on mesh " .. name, function()
     it("equals index_select of the global tensors; Partial(sum) stays Partial", function()
       local rng = H.prng(97)
       for case = 1, 20 do
-        local ndim = rng.int(1, 3)
-        local shape = H.shape_of(rng, ndim, 1)
-        local X, dim = global(rng, shape, "float64"), rng.int(1, ndim)
-        local ids = {}
-        for k = 1, rng.int(0, 5) do ids[k] = rng.int(1, shape[dim]) end
-        local I = dt.tensor(ids, {dtype = "int64"})
+        local X, dim, I, ndim = select_case(rng, 5)
         local px = placements(rng, mesh, ndim, true)
         local pi = placements(rng, mesh, 1, false)
         local x, i = dist(X, mesh, px), dist(I, mesh, pi)
@@ -219,6 +225,26 @@ for _, entry in ipairs(H.meshes()) do
           local p = x.placements[m]
           if p:is_partial() then assert.is_true(y.placements[m]:is_partial(), "case " .. case .. ": Partial kept") end
           if p:is_shard() and p.dim ~= dim then assert.are.equal(tostring(p), tostring(y.placements[m])) end
+        end
+      end
+    end)
+
+    it("a sharded index over a replicated x moves nothing: the output is sharded on dim like the index", function()
+      local rng = H.prng(98)
+      for case = 1, 10 do
+        local X, dim, I = select_case(rng, 9)
+        local rep, pi = {}, {}
+        for m = 1, mesh.ndim do rep[m], pi[m] = dt.Replicate(), rng.int(0, 1) == 1 and dt.Shard(1) or dt.Replicate() end
+        local x, i = dist(X, mesh, rep), dist(I, mesh, pi)
+        local y
+        local c = dt.comm_debug(function() y = x:index_select(dim, i) end)
+        local what = "case " .. case .. ": index " .. H.placement_string(pi)
+        assert.are.equal(0, #c.ops, what .. ": no communication")
+        same(y, X:index_select(dim, I), what)
+        if mesh:get_coordinate() then
+          for m = 1, mesh.ndim do
+            assert.are.equal(tostring(pi[m]:is_shard() and dt.Shard(dim) or dt.Replicate()), tostring(y.placements[m]), what)
+          end
         end
       end
     end)

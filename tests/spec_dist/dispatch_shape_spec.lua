@@ -69,6 +69,50 @@ for _, entry in ipairs(H.meshes()) do
       end
     end)
 
+    it("flip, roll, tril, gather and scatter_add keep a Partial(avg) input's Partial, without communication", function()
+      local G = H.values({5, 3}, "float64")
+      local S = H.values({5, 3}, "float64") * 2
+      local I = dt.tensor({{1, 3, 2}, {2, 2, 1}, {3, 1, 3}, {1, 1, 2}, {2, 3, 3}}, {dtype = "int64"})
+      local rep, avg = {}, {}
+      for m = 1, mesh.ndim do rep[m], avg[m] = dt.Replicate(), dt.Partial("avg") end
+      local x = dist(G, mesh, rep):redistribute(avg)
+      local src = dist(S, mesh, rep):redistribute(avg)
+      local ix = dist(I, mesh, rep)
+      local cases = {
+        {"flip", function(t) return t:flip(1) end, G:flip(1)},
+        {"roll", function(t) return t:roll(2, 1) end, G:roll(2, 1)},
+        {"tril", function(t) return t:tril(-1) end, G:tril(-1)},
+        {"gather", function(t) return t:gather(2, ix) end, G:gather(2, I)},
+        {"scatter_add", function(t) return t:scatter_add(2, ix, src) end, G:scatter_add(2, I, S)},
+      }
+      for _, c in ipairs(cases) do
+        local out = comm_free(function() return c[2](x) end, c[1])
+        local full = out:full_tensor() -- the mean of 3 parts is within rounding, not bitwise
+        if on_mesh then
+          assert.are.same(avg, out.placements, c[1] .. " keeps Partial(avg)")
+          assert(full:allclose(c[3], 1e-12, 1e-12), c[1] .. " of a Partial(avg): values differ")
+        end
+      end
+    end)
+
+    it("topk with k near the shard's size moves the shard once (candidates would send more)", function()
+      local G = H.values({3, 8}, "float32")
+      local p = {}
+      for m = 1, mesh.ndim do p[m] = m == 1 and dt.Shard(2) or dt.Replicate() end
+      local x = dist(G, mesh, p)
+      local v, i
+      local c = dt.comm_debug(function() v, i = x:topk(4, 2) end)
+      local wv, wi = G:topk(4, 2)
+      same(v, wv, "topk values")
+      same(i, wi, "topk indices")
+      if on_mesh and mesh:size(1) > 1 then
+        assert.are.equal(1, #c.ops, "one collective")
+        -- the shard moves once: gathered, or (cheaper) resharded onto the other dim
+        assert(c.ops[1].name == "all_gather" or c.ops[1].name == "all_to_all", c.ops[1].name)
+        assert(c.bytes <= x:to_local():numel() * 4, "at most the shard's bytes, not " .. c.bytes)
+      end
+    end)
+
     it("topk's gradient over a sharded dim equals one device's", function()
       local G = H.values({5, 7}, "float64")
       for _, d in ipairs {1, 2} do
@@ -162,6 +206,16 @@ for _, entry in ipairs(H.meshes()) do
       local xr = dist(G, mesh, rep)
       local g2 = comm_free(function() return xr:gather(1, ix:redistribute(p)) end, "gather of a replicated x")
       same(g2, G:gather(1, I), "gather along the sharded dim of the index")
+      -- the index sharded on a dim other than the gather dim, x replicated and longer there:
+      -- a shard of the index addresses its own rows of x, so it cannot stay sharded alone
+      local X3 = H.values({3, 4, 4}, "float32")
+      local I3 = dt.tensor({1, 2, 3, 4, 4, 3, 2, 1}, {dtype = "int64"}):reshape(2, 4, 1)
+      for m = 1, mesh.ndim do
+        local pi = {}
+        for k = 1, mesh.ndim do pi[k] = k == m and dt.Shard(1) or dt.Replicate() end
+        same(dist(X3, mesh, rep):gather(2, dist(I3, mesh, pi)), X3:gather(2, I3),
+             "gather, index Shard(1) on mesh dim " .. m .. ", x replicated")
+      end
     end)
 
     it("the compositions equal one device: scatter with a number, scatter_, einsum, dot, movedim, tile, unbind, repeat_interleave", function()

@@ -1,7 +1,8 @@
 /* Indexing ops.
  * index_select(x, index, dim): x keeps its sharding on every dim but the indexed one, which
- * is replicated first (each rank needs any row the index names); the index is replicated; a
- * Partial(sum) x stays Partial (selecting rows is linear).
+ * is replicated first (each rank needs any row the index names); the index is replicated, or
+ * where it is sharded (x replicated there) the output is sharded on dim alike; a Partial(sum)
+ * or Partial(avg) x stays Partial (selecting rows is linear).
  * index_add(x, index, src, dim), per mesh dim (strategies: the product over mesh dims):
  *   replicated;  x, src and the output sharded alike on a dim other than the indexed one;
  *   x and the output sharded on the indexed dim, index and src replicated (each rank adds the
@@ -19,11 +20,25 @@ static int index_select_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
   dt_strategy st = dt_rule_strategy(r);
   for (int m = 0; m < r->mesh_ndim; m++) {
     dt_placement p = x->p[m];
-    int keep = (p.kind == DT_SHARD && p.dim != d) || (p.kind == DT_PARTIAL && p.op == DT_REDUCE_SUM);
+    int keep = (p.kind == DT_SHARD && p.dim != d) ||
+               (p.kind == DT_PARTIAL && (p.op == DT_REDUCE_SUM || p.op == DT_REDUCE_AVG));
     st.in[0][m] = st.out[0][m] = keep ? p : dt_rule_R();
     st.in[1][m] = dt_rule_R();
   }
   dt_rule_push(s, n, &st);
+  /* where the index is sharded and x replicated: each rank selects its part of the index, the
+   * output sharded on dim as the index is (x's other mesh dims as above) */
+  const dt_dspec *ix = r->spec[1];
+  int any = 0;
+  dt_strategy sh = st;
+  for (int m = 0; ix && m < r->mesh_ndim; m++)
+    if (ix->p[m].kind == DT_SHARD && ix->p[m].dim == 0 && x->p[m].kind == DT_REPLICATE) {
+      sh.in[0][m] = dt_rule_R();
+      sh.out[0][m] = dt_rule_S(d);
+      sh.in[1][m] = dt_rule_S(0);
+      any = 1;
+    }
+  if (any) dt_rule_push(s, n, &sh);
   for (int m = 0; m < r->mesh_ndim; m++) st.in[0][m] = st.out[0][m] = dt_rule_R();
   return dt_rule_push(s, n, &st);
 }

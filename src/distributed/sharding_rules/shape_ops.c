@@ -1,7 +1,8 @@
 /* The shape and index family (op_list.h's SHAPE rows).  Strategies are the product over mesh
  * dims of per-mesh-dim choices: everything replicated; Shard(e) of the input(s) and the
- * output on a dim the op leaves alone; Partial(sum) kept by the linear ops where the input
- * already is one (the dispatcher never makes a Partial).
+ * output on a dim the op leaves alone; Partial(sum) or Partial(avg) kept by the linear ops
+ * where the input already is one (a linear op of the mean of the parts is the mean of its
+ * parts; the dispatcher never makes a Partial).
  *   sort, topk: any dim but the sorted one (topk over a sharded dim: lua/dtensor/shape_ops.lua
  *     merges per-shard candidates; this rule alone replicates the dim);
  *   flip, roll: any dim not flipped / rolled (a flipped or rolled dim is replicated first);
@@ -10,17 +11,20 @@
  *     global offsets (local args: the diagonal moved by row offset - column offset);
  *   diag: replicated (or Partial);
  *   gather(x, index): x and index sharded alike on a dim other than dim where their sizes
- *     match; or x replicated and index sharded on any dim (the output is index-shaped);
+ *     match; or x replicated and index sharded on dim (the output is index-shaped; on another
+ *     dim a shard of the index would read x's leading rows, not those of its own block);
  *   scatter, scatter_add(x, index, src): x, index, src sharded alike on a dim other than dim
- *     where all three sizes match; x and src Partial(sum) -> Partial(sum). */
+ *     where all three sizes match; x and src Partial of the same op (sum or avg) -> that Partial. */
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #include <stdint.h>
 
 #include "base/error.h"
 
-static int is_partial_sum(const dt_dspec *s, int m) {
-  return s && s->p[m].kind == DT_PARTIAL && s->p[m].op == DT_REDUCE_SUM;
+/* the reduce op of a Partial(sum) or Partial(avg) on mesh dim m (those a linear op keeps), or -1 */
+static int linear_partial(const dt_dspec *s, int m) {
+  if (!s || s->p[m].kind != DT_PARTIAL) return -1;
+  return s->p[m].op == DT_REDUCE_SUM || s->p[m].op == DT_REDUCE_AVG ? (int)s->p[m].op : -1;
 }
 
 static int in_ints(const dt_op_args *a, int from, int to, int64_t v) {
@@ -57,14 +61,15 @@ static int unary_choice(const dt_rule_args *r, int c, int m, dt_strategy *st) {
     st->in[0][m] = dt_rule_S(c - 1);
     p = dt_rule_S(o);
   } else if (c == nd + 1) {
-    if (!is_linear(r->op) || !is_partial_sum(r->spec[0], m)) return 0;
-    st->in[0][m] = p = dt_rule_P(DT_REDUCE_SUM);
+    int op = linear_partial(r->spec[0], m);
+    if (!is_linear(r->op) || op < 0) return 0;
+    st->in[0][m] = p = dt_rule_P((dt_reduce_op)op);
   } else st->in[0][m] = p;
   for (int o = 0; o < r->nout; o++) st->out[o][m] = p;
   return 1;
 }
 
-/* gather: 0 R; 1 + e: x and index Shard(e); 1 + nd + e: index Shard(e), x R; 1 + 2nd: Partial */
+/* gather: 0 R; 1 + e: x and index Shard(e); 1 + nd + d: index Shard(d), x R; 1 + 2nd: Partial */
 static int gather_choice(const dt_rule_args *r, int c, int m, dt_strategy *st) {
   const dt_tensor *x = r->a->in[0], *ix = r->a->in[1];
   int nd = x->ndim, d = (int)r->a->ints[0];
@@ -78,11 +83,13 @@ static int gather_choice(const dt_rule_args *r, int c, int m, dt_strategy *st) {
     return 1;
   }
   if (c <= 2 * nd) {
-    st->in[1][m] = st->out[0][m] = dt_rule_S(c - nd - 1);
+    if (c - nd - 1 != d) return 0;
+    st->in[1][m] = st->out[0][m] = dt_rule_S(d);
     return 1;
   }
-  if (!is_partial_sum(r->spec[0], m)) return 0;
-  st->in[0][m] = st->out[0][m] = dt_rule_P(DT_REDUCE_SUM);
+  int op = linear_partial(r->spec[0], m);
+  if (op < 0) return 0;
+  st->in[0][m] = st->out[0][m] = dt_rule_P((dt_reduce_op)op);
   return 1;
 }
 
@@ -101,8 +108,9 @@ static int scatter_choice(const dt_rule_args *r, int c, int m, dt_strategy *st) 
     st->in[0][m] = st->in[1][m] = st->in[2][m] = st->out[0][m] = p;
     return 1;
   }
-  if (!is_partial_sum(r->spec[0], m) || !is_partial_sum(r->spec[2], m)) return 0;
-  p = dt_rule_P(DT_REDUCE_SUM);
+  int op = linear_partial(r->spec[0], m);
+  if (op < 0 || linear_partial(r->spec[2], m) != op) return 0;
+  p = dt_rule_P((dt_reduce_op)op);
   st->in[0][m] = st->in[2][m] = st->out[0][m] = p;
   return 1;
 }
