@@ -297,6 +297,15 @@ describe("communication dtlua keeps below PyTorch's", function()
     close(a:full_tensor(), x:sum(), "sum")
     close(b:full_tensor(), x:mean(1), "mean")
   end)
+  it("P * P reduces one factor and keeps the other's Partial: one all_reduce (sum and avg)", function()
+    for _, ops in ipairs({{"sum", "sum"}, {"avg", "avg"}, {"sum", "avg"}}) do
+      local p, q = partial_of(x, mesh, ops[1]), partial_of(x * 0.5 - 1, mesh, ops[2])
+      local y
+      bounded(n > 1 and 1 or 0, x:numel() * 8, "P * P", function() y = p * q end)
+      placements_are({P(ops[1])}, y.placements, "P * P keeps the first factor's Partial")
+      close(y:full_tensor(), x * (x * 0.5 - 1), "P(" .. ops[1] .. ") * P(" .. ops[2] .. ")")
+    end
+  end)
   it("batch-sharded cross_entropy: two all_reduces of a few numbers (the target check and the count)", function()
     local logits = (x:remainder(7) - 3) * 0.25
     local target = dt.tensor({1, 2, 3, 4, 5, 6, 1}):to("int64")

@@ -57,6 +57,9 @@ static dt_placement partial_out(const dt_rule_args *r, int i, int m, dt_placemen
     return a->nin == 2 && sp[1] && lin ? p : dt_rule_R();
   case DT_OP_MUL: case DT_OP_MUL_:
     if (a->nin == 1) return lin ? p : dt_rule_R();
+    /* P * P: the other factor is reduced first (P * R is linear), as PyTorch does -- one
+     * collective where reducing both took two; in place, self must be the one kept */
+    if (r->op == DT_OP_MUL) return sp[1] && lin ? p : dt_rule_R();
     return sp[1] && lin && !is_linear_partial(sp[other]->p[m]) ? p : dt_rule_R();
   case DT_OP_DROPOUT_BACKWARD: /* grad * keep / (1 - p): linear in grad */
     return i == 0 && lin ? p : dt_rule_R();
