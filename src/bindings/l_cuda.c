@@ -36,7 +36,7 @@ static const char *cuda_unavailable(void) {
 }
 
 int dt_lua_move_to_device(lua_State *L, int idx, const char *op, const char *dev) {
-  dt_value *v = dt_lua_check_value(L, idx);
+  dt_value *v = dt_lua_check_value_for(L, idx, op, "self");
   dt_device_type target;
   if (strcmp(dev, "cpu") == 0) {
     target = DT_CPU;

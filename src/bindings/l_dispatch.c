@@ -322,7 +322,7 @@ static int l_implicit_replication(lua_State *L) {
  * replicated operand (the C dispatcher's rule, for the ops composed in Lua). */
 static int l_check_plain(lua_State *L) {
   const char *name = luaL_checkstring(L, 1), *what = luaL_checkstring(L, 2);
-  dt_tensor *t = dt_lua_check_tensor(L, 3);
+  dt_tensor *t = dt_lua_check_value_for(L, 3, name, what)->local; /* errors name the op */
   if (dt_dispatch_check_plain(dt_lua_context(L), name, what, t, dt_lua_implicit_replication(L)) != DT_OK) dt_lua_raise(L);
   return 0;
 }

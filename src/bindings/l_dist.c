@@ -555,7 +555,7 @@ static int all_to_all_v_checked(lua_State *L) {
   int64_t *splits = calloc((size_t)n * 2, sizeof(int64_t)); /* send rows, then recv rows */
   size_t *counts = calloc((size_t)n * 2, sizeof(size_t));
   if (!splits || !counts) return free(splits), free(counts), luaL_error(L, "all_to_all_v: out of memory");
-  int64_t sum = 0, rsum = 0;
+  int64_t sum = 0, rsum = 0, given_rsum = 0;
   for (int r = 0; r < 2 * n; r++) {
     if (r >= n && lua_isnoneornil(L, 4)) break;
     const char *which = r < n ? "send_splits" : "recv_splits";
@@ -568,7 +568,23 @@ static int all_to_all_v_checked(lua_State *L) {
                         luaL_tolstring(L, -1, NULL));
     }
     lua_pop(L, 1);
+    if (r < n && splits[r] > rows - sum) { /* checked before the sum, which cannot overflow then */
+      lua_Integer bad = splits[r];
+      free(splits), free(counts);
+      return luaL_error(L, "all_to_all_v: send_splits add up to more than dim 1's size %d (at send_splits[%d] = %I)",
+                        (int)rows, r + 1, bad);
+    }
     if (r < n) sum += splits[r];
+    if (r >= n) { /* given recv_splits: their elements must fit in memory (no overflow below) */
+      int64_t cap = ((int64_t)1 << 59) / (inner > 0 ? inner : 1);
+      if (splits[r] > cap - given_rsum) {
+        lua_Integer bad = splits[r];
+        free(splits), free(counts);
+        return luaL_error(L, "all_to_all_v: recv_splits add up to more elements than fit in memory (at recv_splits[%d] = %I)",
+                          r - n + 1, bad);
+      }
+      given_rsum += splits[r];
+    }
   }
   if (sum != rows)
     return free(splits), free(counts), luaL_error(L, "all_to_all_v: send_splits add up to %d, but dim 1 has size %d", (int)sum, (int)rows);

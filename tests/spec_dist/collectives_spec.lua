@@ -689,6 +689,14 @@ do
       for p = 1, n + 1 do many[p] = 1 end
       assert.are.equal("all_to_all_v: send_splits needs " .. n .. " entries (one per rank), got " .. (n + 1),
         err_of(D.all_to_all_v, dt.ones(n + 1), many))
+      local huge = {}
+      for p = 1, n do huge[p] = 2 ^ 62 end -- their sum would overflow
+      assert.matches("all_to_all_v: send_splits add up to more than dim 1's size " .. n ..
+        " (at send_splits[1] = 4611686018427387904)", err_of(D.all_to_all_v, dt.ones(n), huge), 1, true)
+      local ok_send = {}
+      for p = 1, n do ok_send[p] = 1 end
+      assert.matches("all_to_all_v: recv_splits add up to more elements than fit in memory",
+        err_of(D.all_to_all_v, dt.ones(n), ok_send, nil, huge), 1, true)
     end)
 
     it("a recv_splits that disagrees with what a peer sends raises on every rank instead of hanging", function()
