@@ -8,6 +8,9 @@
 
 #define OP_SUM(a, b) ((a) + (b))
 #define OP_PROD(a, b) ((a) * (b))
+/* signed integers wrap as torch's do, computed unsigned (a signed overflow is undefined) */
+#define OP_WSUM(a, b) ((__typeof__(a))((uint64_t)(a) + (uint64_t)(b)))
+#define OP_WPROD(a, b) ((__typeof__(a))((uint64_t)(a) * (uint64_t)(b)))
 #define OP_MAX(a, b) ((a) > (b) || (a) != (a) ? (a) : (b)) /* NaN propagates, as in torch */
 #define OP_MIN(a, b) ((a) < (b) || (a) != (a) ? (a) : (b))
 
@@ -45,33 +48,33 @@
 
 /* One fold function per type, built for the baseline ISA and for AVX2 (picked at run time;
  * the same per-element operations, so the same bits: a fold has nothing to contract). */
-#define TYPED_AS(T, NAME, ATTR)                                                                   \
+#define TYPED_AS(T, NAME, ATTR, SUM, PROD)                                                        \
   ATTR static void NAME(dt_reduce_op op, void *out, const void *const *in, int nin, size_t count) { \
     switch (op) {                                                                                 \
     case DT_REDUCE_SUM:                                                                           \
-    case DT_REDUCE_AVG: FOLD(T, OP_SUM); break;                                                   \
-    case DT_REDUCE_PRODUCT: FOLD(T, OP_PROD); break;                                              \
+    case DT_REDUCE_AVG: FOLD(T, SUM); break;                                                      \
+    case DT_REDUCE_PRODUCT: FOLD(T, PROD); break;                                              \
     case DT_REDUCE_MAX: FOLD(T, OP_MAX); break;                                                   \
     case DT_REDUCE_MIN: FOLD(T, OP_MIN); break;                                                   \
     default: break;                                                                               \
     }                                                                                             \
   }
 #if defined(__x86_64__) && defined(__GNUC__)
-#define TYPED(T)                                                                                  \
-  TYPED_AS(T, fold_##T##_base, )                                                                  \
-  TYPED_AS(T, fold_##T##_avx2, __attribute__((target("avx2"))))                                   \
+#define TYPED(T, SUM, PROD)                                                                       \
+  TYPED_AS(T, fold_##T##_base, , SUM, PROD)                                                       \
+  TYPED_AS(T, fold_##T##_avx2, __attribute__((target("avx2"))), SUM, PROD)                        \
   static void fold_##T(dt_reduce_op op, void *out, const void *const *in, int nin, size_t count) { \
     if (__builtin_cpu_supports("avx2")) fold_##T##_avx2(op, out, in, nin, count);                 \
     else fold_##T##_base(op, out, in, nin, count);                                                \
   }
 #else
-#define TYPED(T) TYPED_AS(T, fold_##T, )
+#define TYPED(T, SUM, PROD) TYPED_AS(T, fold_##T, , SUM, PROD)
 #endif
-TYPED(float)
-TYPED(double)
-TYPED(int64_t)
-TYPED(int32_t)
-TYPED(uint8_t)
+TYPED(float, OP_SUM, OP_PROD)
+TYPED(double, OP_SUM, OP_PROD)
+TYPED(int64_t, OP_WSUM, OP_WPROD)
+TYPED(int32_t, OP_WSUM, OP_WPROD)
+TYPED(uint8_t, OP_SUM, OP_PROD)
 
 /* bool: sum/max are "or", product/min are "and"; results stay 0/1. */
 static void fold_bool(dt_reduce_op op, void *out, const void *const *in, int nin, size_t count) {
