@@ -129,4 +129,18 @@ describe("collectives across the threads backend's block boundaries", function()
       end
     end
   end)
+
+  it("integer sums and products wrap as torch's do (two's complement), on every rank count", function()
+    local t = D.all_reduce(dt.tensor({math.mininteger, 3, math.maxinteger}, {dtype = "int64"}), "sum")
+    local want = {math.mininteger * n, 3 * n, math.maxinteger * n} -- Lua integers wrap alike
+    assert.are.same(want, t:totable())
+    local p = D.all_reduce(dt.tensor({2 ^ 40, -3}, {dtype = "int64"}), "product")
+    local wp = {1, 1}
+    for _ = 1, n do wp[1], wp[2] = wp[1] * (1 << 40), wp[2] * -3 end
+    assert.are.same(wp, p:totable())
+    local i = D.all_reduce(dt.tensor({2 ^ 30 + 1}, {dtype = "int32"}), "sum")
+    local wi = ((2 ^ 30 + 1) // 1 * n) & 0xffffffff
+    if wi >= 2 ^ 31 then wi = wi - (1 << 32) end
+    assert.are.same({wi}, i:totable())
+  end)
 end)
