@@ -261,6 +261,18 @@ static dt_tensor *additive_mask(dt_tensor *m, dt_dtype cd, const char *op) {
   return r;
 }
 
+/* Query rows per block, from the shapes alone (so the same GEMMs on any thread count): a
+ * block's GEMMs (block x S x max(E, Ev) multiply-adds) stay at or under 2^18, which OpenBLAS
+ * runs on the calling thread without its own threads or their lock, so the batches can run on
+ * our threads at once (each batch's GEMMs are too small to gain from the BLAS's threads), and
+ * a causal block skips the keys past its last row.  At least 16 rows, at most L. */
+static int64_t query_block(int64_t L, int64_t S, int64_t E, int64_t Ev) {
+  int64_t width = (E > Ev ? E : Ev) * S;
+  int64_t block = width > 0 ? (1 << 18) / width : L;
+  block = block < 16 ? 16 : block;
+  return block > L ? L : block;
+}
+
 typedef struct {
   const dt_tensor *q, *k, *v, *mv, *y;
   int nb;
@@ -311,10 +323,7 @@ int dt_cpu_scaled_dot_product_attention(const dt_op_args *a, dt_tensor **out) {
   dt_tensor *m = a->nin > 3 && a->in[3] ? additive_mask(a->in[3], cd, a->name) : NULL;
   dt_tensor *y = out_buffer(out[0], cd, a->name);
   size_t es = dt_dtype_size(cd);
-  /* query rows per block: about 256K scores (1 MB in float32), at least 16 rows */
-  int64_t block = S > 0 ? (1 << 18) / S : L;
-  block = block < 16 ? 16 : block;
-  block = block > L ? L : block;
+  int64_t block = query_block(L, S, E, Ev);
   if ((a->nin > 3 && a->in[3] && !m) || !y) {
     if (m) dt_tensor_release(m);
     if (y) dt_tensor_release(y);
@@ -340,9 +349,8 @@ int dt_cpu_scaled_dot_product_attention(const dt_op_args *a, dt_tensor **out) {
   sdpa_job j = {.q = in.t[0], .k = in.t[1], .v = in.t[2], .mv = mv, .y = y, .nb = nb, .bs = bs, .sq = sq, .sk = sk,
                .sv = sv, .sm = sm, .L = L, .S = S, .E = E, .Ev = Ev, .m_rs = m_rs, .m_cs = m_cs, .scale = scale,
                .causal = causal, .block = block, .es = es, .f64 = cd == DT_FLOAT64};
-  /* batches (batch x heads) in order: their GEMMs use the BLAS's threads (BLAS calls from
-   * several of our threads at once contend in OpenBLAS), their softmax rows ours */
-  sdpa_piece(0, dt_shape_numel(nb, bs), &j);
+  /* batches (batch x heads) over the intra-op threads, one piece of whole batches each */
+  dt_parallel_for(dt_shape_numel(nb, bs), 1, sdpa_piece, &j);
   int oom = atomic_load(&j.oom);
   if (mv) dt_tensor_release(mv);
   if (m) dt_tensor_release(m);
@@ -355,8 +363,8 @@ int dt_cpu_scaled_dot_product_attention(const dt_op_args *a, dt_tensor **out) {
 }
 
 /* ---- sdpa_backward(grad, q, k, v, mask?) -> (dq, dk, dv): grad, q, k, v with the output's
- * batch dims (the shape rule checks), the mask broadcast as in the forward.  Batches in
- * order, like the forward: the GEMMs on the BLAS's threads, the softmax and dS rows on ours. */
+ * batch dims (the shape rule checks), the mask broadcast as in the forward.  Batches over the
+ * intra-op threads, like the forward (a piece's softmax and dS rows run inline in it). */
 typedef struct {
   const void *g, *q, *k, *v;
   void *dq, *dk, *dv;
@@ -366,24 +374,37 @@ typedef struct {
   int64_t L, S, E, Ev, m_rs, m_cs, block;
   double scale;
   int causal, f64;
-  void *scores, *dp;
+  size_t es;
+  atomic_int oom;
 } sdpa_bw_job;
 
-static void sdpa_bw_batch(const sdpa_bw_job *j, int64_t b) {
+static void sdpa_bw_batch(const sdpa_bw_job *j, void *scores, void *dp, int64_t b) {
   int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev, om = batch_offset(b, j->nb, j->bs, j->sm);
   if (j->f64) {
     const double *m = j->mv ? (const double *)dt_tensor_data(j->mv) + om : NULL;
     attention_backward_f64((const double *)j->q + b * L * E, (const double *)j->k + b * S * E,
-                           (const double *)j->v + b * S * Ev, (const double *)j->g + b * L * Ev, j->scores, j->dp,
+                           (const double *)j->v + b * S * Ev, (const double *)j->g + b * L * Ev, scores, dp,
                            (double *)j->dq + b * L * E, (double *)j->dk + b * S * E, (double *)j->dv + b * S * Ev, L,
                            S, E, Ev, j->scale, m, j->m_rs, j->m_cs, j->causal, j->block);
   } else {
     const float *m = j->mv ? (const float *)dt_tensor_data(j->mv) + om : NULL;
     attention_backward_f32((const float *)j->q + b * L * E, (const float *)j->k + b * S * E,
-                           (const float *)j->v + b * S * Ev, (const float *)j->g + b * L * Ev, j->scores, j->dp,
+                           (const float *)j->v + b * S * Ev, (const float *)j->g + b * L * Ev, scores, dp,
                            (float *)j->dq + b * L * E, (float *)j->dk + b * S * E, (float *)j->dv + b * S * Ev, L, S,
                            E, Ev, (float)j->scale, m, j->m_rs, j->m_cs, j->causal, j->block);
   }
+}
+
+/* batches [b0, b1) with their own scores and dP rows (block x S each) */
+static void sdpa_bw_piece(int64_t b0, int64_t b1, void *vj) {
+  sdpa_bw_job *j = vj;
+  size_t scratch = (size_t)(j->block * j->S > 0 ? j->block * j->S : 1) * j->es;
+  void *scores = malloc(scratch), *dp = scores ? malloc(scratch) : NULL;
+  if (!dp) atomic_store(&j->oom, 1);
+  else
+    for (int64_t b = b0; b < b1; b++) sdpa_bw_batch(j, scores, dp, b);
+  free(scores);
+  free(dp);
 }
 
 int dt_cpu_sdpa_backward(const dt_op_args *a, dt_tensor **out) {
@@ -393,9 +414,7 @@ int dt_cpu_sdpa_backward(const dt_op_args *a, dt_tensor **out) {
   int64_t L = q->shape[nb], E = q->shape[nb + 1], S = k->shape[nb], Ev = v->shape[nb + 1];
   double scale = a->nscalar > 0 ? a->scalar[0] : 1.0 / sqrt((double)(E ? E : 1));
   size_t es = dt_dtype_size(cd);
-  int64_t block = S > 0 ? (1 << 18) / S : L; /* the forward's blocks */
-  block = block < 16 ? 16 : block;
-  block = block > L ? L : block;
+  int64_t block = query_block(L, S, E, Ev); /* the forward's blocks */
   inputs in;
   if (inputs_get(&in, a, 4, cd) != DT_OK) return DT_ERR;
   dt_tensor *m = a->nin > 4 && a->in[4] ? additive_mask(a->in[4], cd, a->name) : NULL, *mv = NULL;
@@ -406,9 +425,6 @@ int dt_cpu_sdpa_backward(const dt_op_args *a, dt_tensor **out) {
     if (!d[o]) rc = DT_ERR;
     else memset(dt_tensor_data(d[o]), 0, (size_t)dt_tensor_numel(d[o]) * es);
   }
-  size_t scratch = (size_t)(block * S > 0 ? block * S : 1) * es;
-  void *scores = rc == DT_OK ? malloc(scratch) : NULL, *dp = scores ? malloc(scratch) : NULL;
-  if (rc == DT_OK && !dp) rc = dt_error("%s: out of memory", a->name);
   int64_t sm[DT_MAX_DIMS] = {0}, m_rs = 0, m_cs = 0;
   if (rc == DT_OK && m) { /* the mask padded to nb + 2 dims, as the forward views it */
     int64_t shape[DT_MAX_DIMS], stride[DT_MAX_DIMS];
@@ -427,11 +443,11 @@ int dt_cpu_sdpa_backward(const dt_op_args *a, dt_tensor **out) {
                      .v = dt_tensor_data(in.t[3]), .dq = dt_tensor_data(d[0]), .dk = dt_tensor_data(d[1]),
                      .dv = dt_tensor_data(d[2]), .mv = mv, .nb = nb, .bs = q->shape, .sm = sm, .L = L, .S = S, .E = E,
                      .Ev = Ev, .m_rs = m_rs, .m_cs = m_cs, .block = block, .scale = scale, .causal = a->flags & 1,
-                     .f64 = cd == DT_FLOAT64, .scores = scores, .dp = dp};
-    for (int64_t b = 0, n = dt_shape_numel(nb, q->shape); b < n; b++) sdpa_bw_batch(&j, b);
+                     .f64 = cd == DT_FLOAT64, .es = es};
+    /* batches over the intra-op threads, as the forward: each writes its own dq, dk, dv */
+    dt_parallel_for(dt_shape_numel(nb, q->shape), 1, sdpa_bw_piece, &j);
+    if (atomic_load(&j.oom)) rc = dt_error("%s: out of memory", a->name);
   }
-  free(scores);
-  free(dp);
   if (mv) dt_tensor_release(mv);
   if (m) dt_tensor_release(m);
   inputs_release(&in);
