@@ -1,7 +1,7 @@
 /* Bindings: the fused backward kernels the backward rules call (src/ops/op_list.h, "fused
  * backward kernels"), reachable from Lua for their tests: dt._gelu_backward(grad, x, tanh),
  * dt._layer_norm_backward(grad, x, w, normalized_shape, eps, rms), dt._sdpa_backward(grad, q,
- * k, v, mask, causal, scale); and the fused
+ * k, v, mask, causal, scale), dt._softmax_backward(grad, y, dim, log); and the fused
  * training-step ops the Lua library calls: dt._adam_step_ (lua/dtensor/optim/adam.lua);
  * dt._cross_entropy_backward is in l_nn.c beside dt._cross_entropy, whose arguments it takes. */
 #include "bindings/l_tensor.h"
@@ -73,7 +73,20 @@ static int l_adam_step_(lua_State *L) {
   return dt_lua_call_inplace(L, 1, DT_OP_ADAM_STEP_, &a, in, in[4] ? 5 : 4);
 }
 
+/* dt._softmax_backward(grad, y, dim, log?) -> softmax's (log: log_softmax's) d x from its
+ * output y */
+static int l_softmax_backward(lua_State *L) {
+  int log_out = lua_toboolean(L, 4);
+  const char *op = log_out ? "log_softmax_backward" : "softmax_backward";
+  dt_value *in[2] = {dt_lua_check_value_for(L, 1, op, "grad"), dt_lua_check_value_for(L, 2, op, "y")};
+  if (lua_isnoneornil(L, 3)) return luaL_error(L, "%s: dim is required", op);
+  dt_op_args a = {0};
+  a.ints[0] = dt_lua_check_dim(L, 3, dt_value_ndim(in[1]), 0, op), a.nints = 1;
+  return dt_lua_call(L, log_out ? DT_OP_LOG_SOFTMAX_BACKWARD : DT_OP_SOFTMAX_BACKWARD, &a, in, 2);
+}
+
 static const luaL_Reg funcs[] = {{"_gelu_backward", l_gelu_backward},
+                                 {"_softmax_backward", l_softmax_backward},
                                  {"_layer_norm_backward", l_layer_norm_backward},
                                  {"_sdpa_backward", l_sdpa_backward},
                                  {"_adam_step_", l_adam_step_},

@@ -192,3 +192,9 @@ DT_OP(SDPA_BACKWARD, sdpa_backward, sdpa_backward, 3, 0, NN, none, "sdpa_backwar
 /* ---- 1-based index values (ids, targets) checked and made 0-based: the front door's form of
  *      Lua's 1-based indices, so a captured graph checks the values of every replay ---- */
 DT_OP(IDS_TO_ZERO_BASED, ids_to_zero_based, ids, 1, DT_OPF_CHECK, LOCAL_ONLY, none, "ids_to_zero_based(Tensor ids (int64/int32/uint8), ints[0] hi, ints[1] has_skip, ints[2] skip, ints[3] dt_ids_kind) -> Tensor(int64) ids - 1; an error naming the first value outside 1..hi (skip passes)")
+
+/* ---- softmax's and log_softmax's fused backward (CPU speed: one sweep of each row for the
+ *      row sum, one for the result, where the rules made four ops); called by those rules, so
+ *      no gradient of their own.  REDUCE: along ints[0] like softmax, grad and y alike ---- */
+DT_OP(SOFTMAX_BACKWARD, softmax_backward, softmax_backward, 1, 0, REDUCE, none, "softmax_backward(Tensor grad, Tensor y (softmax's output: grad's shape and dtype); ints[0]=dim) -> y (grad - sum(grad y, dim))")
+DT_OP(LOG_SOFTMAX_BACKWARD, log_softmax_backward, softmax_backward, 1, 0, REDUCE, none, "log_softmax_backward(Tensor grad, Tensor y (log_softmax's output: grad's shape and dtype); ints[0]=dim) -> grad - exp(y) sum(grad, dim)")

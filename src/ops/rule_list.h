@@ -77,3 +77,5 @@ DT_RULE(layer_norm_backward)
 DT_RULE(adam_step)
 DT_RULE(cross_entropy_backward)
 DT_RULE(sdpa_backward)
+/* softmax's and log_softmax's fused backward (shape_reduce.c) */
+DT_RULE(softmax_backward)

@@ -5,6 +5,8 @@
 #include "ops/ops.h"
 #include "ops/shape_reduce.h"
 
+#include <string.h>
+
 int dt_reduce_mask(const dt_op_args *a, const dt_tensor *x, int *mask) {
   int nd = x->ndim;
   for (int i = 0; i < DT_MAX_DIMS; i++) mask[i] = 0;
@@ -92,4 +94,21 @@ int dt_shape_softmax(const dt_op_args *a, dt_meta *out) {
   out->ndim = x->ndim;
   for (int i = 0; i < x->ndim; i++) out->shape[i] = x->shape[i];
   return DT_OK;
+}
+
+/* softmax_backward, log_softmax_backward (grad, y; ints[0] = dim): y is the forward's output,
+ * grad its gradient: one shape and one floating dtype; the result is like y. */
+int dt_shape_softmax_backward(const dt_op_args *a, dt_meta *out) {
+  if (a->nin < 2 || !a->in[0] || !a->in[1]) return dt_error("%s: expected grad and the forward's output", a->name);
+  const dt_tensor *g = a->in[0], *y = a->in[1];
+  char b1[96], b2[96];
+  if (g->ndim != y->ndim || (g->ndim && memcmp(g->shape, y->shape, sizeof(int64_t) * (size_t)g->ndim) != 0))
+    return dt_error("%s: grad has shape %s, the output %s", a->name, dt_format_shape(b1, sizeof b1, g->ndim, g->shape),
+                    dt_format_shape(b2, sizeof b2, y->ndim, y->shape));
+  if (g->dtype != y->dtype)
+    return dt_error("%s: grad has dtype %s, the output %s", a->name, dt_dtype_name(g->dtype), dt_dtype_name(y->dtype));
+  dt_tensor *const ys[1] = {a->in[1]};
+  dt_op_args one = *a;
+  one.nin = 1, one.in = ys; /* the dim and the dtype checked as softmax checks them */
+  return dt_shape_softmax(&one, out);
 }

@@ -1,6 +1,7 @@
 /* The operator table is the one registration of an op: every row names a sharding family
  * that has a rule (or says it is local-only / random), every device table answers for
  * every row, and storage goes through the device interface. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -95,6 +96,38 @@ static void test_shape_rules_use_the_op_id(void) {
   dt_tensor_release(x);
 }
 
+/* softmax's fused backward rows: one shape rule tells the two apart by id, checks grad
+ * against y, and the kernels give the formulas (rows of 3: y = softmax or log_softmax). */
+static void test_softmax_backward_rows(void) {
+  int64_t shape[2] = {2, 3}, other[2] = {3, 2};
+  dt_tensor *g = dt_tensor_empty(DT_FLOAT64, 2, shape, DT_HOST), *y = dt_tensor_empty(DT_FLOAT64, 2, shape, DT_HOST);
+  double *gd = dt_tensor_data(g), *yd = dt_tensor_data(y);
+  for (int i = 0; i < 6; i++) gd[i] = 0.5 * i - 1, yd[i] = (i % 3 + 1) / 6.0; /* rows 1/6, 2/6, 3/6 */
+  dt_tensor *in[2] = {g, y}, *out[2] = {0};
+  dt_op_args a = {0};
+  a.in = in, a.nin = 2, a.ints[0] = 1, a.nints = 1;
+  CHECK(dt_op_call(DT_OP_SOFTMAX_BACKWARD, &a, out) == DT_OK);
+  for (int r = 0; r < 2; r++) {
+    double s = 0;
+    for (int c = 0; c < 3; c++) s += gd[3 * r + c] * yd[3 * r + c];
+    for (int c = 0; c < 3; c++) CHECK(fabs(((double *)dt_tensor_data(out[0]))[3 * r + c] - yd[3 * r + c] * (gd[3 * r + c] - s)) < 1e-15);
+  }
+  dt_tensor_release(out[0]);
+  CHECK(dt_op_call(DT_OP_LOG_SOFTMAX_BACKWARD, &a, out) == DT_OK);
+  for (int r = 0; r < 2; r++) {
+    double s = gd[3 * r] + gd[3 * r + 1] + gd[3 * r + 2];
+    for (int c = 0; c < 3; c++) CHECK(fabs(((double *)dt_tensor_data(out[0]))[3 * r + c] - (gd[3 * r + c] - exp(yd[3 * r + c]) * s)) < 1e-15);
+  }
+  dt_tensor_release(out[0]);
+  dt_tensor *t = dt_tensor_empty(DT_FLOAT64, 2, other, DT_HOST);
+  in[1] = t;
+  CHECK(dt_op_call(DT_OP_SOFTMAX_BACKWARD, &a, out) == DT_ERR);
+  CHECK(strstr(dt_error_message(), "softmax_backward: grad has shape {2,3}, the output {3,2}") != NULL);
+  dt_tensor_release(t);
+  dt_tensor_release(g);
+  dt_tensor_release(y);
+}
+
 int main(void) {
   TEST_CASE(test_every_dispatched_family_has_a_rule);
   TEST_CASE(test_every_row_has_a_rule_or_says_local_only);
@@ -102,5 +135,6 @@ int main(void) {
   TEST_CASE(test_rows_are_complete);
   TEST_CASE(test_device_interface);
   TEST_CASE(test_shape_rules_use_the_op_id);
+  TEST_CASE(test_softmax_backward_rows);
   return CTEST_END();
 }

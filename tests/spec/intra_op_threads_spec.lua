@@ -169,6 +169,38 @@ describe("intra-op threads", function()
     end)
   end)
 
+  it("sdpa forward and backward (batch x heads over the threads) and softmax's fused backward give the same bits", function()
+    local prng = S.prng(15)
+    for i = 1, 4 do
+      local B, H, L, S_, E = prng.int(1, 3), prng.int(1, 5), prng.int(i == 4 and 0 or 1, 150), prng.int(1, 150), prng.int(1, 40)
+      local dtype = i == 2 and "float64" or "float32"
+      local q, k = dt.randn(B, H, L, E):to(dtype), dt.randn(B, H, S_, E):to(dtype)
+      local v, g = dt.randn(B, H, S_, E + 3):to(dtype), dt.randn(B, H, L, E + 3):to(dtype)
+      local mask = i == 3 and dt.rand(L, S_):gt(0.3) or nil
+      same_bits(string.format("sdpa %s [%d,%d,%d,%d] S %d", dtype, B, H, L, E, S_), function()
+        local r = {}
+        for _, causal in ipairs({false, true}) do
+          r[#r + 1] = F.scaled_dot_product_attention(q, k, v, {attn_mask = mask, is_causal = causal and not mask})
+          for _, t in ipairs({dt._sdpa_backward(g, q, k, v, mask, causal and not mask)}) do r[#r + 1] = t end
+        end
+        return r
+      end)
+    end
+    for _, shape in ipairs({{0, 5}, {7}, {3000, 37}, {4, 600, 3}, {2, 70000}}) do
+      local y, g = dt.randn(table.unpack(shape)):softmax(#shape), dt.randn(table.unpack(shape))
+      same_bits("softmax_backward " .. table.concat(shape, "x"), function()
+        local r = {}
+        for d = 1, #shape do
+          for _, log in ipairs({false, true}) do
+            r[#r + 1] = dt._softmax_backward(g, y, d, log)
+            r[#r + 1] = dt._softmax_backward(g:double(), y:double(), d, log)
+          end
+        end
+        return r
+      end)
+    end
+  end)
+
   it("sum, mean, amax, std and norm give the same bits", function()
     for _, shape in ipairs({{0}, {7}, {300001}, {1000, 301}, {3, 70000}, {40000, 3}, {5, 0, 3}}) do
       local x = dt.randn(table.unpack(shape))

@@ -31,7 +31,10 @@ local OVER_BATCH_OK = {sum = true, mean = true, prod = true, amax = true, amin =
                        argmax = true, argmin = true, cross_entropy = true}
 -- ops along one dim (ints[0]) whose result rows depend on every row of that dim
 local ALONG_DIM = {softmax = true, log_softmax = true, cumsum = true, cumprod = true, sort = true, topk = true,
-                   narrow = true, slice = true, gather = true, scatter = true, scatter_add = true}
+                   narrow = true, slice = true, gather = true, scatter = true, scatter_add = true,
+                   softmax_backward = true, log_softmax_backward = true}
+-- of those, the ones whose every operand (grad, y) works along the dim and shares the batch dim
+local ALONG_DIM_ALL = {softmax_backward = true, log_softmax_backward = true}
 
 local function prod(t, i, j)
   local p = 1
@@ -123,7 +126,7 @@ local function rule(node, st, sh)
   local fam = node.family
   if ALONG_DIM[name] then
     for i, d in pairs(batched) do
-      if (i == 1 or name == "gather" or name:find("scatter")) and ints[1] == d then
+      if (i == 1 or name == "gather" or name:find("scatter") or ALONG_DIM_ALL[name]) and ints[1] == d then
         fail(node, string.format("it works along the batch dim (dim %d): each result row depends on other samples' rows", d + 1))
       end
     end
@@ -169,6 +172,7 @@ local function rule(node, st, sh)
   end
   if fam == "reduce" then
     local d, x = batched[1], in_shape(1)
+    if ALONG_DIM_ALL[name] then return agree(node, batched) end -- (grad, y) -> like y
     if ALONG_DIM[name] then return d end -- softmax & co. along another dim keep the shape
     local reduced, nd = {}, #x
     if (node.flags or 0) & ALL_DIMS ~= 0 or #ints == 0 then

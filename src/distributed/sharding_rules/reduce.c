@@ -3,7 +3,7 @@
  * where one fits (sum, mean over equal shards, amax/max values, amin, prod -> Partial(product),
  * any -> Partial(max), all -> Partial(min): an empty shard gives each op's identity) and is
  * replicated first otherwise (var, std, norm, logsumexp, var_mean, argmax, indices); the dim
- * of softmax or a scan is replicated first; Partial(sum) and Partial(avg) pass through sum,
+ * of softmax or a scan is replicated first (softmax_backward's grad and y alike); Partial(sum) and Partial(avg) pass through sum,
  * mean and cumsum (linear), Partial(max) through amax, Partial(min) through amin. */
 #include "distributed/sharding_rules/sharding_rules.h"
 
@@ -40,10 +40,11 @@ static int partial_of(const dt_rule_args *r, int d) {
   }
 }
 
-/* softmax, log_softmax, cumsum, cumprod: the output has the input's dims; ints[0] is the one
- * they work along. */
+/* softmax, log_softmax, cumsum, cumprod and softmax's backward ops: the output has the input's
+ * dims; ints[0] is the one they work along. */
 static int along_dim(dt_op_id op) {
-  return op == DT_OP_SOFTMAX || op == DT_OP_LOG_SOFTMAX || op == DT_OP_CUMSUM || op == DT_OP_CUMPROD;
+  return op == DT_OP_SOFTMAX || op == DT_OP_LOG_SOFTMAX || op == DT_OP_CUMSUM || op == DT_OP_CUMPROD ||
+         op == DT_OP_SOFTMAX_BACKWARD || op == DT_OP_LOG_SOFTMAX_BACKWARD;
 }
 
 /* Does Partial p pass through?  sum and avg through the linear ones (sum, mean, and cumsum
@@ -77,12 +78,13 @@ int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n) {
     } else if (p.kind == DT_PARTIAL && keeps_partial(r, p)) {
       in = p, out = p;
     }
-    st.in[0][m] = in;
+    /* the backward ops' second operand (y, grad's shape) follows the first */
+    for (int i = 0; i < (along ? r->a->nin : 1); i++) st.in[i][m] = in;
     for (int o = 0; o < r->nout; o++) st.out[o][m] = out;
   }
   dt_rule_push(s, n, &st);
   for (int m = 0; m < r->mesh_ndim; m++) {
-    st.in[0][m] = dt_rule_R();
+    for (int i = 0; i < (along ? r->a->nin : 1); i++) st.in[i][m] = dt_rule_R();
     for (int o = 0; o < r->nout; o++) st.out[o][m] = dt_rule_R();
   }
   return dt_rule_push(s, n, &st);

@@ -263,3 +263,134 @@ static int run_softmax(const dt_op_args *a, dt_tensor **out, int log_out) {
 
 int dt_cpu_softmax(const dt_op_args *a, dt_tensor **out) { return run_softmax(a, out, 0); }
 int dt_cpu_log_softmax(const dt_op_args *a, dt_tensor **out) { return run_softmax(a, out, 1); }
+
+/* ---- softmax_backward (dx = y (g - sum(g y))) and log_softmax_backward (dx = g - exp(y)
+ * sum(g)) along one dim: per line one sweep for the sum, one for dx.  The sums in double
+ * (float32: lanes over at most 256 elements, then added in double, as exp_sum's). ---- */
+
+/* sum(g y) (log_out 0) or sum(g) (log_out 1) of one contiguous float32 line */
+static double bw_sum_f32(const float *restrict g, const float *restrict y, int64_t n, int log_out) {
+  double total = 0;
+  int64_t i = 0;
+  while (i + 8 <= n) {
+    int64_t end = n - i > 256 ? i + 256 : n;
+    v4f lo = splat(0), hi = splat(0);
+    for (; i + 8 <= end; i += 8) {
+      v4f a, b, c, d;
+      memcpy(&a, g + i, sizeof a);
+      memcpy(&b, g + i + 4, sizeof b);
+      if (!log_out) {
+        memcpy(&c, y + i, sizeof c);
+        memcpy(&d, y + i + 4, sizeof d);
+        a *= c, b *= d;
+      }
+      lo += a, hi += b;
+    }
+    total += (((double)lo[0] + lo[1]) + ((double)lo[2] + lo[3])) + (((double)hi[0] + hi[1]) + ((double)hi[2] + hi[3]));
+  }
+  for (; i < n; i++) total += log_out ? g[i] : g[i] * y[i];
+  return total;
+}
+
+/* dx = y (g - s) (log_out 0) or g - exp(y) s (log_out 1), 4 lanes, the tail padded */
+static void bw_finish_f32(const float *restrict g, const float *restrict y, float *restrict dx, int64_t n, float s,
+                          int log_out) {
+  for (int64_t i = 0; i < n; i += 4) {
+    v4f gv = splat(0), yv = splat(0);
+    int64_t w = n - i < 4 ? n - i : 4;
+    if (w == 4) memcpy(&gv, g + i, sizeof gv), memcpy(&yv, y + i, sizeof yv);
+    else
+      for (int64_t j = 0; j < w; j++) gv[j] = g[i + j], yv[j] = y[i + j];
+    if (log_out) {
+      exp4(&yv);
+      gv = gv - yv * splat(s);
+    } else {
+      gv = yv * (gv - splat(s));
+    }
+    if (w == 4) memcpy(dx + i, &gv, sizeof gv);
+    else
+      for (int64_t j = 0; j < w; j++) dx[i + j] = gv[j];
+  }
+}
+
+#define DEFINE_SOFTMAX_BW(NAME, T, EXP, LINE)                                                                         \
+  /* items [b, e): rows when inner == 1, else (outer index, column block) pairs */                                   \
+  static void NAME(const T *g, const T *y, T *dx, int64_t n, int64_t inner, int log_out, int64_t b, int64_t e) {     \
+    double sum[BLOCK];                                                                                                \
+    if (inner == 1) {                                                                                                 \
+      for (int64_t o = b; o < e; o++) LINE(g + o * n, y + o * n, dx + o * n, n, log_out);                            \
+      return;                                                                                                         \
+    }                                                                                                                 \
+    int64_t nblocks = (inner + BLOCK - 1) / BLOCK;                                                                    \
+    for (int64_t item = b; item < e; item++) {                                                                        \
+      int64_t o = item / nblocks, i0 = item % nblocks * BLOCK, w = inner - i0 < BLOCK ? inner - i0 : BLOCK;          \
+      int64_t base = o * n * inner + i0;                                                                              \
+      const T *gb = g + base, *yb = y + base;                                                                         \
+      T *db = dx + base;                                                                                              \
+      for (int64_t i = 0; i < w; i++) sum[i] = 0;                                                                     \
+      for (int64_t k = 0; k < n; k++)                                                                                 \
+        for (int64_t i = 0; i < w; i++)                                                                               \
+          sum[i] += log_out ? gb[k * inner + i] : (double)(gb[k * inner + i] * yb[k * inner + i]);                    \
+      for (int64_t k = 0; k < n; k++)                                                                                 \
+        for (int64_t i = 0; i < w; i++) {                                                                             \
+          T gv = gb[k * inner + i], yv = yb[k * inner + i], sv = (T)sum[i];                                           \
+          db[k * inner + i] = log_out ? gv - (T)EXP(yv) * sv : yv * (gv - sv);                                        \
+        }                                                                                                             \
+    }                                                                                                                 \
+  }
+
+static void bw_line_f32(const float *g, const float *y, float *dx, int64_t n, int log_out) {
+  bw_finish_f32(g, y, dx, n, (float)bw_sum_f32(g, y, n, log_out), log_out);
+}
+
+static void bw_line_f64(const double *g, const double *y, double *dx, int64_t n, int log_out) {
+  double s0 = 0, s1 = 0; /* two partial sums */
+  int64_t k = 0;
+  for (; k + 2 <= n; k += 2) s0 += log_out ? g[k] : g[k] * y[k], s1 += log_out ? g[k + 1] : g[k + 1] * y[k + 1];
+  if (k < n) s0 += log_out ? g[k] : g[k] * y[k];
+  double s = s0 + s1;
+  for (k = 0; k < n; k++) dx[k] = log_out ? g[k] - exp(y[k]) * s : y[k] * (g[k] - s);
+}
+
+DEFINE_SOFTMAX_BW(softmax_bw_f32, float, expf, bw_line_f32)
+DEFINE_SOFTMAX_BW(softmax_bw_f64, double, exp, bw_line_f64)
+
+typedef struct {
+  const void *g, *y;
+  void *dx;
+  int64_t n, inner;
+  int log_out, f64;
+} smb_job;
+
+static void smb_piece(int64_t b, int64_t e, void *vj) {
+  const smb_job *j = vj;
+  if (j->f64) softmax_bw_f64(j->g, j->y, j->dx, j->n, j->inner, j->log_out, b, e);
+  else softmax_bw_f32(j->g, j->y, j->dx, j->n, j->inner, j->log_out, b, e);
+}
+
+static int run_softmax_backward(const dt_op_args *a, dt_tensor **out, int log_out) {
+  dt_tensor *y = a->in[1];
+  int dim = (int)a->ints[0];
+  int64_t n = y->ndim ? y->shape[dim] : 1, outer = 1, inner = 1;
+  for (int i = 0; i < dim; i++) outer *= y->shape[i];
+  for (int i = dim + 1; i < y->ndim; i++) inner *= y->shape[i];
+  if (dt_tensor_numel(y) == 0) return DT_OK;
+  dt_dtype ct = dt_dtype_compute(y->dtype);
+  dt_tensor *gc = dt_tensor_contiguous_as(a->in[0], ct), *yc = gc ? dt_tensor_contiguous_as(y, ct) : NULL;
+  dt_tensor *dc = !yc ? NULL : ct == out[0]->dtype ? (dt_tensor_retain(out[0]), out[0]) : dt_tensor_empty_like(yc);
+  int rc = dc ? DT_OK : dt_error_prefix("%s", a->name);
+  if (rc == DT_OK) {
+    smb_job j = {dt_tensor_data(gc), dt_tensor_data(yc), dt_tensor_data(dc), n, inner, log_out, ct == DT_FLOAT64};
+    int64_t items = inner == 1 ? outer : outer * ((inner + BLOCK - 1) / BLOCK);
+    int64_t per_item = n * (inner < BLOCK ? inner : BLOCK);
+    dt_parallel_for(items, per_item >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / per_item, smb_piece, &j);
+    if (dc != out[0]) rc = dt_tensor_copy_(out[0], dc, a->name);
+  }
+  if (dc) dt_tensor_release(dc);
+  if (yc) dt_tensor_release(yc);
+  if (gc) dt_tensor_release(gc);
+  return rc;
+}
+
+int dt_cpu_softmax_backward(const dt_op_args *a, dt_tensor **out) { return run_softmax_backward(a, out, 0); }
+int dt_cpu_log_softmax_backward(const dt_op_args *a, dt_tensor **out) { return run_softmax_backward(a, out, 1); }

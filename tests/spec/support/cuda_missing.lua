@@ -13,5 +13,5 @@ return {
   "diag", "round", "nan_to_num", "lerp", "addcmul",
   "addcdiv", "masked_fill_", "logsumexp", "all", "any", "cumsum", "cumprod", "var_mean",
   "gelu_backward", "layer_norm_backward", "adam_step_", "cross_entropy_backward", "sdpa_backward",
-  "ids_to_zero_based",
+  "ids_to_zero_based", "softmax_backward", "log_softmax_backward",
 }

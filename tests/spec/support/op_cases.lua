@@ -2382,6 +2382,42 @@ ops.sdpa_backward = {
   nondiff = "the fused backward of scaled_dot_product_attention, called by its rule: no second derivative",
 }
 
+-- softmax_backward(grad, y, dim) = y (grad - sum(grad y)) and log_softmax_backward(grad, y,
+-- dim) = grad - exp(y) sum(grad) along dim (y any values: the formulas hold for any)
+for _, name in ipairs {"softmax_backward", "log_softmax_backward"} do
+  local log = name == "log_softmax_backward"
+  ops[name] = {
+    family = "softmax",
+    cases = function(rng)
+      local list = {}
+      for i = 1, 5 do
+        local nd = rng.int(1, 3)
+        local dtype = i == 2 and "float32" or "float64"
+        local shape = rand_shape(rng, nd, i == 4 and 0 or 1)
+        local g, y = t_of(rng, shape, dtype), t_of(rng, shape, dtype)
+        if i == 3 then g, y = noncontig(g), noncontig(y) end
+        list[#list + 1] = {inputs = {g, y}, static = {dim = i == 5 and nd or rng.int(1, nd)}, label = dtype .. " case " .. i}
+      end
+      return list
+    end,
+    run = function(i, s) return dt._softmax_backward(i[1], i[2], s.dim, log) end,
+    ref = function(i, s)
+      local g, y = ref_of(i[1]), ref_of(i[2])
+      local both = {shape = g.shape, data = {}}
+      for k = 1, #g.data do both.data[k] = {g.data[k], y.data[k]} end
+      local r = along(both, s.dim, function(l)
+        local sum, out = 0, {}
+        for _, p in ipairs(l) do sum = sum + (log and p[1] or p[1] * p[2]) end
+        for k, p in ipairs(l) do out[k] = log and p[1] - math.exp(p[2]) * sum or p[2] * (p[1] - sum) end
+        return out
+      end)
+      return r
+    end,
+    tol = 1e-11,
+    nondiff = "the fused backward of " .. (log and "log_softmax" or "softmax") .. ", called by its rule: no second derivative",
+  }
+end
+
 -- The rows of the table without an entry here, and the entries without a row.
 function M.missing()
   local rows, missing, extra = {}, {}, {}
