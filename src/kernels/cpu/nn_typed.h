@@ -144,7 +144,7 @@ static void SUF(sm_rows)(int64_t i0, int64_t i1, void *vj) {
       for (int64_t c = 0; c < S; c++) row[c] += j->mask[i * j->m_rs + c * j->m_cs];
     int64_t live = j->causal && j->row0 + i + 1 < S ? j->row0 + i + 1 : S;
     if (tmp) {
-      SOFTMAX_LINE(row, tmp, live);
+      SOFTMAX_LINE(row, tmp, live, 0);
       memcpy(row, tmp, sizeof(R) * (size_t)live);
     } else { /* no memory for the buffer: the scalar path */
       R mx = -INFINITY;

@@ -213,8 +213,8 @@ static double exp_sum_f64(const double *restrict x, double m, double *restrict y
 DEFINE_SOFTMAX(softmax_f32, float, exp_sub_f32, max_f32, exp_sum_f32, finish_f32, log)
 DEFINE_SOFTMAX(softmax_f64, double, exp_sub_f64, max_f64, exp_sum_f64, finish_f64, log)
 
-void dt_cpu_softmax_line_f32(const float *x, float *y, int64_t n) { softmax_f32_line(x, y, n, 0); }
-void dt_cpu_softmax_line_f64(const double *x, double *y, int64_t n) { softmax_f64_line(x, y, n, 0); }
+void dt_cpu_softmax_line_f32(const float *x, float *y, int64_t n, int log_out) { softmax_f32_line(x, y, n, log_out); }
+void dt_cpu_softmax_line_f64(const double *x, double *y, int64_t n, int log_out) { softmax_f64_line(x, y, n, log_out); }
 
 typedef struct {
   void *x, *y;

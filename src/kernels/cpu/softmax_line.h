@@ -1,5 +1,6 @@
-/* One softmax row with softmax.c's vector exp, for kernels that softmax rows of their own
- * (sdpa's scores): x and y must not overlap.  dt_cpu_softmax_dim: the softmax op's whole
+/* One softmax row (log_out: log_softmax) with softmax.c's vector exp, the softmax op's values
+ * for a contiguous row, for kernels that softmax rows of their own (sdpa's scores,
+ * cross_entropy's logits): x and y must not overlap.  dt_cpu_softmax_dim: the softmax op's whole
  * computation (log_out: log_softmax) of contiguous x [outer, n, inner] along n into y, over
  * the rank's threads, for kernels that need the op's exact values (cross_entropy's). */
 #ifndef DT_KERNELS_CPU_SOFTMAX_LINE_H
@@ -7,8 +8,8 @@
 
 #include <stdint.h>
 
-void dt_cpu_softmax_line_f32(const float *x, float *y, int64_t n);
-void dt_cpu_softmax_line_f64(const double *x, double *y, int64_t n);
+void dt_cpu_softmax_line_f32(const float *x, float *y, int64_t n, int log_out);
+void dt_cpu_softmax_line_f64(const double *x, double *y, int64_t n, int log_out);
 void dt_cpu_softmax_dim(const void *x, void *y, int64_t outer, int64_t n, int64_t inner, int log_out, int f64);
 
 #endif
