@@ -41,7 +41,7 @@ static void exp_sub_f64(const double *x, const double *m, int mstep, double *y, 
 /* ---- one contiguous line: max, then exp + sum in one sweep, then scale -------------------
  * float32 runs 4 lanes (the scalar max with its ?: does not vectorise without -ffast-math).
  * The max skips NaNs (v > m is false for them): a NaN makes the sum NaN anyway. */
-static float max_f32(const float *restrict x, int64_t n) {
+static float max_f32_sse(const float *restrict x, int64_t n) {
   v4f mv = splat(-INFINITY);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -56,11 +56,19 @@ static float max_f32(const float *restrict x, int64_t n) {
   return m;
 }
 
-/* y = exp(x - m), returning sum(y): float lanes for at most 256 elements at a time, each
- * such partial then added in double, so the sum's error stays that of a double sum.  The
- * sweep is compute bound, so it comes twice: 8 lanes as two SSE registers, and as one AVX2
- * register where the CPU has AVX2.  Both add the same lanes in the same order, and GCC keeps
+/* y = exp(x - m), returning sum(y): 16 float lanes (lane k adds the elements i = k mod 16) for
+ * at most 256 elements at a time, each such partial then added in double in a fixed tree, so
+ * the sum's error stays that of a double sum.  The sweep is compute bound, so it comes three
+ * times: the 16 lanes as four SSE registers, as two AVX2 registers where the CPU has AVX2, as
+ * one AVX-512 register where it has AVX-512F.  All add the same lanes in the same order, the
+ * exp is the same lane arithmetic in every width (vec_math.h), and GCC keeps
  * -ffp-contract=off under -std=c11 (no fused multiply-add): the same bits on every machine. */
+static double lanes16_total(const float *l) {
+  double p[8];
+  for (int k = 0; k < 8; k++) p[k] = (double)l[2 * k] + l[2 * k + 1];
+  return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
 static double exp_sum_tail(const float *x, float m, float *y, int64_t i, int64_t n, double total) {
   if (i < n) {
     exp_sub_f32(x + i, &m, 0, y + i, n - i);
@@ -72,53 +80,101 @@ static double exp_sum_tail(const float *x, float m, float *y, int64_t i, int64_t
 static double exp_sum_f32_sse(const float *restrict x, float m, float *restrict y, int64_t n) {
   double total = 0;
   int64_t i = 0;
-  while (i + 8 <= n) {
+  while (i + 16 <= n) {
     int64_t end = n - i > 256 ? i + 256 : n;
-    v4f lo = splat(0), hi = splat(0);
-    for (; i + 8 <= end; i += 8) {
-      v4f a, b;
-      memcpy(&a, x + i, sizeof a);
-      memcpy(&b, x + i + 4, sizeof b);
-      a -= splat(m), b -= splat(m);
-      exp4(&a), exp4(&b);
-      memcpy(y + i, &a, sizeof a);
-      memcpy(y + i + 4, &b, sizeof b);
-      lo += a, hi += b;
-    }
-    total += (((double)lo[0] + lo[1]) + ((double)lo[2] + lo[3])) + (((double)hi[0] + hi[1]) + ((double)hi[2] + hi[3]));
+    v4f acc[4] = {splat(0), splat(0), splat(0), splat(0)};
+    for (; i + 16 <= end; i += 16)
+      for (int q = 0; q < 4; q++) {
+        v4f a;
+        memcpy(&a, x + i + 4 * q, sizeof a);
+        a -= splat(m);
+        exp4(&a);
+        memcpy(y + i + 4 * q, &a, sizeof a);
+        acc[q] += a;
+      }
+    float l[16];
+    memcpy(l, acc, sizeof l);
+    total += lanes16_total(l);
   }
   return exp_sum_tail(x, m, y, i, n, total);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define HAVE_AVX2_SWEEP 1
+#define HAVE_WIDE_SWEEP 1
 __attribute__((target("avx2"))) static double exp_sum_f32_avx2(const float *restrict x, float m, float *restrict y,
                                                                 int64_t n) {
   double total = 0;
   int64_t i = 0;
-  while (i + 8 <= n) {
+  while (i + 16 <= n) {
     int64_t end = n - i > 256 ? i + 256 : n;
-    v8f acc = splat8(0);
-    for (; i + 8 <= end; i += 8) {
-      v8f v;
-      memcpy(&v, x + i, sizeof v);
-      v -= splat8(m);
-      exp8(&v);
-      memcpy(y + i, &v, sizeof v);
-      acc += v;
+    v8f lo = splat8(0), hi = splat8(0);
+    for (; i + 16 <= end; i += 16) {
+      v8f a, b;
+      memcpy(&a, x + i, sizeof a);
+      memcpy(&b, x + i + 8, sizeof b);
+      a -= splat8(m), b -= splat8(m);
+      exp8(&a), exp8(&b);
+      memcpy(y + i, &a, sizeof a);
+      memcpy(y + i + 8, &b, sizeof b);
+      lo += a, hi += b;
     }
-    total += (((double)acc[0] + acc[1]) + ((double)acc[2] + acc[3])) +
-             (((double)acc[4] + acc[5]) + ((double)acc[6] + acc[7]));
+    float l[16];
+    memcpy(l, &lo, sizeof lo);
+    memcpy(l + 8, &hi, sizeof hi);
+    total += lanes16_total(l);
   }
   return exp_sum_tail(x, m, y, i, n, total);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static double
+exp_sum_f32_avx512(const float *restrict x, float m, float *restrict y, int64_t n) {
+  double total = 0;
+  int64_t i = 0;
+  __m512 mv = _mm512_set1_ps(m);
+  while (i + 16 <= n) {
+    int64_t end = n - i > 256 ? i + 256 : n;
+    __m512 acc = _mm512_setzero_ps();
+    for (; i + 16 <= end; i += 16) {
+      __m512 v = exp16v(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+      _mm512_storeu_ps(y + i, v);
+      acc = _mm512_add_ps(acc, v);
+    }
+    float l[16];
+    _mm512_storeu_ps(l, acc);
+    total += lanes16_total(l);
+  }
+  return exp_sum_tail(x, m, y, i, n, total);
+}
+
+/* the row's max, 16 lanes at a time (a max does not depend on the grouping) */
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static float max_f32_avx512(const float *restrict x,
+                                                                                          int64_t n) {
+  __m512 mv = _mm512_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) mv = _mm512_max_ps(_mm512_loadu_ps(x + i), mv); /* x NaN: keeps mv, as max_f32 */
+  float m = _mm512_reduce_max_ps(mv);
+  for (; i < n; i++) m = x[i] > m ? x[i] : m;
+  return m;
 }
 #endif
 
 static double exp_sum_f32(const float *restrict x, float m, float *restrict y, int64_t n) {
-#ifdef HAVE_AVX2_SWEEP
+#ifdef HAVE_WIDE_SWEEP
+  if (__builtin_cpu_supports("avx512f")) return exp_sum_f32_avx512(x, m, y, n);
   if (__builtin_cpu_supports("avx2")) return exp_sum_f32_avx2(x, m, y, n);
 #endif
   return exp_sum_f32_sse(x, m, y, n);
+}
+
+/* The row's max; a zero max is made +0, so -0 and +0 rows give the same bits in any width. */
+static float max_f32(const float *restrict x, int64_t n) {
+  float m;
+#ifdef HAVE_WIDE_SWEEP
+  if (n >= 16 && __builtin_cpu_supports("avx512f")) m = max_f32_avx512(x, n);
+  else
+#endif
+    m = max_f32_sse(x, n);
+  return m == 0 ? 0.0f : m;
 }
 
 /* y = y * a (log_out 0) or y = x - a - b (log_out 1): GCC -O2 leaves such loops scalar when
