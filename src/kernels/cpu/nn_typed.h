@@ -188,16 +188,40 @@ typedef struct {
   int64_t s;
 } SUF(ds_job);
 
+/* The row sums in vector lanes of R over at most 256 elements, each such partial then added
+ * in double (row_sum's scheme); the products dP * P in R, as the lanes make them. */
 static void SUF(ds_rows)(int64_t i0, int64_t i1, void *vj) {
   const SUF(ds_job) *j = vj;
+  const int64_t lanes = (int64_t)(16 / sizeof(R));
   int64_t s = j->s;
   for (int64_t i = i0; i < i1; i++) {
     const R *pr = j->p + i * s;
     R *dr = j->dp + i * s;
     double acc = 0;
-    for (int64_t c = 0; c < s; c++) acc += (double)dr[c] * pr[c];
+    int64_t c = 0;
+    while (c + 2 * lanes <= s) {
+      int64_t end = s - c > 256 ? c + 256 : s;
+      SUF(vec) lo = {0}, hi = {0};
+      for (; c + 2 * lanes <= end; c += 2 * lanes) {
+        SUF(vec) a, b, pa, pb;
+        memcpy(&a, dr + c, sizeof a);
+        memcpy(&b, dr + c + lanes, sizeof b);
+        memcpy(&pa, pr + c, sizeof pa);
+        memcpy(&pb, pr + c + lanes, sizeof pb);
+        lo += a * pa, hi += b * pb;
+      }
+      for (int64_t l = 0; l < lanes; l++) acc += (double)lo[l] + hi[l];
+    }
+    for (; c < s; c++) acc += (double)(dr[c] * pr[c]);
     R rs = (R)acc;
-    for (int64_t c = 0; c < s; c++) dr[c] = pr[c] * (dr[c] - rs);
+    for (c = 0; c + lanes <= s; c += lanes) {
+      SUF(vec) d, pv;
+      memcpy(&d, dr + c, sizeof d);
+      memcpy(&pv, pr + c, sizeof pv);
+      d = pv * (d - rs);
+      memcpy(dr + c, &d, sizeof d);
+    }
+    for (; c < s; c++) dr[c] = pr[c] * (dr[c] - rs);
   }
 }
 

@@ -143,7 +143,12 @@ exp_sum_f32_avx512(const float *restrict x, float m, float *restrict y, int64_t 
     _mm512_storeu_ps(l, acc);
     total += lanes16_total(l);
   }
-  return exp_sum_tail(x, m, y, i, n, total);
+  if (i < n) { /* the tail in one masked register: each element's exp as in any width */
+    __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, k, exp16v(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv)));
+    for (; i < n; i++) total += y[i];
+  }
+  return total;
 }
 
 /* the row's max, 16 lanes at a time (a max does not depend on the grouping) */
