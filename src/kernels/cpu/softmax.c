@@ -63,10 +63,14 @@ static float max_f32_sse(const float *restrict x, int64_t n) {
  * one AVX-512 register where it has AVX-512F.  All add the same lanes in the same order, the
  * exp is the same lane arithmetic in every width (vec_math.h), and GCC keeps
  * -ffp-contract=off under -std=c11 (no fused multiply-add): the same bits on every machine. */
-static double lanes16_total(const float *l) {
+/* The 16 lanes' total in double, halving: p[k] = l[k] + l[k+8], then p[k] + p[k+4], then
+ * + [k+2], then the last two (lanes16_total_avx512: the same adds in registers). */
+static inline double lanes16_total(const float *l) {
   double p[8];
-  for (int k = 0; k < 8; k++) p[k] = (double)l[2 * k] + l[2 * k + 1];
-  return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+  for (int k = 0; k < 8; k++) p[k] = (double)l[k] + l[k + 8];
+  for (int k = 0; k < 4; k++) p[k] += p[k + 4];
+  for (int k = 0; k < 2; k++) p[k] += p[k + 2];
+  return p[0] + p[1];
 }
 
 static double exp_sum_tail(const float *x, float m, float *y, int64_t i, int64_t n, double total) {
@@ -126,6 +130,13 @@ __attribute__((target("avx2"))) static double exp_sum_f32_avx2(const float *rest
   return exp_sum_tail(x, m, y, i, n, total);
 }
 
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static inline double lanes16_total_avx512(__m512 acc) {
+  __m512d p = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(acc)), _mm512_cvtps_pd(_mm512_extractf32x8_ps(acc, 1)));
+  __m256d q = _mm256_add_pd(_mm512_castpd512_pd256(p), _mm512_extractf64x4_pd(p, 1));
+  __m128d r = _mm_add_pd(_mm256_castpd256_pd128(q), _mm256_extractf128_pd(q, 1));
+  return _mm_cvtsd_f64(r) + _mm_cvtsd_f64(_mm_unpackhi_pd(r, r));
+}
+
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static double
 exp_sum_f32_avx512(const float *restrict x, float m, float *restrict y, int64_t n) {
   double total = 0;
@@ -139,9 +150,7 @@ exp_sum_f32_avx512(const float *restrict x, float m, float *restrict y, int64_t 
       _mm512_storeu_ps(y + i, v);
       acc = _mm512_add_ps(acc, v);
     }
-    float l[16];
-    _mm512_storeu_ps(l, acc);
-    total += lanes16_total(l);
+    total += lanes16_total_avx512(acc);
   }
   if (i < n) { /* the tail in one masked register: each element's exp as in any width */
     __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
@@ -329,25 +338,24 @@ int dt_cpu_log_softmax(const dt_op_args *a, dt_tensor **out) { return run_softma
  * sum(g)) along one dim: per line one sweep for the sum, one for dx.  The sums in double
  * (float32: lanes over at most 256 elements, then added in double, as exp_sum's). ---- */
 
-/* sum(g y) (log_out 0) or sum(g) (log_out 1) of one contiguous float32 line */
+/* sum(g y) (log_out 0) or sum(g) (log_out 1) of one contiguous float32 line: 16 lanes as the
+ * exp sweep's (four SSE registers, or one AVX-512), the same bits in both */
 static double bw_sum_f32(const float *restrict g, const float *restrict y, int64_t n, int log_out) {
   double total = 0;
   int64_t i = 0;
-  while (i + 8 <= n) {
+  while (i + 16 <= n) {
     int64_t end = n - i > 256 ? i + 256 : n;
-    v4f lo = splat(0), hi = splat(0);
-    for (; i + 8 <= end; i += 8) {
-      v4f a, b, c, d;
-      memcpy(&a, g + i, sizeof a);
-      memcpy(&b, g + i + 4, sizeof b);
-      if (!log_out) {
-        memcpy(&c, y + i, sizeof c);
-        memcpy(&d, y + i + 4, sizeof d);
-        a *= c, b *= d;
+    v4f acc[4] = {splat(0), splat(0), splat(0), splat(0)};
+    for (; i + 16 <= end; i += 16)
+      for (int q = 0; q < 4; q++) {
+        v4f a, c;
+        memcpy(&a, g + i + 4 * q, sizeof a);
+        if (!log_out) memcpy(&c, y + i + 4 * q, sizeof c), a *= c;
+        acc[q] += a;
       }
-      lo += a, hi += b;
-    }
-    total += (((double)lo[0] + lo[1]) + ((double)lo[2] + lo[3])) + (((double)hi[0] + hi[1]) + ((double)hi[2] + hi[3]));
+    float l[16];
+    memcpy(l, acc, sizeof l);
+    total += lanes16_total(l);
   }
   for (; i < n; i++) total += log_out ? g[i] : g[i] * y[i];
   return total;
@@ -356,22 +364,61 @@ static double bw_sum_f32(const float *restrict g, const float *restrict y, int64
 /* dx = y (g - s) (log_out 0) or g - exp(y) s (log_out 1), 4 lanes, the tail padded */
 static void bw_finish_f32(const float *restrict g, const float *restrict y, float *restrict dx, int64_t n, float s,
                           int log_out) {
-  for (int64_t i = 0; i < n; i += 4) {
-    v4f gv = splat(0), yv = splat(0);
-    int64_t w = n - i < 4 ? n - i : 4;
-    if (w == 4) memcpy(&gv, g + i, sizeof gv), memcpy(&yv, y + i, sizeof yv);
-    else
-      for (int64_t j = 0; j < w; j++) gv[j] = g[i + j], yv[j] = y[i + j];
-    if (log_out) {
-      exp4(&yv);
-      gv = gv - yv * splat(s);
-    } else {
-      gv = yv * (gv - splat(s));
-    }
-    if (w == 4) memcpy(dx + i, &gv, sizeof gv);
-    else
-      for (int64_t j = 0; j < w; j++) dx[i + j] = gv[j];
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    v4f gv, yv;
+    memcpy(&gv, g + i, sizeof gv), memcpy(&yv, y + i, sizeof yv);
+    if (log_out) exp4(&yv), gv = gv - yv * splat(s);
+    else gv = yv * (gv - splat(s));
+    memcpy(dx + i, &gv, sizeof gv);
   }
+  if (i < n) {
+    v4f gv = splat(0), yv = splat(0);
+    for (int64_t j = 0; i + j < n; j++) gv[j] = g[i + j], yv[j] = y[i + j];
+    if (log_out) exp4(&yv), gv = gv - yv * splat(s);
+    else gv = yv * (gv - splat(s));
+    for (int64_t j = 0; i + j < n; j++) dx[i + j] = gv[j];
+  }
+}
+
+static void bw_line_f32_sse(const float *g, const float *y, float *dx, int64_t n, int log_out) {
+  bw_finish_f32(g, y, dx, n, (float)bw_sum_f32(g, y, n, log_out), log_out);
+}
+
+#ifdef HAVE_WIDE_SWEEP
+/* the same line in AVX-512: the same lanes for the sum, the same element arithmetic for dx */
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static void
+bw_line_f32_avx512(const float *g, const float *y, float *dx, int64_t n, int log_out) {
+  double total = 0;
+  int64_t i = 0;
+  while (i + 16 <= n) {
+    int64_t end = n - i > 256 ? i + 256 : n;
+    __m512 acc = _mm512_setzero_ps();
+    for (; i + 16 <= end; i += 16) {
+      __m512 a = _mm512_loadu_ps(g + i);
+      acc = _mm512_add_ps(acc, log_out ? a : _mm512_mul_ps(a, _mm512_loadu_ps(y + i)));
+    }
+    total += lanes16_total_avx512(acc);
+  }
+  for (; i < n; i++) total += log_out ? g[i] : g[i] * y[i];
+  __m512 sv = _mm512_set1_ps((float)total);
+  for (i = 0; i < n; i += 16) {
+    __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+    __m512 gv = _mm512_maskz_loadu_ps(k, g + i), yv = _mm512_maskz_loadu_ps(k, y + i);
+    __m512 d = log_out ? _mm512_sub_ps(gv, _mm512_mul_ps(exp16v(yv), sv)) : _mm512_mul_ps(yv, _mm512_sub_ps(gv, sv));
+    _mm512_mask_storeu_ps(dx + i, k, d);
+  }
+}
+#endif
+
+static void bw_line_f32(const float *g, const float *y, float *dx, int64_t n, int log_out) {
+#ifdef HAVE_WIDE_SWEEP
+  if (__builtin_cpu_supports("avx512f")) {
+    bw_line_f32_avx512(g, y, dx, n, log_out);
+    return;
+  }
+#endif
+  bw_line_f32_sse(g, y, dx, n, log_out);
 }
 
 #define DEFINE_SOFTMAX_BW(NAME, T, EXP, LINE)                                                                         \
@@ -399,10 +446,6 @@ static void bw_finish_f32(const float *restrict g, const float *restrict y, floa
         }                                                                                                             \
     }                                                                                                                 \
   }
-
-static void bw_line_f32(const float *g, const float *y, float *dx, int64_t n, int log_out) {
-  bw_finish_f32(g, y, dx, n, (float)bw_sum_f32(g, y, n, log_out), log_out);
-}
 
 static void bw_line_f64(const double *g, const double *y, double *dx, int64_t n, int log_out) {
   double s0 = 0, s1 = 0; /* two partial sums */
