@@ -81,25 +81,32 @@ static double exp_sum_tail(const float *x, float m, float *y, int64_t i, int64_t
   return total;
 }
 
+/* The SSE form of the 16 lanes: total += the lanes' sums of vectors `a` that BODY makes for
+ * elements j..j+3, over at most 256 elements at a time (i advances; the tail is the caller's). */
+#define SUM16_SSE(total, i, n, BODY)                                    \
+  while (i + 16 <= n) {                                                 \
+    int64_t end_ = n - i > 256 ? i + 256 : n;                           \
+    v4f acc_[4] = {splat(0), splat(0), splat(0), splat(0)};             \
+    for (; i + 16 <= end_; i += 16)                                     \
+      for (int64_t j = i; j < i + 16; j += 4) {                         \
+        v4f a;                                                          \
+        BODY;                                                           \
+        acc_[(j - i) / 4] += a;                                         \
+      }                                                                 \
+    float l_[16];                                                       \
+    memcpy(l_, acc_, sizeof l_);                                        \
+    total += lanes16_total(l_);                                         \
+  }
+
 static double exp_sum_f32_sse(const float *restrict x, float m, float *restrict y, int64_t n) {
   double total = 0;
   int64_t i = 0;
-  while (i + 16 <= n) {
-    int64_t end = n - i > 256 ? i + 256 : n;
-    v4f acc[4] = {splat(0), splat(0), splat(0), splat(0)};
-    for (; i + 16 <= end; i += 16)
-      for (int q = 0; q < 4; q++) {
-        v4f a;
-        memcpy(&a, x + i + 4 * q, sizeof a);
-        a -= splat(m);
-        exp4(&a);
-        memcpy(y + i + 4 * q, &a, sizeof a);
-        acc[q] += a;
-      }
-    float l[16];
-    memcpy(l, acc, sizeof l);
-    total += lanes16_total(l);
-  }
+  SUM16_SSE(total, i, n, {
+    memcpy(&a, x + j, sizeof a);
+    a -= splat(m);
+    exp4(&a);
+    memcpy(y + j, &a, sizeof a);
+  })
   return exp_sum_tail(x, m, y, i, n, total);
 }
 
@@ -343,20 +350,14 @@ int dt_cpu_log_softmax(const dt_op_args *a, dt_tensor **out) { return run_softma
 static double bw_sum_f32(const float *restrict g, const float *restrict y, int64_t n, int log_out) {
   double total = 0;
   int64_t i = 0;
-  while (i + 16 <= n) {
-    int64_t end = n - i > 256 ? i + 256 : n;
-    v4f acc[4] = {splat(0), splat(0), splat(0), splat(0)};
-    for (; i + 16 <= end; i += 16)
-      for (int q = 0; q < 4; q++) {
-        v4f a, c;
-        memcpy(&a, g + i + 4 * q, sizeof a);
-        if (!log_out) memcpy(&c, y + i + 4 * q, sizeof c), a *= c;
-        acc[q] += a;
-      }
-    float l[16];
-    memcpy(l, acc, sizeof l);
-    total += lanes16_total(l);
-  }
+  SUM16_SSE(total, i, n, {
+    memcpy(&a, g + j, sizeof a);
+    if (!log_out) {
+      v4f c;
+      memcpy(&c, y + j, sizeof c);
+      a *= c;
+    }
+  })
   for (; i < n; i++) total += log_out ? g[i] : g[i] * y[i];
   return total;
 }
