@@ -94,6 +94,27 @@ describe("softmax / log_softmax", function()
     assert.are.same({0, 3}, dt.zeros(0, 3):softmax(2):size())
   end)
 
+  it("backward (the fused softmax_backward / log_softmax_backward ops) equals the composed formulas", function()
+    local prng = require("tests.spec.support.spec_helpers").prng(21)
+    for i = 1, 12 do
+      local nd = prng.int(1, 3)
+      local shape = {}
+      for k = 1, nd do shape[k] = prng.int(i == 3 and 0 or 1, i % 4 == 0 and 300 or 9) end
+      local dtype = i % 2 == 0 and "float64" or "float32"
+      local d = prng.int(1, nd)
+      local x, g = dt.randn(table.unpack(shape)):to(dtype):requires_grad_(), dt.randn(table.unpack(shape)):to(dtype)
+      for _, log in ipairs({false, true}) do
+        local y = log and x:log_softmax(d) or x:softmax(d)
+        y:backward(g)
+        local yd = y:detach()
+        local want = log and g - yd:exp() * g:sum(d, true) or yd * (g - (g * yd):sum(d, true))
+        local what = string.format("%s %s dim %d %s", log and "log_softmax" or "softmax", table.concat(shape, "x"), d, dtype)
+        assert.is_true(x.grad:allclose(want, dtype == "float32" and 1e-5 or 1e-12, dtype == "float32" and 1e-6 or 1e-14), what)
+        x.grad = nil
+      end
+    end
+  end)
+
   it("raise clear errors", function()
     local x = dt.zeros(2, 3)
     assert.matches("softmax: dim is required, e.g. t:softmax(-1)", R.error_of(x.softmax, x), 1, true)
@@ -119,6 +140,16 @@ do
       close({1, 1, 1}, a:softmax(1):sum(1):totable(), 1e-15)
       fails("softmax: dim is required", a.softmax, a)
       fails("softmax: dim 5 out of range for a 2-d tensor", a.softmax, a, 5)
+    end)
+
+    it("softmax_backward names the op and the values it refuses", function()
+      local g, y = dt.zeros(2, 3), dt.zeros(2, 3)
+      fails("softmax_backward: grad has shape {3,2}, the output {2,3}", dt._softmax_backward, dt.zeros(3, 2), y, 1)
+      fails("log_softmax_backward: grad has dtype float64, the output float32", dt._softmax_backward, g:double(), y, 1, true)
+      fails("softmax_backward: dim 3 out of range", dt._softmax_backward, g, y, 3)
+      fails("softmax_backward: dim is required", dt._softmax_backward, g, y)
+      fails("softmax_backward: expected a tensor for y, got nil", dt._softmax_backward, g, nil, 1)
+      fails("softmax_backward: input dtype int64 is not floating point", dt._softmax_backward, g:long(), y:long(), 1)
     end)
   end)
 end
