@@ -7,6 +7,11 @@ local function have_tmux() return os.execute("command -v tmux >/dev/null 2>&1") 
 
 local base, nsessions, session = "dtlua_repl_" .. tostring(os.time()) .. "_" .. tostring(math.random(1e6)), 0
 local history = os.tmpname()
+-- a tmux server of this run's own (-S): parallel runs sharing the default server's socket
+-- lost it when another run's last session ended
+local socket = os.tmpname()
+os.remove(socket)
+local TMUX = "tmux -S " .. socket .. " "
 
 local function sh(cmd)
   local p = io.popen(cmd .. " 2>&1")
@@ -20,13 +25,13 @@ local function start(args)
   nsessions = nsessions + 1
   session = base .. "_" .. nsessions
   local dtlua = S.DTLUA:sub(1, 1) == "/" and S.DTLUA or (os.getenv("PWD") .. "/" .. S.DTLUA)
-  sh(string.format("tmux new-session -d -s %s -x 150 -y 50 %s", session,
+  sh(string.format(TMUX .. "new-session -d -s %s -x 150 -y 50 %s", session,
     S.sh_quote("DTLUA_HISTORY=" .. history .. " " .. dtlua .. " " .. (args or ""))))
   sleep(0.5)
 end
-local function keys(...) sh("tmux send-keys -t " .. session .. " " .. table.concat({...}, " ")) sleep(0.4) end
-local function screen() return sh("tmux capture-pane -p -t " .. session) end
-local function stop() sh("tmux kill-session -t " .. session) end
+local function keys(...) sh(TMUX .. "send-keys -t " .. session .. " " .. table.concat({...}, " ")) sleep(0.4) end
+local function screen() return sh(TMUX .. "capture-pane -p -t " .. session) end
+local function stop() sh(TMUX .. "kill-session -t " .. session) end
 
 -- waits until the screen shows text (a slow machine under load), then returns the screen
 local function shows(text)
@@ -45,7 +50,7 @@ describe("the REPL in a terminal (tmux)", function()
     return
   end
   after_each(function() stop() end)
-  teardown(function() os.remove(history) end)
+  teardown(function() os.remove(history); os.remove(socket) end)
 
   it("=expr, completion of dt names and tensor methods, history across sessions", function()
     os.remove(history)
@@ -98,6 +103,6 @@ describe("the REPL in a terminal (tmux)", function()
     assert.matches("[0] 5\n[1] 6\n[2] 7\n[3] 8", s, 1, true)
     keys("C-c")
     sleep(0.5)
-    assert.are_not.equal(true, os.execute("tmux has-session -t " .. session .. " 2>/dev/null"))
+    assert.are_not.equal(true, os.execute(TMUX .. "has-session -t " .. session .. " 2>/dev/null"))
   end)
 end)
