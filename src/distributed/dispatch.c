@@ -263,8 +263,10 @@ static int strided_hidden(const dt_op_def *op, int nin, const dt_dspec *const *s
     ptrs[i] = sp[i];
     if (!sp[i]) continue;
     copies[i] = *sp[i];
-    for (int m = 0; m < nm; m++)
-      if (copies[i].p[m].kind == DT_STRIDED_SHARD) copies[i].p[m] = dt_rule_R();
+    for (int m = 0; m < nm; m++) /* a Shard beside a _StridedShard of its dim chunks its blocks: hidden too */
+      if (copies[i].p[m].kind == DT_STRIDED_SHARD ||
+          (copies[i].p[m].kind == DT_SHARD && dt_dspec_split_of(sp[i]->p, nm, copies[i].p[m].dim)))
+        copies[i].p[m] = dt_rule_R();
     ptrs[i] = &copies[i];
   }
   *out = ptrs;
