@@ -210,8 +210,9 @@ describe("nested _StridedShard (FSDP + TP)", function()
         for m, p in ipairs(lay[2](a)) do is(v.placements[m], p, what) end
         assert.is_true(H.same(v:full_tensor(), x:view(a * b, c)), what)
         assert.is_true(H.same(v:to_local(), d:to_local():flatten(1, 2)), what .. " the local view")
+        local rep = dt.distribute_tensor(x:view(a * b, c), mesh, {R(), R()})
         silent(what .. " pointwise, transpose and view back", function()
-          y = v * 2 + v
+          y = v * 2 + v + rep - rep
           t = y:t()
           back = y:view(a, b, c)
         end)
@@ -222,8 +223,13 @@ describe("nested _StridedShard (FSDP + TP)", function()
         assert.is_true(H.same(y:full_tensor(), (x * 2 + x):view(a * b, c)), what)
         assert.is_true(H.same(t:full_tensor(), (x * 2 + x):view(a * b, c):t()), what)
         assert.is_true(H.same(back:full_tensor(), x * 2 + x), what)
-        -- other ops gather it: the single-device values
+        -- other ops gather it: the single-device values; random ops draw the one-device bits
         H.close(v:to("float64"):sum(1), x:view(a * b, c):to("float64"):sum(1), what .. " sum")
+        local probs = (v:to("float32") * 0 + 0.5)
+        dt.manual_seed(case)
+        local drawn = dt.bernoulli(probs)
+        dt.manual_seed(case)
+        assert.is_true(H.same(drawn:full_tensor(), dt.bernoulli(probs:full_tensor())), what .. " bernoulli")
       end
     end)
 
