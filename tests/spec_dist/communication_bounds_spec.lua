@@ -316,3 +316,65 @@ describe("communication dtlua keeps below PyTorch's", function()
     close(loss:full_tensor(), dt.nn.functional.cross_entropy(logits, target), "cross_entropy")
   end)
 end)
+
+describe("the cases of the differential run against PyTorch", function()
+  local rng = H.prng(4711)
+  it("amax/amin over an unevenly sharded dim give Partial(max)/(min) without a collective when no shard is empty",
+    function()
+      for case = 1, 12 do
+        local shape = rand_shape(rng, 2, false)
+        local x = values(rng, shape)
+        for _, mm in ipairs(meshes()) do
+          local name, mesh, nm = mm[1], mm[2], mm[3]
+          local d = dt.distribute_tensor(x, mesh, all(S(1), nm))
+          local what = ("amax of S1 %s on %s"):format(shape_string(shape), name)
+          -- the shortest shard: the last coordinate's chunk of the last chunk
+          local L = shape[1]
+          for _, k in ipairs(mesh:shape()) do
+            local _, len = H.chunk(L, k, k - 1)
+            L = len
+          end
+          local a, b, c
+          local cd = dt.comm_debug(function() a, b, c = d:amax(1), d:amin(1, true), d:amax() end)
+          if L > 0 then
+            assert.are.equal(0, #cd.ops, what)
+            placements_are(all(P("max"), nm), a.placements, what)
+            placements_are(all(P("min"), nm), b.placements, what)
+          end
+          close(a:full_tensor(), x:amax(1), what)
+          close(b:full_tensor(), x:amin(1, true), what)
+          close(c:full_tensor(), x:amax(), what)
+        end
+      end
+    end)
+
+  it("P(avg) + S and S - P(avg) gather the shard and keep Partial(avg) when the shards are even (as PyTorch)",
+    function()
+      local mesh = dt.init_device_mesh("cpu", {n})
+      for _, shape in ipairs({{n}, {2 * n, 3}, {n, 1}}) do
+        local x = values(rng, shape)
+        local pa, s = partial_of(x, mesh, "avg"), dt.distribute_tensor(x * 2, mesh, {S(1)})
+        local y, z
+        local what = "P(avg) + S " .. shape_string(shape)
+        bounded(n > 1 and 2 or 0, 2 * 8 * x:numel() // n, what, function() y, z = pa + s, s - pa end)
+        placements_are({P("avg")}, y.placements, what)
+        placements_are({P("avg")}, z.placements, what)
+        close(y:full_tensor(), x * 3, what)
+        close(z:full_tensor(), x, what)
+      end
+    end)
+
+  it("flattening a dim sharded on two mesh dims keeps both shardings (nested _StridedShard): no collective", function()
+    if n ~= 4 then return end
+    local mesh = dt.init_device_mesh("cpu", {2, 2})
+    for case = 1, 8 do
+      local shape = {rng.int(2, 5), rng.int(2, 7), rng.int(0, 3)}
+      local x = values(rng, shape)
+      local d = dt.distribute_tensor(x, mesh, {S(2), S(1)})
+      local v
+      bounded(0, 0, "flatten " .. shape_string(shape), function() v = d:flatten(1, 2) end)
+      assert.are.equal(tostring(dt._StridedShard(1, shape[1])), tostring(v.placements[1]))
+      close(v:full_tensor(), x:flatten(1, 2), "flatten " .. shape_string(shape))
+    end
+  end)
+end)
