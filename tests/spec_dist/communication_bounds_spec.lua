@@ -364,6 +364,26 @@ describe("the cases of the differential run against PyTorch", function()
       end
     end)
 
+  it("index_select with x and the index sharded on the selected dim gathers x only, the output sharded", function()
+    local mesh = dt.init_device_mesh("cpu", {n})
+    for case = 1, 8 do
+      local rows, cols, k = rng.int(1, 4), rng.int(1, 9), rng.int(1, 7)
+      local x = values(rng, {rows, cols})
+      local idx = dt.tensor((function()
+        local t = {}
+        for i = 1, k do t[i] = rng.int(1, cols) end
+        return t
+      end)()):to("int64")
+      local dx, di = dt.distribute_tensor(x, mesh, {S(2)}), dt.distribute_tensor(idx, mesh, {S(1)})
+      local y
+      local what = ("index_select [%dx%d] by %d indices"):format(rows, cols, k)
+      local shard = rows * ((cols + n - 1) // n) -- the largest shard of x
+      bounded(n > 1 and 1 or 0, 8 * shard, what, function() y = dt.index_select(dx, 2, di) end)
+      placements_are({S(2)}, y.placements, what)
+      close(y:full_tensor(), dt.index_select(x, 2, idx), what)
+    end
+  end)
+
   it("flattening a dim sharded on two mesh dims keeps both shardings (nested _StridedShard): no collective", function()
     if n ~= 4 then return end
     local mesh = dt.init_device_mesh("cpu", {2, 2})
