@@ -384,6 +384,21 @@ describe("the cases of the differential run against PyTorch", function()
     end
   end)
 
+  it("views of zero-size sharded tensors move nothing (the shards stay on a zero-size dim)", function()
+    for _, mm in ipairs(meshes()) do
+      local name, mesh, nm = mm[1], mm[2], mm[3]
+      for _, shape in ipairs({{3, 0}, {0, 5}, {2, 0, 3}, {4, 3, 0}}) do
+        local x = values(rng, shape)
+        local d = dt.distribute_tensor(x, mesh, all(S(1), nm))
+        local f, v
+        local what = ("flatten and view of %s on %s"):format(shape_string(shape), name)
+        bounded(0, 0, what, function() f, v = d:flatten(), d:view(7, 0) end)
+        close(f:full_tensor(), x:flatten(), what)
+        close(v:full_tensor(), x:view(7, 0), what)
+      end
+    end
+  end)
+
   it("flattening a dim sharded on two mesh dims keeps both shardings (nested _StridedShard): no collective", function()
     if n ~= 4 then return end
     local mesh = dt.init_device_mesh("cpu", {2, 2})

@@ -158,7 +158,13 @@ static void regroup(const dt_rule_args *r, dt_placement *q) {
   int64_t xs[DT_MAX_DIMS], os[DT_MAX_DIMS];
   for (int d = 0; d < x->ndim; d++) xs[d] = x->shape[d] ? x->shape[d] : 1;
   for (int d = 0; d < o->ndim; d++) os[d] = o->shape[d] ? o->shape[d] : 1;
-  if (dt_shape_numel(x->ndim, x->shape) == 0 && dt_shape_numel(x->ndim, xs) != dt_shape_numel(o->ndim, os)) return;
+  if (dt_shape_numel(x->ndim, x->shape) == 0 && dt_shape_numel(x->ndim, xs) != dt_shape_numel(o->ndim, os)) {
+    int z = 0; /* else the shards stay on the output's first zero-size dim: empty everywhere */
+    while (o->shape[z] != 0) z++;
+    for (int m = 0; m < nm; m++)
+      if (x->p[m].kind == DT_SHARD || x->p[m].kind == DT_STRIDED_SHARD) q[m] = dt_rule_S(z);
+    return;
+  }
   for (int d = 0; d < x->ndim; d++) xsplit[d] = dt_dspec_split_of(x->p, nm, d);
   for (int d = 0; d < x->ndim; d++) /* a zero-size strided dim: seen as one block */
     if (xsplit[d] && !x->shape[d]) xsplit[d] = 1;
