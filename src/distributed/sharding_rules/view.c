@@ -3,11 +3,14 @@
  * view/reshape/flatten group the input dims with the output dims whose sizes multiply alike,
  * and a sharded dim stays sharded when the view keeps it whole (the identity view, or a group
  * of it alone with size-1 dims: uneven shards too, no collective, the local view shares
- * storage), or when it is the group's first (non-1) dim and both it and the group's first
- * output dim divide evenly by its shard count -- then every rank's shard is the same
- * contiguous block before and after; narrow/select replicate the dim they
- * cut (its start/index are global; a whole-dim narrow/slice keeps it).  Otherwise (uneven shards, a dim in
- * the middle of a group) it is replicated first: never a silently wrong view. */
+ * storage), as a _StridedShard when dims before it merge into its output dim, or when it is
+ * the group's first (non-1) dim and both it and the group's first output dim divide evenly by
+ * its shard count -- then every rank's shard is the same contiguous block before and after.
+ * Strided dims are seen split into (blocks, block) on both sides, so that dims sharded on two
+ * mesh dims flatten to nested placements (a Shard of the blocks beside a _StridedShard).
+ * narrow/select replicate the dim they cut (its start/index are global; a whole-dim
+ * narrow/slice keeps it).  Otherwise (uneven shards, a dim in the middle of a group) it is
+ * replicated first: never a silently wrong view. */
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #include <string.h>
