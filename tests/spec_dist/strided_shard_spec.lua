@@ -2,7 +2,9 @@
 -- non-leading sharded dim moves no data and gives _StridedShard(dim, split_factor); pointwise
 -- ops keep it, views back to the original shape restore the plain Shard, redistribute to and
 -- from it and full_tensor give the single-device values bitwise -- random shapes (even,
--- uneven, zero-size), 1-d meshes and a 2x2 mesh, collectives counted with dt.comm_debug.
+-- uneven, zero-size), 1-d meshes and a 2x2 mesh, collectives counted with dt.comm_debug;
+-- nested with a Shard of the same dim (FSDP + TP) on 2x2, 4x1, 1x4, 2x1 and 1x2 meshes, and
+-- Shard(d) <-> _StridedShard(d, k) by one all_to_all.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local rank, n = dt.rank(), dt.world_size()
 local R, S, SS = dt.Replicate, dt.Shard, dt._StridedShard
