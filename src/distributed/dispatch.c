@@ -163,14 +163,33 @@ static int insert(dt_dispatch_state *s, entry *e) {
 
 /* Redistribution cost of every input to the strategy's placements; < 0 when impossible.
  * *moved counts the inputs that change (the first tie-break). */
-static double price(dt_context *ctx, const dt_op_args *a, const dt_dspec *const *sp, const dt_strategy *st, int *moved) {
+/* The bytes the collectives of plan take as input on a rank (PyTorch's count: an all_gather's
+ * shard, a reduce_scatter's whole tensor), from the model's bytes moved. */
+static double input_bytes(const dt_mesh *mesh, const dt_redist_plan *plan) {
+  double in = 0;
+  for (int i = 0; i < plan->n; i++) {
+    const dt_redist_step *st = &plan->steps[i];
+    double g = 1;
+    for (int m = 0; m < mesh->ndim; m++)
+      if (st->mask >> m & 1) g *= mesh->shape[m];
+    if (g < 2) continue;
+    if (st->kind == DT_STEP_ALL_GATHER) in += st->bytes / (g - 1);
+    else if (st->kind == DT_STEP_ALL_REDUCE) in += st->bytes * g / (2 * (g - 1));
+    else if (st->kind == DT_STEP_REDUCE_SCATTER || st->kind == DT_STEP_ALL_TO_ALL) in += st->bytes * g / (g - 1);
+  }
+  return in;
+}
+
+static double price(dt_context *ctx, const dt_op_args *a, const dt_dspec *const *sp, const dt_strategy *st, int *moved,
+                    double *in_bytes) {
   double cost = 0;
-  *moved = 0;
+  *moved = 0, *in_bytes = 0;
   for (int i = 0; i < a->nin; i++) {
     if (!sp[i] || dt_placements_equal(sp[i]->p, st->in[i], sp[i]->mesh->ndim)) continue;
     const dt_redist_plan *plan;
     if (dt_redistribute_plan(ctx, sp[i], st->in[i], 1, &plan) != DT_OK) return -1;
     cost += plan->cost;
+    *in_bytes += input_bytes(sp[i]->mesh, plan);
     ++*moved;
   }
   return cost;
@@ -220,15 +239,19 @@ static void *miss_alloc(int nin, miss_block *b) {
   return p;
 }
 
-/* The cheapest reachable strategy of s[0..n) (ties: fewer inputs moved, then the rule's
- * order), described line by line in explain mode; -1 when none is reachable. */
+/* The cheapest reachable strategy of s[0..n) (ties: fewer inputs moved, then fewer bytes into
+ * collectives -- PyTorch's choice where the model cannot tell an all_gather of a shard from a
+ * reduce_scatter of the whole --, then the rule's order), described line by line in explain
+ * mode; -1 when none is reachable. */
 static int cheapest(dt_context *ctx, const dt_op_args *ga, const dt_dspec *const *sp, const dt_strategy *s, int n,
                     int nout, int nm, double *best_cost) {
   int best = -1, best_moved = 0, explain = ctx->modes.explain;
+  double best_in = 0;
   char line[1024];
   for (int i = 0; i < n; i++) {
     int moved;
-    double cost = price(ctx, ga, sp, &s[i], &moved);
+    double in;
+    double cost = price(ctx, ga, sp, &s[i], &moved, &in);
     if (explain) {
       fmt_strategy(line, sizeof line - 64, &s[i], ga->nin, sp, nout, nm);
       size_t at = strlen(line);
@@ -237,7 +260,8 @@ static int cheapest(dt_context *ctx, const dt_op_args *ga, const dt_dspec *const
       explain_line(ctx->dispatch, line);
     }
     if (cost < 0) continue;
-    if (best < 0 || cost < *best_cost || (cost == *best_cost && moved < best_moved)) best = i, *best_cost = cost, best_moved = moved;
+    if (best < 0 || cost < *best_cost || (cost == *best_cost && (moved < best_moved || (moved == best_moved && in < best_in))))
+      best = i, *best_cost = cost, best_moved = moved, best_in = in;
   }
   if (explain && best >= 0) {
     fmt_strategy(line, sizeof line - 16, &s[best], ga->nin, sp, nout, nm);
@@ -263,8 +287,10 @@ static int strided_hidden(const dt_op_def *op, int nin, const dt_dspec *const *s
     ptrs[i] = sp[i];
     if (!sp[i]) continue;
     copies[i] = *sp[i];
-    for (int m = 0; m < nm; m++)
-      if (copies[i].p[m].kind == DT_STRIDED_SHARD) copies[i].p[m] = dt_rule_R();
+    for (int m = 0; m < nm; m++) /* a Shard beside a _StridedShard of its dim chunks its blocks: hidden too */
+      if (copies[i].p[m].kind == DT_STRIDED_SHARD ||
+          (copies[i].p[m].kind == DT_SHARD && dt_dspec_split_of(sp[i]->p, nm, copies[i].p[m].dim)))
+        copies[i].p[m] = dt_rule_R();
     ptrs[i] = &copies[i];
   }
   *out = ptrs;

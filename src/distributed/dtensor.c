@@ -13,9 +13,10 @@ void dt_chunk(int64_t L, int n, int c, int64_t *start, int64_t *len) {
   *len = L - s < chunk ? L - s : chunk;
 }
 
-/* A _StridedShard's dim splits into (split, size / split) blocks, and no other mesh dim may
- * shard it (its shards are not blocks of the dim, so nesting another chunking in them is not
- * expressible here).  Dims already normalised. */
+/* A _StridedShard's dim splits into (split, size / split) blocks.  Several mesh dims may shard
+ * it: its _StridedShards (one split factor) chunk the inside of every block, its plain Shards
+ * chunk the blocks themselves (FSDP + TP's [_StridedShard(d, k), Shard(d)]): a plain sharding of
+ * the dim seen as (k, L / k).  Dims already normalised. */
 static int check_strided(const dt_mesh *mesh, const dt_placement *p, const int64_t *shape, const char *op) {
   for (int i = 0; i < mesh->ndim; i++) {
     if (p[i].kind != DT_STRIDED_SHARD) continue;
@@ -27,12 +28,11 @@ static int check_strided(const dt_mesh *mesh, const dt_placement *p, const int64
     if (shape[d] % p[i].split != 0)
       return dt_error("%s: %s on mesh dim %d: tensor dim %d of size %lld does not split into %d equal blocks", op,
                       dt_placement_format(p[i], one, sizeof one), i + 1, d + 1, (long long)shape[d], p[i].split);
-    for (int j = 0; j < mesh->ndim; j++)
-      if (j != i && (p[j].kind == DT_SHARD || p[j].kind == DT_STRIDED_SHARD) && p[j].dim == d)
-        return dt_error("%s: placements %s shard tensor dim %d on mesh dims %d and %d, one of them a _StridedShard "
-                        "(not supported: redistribute to a plain Shard first)",
-                        op, dt_placements_format(p, mesh->ndim, all, sizeof all), d + 1, i < j ? i + 1 : j + 1,
-                        i < j ? j + 1 : i + 1);
+    for (int j = 0; j < i; j++)
+      if (p[j].kind == DT_STRIDED_SHARD && p[j].dim == d && p[j].split != p[i].split)
+        return dt_error("%s: placements %s split tensor dim %d by two factors (%d on mesh dim %d, %d on mesh dim %d)", op,
+                        dt_placements_format(p, mesh->ndim, all, sizeof all), d + 1, p[j].split, j + 1, p[i].split,
+                        i + 1);
   }
   return DT_OK;
 }
@@ -84,23 +84,26 @@ void dt_dspec_free(dt_dspec *s) {
   free(s);
 }
 
+int dt_dspec_split_of(const dt_placement *p, int nm, int d) {
+  for (int m = 0; m < nm; m++)
+    if (p[m].kind == DT_STRIDED_SHARD && p[m].dim == d) return p[m].split;
+  return 0;
+}
+
 void dt_dspec_local(const dt_dspec *s, const dt_placement *p, const int *coord, int64_t *shape, int64_t *offset) {
-  for (int d = 0; d < s->ndim; d++) shape[d] = s->shape[d], offset[d] = 0;
-  for (int m = 0; m < s->mesh->ndim; m++) {
-    if (p[m].kind == DT_STRIDED_SHARD) { /* split blocks, each chunked: offset is the chunk's start in a block */
-      int d = p[m].dim;
-      int64_t st, len;
-      dt_chunk(shape[d] / p[m].split, s->mesh->shape[m], coord[m], &st, &len);
-      offset[d] += st;
-      shape[d] = len * p[m].split;
-      continue;
+  int nm = s->mesh->ndim;
+  for (int d = 0; d < s->ndim; d++) {
+    int k = dt_dspec_split_of(p, nm, d);
+    /* the dim as (outer, inner) = (k, L / k): Shards chunk the outer blocks, _StridedShards
+     * the inside of each block, in mesh-dim order; a plain dim is all outer */
+    int64_t ost = 0, olen = k ? k : s->shape[d], ist = 0, ilen = k ? s->shape[d] / k : 1, st, len;
+    for (int m = 0; m < nm; m++) {
+      if (p[m].dim != d) continue;
+      if (p[m].kind == DT_SHARD) dt_chunk(olen, s->mesh->shape[m], coord[m], &st, &len), ost += st, olen = len;
+      if (p[m].kind == DT_STRIDED_SHARD) dt_chunk(ilen, s->mesh->shape[m], coord[m], &st, &len), ist += st, ilen = len;
     }
-    if (p[m].kind != DT_SHARD) continue;
-    int d = p[m].dim;
-    int64_t st, len;
-    dt_chunk(shape[d], s->mesh->shape[m], coord[m], &st, &len);
-    offset[d] += st;
-    shape[d] = len;
+    shape[d] = olen * ilen;
+    offset[d] = k ? ost * (s->shape[d] / k) + ist : ost; /* a _StridedShard's: its first element */
   }
 }
 

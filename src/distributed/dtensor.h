@@ -29,8 +29,11 @@ DT_API dt_dspec *dt_dspec_copy(const dt_dspec *s);
 DT_API void dt_dspec_free(dt_dspec *s);
 /* Local shape and global offset of the shard at mesh coordinates coord, with placements p
  * (so that planners can ask about intermediate states).  A _StridedShard's shard is no box:
- * its offset is the start of the rank's chunk inside each split block. */
+ * its offset is the global index of its first element (the chunk's start inside the first
+ * block it holds). */
 DT_API void dt_dspec_local(const dt_dspec *s, const dt_placement *p, const int *coord, int64_t *shape, int64_t *offset);
+/* The split factor of tensor dim d's _StridedShards in p (0: none). */
+DT_API int dt_dspec_split_of(const dt_placement *p, int nm, int d);
 /* Size of tensor dim d as seen by mesh dim m: chunked by the mesh dims before m that
  * shard d (at coord), not by m and later ones. */
 DT_API int64_t dt_dspec_logical_size(const dt_dspec *s, const dt_placement *p, const int *coord, int d, int m);

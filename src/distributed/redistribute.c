@@ -39,7 +39,10 @@ static void price(const dt_dspec *s, const dt_placement *p, dt_redist_step *st) 
   }
   st->bytes = moved;
   int local = st->kind == DT_STEP_CHUNK || st->kind == DT_STEP_PARTITION || st->kind == DT_STEP_PAD;
-  st->cost = !local ? DT_COST_ALPHA + DT_COST_BETA * moved : st->kind == DT_STEP_CHUNK ? 0 : DT_COST_LOCAL_PARTIAL;
+  /* a chunk, and a partition into avg/max/min (every rank keeps its replica), are free */
+  int free_local = st->kind == DT_STEP_CHUNK || (st->kind == DT_STEP_PARTITION && st->to.op != DT_REDUCE_SUM &&
+                                                 st->to.op != DT_REDUCE_PRODUCT);
+  st->cost = !local ? DT_COST_ALPHA + DT_COST_BETA * moved : free_local ? 0 : DT_COST_LOCAL_PARTIAL;
 }
 
 /* ---- validity ---- */

@@ -1,10 +1,12 @@
 /* Plans from and to _StridedShard placements.  _StridedShard(d, k) of a dim of size L is a
- * plain Shard of the inner dim of the same tensor seen as (..., k, L / k, ...): the local
- * shard, k blocks of the rank's chunk, is exactly that view's local shard.  So a plan runs
- * in that split view with the ordinary planner, and the executor only re-views the
- * (contiguous) local buffer before and after.  A plain Shard of a strided dim is not a
- * shard of the split view (its chunks cut across blocks): such a pair goes in two phases,
- * through Replicate on the mesh dims that hold those dims. */
+ * plain Shard of the inner dim of the same tensor seen as (..., k, L / k, ...), and a plain
+ * Shard of d beside it (FSDP + TP's [_StridedShard(d, k), Shard(d)]) a Shard of the outer dim:
+ * the local shard is exactly that view's local shard.  So a plan runs in that split view with
+ * the ordinary planner, and the executor only re-views the (contiguous) local buffer before
+ * and after.  A plain Shard of d on a side with no _StridedShard of d is a Shard of the outer
+ * dim too when its chunks are whole blocks (k divisible by its shard count): then
+ * Shard(d) <-> _StridedShard(d, k) is one all_to_all.  Other pairs go in two phases, through
+ * Replicate on the mesh dims that shard the strided dims. */
 #include "distributed/redistribute.h"
 
 #include <string.h>
@@ -12,39 +14,49 @@
 #include "base/error.h"
 
 /* The split factor of tensor dim d in from/to (0: not strided), or -1 when it cannot be seen
- * split: two different factors, or a plain Shard of it on either side. */
+ * split: two different factors, or a side without a _StridedShard of d whose Shards of d cut
+ * the blocks. */
 static int split_of(const dt_dspec *s, const dt_placement *from, const dt_placement *to, int d) {
-  int k = 0, plain = 0;
+  int nm = s->mesh->ndim, k = 0;
   const dt_placement *lists[2] = {from, to};
-  for (int l = 0; l < 2; l++)
-    for (int m = 0; m < s->mesh->ndim; m++) {
-      dt_placement p = lists[l][m];
-      if (p.dim != d) continue;
-      if (p.kind == DT_SHARD) plain = 1;
-      if (p.kind != DT_STRIDED_SHARD) continue;
-      if (k && k != p.split) return -1;
-      k = p.split;
-    }
-  return k && plain ? -1 : k;
+  for (int l = 0; l < 2; l++) {
+    int kl = dt_dspec_split_of(lists[l], nm, d);
+    if (kl && k && kl != k) return -1;
+    if (kl) k = kl;
+  }
+  for (int l = 0; k && l < 2; l++) {
+    if (dt_dspec_split_of(lists[l], nm, d)) continue;
+    int64_t parts = 1;
+    for (int m = 0; m < nm; m++)
+      if (lists[l][m].kind == DT_SHARD && lists[l][m].dim == d) parts *= s->mesh->shape[m];
+    if (k % parts != 0) return -1;
+  }
+  return k;
+}
+
+/* p in the split view: a _StridedShard shards its dim's inner part, a Shard of a split dim the
+ * outer one (map: a dim's inner, or only, dim in the view; split: whether it was split). */
+static dt_placement split_placement(dt_placement p, const int *map, const int *split) {
+  if (p.kind != DT_SHARD && p.kind != DT_STRIDED_SHARD) return p;
+  int d = map[p.dim];
+  return (dt_placement){DT_SHARD, p.kind == DT_SHARD && split[p.dim] ? d - 1 : d, 0, 0};
 }
 
 int dt_strided_view(const dt_dspec *s, const dt_placement *from, const dt_placement *to, dt_dspec *u,
                     dt_placement *ufrom, dt_placement *uto) {
-  int map[DT_MAX_DIMS], nd = 0;
+  int map[DT_MAX_DIMS], split[DT_MAX_DIMS], nd = 0;
   int64_t shape[DT_MAX_DIMS];
   for (int d = 0; d < s->ndim; d++) {
     int k = split_of(s, from, to, d);
     if (k < 0 || nd + (k > 0 ? 2 : 1) > DT_MAX_DIMS) return 0;
     if (k > 0) shape[nd++] = k, shape[nd] = s->shape[d] / k;
     else shape[nd] = s->shape[d];
+    split[d] = k > 0;
     map[d] = nd++;
   }
   dt_placement pf[DT_MESH_MAX_DIMS], pt[DT_MESH_MAX_DIMS];
-  for (int m = 0; m < s->mesh->ndim; m++) {
-    pf[m] = from[m], pt[m] = to[m];
-    if (pf[m].kind == DT_SHARD || pf[m].kind == DT_STRIDED_SHARD) pf[m] = (dt_placement){DT_SHARD, map[from[m].dim], 0, 0};
-    if (pt[m].kind == DT_SHARD || pt[m].kind == DT_STRIDED_SHARD) pt[m] = (dt_placement){DT_SHARD, map[to[m].dim], 0, 0};
-  }
+  for (int m = 0; m < s->mesh->ndim; m++)
+    pf[m] = split_placement(from[m], map, split), pt[m] = split_placement(to[m], map, split);
   *u = *s; /* the mesh borrowed: u is never freed */
   u->ndim = nd;
   memcpy(u->shape, shape, sizeof(int64_t) * (size_t)nd);
@@ -79,9 +91,8 @@ int dt_strided_plan(const dt_dspec *s, const dt_placement *to, int allow_partial
   dt_placement mid[DT_MESH_MAX_DIMS];
   for (int m = 0; m < nm; m++) {
     mid[m] = s->p[m];
-    int strided_in_to = 0;
-    for (int q = 0; q < nm; q++) strided_in_to |= to[q].kind == DT_STRIDED_SHARD && to[q].dim == s->p[m].dim;
-    if (mid[m].kind == DT_STRIDED_SHARD || (mid[m].kind == DT_SHARD && strided_in_to))
+    int strided = mid[m].kind == DT_SHARD && (dt_dspec_split_of(to, nm, mid[m].dim) || dt_dspec_split_of(s->p, nm, mid[m].dim));
+    if (mid[m].kind == DT_STRIDED_SHARD || strided)
       mid[m] = (dt_placement){DT_REPLICATE, 0, 0, 0};
   }
   if (add_phase(s, s->p, mid, allow_partial, plan) != DT_OK) return DT_ERR;

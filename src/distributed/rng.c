@@ -47,8 +47,9 @@ static void placements_for(dt_op_id id, const dt_dspec *in, dt_placement *target
     if (id == DT_OP_MULTINOMIAL) p = r;
     /* a fresh draw is not a sum of pending parts; uniform_/normal_ write the parts instead */
     else if (p.kind == DT_PARTIAL && id != DT_OP_UNIFORM_ && id != DT_OP_NORMAL_) p = r;
-    /* a _StridedShard's shard is no box of the global index space: drawn replicated */
-    else if (p.kind == DT_STRIDED_SHARD) p = r;
+    /* a _StridedShard's shard is no box of the global index space (nor a Shard beside it,
+     * which chunks its blocks): drawn replicated */
+    else if (p.kind == DT_STRIDED_SHARD || (p.kind == DT_SHARD && dt_dspec_split_of(in->p, in->mesh->ndim, p.dim))) p = r;
     target[m] = outp[m] = p;
   }
 }

@@ -316,3 +316,100 @@ describe("communication dtlua keeps below PyTorch's", function()
     close(loss:full_tensor(), dt.nn.functional.cross_entropy(logits, target), "cross_entropy")
   end)
 end)
+
+describe("the cases of the differential run against PyTorch", function()
+  local rng = H.prng(4711)
+  it("amax/amin over an unevenly sharded dim give Partial(max)/(min) without a collective when no shard is empty",
+    function()
+      for case = 1, 12 do
+        local shape = rand_shape(rng, 2, false)
+        local x = values(rng, shape)
+        for _, mm in ipairs(meshes()) do
+          local name, mesh, nm = mm[1], mm[2], mm[3]
+          local d = dt.distribute_tensor(x, mesh, all(S(1), nm))
+          local what = ("amax of S1 %s on %s"):format(shape_string(shape), name)
+          -- the shortest shard: the last coordinate's chunk of the last chunk
+          local L = shape[1]
+          for _, k in ipairs(mesh:shape()) do
+            local _, len = H.chunk(L, k, k - 1)
+            L = len
+          end
+          local a, b, c
+          local cd = dt.comm_debug(function() a, b, c = d:amax(1), d:amin(1, true), d:amax() end)
+          if L > 0 then
+            assert.are.equal(0, #cd.ops, what)
+            placements_are(all(P("max"), nm), a.placements, what)
+            placements_are(all(P("min"), nm), b.placements, what)
+          end
+          close(a:full_tensor(), x:amax(1), what)
+          close(b:full_tensor(), x:amin(1, true), what)
+          close(c:full_tensor(), x:amax(), what)
+        end
+      end
+    end)
+
+  it("P(avg) + S and S - P(avg) gather the shard and keep Partial(avg) when the shards are even (as PyTorch)",
+    function()
+      local mesh = dt.init_device_mesh("cpu", {n})
+      for _, shape in ipairs({{n}, {2 * n, 3}, {n, 1}}) do
+        local x = values(rng, shape)
+        local pa, s = partial_of(x, mesh, "avg"), dt.distribute_tensor(x * 2, mesh, {S(1)})
+        local y, z
+        local what = "P(avg) + S " .. shape_string(shape)
+        bounded(n > 1 and 2 or 0, 2 * 8 * x:numel() // n, what, function() y, z = pa + s, s - pa end)
+        placements_are({P("avg")}, y.placements, what)
+        placements_are({P("avg")}, z.placements, what)
+        close(y:full_tensor(), x * 3, what)
+        close(z:full_tensor(), x, what)
+      end
+    end)
+
+  it("index_select with x and the index sharded on the selected dim gathers x only, the output sharded", function()
+    local mesh = dt.init_device_mesh("cpu", {n})
+    for case = 1, 8 do
+      local rows, cols, k = rng.int(1, 4), rng.int(1, 9), rng.int(1, 7)
+      local x = values(rng, {rows, cols})
+      local idx = dt.tensor((function()
+        local t = {}
+        for i = 1, k do t[i] = rng.int(1, cols) end
+        return t
+      end)()):to("int64")
+      local dx, di = dt.distribute_tensor(x, mesh, {S(2)}), dt.distribute_tensor(idx, mesh, {S(1)})
+      local y
+      local what = ("index_select [%dx%d] by %d indices"):format(rows, cols, k)
+      local shard = rows * ((cols + n - 1) // n) -- the largest shard of x
+      bounded(n > 1 and 1 or 0, 8 * shard, what, function() y = dt.index_select(dx, 2, di) end)
+      placements_are({S(2)}, y.placements, what)
+      close(y:full_tensor(), dt.index_select(x, 2, idx), what)
+    end
+  end)
+
+  it("views of zero-size sharded tensors move nothing (the shards stay on a zero-size dim)", function()
+    for _, mm in ipairs(meshes()) do
+      local name, mesh, nm = mm[1], mm[2], mm[3]
+      for _, shape in ipairs({{3, 0}, {0, 5}, {2, 0, 3}, {4, 3, 0}}) do
+        local x = values(rng, shape)
+        local d = dt.distribute_tensor(x, mesh, all(S(1), nm))
+        local f, v
+        local what = ("flatten and view of %s on %s"):format(shape_string(shape), name)
+        bounded(0, 0, what, function() f, v = d:flatten(), d:view(7, 0) end)
+        close(f:full_tensor(), x:flatten(), what)
+        close(v:full_tensor(), x:view(7, 0), what)
+      end
+    end
+  end)
+
+  it("flattening a dim sharded on two mesh dims keeps both shardings (nested _StridedShard): no collective", function()
+    if n ~= 4 then return end
+    local mesh = dt.init_device_mesh("cpu", {2, 2})
+    for case = 1, 8 do
+      local shape = {rng.int(2, 5), rng.int(2, 7), rng.int(0, 3)}
+      local x = values(rng, shape)
+      local d = dt.distribute_tensor(x, mesh, {S(2), S(1)})
+      local v
+      bounded(0, 0, "flatten " .. shape_string(shape), function() v = d:flatten(1, 2) end)
+      assert.are.equal(tostring(dt._StridedShard(1, shape[1])), tostring(v.placements[1]))
+      close(v:full_tensor(), x:flatten(1, 2), "flatten " .. shape_string(shape))
+    end
+  end)
+end)

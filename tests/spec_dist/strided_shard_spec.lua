@@ -2,7 +2,9 @@
 -- non-leading sharded dim moves no data and gives _StridedShard(dim, split_factor); pointwise
 -- ops keep it, views back to the original shape restore the plain Shard, redistribute to and
 -- from it and full_tensor give the single-device values bitwise -- random shapes (even,
--- uneven, zero-size), 1-d meshes and a 2x2 mesh, collectives counted with dt.comm_debug.
+-- uneven, zero-size), 1-d meshes and a 2x2 mesh, collectives counted with dt.comm_debug;
+-- nested with a Shard of the same dim (FSDP + TP) on 2x2, 4x1, 1x4, 2x1 and 1x2 meshes, and
+-- Shard(d) <-> _StridedShard(d, k) by one all_to_all.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local rank, n = dt.rank(), dt.world_size()
 local R, S, SS = dt.Replicate, dt.Shard, dt._StridedShard
@@ -51,7 +53,8 @@ describe("_StridedShard placement", function()
     H.fails("size 6 does not split into 4 equal blocks", dt.distribute_tensor, dt.zeros(6, 2), mesh, {SS(1, 4)})
     if n == 4 then
       local m2 = dt.init_device_mesh("cpu", {2, 2})
-      H.fails("one of them a _StridedShard", dt.distribute_tensor, dt.zeros(8, 2), m2, {SS(1, 2), S(1)})
+      H.fails("split tensor dim 1 by two factors (2 on mesh dim 1, 4 on mesh dim 2)", dt.distribute_tensor,
+        dt.zeros(8, 2), m2, {SS(1, 2), SS(1, 4)})
     end
   end)
 end)
@@ -169,5 +172,140 @@ describe("redistribute with _StridedShard", function()
     H.fails("_StridedShard", function() v:uniform_() end)
     H.fails("_StridedShard", function() v[1] = 3 end)
     H.fails("_StridedShard", function() dt.visualize_sharding(v) end)
+  end)
+end)
+
+-- Nested: a dim sharded on two mesh dims, one of them a _StridedShard.  Its Shards chunk the
+-- split blocks, its _StridedShards the inside of each block (FSDP + TP).
+local function meshes2()
+  if n == 4 then return {{"2x2", {2, 2}}, {"4x1", {4, 1}}, {"1x4", {1, 4}}} end
+  if n == 2 then return {{"2x1", {2, 1}}, {"1x2", {1, 2}}} end
+  return {}
+end
+
+local function names(c)
+  local t = {}
+  for _, o in ipairs(c.ops) do t[#t + 1] = o.name end
+  return table.concat(t, " ")
+end
+
+describe("nested _StridedShard (FSDP + TP)", function()
+  local rng = H.prng(2024)
+  for _, mm in ipairs(meshes2()) do
+    local name, mesh = mm[1], dt.init_device_mesh("cpu", mm[2])
+    it("flattening a dim sharded on both mesh dims moves nothing, and views back (" .. name .. ")", function()
+      -- {input placements of (a, b, c), flattened (a * b, c) placements when a, b > 1}
+      local layouts = {
+        {{S(2), S(1)}, function(a) return {SS(1, a), S(1)} end},
+        {{S(1), S(2)}, function(a) return {S(1), SS(1, a)} end},
+        {{S(2), S(2)}, function(a) return {SS(1, a), SS(1, a)} end},
+      }
+      for case = 1, 18 do
+        local a, b, c = rng.int(2, 6), rng.int(2, 7), rng.int(0, 3)
+        if case % 6 == 0 then a, b = 4, 4 end -- even
+        local lay = layouts[(case - 1) % 3 + 1]
+        local x = H.global({a, b, c}, case % 2 == 0 and "float64" or "int64")
+        local what = ("case %d (%d, %d, %d) %s on %s"):format(case, a, b, c, H.placement_string(lay[1]), name)
+        local d = H.dist(x, mesh, lay[1])
+        local v, y, back, t
+        silent(what .. " flatten", function() v = d:flatten(1, 2) end)
+        for m, p in ipairs(lay[2](a)) do is(v.placements[m], p, what) end
+        assert.is_true(H.same(v:full_tensor(), x:view(a * b, c)), what)
+        assert.is_true(H.same(v:to_local(), d:to_local():flatten(1, 2)), what .. " the local view")
+        local rep = dt.distribute_tensor(x:view(a * b, c), mesh, {R(), R()})
+        silent(what .. " pointwise, transpose and view back", function()
+          y = v * 2 + v + rep - rep
+          t = y:t()
+          back = y:view(a, b, c)
+        end)
+        for m = 1, 2 do
+          is(y.placements[m], v.placements[m], what)
+          is(back.placements[m], lay[1][m], what)
+        end
+        assert.is_true(H.same(y:full_tensor(), (x * 2 + x):view(a * b, c)), what)
+        assert.is_true(H.same(t:full_tensor(), (x * 2 + x):view(a * b, c):t()), what)
+        assert.is_true(H.same(back:full_tensor(), x * 2 + x), what)
+        -- other ops gather it: the single-device values; random ops draw the one-device bits
+        H.close(v:to("float64"):sum(1), x:view(a * b, c):to("float64"):sum(1), what .. " sum")
+        local probs = (v:to("float32") * 0 + 0.5)
+        dt.manual_seed(case)
+        local drawn = dt.bernoulli(probs)
+        dt.manual_seed(case)
+        assert.is_true(H.same(drawn:full_tensor(), dt.bernoulli(probs:full_tensor())), what .. " bernoulli")
+      end
+    end)
+
+    it("redistributes to and from Replicate and Shard, bitwise (" .. name .. ")", function()
+      for case = 1, 10 do
+        local k, b, c = rng.int(1, 5), rng.int(0, 6), rng.int(1, 3)
+        if case % 5 == 0 then k, b = 4, 4 end
+        local x = H.global({k * b, c}, "float32")
+        local what = ("case %d (%d, %d) k = %d on %s"):format(case, k * b, c, k, name)
+        for _, from in ipairs({{SS(1, k), S(1)}, {S(1), SS(1, k)}, {SS(1, k), SS(1, k)}}) do
+          local d = dt.distribute_tensor(x, mesh, from)
+          local w = what .. " " .. H.placement_string(from)
+          assert.is_true(H.same(d:full_tensor(), x), w .. " distribute_tensor")
+          local fl = dt.from_local(d:to_local(), mesh, from, {shape = {k * b, c}})
+          assert.is_true(H.same(fl:full_tensor(), x), w .. " from_local")
+          for _, to in ipairs({{R(), R()}, {S(1), R()}, {R(), S(1)}, {S(1), S(1)}, {S(2), S(1)}, {SS(1, k), R()}}) do
+            local r = d:redistribute(mesh, to)
+            assert.is_true(H.same(r:full_tensor(), x), w .. " -> " .. H.placement_string(to))
+            assert.is_true(H.same(r:redistribute(mesh, from):to_local(), d:to_local()), w .. " back from " ..
+              H.placement_string(to))
+          end
+        end
+      end
+    end)
+  end
+
+  if n == 4 then
+    it("is FSDP over TP: each rank's rows of its TP shard, no data moved from TP", function()
+      local mesh = dt.init_device_mesh("cpu", {2, 2}, {"dp", "tp"})
+      local dp, tp = mesh:get_coordinate()[1], mesh:get_coordinate()[2]
+      local x = H.global({8, 3}, "float32")
+      local f
+      local c = dt.comm_debug(function() f = H.dist(x, mesh, {R(), S(1)}):redistribute(mesh, {SS(1, 2), S(1)}) end)
+      assert.are.equal(0, #c.ops)
+      assert.is_true(H.same(f:to_local(), x:narrow(1, 1 + 4 * tp + 2 * dp, 2)))
+      assert.are.equal("(_StridedShard(dim=1, sf=2), Shard(1))", tostring(f.placements[1]):gsub(".*", function()
+        return "(" .. tostring(f.placements[1]) .. ", " .. tostring(f.placements[2]) .. ")"
+      end))
+      assert.is_truthy(tostring(f):find("placements=(_StridedShard(dim=1, sf=2), Shard(1))", 1, true))
+      assert.is_true(f.placements[1] == SS(1, 2) and f.placements[2] == S(1))
+      c = dt.comm_debug(function() f = f:redistribute(mesh, {R(), R()}) end)
+      assert.are.equal("all_gather", names(c)) -- both mesh dims in one
+      assert.is_true(H.same(f:to_local(), x))
+    end)
+  end
+end)
+
+describe("Shard(d) <-> _StridedShard(d, k)", function()
+  local rng = H.prng(99)
+  it("is one all_to_all when k is a multiple of the shard count, bitwise", function()
+    local mesh = dt.init_device_mesh("cpu", {n})
+    for case = 1, 10 do
+      local k, b, c = n * rng.int(1, 3), rng.int(0, 5), rng.int(1, 3)
+      local x = H.global({k * b, c}, "float64")
+      local what = ("case %d (%d, %d) k = %d"):format(case, k * b, c, k)
+      local s, ss = H.dist(x, mesh, {S(1)}), nil
+      local c1 = dt.comm_debug(function() ss = s:redistribute(mesh, {SS(1, k)}) end)
+      assert.is_true(H.same(ss:full_tensor(), x), what)
+      assert.is_true(H.same(ss:to_local(), dt.distribute_tensor(x, mesh, {SS(1, k)}):to_local()), what)
+      local back
+      local c2 = dt.comm_debug(function() back = ss:redistribute(mesh, {S(1)}) end)
+      assert.is_true(H.same(back:to_local(), s:to_local()), what)
+      if n > 1 then
+        assert.are.equal("all_to_all", names(c1), what)
+        assert.are.equal("all_to_all", names(c2), what)
+      end
+    end
+  end)
+
+  it("goes through Replicate otherwise, with the same values", function()
+    local mesh = dt.init_device_mesh("cpu", {n})
+    local x = H.global({6 * n, 2}, "float32")
+    local ss = H.dist(x, mesh, {S(1)}):redistribute(mesh, {SS(1, 3)})
+    assert.is_true(H.same(ss:full_tensor(), x))
+    assert.is_true(H.same(ss:redistribute(mesh, {S(1)}):to_local(), H.dist(x, mesh, {S(1)}):to_local()))
   end)
 end)

@@ -1,7 +1,8 @@
 /* Indexing ops.
  * index_select(x, index, dim): x keeps its sharding on every dim but the indexed one, which
  * is replicated first (each rank needs any row the index names); the index is replicated, or
- * where it is sharded (x replicated there) the output is sharded on dim alike; a Partial(sum)
+ * where it is sharded (x replicated or sharded on dim there) the output is sharded on dim
+ * alike; a Partial(sum)
  * or Partial(avg) x stays Partial (selecting rows is linear).
  * index_add(x, index, src, dim), per mesh dim (strategies: the product over mesh dims):
  *   replicated;  x, src and the output sharded alike on a dim other than the indexed one;
@@ -26,13 +27,15 @@ static int index_select_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
     st.in[1][m] = dt_rule_R();
   }
   dt_rule_push(s, n, &st);
-  /* where the index is sharded and x replicated: each rank selects its part of the index, the
-   * output sharded on dim as the index is (x's other mesh dims as above) */
+  /* where the index is sharded and x replicated, or sharded on dim (gathered anyway): each
+   * rank selects its part of the index, the output sharded on dim as the index is (x's other
+   * mesh dims as above) */
   const dt_dspec *ix = r->spec[1];
   int any = 0;
   dt_strategy sh = st;
   for (int m = 0; ix && m < r->mesh_ndim; m++)
-    if (ix->p[m].kind == DT_SHARD && ix->p[m].dim == 0 && x->p[m].kind == DT_REPLICATE) {
+    if (ix->p[m].kind == DT_SHARD && ix->p[m].dim == 0 &&
+        (x->p[m].kind == DT_REPLICATE || (x->p[m].kind == DT_SHARD && x->p[m].dim == d))) {
       sh.in[0][m] = dt_rule_R();
       sh.out[0][m] = dt_rule_S(d);
       sh.in[1][m] = dt_rule_S(0);

@@ -24,6 +24,15 @@ static int even(const dt_dspec *s, const dt_mesh *mesh, int d) {
   return s->shape[d] % parts == 0;
 }
 
+/* Every shard of tensor dim d holds an element (max/min of an empty shard has no value): the
+ * last coordinate's chunk is the shortest, and so is the last chunk of it. */
+static int nonempty(const dt_dspec *s, const dt_mesh *mesh, int d) {
+  int64_t L = s->shape[d], st;
+  for (int m = 0; m < mesh->ndim; m++)
+    if (s->p[m].kind == DT_SHARD && s->p[m].dim == d) dt_chunk(L, mesh->shape[m], mesh->shape[m] - 1, &st, &L);
+  return L > 0;
+}
+
 /* The Partial a reduction of a sharded dim gives, or -1 when it must be replicated. */
 static int partial_of(const dt_rule_args *r, int d) {
   const dt_dspec *s = r->spec[0];
@@ -31,8 +40,8 @@ static int partial_of(const dt_rule_args *r, int d) {
   case DT_OP_SUM: return DT_REDUCE_SUM;
   case DT_OP_MEAN: return even(s, s->mesh, d) ? DT_REDUCE_AVG : -1;
   /* an empty shard cannot be reduced by max/min: only when every shard has elements */
-  case DT_OP_AMAX: return even(s, s->mesh, d) ? DT_REDUCE_MAX : -1;
-  case DT_OP_AMIN: return even(s, s->mesh, d) ? DT_REDUCE_MIN : -1;
+  case DT_OP_AMAX: return nonempty(s, s->mesh, d) ? DT_REDUCE_MAX : -1;
+  case DT_OP_AMIN: return nonempty(s, s->mesh, d) ? DT_REDUCE_MIN : -1;
   case DT_OP_PROD: return DT_REDUCE_PRODUCT;
   case DT_OP_ANY: return DT_REDUCE_MAX;
   case DT_OP_ALL: return DT_REDUCE_MIN;

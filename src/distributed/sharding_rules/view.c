@@ -3,11 +3,14 @@
  * view/reshape/flatten group the input dims with the output dims whose sizes multiply alike,
  * and a sharded dim stays sharded when the view keeps it whole (the identity view, or a group
  * of it alone with size-1 dims: uneven shards too, no collective, the local view shares
- * storage), or when it is the group's first (non-1) dim and both it and the group's first
- * output dim divide evenly by its shard count -- then every rank's shard is the same
- * contiguous block before and after; narrow/select replicate the dim they
- * cut (its start/index are global; a whole-dim narrow/slice keeps it).  Otherwise (uneven shards, a dim in
- * the middle of a group) it is replicated first: never a silently wrong view. */
+ * storage), as a _StridedShard when dims before it merge into its output dim, or when it is
+ * the group's first (non-1) dim and both it and the group's first output dim divide evenly by
+ * its shard count -- then every rank's shard is the same contiguous block before and after.
+ * Strided dims are seen split into (blocks, block) on both sides, so that dims sharded on two
+ * mesh dims flatten to nested placements (a Shard of the blocks beside a _StridedShard).
+ * narrow/select replicate the dim they cut (its start/index are global; a whole-dim
+ * narrow/slice keeps it).  Otherwise (uneven shards, a dim in the middle of a group) it is
+ * replicated first: never a silently wrong view. */
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #include <string.h>
@@ -21,13 +24,6 @@ static int squeezed(const dt_op_args *a, const dt_dspec *x, int i) {
   for (int k = 0; k < a->nints; k++)
     if (a->ints[k] == i) return 1;
   return 0;
-}
-
-static int parts_of(const dt_dspec *s, int d) {
-  int parts = 1;
-  for (int m = 0; m < s->mesh->ndim; m++)
-    if ((s->p[m].kind == DT_SHARD || s->p[m].kind == DT_STRIDED_SHARD) && s->p[m].dim == d) parts *= s->mesh->shape[m];
-  return parts;
 }
 
 /* Output dim of input dim d, or -1 when it cannot stay sharded. */
@@ -65,6 +61,13 @@ static int map_dim(const dt_rule_args *r, int d) {
   }
 }
 
+/* A shape seen with its strided dims split: (k, L / k) for a dim of split factor k. */
+typedef struct dims {
+  int ndim;
+  int64_t shape[2 * DT_MAX_DIMS];
+  int inner[DT_MAX_DIMS], split[DT_MAX_DIMS]; /* per original dim: its (inner) index; its split factor or 0 */
+} dims;
+
 /* view/reshape/flatten of a dim sharded over n ranks by placement p (a Shard or a
  * _StridedShard): within its group (the input dims and output dims whose sizes multiply
  * alike), the group's index is digits (outer, j, inner) where j runs over the chunked size M
@@ -76,12 +79,8 @@ static int map_dim(const dt_rule_args *r, int d) {
  * those of M times I'); an output dim that holds M's leading part Mh (M split as Mh * rest)
  * likewise when Mh divides evenly (the chunks of M are those of Mh times the rest).
  * Otherwise the dim is replicated first. */
-static dt_placement reshaped(const dt_rule_args *r, dt_placement p, int n) {
-  const dt_dspec *x = r->spec[0];
-  const dt_meta *o = &r->out[0];
+static dt_placement reshaped(const dims *x, const dims *o, dt_placement p, int n) {
   int d = p.dim;
-  if (x->ndim == o->ndim && memcmp(x->shape, o->shape, sizeof(int64_t) * (size_t)x->ndim) == 0) return p; /* identity */
-  if (dt_shape_numel(x->ndim, x->shape) == 0) return dt_rule_R();
   int i = 0, j = 0;
   while (i < x->ndim && j < o->ndim) {
     int i0 = i, j0 = j;
@@ -114,37 +113,129 @@ static dt_placement reshaped(const dt_rule_args *r, dt_placement p, int n) {
   return dt_rule_R();
 }
 
+/* shape with dim d split into (split[d], shape[d] / split[d]) where split[d] > 0. */
+static void split_dims(int nd, const int64_t *shape, const int *split, dims *v) {
+  v->ndim = 0;
+  for (int d = 0; d < nd; d++) {
+    v->split[d] = split[d];
+    if (split[d]) v->shape[v->ndim++] = split[d];
+    v->inner[d] = v->ndim;
+    v->shape[v->ndim++] = split[d] ? shape[d] / split[d] : shape[d];
+  }
+}
+
+/* p of an unsplit shape in its split view v: a _StridedShard shards the inner part, a Shard of
+ * a split dim the outer one. */
+static dt_placement to_split(const dims *v, dt_placement p) {
+  if (p.kind != DT_SHARD && p.kind != DT_STRIDED_SHARD) return p;
+  int d = v->inner[p.dim];
+  return dt_rule_S(p.kind == DT_SHARD && v->split[p.dim] ? d - 1 : d);
+}
+
+/* A Shard q of the split view v back in the unsplit shape (nd dims). */
+static dt_placement from_split(const dims *v, int nd, dt_placement q) {
+  if (q.kind != DT_SHARD) return q;
+  for (int d = 0; d < nd; d++) {
+    if (q.dim == v->inner[d]) return v->split[d] ? (dt_placement){DT_STRIDED_SHARD, d, 0, v->split[d]} : dt_rule_S(d);
+    if (v->split[d] && q.dim == v->inner[d] - 1) return dt_rule_S(d);
+  }
+  return dt_rule_R();
+}
+
+/* view/reshape/flatten: every mesh dim's output placement q (Replicate where its input
+ * placement cannot stay).  Both shapes are seen split at their strided dims, where every
+ * sharding is a plain Shard: the input's as it is, the output's where a first pass found
+ * a _StridedShard(K) (so that a Shard of the dims before it, on another mesh dim, becomes
+ * a Shard of its K blocks: FSDP + TP's nesting).  One sharded input dim per output dim. */
+static void regroup(const dt_rule_args *r, dt_placement *q) {
+  const dt_dspec *x = r->spec[0];
+  const dt_meta *o = &r->out[0];
+  int nm = r->mesh_ndim, xsplit[DT_MAX_DIMS], osplit[DT_MAX_DIMS] = {0};
+  for (int m = 0; m < nm; m++) q[m] = x->p[m].kind == DT_PARTIAL ? x->p[m] : dt_rule_R();
+  if (x->ndim == o->ndim && memcmp(x->shape, o->shape, sizeof(int64_t) * (size_t)x->ndim) == 0) { /* identity */
+    memcpy(q, x->p, sizeof(dt_placement) * (size_t)nm);
+    return;
+  }
+  /* zero-size: every shard is empty whatever the placements, so the dims are grouped as if
+   * their zeros were ones, when the two shapes then still hold as many elements */
+  int64_t xs[DT_MAX_DIMS], os[DT_MAX_DIMS];
+  for (int d = 0; d < x->ndim; d++) xs[d] = x->shape[d] ? x->shape[d] : 1;
+  for (int d = 0; d < o->ndim; d++) os[d] = o->shape[d] ? o->shape[d] : 1;
+  if (dt_shape_numel(x->ndim, x->shape) == 0 && dt_shape_numel(x->ndim, xs) != dt_shape_numel(o->ndim, os)) {
+    int z = 0; /* else the shards stay on the output's first zero-size dim: empty everywhere */
+    while (o->shape[z] != 0) z++;
+    for (int m = 0; m < nm; m++)
+      if (x->p[m].kind == DT_SHARD || x->p[m].kind == DT_STRIDED_SHARD) q[m] = dt_rule_S(z);
+    return;
+  }
+  for (int d = 0; d < x->ndim; d++) xsplit[d] = dt_dspec_split_of(x->p, nm, d);
+  for (int d = 0; d < x->ndim; d++) /* a zero-size strided dim: seen as one block */
+    if (xsplit[d] && !x->shape[d]) xsplit[d] = 1;
+  dims xv, ov;
+  dt_placement xp[DT_MESH_MAX_DIMS], q2[DT_MESH_MAX_DIMS];
+  int parts[2 * DT_MAX_DIMS] = {0};
+  split_dims(x->ndim, xs, xsplit, &xv);
+  for (int m = 0; m < nm; m++) {
+    xp[m] = to_split(&xv, x->p[m]);
+    if (xp[m].kind == DT_SHARD) parts[xp[m].dim] = (parts[xp[m].dim] ? parts[xp[m].dim] : 1) * x->mesh->shape[m];
+  }
+  split_dims(o->ndim, os, osplit, &ov);
+  for (int m = 0; m < nm; m++) { /* the first pass: where the output is strided */
+    if (xp[m].kind != DT_SHARD) continue;
+    dt_placement p1 = reshaped(&xv, &ov, xp[m], parts[xp[m].dim]);
+    if (p1.kind == DT_STRIDED_SHARD && !osplit[p1.dim]) osplit[p1.dim] = p1.split;
+  }
+  split_dims(o->ndim, os, osplit, &ov);
+  for (int m = 0; m < nm; m++) {
+    q2[m] = dt_rule_R();
+    if (xp[m].kind != DT_SHARD) continue;
+    q2[m] = reshaped(&xv, &ov, xp[m], parts[xp[m].dim]);
+    if (q2[m].kind != DT_SHARD) q2[m] = dt_rule_R(); /* strided by another factor than the first pass's */
+    for (int k = 0; k < m; k++) /* another sharded input dim already there */
+      if (q2[k].kind == DT_SHARD && q2[k].dim == q2[m].dim && xp[k].dim != xp[m].dim) q2[m] = dt_rule_R();
+  }
+  /* a strided input dim whose inner sharding is replicated loses its outer one too (the
+   * input's Shard would then chunk the whole dim) */
+  for (int m = 0; m < nm; m++)
+    if (x->p[m].kind == DT_STRIDED_SHARD && q2[m].kind == DT_REPLICATE)
+      for (int k = 0; k < nm; k++)
+        if (x->p[k].kind == DT_SHARD && x->p[k].dim == x->p[m].dim) q2[k] = dt_rule_R();
+  /* likewise an output dim's outer sharding needs its inner one */
+  for (int m = 0; m < nm; m++) {
+    dt_placement b = from_split(&ov, o->ndim, q2[m]);
+    if (b.kind == DT_SHARD && osplit[b.dim]) {
+      int inner = 0;
+      for (int k = 0; k < nm; k++) inner |= q2[k].kind == DT_SHARD && q2[k].dim == ov.inner[b.dim];
+      if (!inner) b = dt_rule_R();
+    }
+    if (b.kind != DT_REPLICATE) q[m] = b;
+  }
+}
+
 int dt_rule_view(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
   dt_strategy st = dt_rule_strategy(r);
-  int regroup = r->op == DT_OP_VIEW || r->op == DT_OP_RESHAPE || r->op == DT_OP_FLATTEN;
+  dt_placement q[DT_MESH_MAX_DIMS];
+  if (r->op == DT_OP_VIEW || r->op == DT_OP_RESHAPE || r->op == DT_OP_FLATTEN) regroup(r, q);
   for (int m = 0; m < r->mesh_ndim; m++) {
-    dt_placement p = x->p[m], q;
+    dt_placement p = x->p[m];
     st.in[0][m] = st.out[0][m] = dt_rule_R();
     if (p.kind == DT_PARTIAL) st.in[0][m] = st.out[0][m] = p; /* views are linear */
     if (p.kind != DT_SHARD && p.kind != DT_STRIDED_SHARD) continue;
-    if (regroup) {
-      q = reshaped(r, p, parts_of(x, p.dim));
-    } else { /* the dim moves whole: a _StridedShard keeps its split */
+    if (r->op != DT_OP_VIEW && r->op != DT_OP_RESHAPE && r->op != DT_OP_FLATTEN) {
+      /* the dim moves whole, with its split factor and its other shardings */
       int od = map_dim(r, p.dim);
-      q = p, q.dim = od;
-      if (od < 0 || od >= r->out[0].ndim) q = dt_rule_R();
+      q[m] = p, q[m].dim = od;
+      if (od < 0 || od >= r->out[0].ndim) q[m] = dt_rule_R();
+      /* one sharded input dim per output dim (another one is replicated first) */
+      for (int k = 0; k < m; k++)
+        if (st.out[0][k].kind != DT_REPLICATE && st.out[0][k].kind != DT_PARTIAL && st.out[0][k].dim == q[m].dim &&
+            x->p[k].dim != p.dim)
+          q[m] = dt_rule_R();
     }
-    if (q.kind == DT_REPLICATE) continue;
-    /* one sharded input dim per output dim (another one is replicated first), and a
-     * _StridedShard's dim sharded by no other mesh dim */
-    int clash = 0;
-    for (int k = 0; k < r->mesh_ndim; k++) {
-      if (k == m || x->p[k].kind == DT_REPLICATE || x->p[k].kind == DT_PARTIAL) continue;
-      if (k < m && st.out[0][k].kind != DT_REPLICATE && st.out[0][k].kind != DT_PARTIAL && st.out[0][k].dim == q.dim &&
-          x->p[k].dim != p.dim)
-        clash = 1;
-      if (x->p[k].dim == p.dim && (q.kind == DT_STRIDED_SHARD || (k < m && st.out[0][k].kind == DT_STRIDED_SHARD)))
-        clash = 1;
-    }
-    if (clash) continue;
+    if (q[m].kind == DT_REPLICATE) continue;
     st.in[0][m] = p;
-    st.out[0][m] = q;
+    st.out[0][m] = q[m];
   }
   dt_rule_push(s, n, &st);
   for (int m = 0; m < r->mesh_ndim; m++) st.in[0][m] = st.out[0][m] = dt_rule_R();
