@@ -27,4 +27,14 @@ void dt_mpi_watch_serve(dt_mpi_watch *w);
  * does not answer within 2 s is outside any polled call). */
 void dt_mpi_watch_ask_all(dt_mpi_watch *w, char *buf, size_t len);
 
+/* mpi_poll.c: waits for the n requests (statuses: n of them, or NULL), answering the watch (w may be NULL) between tests,
+ * until deadline (dt_now() seconds; 0: none), then sets *timed_out.  MPI's return code. */
+int dt_mpi_poll(int n, MPI_Request *reqs, MPI_Status *statuses, dt_mpi_watch *w, double deadline, int *timed_out);
+
+/* mpi_agree.c: v = the minimum of each of v[0], v[1] over comm's ranks, on every rank, by
+ * point-to-point messages polled as dt_mpi_poll (so also a barrier).  send_buf: two int64
+ * that live as long as comm (a send may outlast a timeout).  MPI's return code. */
+int dt_mpi_agree_min(MPI_Comm comm, int64_t v[2], int64_t send_buf[2], dt_mpi_watch *w, double deadline,
+                     int *timed_out);
+
 #endif
