@@ -164,9 +164,7 @@ static int full_check(mpi_comm *c, const tc_desc *d, int64_t table) {
  * together, which names the calls; the group stays usable (no data call went out).  On DT_OK
  * every rank of the group is in this very call: its data call cannot be left unmatched. */
 static int agree_call(mpi_comm *c, const tc_desc *d, int64_t table) {
-  char call[160];
-  tc_describe(call, sizeof call, d);
-  dt_mpi_watch_doing(c->watch, call, c->label);
+  dt_mpi_watch_doing(c->watch, d, c->label);
   const char *name = tc_kind_name(d->kind);
   if (c->broken[0]) return dt_error("%s: group %s is broken by an earlier failure: %s", name, c->label, c->broken);
   if (c->debug) return full_check(c, d, table);
@@ -355,10 +353,7 @@ static int m_gather(dt_comm *b, const void *send, void *recv, size_t count, dt_d
 /* Before send/recv: what this rank answers when a stuck rank asks (mpi_watch.c), and the
  * group's state. */
 static int p2p_start(mpi_comm *c, const char *what, size_t count, dt_dtype dt, int peer) {
-  char call[96];
-  snprintf(call, sizeof call, "%s(%s, %zu elements, %s %d)", what, dt_dtype_name(dt), count,
-           what[0] == 's' ? "dst" : "src", c->base.world_ranks[peer]);
-  dt_mpi_watch_doing(c->watch, call, c->label);
+  dt_mpi_watch_doing_p2p(c->watch, what[0] == 's', count, dt, c->base.world_ranks[peer], c->label);
   if (too_big(count, what)) return DT_ERR;
   if (c->broken[0]) return dt_error("%s: group %s is broken by an earlier failure: %s", what, c->label, c->broken);
   return DT_OK;

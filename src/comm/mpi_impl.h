@@ -18,9 +18,10 @@ MPI_Op dt_mpi_op(dt_reduce_op op, dt_dtype dt);
 typedef struct dt_mpi_watch dt_mpi_watch;
 dt_mpi_watch *dt_mpi_watch_new(MPI_Comm world);
 void dt_mpi_watch_free(dt_mpi_watch *w);
-/* Records this rank's current call ("all_reduce(sum, float32, 4 elements)" on the group
- * label), what it answers when asked. */
-void dt_mpi_watch_doing(dt_mpi_watch *w, const char *call, const char *label);
+/* Records this rank's current call on the group label (what it answers when asked:
+ * "all_reduce(sum, float32, 4 elements) in group {0,1}"); a send/recv with its peer's world rank. */
+void dt_mpi_watch_doing(dt_mpi_watch *w, const tc_desc *d, const char *label);
+void dt_mpi_watch_doing_p2p(dt_mpi_watch *w, int is_send, size_t count, dt_dtype dt, int peer, const char *label);
 /* Answers the questions of ranks that timed out (called while polling a call). */
 void dt_mpi_watch_serve(dt_mpi_watch *w);
 /* After a timeout: appends "; rank R <its call>" for every world rank to buf (a rank that
