@@ -143,6 +143,7 @@ int dt_comm_job_submit(const comm_job *j, dt_comm_work **work) {
   w->a = a, w->job = *j, w->tables = tables, w->refs = 2;
   if (j->counts) w->job.counts = tables;
   if (j->counts2) w->job.counts2 = tables + (j->counts ? j->c->size : 0);
+  if (j->counts2 == j->counts) w->job.counts2 = w->job.counts; /* all_to_all's one table (the equal form) */
   pthread_mutex_lock(&a->mu);
   a->refs++;
   a->unwaited++;

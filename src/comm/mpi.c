@@ -1,14 +1,14 @@
 /* The MPI backend: each collective is the matching MPI call (no emulation over
  * point-to-point).  Safe by default: before each collective the ranks agree on a
- * fingerprint of the call (one small MPI_Allreduce of a hash pair, on a communicator of its
- * own; on a difference, the full descriptions are gathered to name both calls; from
- * FP_OVERLAP_BYTES it runs beside the data call instead of before it, so a large call does
- * not pay its latency), and the calls run in their non-blocking
- * form, polled against DTLUA_TIMEOUT (default 600 s; 0 = blocking calls, no timeout), so
- * that a stuck collective becomes an error naming what every rank waits in (mpi_watch.c).
- * DTLUA_DEBUG=collectives gathers the full descriptions on every call instead. */
+ * fingerprint of the call (the minimum of a hash pair exchanged by point-to-point messages on
+ * a communicator of its own, polled against DTLUA_TIMEOUT, default 600 s; on a difference the
+ * full descriptions are gathered to name both calls), so that a stuck collective becomes an
+ * error naming what every rank waits in (mpi_watch.c).  Once agreed, every rank of the group
+ * is in the same call with the same arguments, so the data call cannot hang and runs in MPI's
+ * blocking form (its non-blocking form, polled, runs 1.5-10x slower in Open MPI;
+ * doc/performance.md).  DTLUA_TIMEOUT=0: the agreement is a blocking MPI_Allreduce (no
+ * timeout).  DTLUA_DEBUG=collectives gathers the full descriptions on every call instead. */
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,19 +28,11 @@ typedef struct mpi_comm {
   int owns_watch;
   char label[64];
   MPI_Comm check;     /* the fingerprint and the full checks: apart from the data calls */
-  /* the fingerprint agreement posted beside a large data call (agree_call -> wait_req) */
-  int fp_pending;
-  MPI_Request fp_req;
-  int64_t fp_mine[2], fp_min[2];
-  tc_desc fp_desc;
-  char broken[512]; /* non-empty: a mismatch left a data call unmatched on this communicator */
+  int64_t agree_send[2]; /* dt_mpi_agree_min's send buffer (a send may outlast a timeout) */
+  char broken[512]; /* non-empty: a timeout left this group's messages unmatched */
 } mpi_comm;
 
 #define DEFAULT_TIMEOUT 600.0 /* as the threads backend */
-/* From this size of a rank's data the fingerprint agreement overlaps the data call (its
- * latency is hidden; a mismatch then breaks the group).  Smaller calls agree first, so a
- * mismatch there leaves the group usable. */
-#define FP_OVERLAP_BYTES (64 * 1024)
 
 static const dt_comm_ops mpi_ops;
 
@@ -53,48 +45,39 @@ static int mpi_fail(int rc, const char *name) {
 
 static int check_rc(int rc, const char *name) { return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, name); }
 
-/* Polls req until done (filling status, or MPI_STATUS_IGNORE) or the timeout; *mpi_rc
- * (when given) gets the failing MPI code. */
-static int fp_settle(mpi_comm *c, int wait);
+static double deadline_of(const mpi_comm *c) { return c->unlimited ? 0 : dt_now() + c->base.timeout; }
+
+/* The error of a wait past DTLUA_TIMEOUT, naming what each rank waits in; the group is
+ * broken, since its pending messages would match later calls' ones. */
+static int timed_out(mpi_comm *c, const char *name) {
+  char who[1536] = "";
+  dt_mpi_watch_ask_all(c->watch, who, sizeof who);
+  dt_error("%s: timed out after %g s in group %s (DTLUA_TIMEOUT); what each rank waits in:%s", name, c->base.timeout,
+           c->label, who);
+  snprintf(c->broken, sizeof c->broken, "%s", dt_error_message());
+  return DT_ERR;
+}
+
+/* Polls req (rc: the code of the call that posted it) until done (filling status, or
+ * NULL) or the timeout; *mpi_rc (when given) gets the failing MPI code. */
 static int wait_req_status(mpi_comm *c, int rc, MPI_Request *req, const char *name, MPI_Status *status, int *mpi_rc) {
+  int late = 0;
+  if (rc == MPI_SUCCESS) rc = dt_mpi_poll(1, req, status, c->watch, deadline_of(c), &late);
   if (mpi_rc) *mpi_rc = rc;
-  if (c->fp_pending && rc != MPI_SUCCESS && fp_settle(c, 1) != DT_OK) return DT_ERR; /* the better message */
   if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
-  double t0 = dt_now();
-  for (unsigned i = 0;; i++) {
-    int done = 0;
-    /* the fingerprint beside this call: on a difference, its message, without waiting for a
-     * data call that may never complete */
-    if (c->fp_pending && fp_settle(c, 0) != DT_OK) return DT_ERR;
-    rc = MPI_Test(req, &done, status);
-    if (mpi_rc) *mpi_rc = rc;
-    if (rc != MPI_SUCCESS) return c->fp_pending && fp_settle(c, 1) != DT_OK ? DT_ERR : mpi_fail(rc, name);
-    if (done) return c->fp_pending ? fp_settle(c, 1) : DT_OK;
-    if (i % 64 == 63) {
-      sched_yield();
-      dt_mpi_watch_serve(c->watch);
-      if (!c->unlimited && dt_now() - t0 > c->base.timeout) {
-        char who[1536] = "";
-        dt_mpi_watch_ask_all(c->watch, who, sizeof who);
-        return dt_error("%s: timed out after %g s in group %s (DTLUA_TIMEOUT); what each rank waits in:%s", name,
-                        c->base.timeout, c->label, who);
-      }
-    }
-  }
+  return late ? timed_out(c, name) : DT_OK;
 }
 
 static int wait_req(mpi_comm *c, int rc, MPI_Request *req, const char *name) {
-  return wait_req_status(c, rc, req, name, MPI_STATUS_IGNORE, NULL);
+  return wait_req_status(c, rc, req, name, NULL, NULL);
 }
 
-/* Blocking form, or the non-blocking one polled against the timeout. */
-#define RUN(name, BLOCKING, NONBLOCKING)                  \
-  do {                                                    \
-    if (c->base.timeout > 0) {                                 \
-      MPI_Request req;                                    \
-      return wait_req(c, (NONBLOCKING), &req, name);      \
-    }                                                     \
-    return check_rc((BLOCKING), name);                    \
+/* st = one of the checks' own calls, made after the fingerprint (every rank is there, or the
+ * timeout): polled in its non-blocking form, or blocking with DTLUA_TIMEOUT=0. */
+#define CHECKED(st, name, BLOCKING, NONBLOCKING)                                  \
+  do {                                                                            \
+    MPI_Request req;                                                              \
+    st = c->base.timeout > 0 ? wait_req(c, (NONBLOCKING), &req, name) : check_rc((BLOCKING), name); \
   } while (0)
 
 static int too_big(size_t n, const char *name) {
@@ -105,47 +88,46 @@ static int too_big(size_t n, const char *name) {
 /* MPI_Allgather of k int64 per rank for the checks below, under DTLUA_TIMEOUT like the
  * collective it checks (name). */
 static int check_allgather(mpi_comm *c, const int64_t *mine, int k, int64_t *all, const char *name) {
-  if (c->base.timeout > 0) {
-    MPI_Request req;
-    return wait_req(c, MPI_Iallgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->check, &req), &req, name);
-  }
-  return check_rc(MPI_Allgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->check), name);
+  int st;
+  CHECKED(st, name, MPI_Allgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->check),
+          MPI_Iallgather(mine, k, MPI_INT64_T, all, k, MPI_INT64_T, c->check, &req));
+  return st;
 }
 
 /* Rooted at root: the message of the rank whose arguments failed, raised by every rank. */
 static int raise_arg_error(mpi_comm *c, const tc_desc *d, int root, int all_same) {
   char why[512] = "";
   if (c->base.rank == root) snprintf(why, sizeof why, "%s", d->why ? d->why : "?");
-  MPI_Request req;
-  int st = c->base.timeout > 0
-               ? wait_req(c, MPI_Ibcast(why, sizeof why, MPI_CHAR, root, c->check, &req), &req, "collective")
-               : check_rc(MPI_Bcast(why, sizeof why, MPI_CHAR, root, c->check), "collective");
+  int st;
+  CHECKED(st, "collective", MPI_Bcast(why, sizeof why, MPI_CHAR, root, c->check),
+          MPI_Ibcast(why, sizeof why, MPI_CHAR, root, c->check, &req));
   if (st != DT_OK) return st;
   why[sizeof why - 1] = 0;
   return tc_arg_error(c->label, c->base.world_ranks[root], why, all_same);
 }
 
-static int overlaps(const tc_desc *d);
+/* Why two calls with equal descriptions differ in their size tables (agree_call's table). */
+static const char *table_mismatch(const tc_desc *d, int64_t a, int64_t b) {
+  if (d->kind != TC_ALL_TO_ALL) return " (different size tables)";
+  if (a >= 0 && b >= 0) return " (different split sizes)";
+  return " (all_to_all on one rank, all_to_all_v on the other: under MPI every rank calls the same form)";
+}
 
-/* Every rank's (kind, dtype, op, root, count), compared: the ranks that finished their
- * program, a rank whose arguments failed, then calls that differ.  *any_overlap (when
- * given): some rank posted its data call beside the fingerprint (overlaps()). */
-static int full_check(mpi_comm *c, const tc_desc *d, int *any_overlap) {
+#define NF 6 /* the fields of a call gathered by the full check */
+
+/* Every rank's (kind, dtype, op, root, count, table), compared: the ranks that finished their
+ * program, a rank whose arguments failed, then calls that differ. */
+static int full_check(mpi_comm *c, const tc_desc *d, int64_t table) {
   int n = c->base.size;
-  int64_t mine[5] = {d->kind, d->dtype, d->op, d->root, (int64_t)d->count};
-  int64_t *all = malloc(sizeof(int64_t) * 5 * (size_t)n);
+  int64_t mine[NF] = {d->kind, d->dtype, d->op, d->root, (int64_t)d->count, table};
+  int64_t *all = malloc(sizeof(int64_t) * NF * (size_t)n);
   if (!all) return dt_error("collective check: out of memory");
-  if (check_allgather(c, mine, 5, all, tc_kind_name(d->kind)) != DT_OK) return free(all), DT_ERR;
-  for (int r = 0; any_overlap && r < n; r++) {
-    tc_desc dr = {.kind = (tc_kind)all[5 * r], .dtype = (dt_dtype)all[5 * r + 1], .count = (size_t)all[5 * r + 4]};
-    *any_overlap |= dr.kind != TC_ARG_ERROR && dr.kind != TC_FINISH && (int)dr.dtype >= 0 &&
-                    (int)dr.dtype < DT_NDTYPES && overlaps(&dr);
-  }
+  if (check_allgather(c, mine, NF, all, tc_kind_name(d->kind)) != DT_OK) return free(all), DT_ERR;
   /* ranks at the end of their program (dt_mpi_finish) against ranks in a collective:
    * the threads backend's message */
   int *fin = malloc(sizeof(int) * (size_t)n), nfin = 0;
   for (int r = 0; fin && r < n; r++)
-    if (all[5 * r] == TC_FINISH) fin[nfin++] = c->base.world_ranks[r];
+    if (all[NF * r] == TC_FINISH) fin[nfin++] = c->base.world_ranks[r];
   if (fin && nfin > 0 && nfin < n) {
     char buf[128];
     dt_comm_format_ranks(buf, sizeof buf, fin, nfin);
@@ -156,104 +138,49 @@ static int full_check(mpi_comm *c, const tc_desc *d, int *any_overlap) {
   }
   free(fin);
   for (int r = 0; r < n; r++)
-    if (all[5 * r] == TC_ARG_ERROR) { /* count: the hash of its message */
+    if (all[NF * r] == TC_ARG_ERROR) { /* count: the hash of its message */
       int all_same = 1;
-      for (int q = 0; q < n && all_same; q++) all_same = all[5 * q] == TC_ARG_ERROR && all[5 * q + 4] == all[5 * r + 4];
+      for (int q = 0; q < n && all_same; q++) all_same = all[NF * q] == TC_ARG_ERROR && all[NF * q + 4] == all[NF * r + 4];
       return free(all), raise_arg_error(c, d, r, all_same);
     }
   tc_desc d0 = {.kind = (tc_kind)all[0], .dtype = (dt_dtype)all[1], .op = (dt_reduce_op)all[2], .root = (int)all[3],
                 .count = (size_t)all[4]};
   int st = DT_OK;
   for (int r = 1; r < n && st == DT_OK; r++) {
-    int64_t *m = all + 5 * r;
+    int64_t *m = all + NF * r;
     tc_desc dr = {.kind = (tc_kind)m[0], .dtype = (dt_dtype)m[1], .op = (dt_reduce_op)m[2], .root = (int)m[3],
                   .count = (size_t)m[4]};
     if (!tc_same_call(&d0, &dr)) st = tc_mismatch_error(c->label, c->base.world_ranks[0], &d0, c->base.world_ranks[r], &dr, "");
+    else if (m[5] != all[5])
+      st = tc_mismatch_error(c->label, c->base.world_ranks[0], &d0, c->base.world_ranks[r], &dr, table_mismatch(d, all[5], m[5]));
   }
   free(all);
   return st;
 }
 
-/* A data call whose fingerprint agreement runs beside it (the caller passes its size). */
-static int overlaps(const tc_desc *d) {
-  switch (d->kind) {
-  case TC_ALL_REDUCE: case TC_REDUCE_SCATTER: case TC_ALL_GATHER: case TC_ALL_TO_ALL: case TC_BROADCAST:
-  case TC_SCATTER: case TC_GATHER:
-    return d->count * dt_dtype_size(d->dtype) >= FP_OVERLAP_BYTES;
-  default:
-    return 0;
-  }
-}
-
-/* The fingerprint's verdict: equal on every rank when min == max (the max is ~min of the
- * complements); all ranks reach the same one.  On a difference the full check names it, and
- * when a data call went out beside the fingerprint (on this rank or another) the group is
- * broken: that call may stay unmatched. */
-static int fp_verdict(mpi_comm *c, const tc_desc *d, const int64_t *min) {
-  if (min[0] == ~min[1] && d->kind != TC_ARG_ERROR) return DT_OK;
-  int any_overlap = 0;
-  int st = full_check(c, d, &any_overlap);
-  if (st == DT_OK) /* equal descriptions but different fingerprints: the same group label differs */
-    st = dt_error("%s: collective mismatch in group %s (different fingerprints, equal calls)", tc_kind_name(d->kind),
-                  c->label);
-  if (any_overlap) snprintf(c->broken, sizeof c->broken, "%s", dt_error_message());
-  return st;
-}
-
-/* The fingerprint posted beside a data call: its verdict once it arrived (wait: wait for it).
- * DT_OK while it has not arrived. */
-static int fp_settle(mpi_comm *c, int wait) {
-  int done = 0;
-  if (wait) {
-    c->fp_pending = 0; /* wait_req below must not come back here */
-    if (wait_req(c, MPI_SUCCESS, &c->fp_req, tc_kind_name(c->fp_desc.kind)) != DT_OK) return DT_ERR;
-  } else {
-    int rc = MPI_Test(&c->fp_req, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return c->fp_pending = 0, mpi_fail(rc, tc_kind_name(c->fp_desc.kind));
-    if (!done) return DT_OK;
-    c->fp_pending = 0;
-  }
-  tc_desc d = c->fp_desc;
-  return fp_verdict(c, &d, c->fp_min);
-}
-
-/* Before each collective: the ranks agree on tc_fingerprint(d) (min and max of the hash in one
- * MPI_Allreduce on c->check; equal on every rank or the full check names the difference).
- * Every rank reaches the same verdict, so all go to the full check together.  A large data
- * call (overlaps(), polled calls) only posts the agreement here: wait_req settles it beside
- * the data call that follows at once. */
-static int agree_call(mpi_comm *c, const tc_desc *d) {
-  char call[160];
-  tc_describe(call, sizeof call, d);
-  dt_mpi_watch_doing(c->watch, call, c->label);
-  if (c->broken[0])
-    return dt_error("%s: group %s is broken by an earlier failure: %s", tc_kind_name(d->kind), c->label, c->broken);
-  if (c->debug) return full_check(c, d, NULL);
-  int64_t h = (int64_t)tc_fingerprint(d, c->label), mine[2] = {h, ~h}, min[2];
+/* Before each collective: the ranks agree on tc_fingerprint(d) and table (what the ranks' size
+ * tables must agree on, beyond d: 0 where there are none): the minimum of the hash and of its
+ * complement over the group, equal to (h, ~h) on every rank exactly when every rank has h.  Every rank reaches the same verdict, so on a difference all go to the full check
+ * together, which names the calls; the group stays usable (no data call went out).  On DT_OK
+ * every rank of the group is in this very call: its data call cannot be left unmatched. */
+static int agree_call(mpi_comm *c, const tc_desc *d, int64_t table) {
+  dt_mpi_watch_doing(c->watch, d, c->label);
   const char *name = tc_kind_name(d->kind);
-  int st;
-  if (c->base.timeout > 0 && overlaps(d)) {
-    c->fp_mine[0] = mine[0], c->fp_mine[1] = mine[1];
-    c->fp_desc = *d;
-    c->fp_desc.why = NULL, c->fp_desc.counts = c->fp_desc.counts2 = NULL, c->fp_desc.blocks = NULL;
-    st = check_rc(MPI_Iallreduce(c->fp_mine, c->fp_min, 2, MPI_INT64_T, MPI_MIN, c->check, &c->fp_req), name);
-    c->fp_pending = st == DT_OK;
-    return st;
-  }
+  if (c->broken[0]) return dt_error("%s: group %s is broken by an earlier failure: %s", name, c->label, c->broken);
+  if (c->debug) return full_check(c, d, table);
+  int64_t h = (int64_t)(tc_fingerprint(d, c->label) ^ ((uint64_t)table * 0x9E3779B97F4A7C15ull)), v[2] = {h, ~h};
   if (c->base.timeout > 0) {
-    MPI_Request req;
-    st = wait_req(c, MPI_Iallreduce(mine, min, 2, MPI_INT64_T, MPI_MIN, c->check, &req), &req, name);
+    int late = 0, rc = dt_mpi_agree_min(c->check, v, c->agree_send, c->watch, deadline_of(c), &late);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
+    if (late) return timed_out(c, name);
   } else {
-    st = check_rc(MPI_Allreduce(mine, min, 2, MPI_INT64_T, MPI_MIN, c->check), name);
+    int64_t mine[2] = {v[0], v[1]};
+    if (check_rc(MPI_Allreduce(mine, v, 2, MPI_INT64_T, MPI_MIN, c->check), name) != DT_OK) return DT_ERR;
   }
-  if (st != DT_OK) return st;
-  return fp_verdict(c, d, min);
-}
-
-/* A collective that returns between agree_call and its data call settles the fingerprint
- * first (its peers wait in theirs). */
-static int agreed_return(mpi_comm *c, int st) {
-  if (c->fp_pending && fp_settle(c, 1) != DT_OK) return DT_ERR;
+  if (v[0] == h && v[1] == ~h && d->kind != TC_ARG_ERROR) return DT_OK;
+  int st = full_check(c, d, table);
+  if (st == DT_OK) /* equal descriptions but different fingerprints: the same group label differs */
+    st = dt_error("%s: collective mismatch in group %s (different fingerprints, equal calls)", name, c->label);
   return st;
 }
 
@@ -262,24 +189,17 @@ static int agreed_return(mpi_comm *c, int st) {
 static int m_reduction(dt_comm *b, tc_kind kind, const void *send, void *recv, size_t count, dt_dtype dt,
                        dt_reduce_op op) {
   mpi_comm *c = (mpi_comm *)b;
-  int all = kind == TC_ALL_REDUCE, nb = c->base.timeout > 0, k = (int)count;
+  int all = kind == TC_ALL_REDUCE, k = (int)count;
   const char *name = all ? "all_reduce" : "reduce_scatter";
   tc_desc d = {.kind = kind, .dtype = dt, .op = op, .count = count};
-  if (too_big(all ? count : count * (size_t)b->size, name) || agree_call(c, &d)) return DT_ERR;
+  if (too_big(all ? count : count * (size_t)b->size, name) || agree_call(c, &d, 0)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   MPI_Op o = dt_mpi_op(op, dt);
-  MPI_Request req;
-  int rc;
-  if (all) {
-    const void *s = send == recv ? MPI_IN_PLACE : send;
-    rc = nb ? MPI_Iallreduce(s, recv, k, t, o, c->comm, &req) : MPI_Allreduce(s, recv, k, t, o, c->comm);
-  } else {
-    rc = nb ? MPI_Ireduce_scatter_block(send, recv, k, t, o, c->comm, &req)
-            : MPI_Reduce_scatter_block(send, recv, k, t, o, c->comm);
-  }
-  int st = nb ? wait_req(c, rc, &req, name) : check_rc(rc, name);
-  if (st == DT_OK && op == DT_REDUCE_AVG) dt_reduce_ops_divide(dt, recv, count, b->size);
-  return st;
+  int rc = all ? MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, k, t, o, c->comm)
+               : MPI_Reduce_scatter_block(send, recv, k, t, o, c->comm);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
+  if (op == DT_REDUCE_AVG) dt_reduce_ops_divide(dt, recv, count, b->size);
+  return DT_OK;
 }
 
 static int m_all_reduce(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, dt_reduce_op op) {
@@ -310,28 +230,28 @@ static int all_equal(const size_t *counts, int n) {
   return 1;
 }
 
+/* A hash of a size table (agree_call's table). */
+static int64_t table_hash(const size_t *counts, int n) {
+  uint64_t h = 1469598103934665603ull;
+  for (int r = 0; r < n; r++) h = (h ^ (uint64_t)counts[r]) * 1099511628211ull;
+  return (int64_t)(h >> 1); /* >= 0 */
+}
+
+/* Every rank passes the same table (in the fingerprint), so every rank takes the same branch. */
 static int m_all_gather_v(dt_comm *b, const void *send, void *recv, const size_t *counts, dt_dtype dt) {
   mpi_comm *c = (mpi_comm *)b;
   int n = b->size;
   tc_desc d = {.kind = TC_ALL_GATHER, .dtype = dt, .count = counts[b->rank]};
-  if (agree_call(c, &d)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   if (all_equal(counts, n)) {
-    if (too_big(counts[0] * (size_t)n, "all_gather")) return agreed_return(c, DT_ERR);
     int k = (int)counts[0];
-    RUN("all_gather", MPI_Allgather(send, k, t, recv, k, t, c->comm),
-        MPI_Iallgather(send, k, t, recv, k, t, c->comm, &req));
+    if (too_big(counts[0] * (size_t)n, "all_gather") || agree_call(c, &d, table_hash(counts, n))) return DT_ERR;
+    return check_rc(MPI_Allgather(send, k, t, recv, k, t, c->comm), "all_gather");
   }
   int *v = int_layout(counts, n, "all_gather");
-  if (!v) return agreed_return(c, DT_ERR);
-  int st;
-  int k = v[b->rank];
-  if (c->base.timeout > 0) {
-    MPI_Request req;
-    st = wait_req(c, MPI_Iallgatherv(send, k, t, recv, v, v + n, t, c->comm, &req), &req, "all_gather");
-  } else {
-    st = check_rc(MPI_Allgatherv(send, k, t, recv, v, v + n, t, c->comm), "all_gather");
-  }
+  if (!v) return DT_ERR;
+  int st = agree_call(c, &d, table_hash(counts, n));
+  if (st == DT_OK) st = check_rc(MPI_Allgatherv(send, v[b->rank], t, recv, v, v + n, t, c->comm), "all_gather");
   free(v);
   return st;
 }
@@ -346,10 +266,9 @@ static int debug_check_splits(mpi_comm *c, const size_t *sendcounts, const size_
   if (!in) return dt_error("collective check: out of memory");
   int64_t *out = in + n, mine[4] = {-1, 0, 0, 0}, *all = out + n; /* {bad sender, sent, expected, my total} */
   for (int q = 0; q < n; q++) out[q] = (int64_t)sendcounts[q], mine[3] += out[q];
-  MPI_Request req;
-  int st = c->base.timeout > 0
-               ? wait_req(c, MPI_Ialltoall(out, 1, MPI_INT64_T, in, 1, MPI_INT64_T, c->comm, &req), &req, "all_to_all")
-               : check_rc(MPI_Alltoall(out, 1, MPI_INT64_T, in, 1, MPI_INT64_T, c->comm), "all_to_all");
+  int st;
+  CHECKED(st, "all_to_all", MPI_Alltoall(out, 1, MPI_INT64_T, in, 1, MPI_INT64_T, c->comm),
+          MPI_Ialltoall(out, 1, MPI_INT64_T, in, 1, MPI_INT64_T, c->comm, &req));
   for (int p = 0; st == DT_OK && p < n && mine[0] < 0; p++)
     if (in[p] != (int64_t)recvcounts[p]) mine[0] = p, mine[1] = in[p], mine[2] = (int64_t)recvcounts[p];
   if (st == DT_OK) st = check_allgather(c, mine, 4, all, "all_to_all");
@@ -370,30 +289,37 @@ static int debug_check_splits(mpi_comm *c, const size_t *sendcounts, const size_
   return st;
 }
 
+/* The equal form (dt_comm_all_to_all passes one table for both directions) agrees on its split
+ * size and runs MPI_Alltoall, blocking.  The v-form agrees only on being the v-form: the ranks'
+ * tables must match across ranks (what p sends q, q expects from p), which a fingerprint cannot
+ * see, so MPI_Ialltoallv runs polled against the timeout (a mismatch may hang in MPI; the
+ * timeout, or DTLUA_DEBUG=collectives beforehand, names it).  A rank whose v-tables merely
+ * happen to be equal stays in the v-form with its peers. */
 static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts, void *recv,
                           const size_t *recvcounts, dt_dtype dt) {
   mpi_comm *c = (mpi_comm *)b;
   int n = b->size;
   tc_desc d = {.kind = TC_ALL_TO_ALL, .dtype = dt}; /* count: the total sent (not in the fingerprint) */
   for (int r = 0; r < n; r++) d.count += sendcounts[r];
-  if (agree_call(c, &d) || debug_check_splits(c, sendcounts, recvcounts, dt)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
-  /* The MPI_Alltoall fast path only for the equal-count form (dt_comm_all_to_all passes one
-   * array for both), which every rank calls alike: a rank whose v-counts merely happen to be
-   * equal (all zero, say) must not leave for MPI_Alltoall while its peers are in Alltoallv. */
   if (sendcounts == recvcounts && all_equal(sendcounts, n)) {
-    if (too_big(sendcounts[0] * (size_t)n, "all_to_all")) return agreed_return(c, DT_ERR);
     int k = (int)sendcounts[0];
-    RUN("all_to_all", MPI_Alltoall(send, k, t, recv, k, t, c->comm), MPI_Ialltoall(send, k, t, recv, k, t, c->comm, &req));
+    if (too_big(sendcounts[0] * (size_t)n, "all_to_all") || agree_call(c, &d, (int64_t)sendcounts[0]) ||
+        debug_check_splits(c, sendcounts, recvcounts, dt))
+      return DT_ERR;
+    return check_rc(MPI_Alltoall(send, k, t, recv, k, t, c->comm), "all_to_all");
   }
   int *sv = int_layout(sendcounts, n, "all_to_all"), *rv = sv ? int_layout(recvcounts, n, "all_to_all") : NULL;
-  if (!rv) return free(sv), agreed_return(c, DT_ERR);
-  int st;
-  if (c->base.timeout > 0) {
-    MPI_Request req;
-    st = wait_req(c, MPI_Ialltoallv(send, sv, sv + n, t, recv, rv, rv + n, t, c->comm, &req), &req, "all_to_all");
-  } else {
-    st = check_rc(MPI_Alltoallv(send, sv, sv + n, t, recv, rv, rv + n, t, c->comm), "all_to_all");
+  if (!rv) return free(sv), DT_ERR;
+  int st = agree_call(c, &d, -1);
+  if (st == DT_OK) st = debug_check_splits(c, sendcounts, recvcounts, dt);
+  if (st == DT_OK) {
+    if (c->base.timeout > 0) {
+      MPI_Request req;
+      st = wait_req(c, MPI_Ialltoallv(send, sv, sv + n, t, recv, rv, rv + n, t, c->comm, &req), &req, "all_to_all");
+    } else {
+      st = check_rc(MPI_Alltoallv(send, sv, sv + n, t, recv, rv, rv + n, t, c->comm), "all_to_all");
+    }
   }
   free(sv), free(rv);
   return st;
@@ -402,58 +328,61 @@ static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts
 static int m_broadcast(dt_comm *b, void *buf, size_t count, dt_dtype dt, int root) {
   mpi_comm *c = (mpi_comm *)b;
   tc_desc d = {.kind = TC_BROADCAST, .dtype = dt, .root = root, .count = count};
-  if (too_big(count, "broadcast") || agree_call(c, &d)) return DT_ERR;
-  MPI_Datatype t = dt_mpi_datatype(dt);
-  RUN("broadcast", MPI_Bcast(buf, (int)count, t, root, c->comm), MPI_Ibcast(buf, (int)count, t, root, c->comm, &req));
+  if (too_big(count, "broadcast") || agree_call(c, &d, 0)) return DT_ERR;
+  return check_rc(MPI_Bcast(buf, (int)count, dt_mpi_datatype(dt), root, c->comm), "broadcast");
 }
 
 static int m_scatter(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
   mpi_comm *c = (mpi_comm *)b;
   tc_desc d = {.kind = TC_SCATTER, .dtype = dt, .root = root, .count = count};
-  if (too_big(count * (size_t)b->size, "scatter") || agree_call(c, &d)) return DT_ERR;
+  if (too_big(count * (size_t)b->size, "scatter") || agree_call(c, &d, 0)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   int k = (int)count;
-  RUN("scatter", MPI_Scatter(send, k, t, recv, k, t, root, c->comm),
-      MPI_Iscatter(send, k, t, recv, k, t, root, c->comm, &req));
+  return check_rc(MPI_Scatter(send, k, t, recv, k, t, root, c->comm), "scatter");
 }
 
 static int m_gather(dt_comm *b, const void *send, void *recv, size_t count, dt_dtype dt, int root) {
   mpi_comm *c = (mpi_comm *)b;
   tc_desc d = {.kind = TC_GATHER, .dtype = dt, .root = root, .count = count};
-  if (too_big(count * (size_t)b->size, "gather") || agree_call(c, &d)) return DT_ERR;
+  if (too_big(count * (size_t)b->size, "gather") || agree_call(c, &d, 0)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   int k = (int)count;
-  RUN("gather", MPI_Gather(send, k, t, recv, k, t, root, c->comm),
-      MPI_Igather(send, k, t, recv, k, t, root, c->comm, &req));
+  return check_rc(MPI_Gather(send, k, t, recv, k, t, root, c->comm), "gather");
 }
 
-/* What a rank in send/recv answers when a stuck rank asks (mpi_watch.c). */
-static void watch_p2p(mpi_comm *c, const char *what, size_t count, dt_dtype dt, int peer) {
-  char call[96];
-  snprintf(call, sizeof call, "%s(%s, %zu elements, %s %d)", what, dt_dtype_name(dt), count,
-           what[0] == 's' ? "dst" : "src", c->base.world_ranks[peer]);
-  dt_mpi_watch_doing(c->watch, call, c->label);
+/* Before send/recv: what this rank answers when a stuck rank asks (mpi_watch.c), and the
+ * group's state. */
+static int p2p_start(mpi_comm *c, const char *what, size_t count, dt_dtype dt, int peer) {
+  dt_mpi_watch_doing_p2p(c->watch, what[0] == 's', count, dt, c->base.world_ranks[peer], c->label);
+  if (too_big(count, what)) return DT_ERR;
+  if (c->broken[0]) return dt_error("%s: group %s is broken by an earlier failure: %s", what, c->label, c->broken);
+  return DT_OK;
 }
 
+/* send/recv have no fingerprint: their non-blocking form, polled against the timeout (which
+ * costs nothing beside the blocking one for point-to-point messages). */
 static int m_send(dt_comm *b, const void *buf, size_t count, dt_dtype dt, int dst) {
   mpi_comm *c = (mpi_comm *)b;
-  if (too_big(count, "send")) return DT_ERR;
-  watch_p2p(c, "send", count, dt, dst);
+  if (p2p_start(c, "send", count, dt, dst)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   int tag = (int)dt; /* the dtype travels as the tag: recv checks it */
-  RUN("send", MPI_Send(buf, (int)count, t, dst, tag, c->comm), MPI_Isend(buf, (int)count, t, dst, tag, c->comm, &req));
+  MPI_Request req;
+  if (c->base.timeout > 0) return wait_req(c, MPI_Isend(buf, (int)count, t, dst, tag, c->comm, &req), &req, "send");
+  return check_rc(MPI_Send(buf, (int)count, t, dst, tag, c->comm), "send");
 }
 
 static int m_recv(dt_comm *b, void *buf, size_t count, dt_dtype dt, int src) {
   mpi_comm *c = (mpi_comm *)b;
-  if (too_big(count, "recv")) return DT_ERR;
-  watch_p2p(c, "recv", count, dt, src);
+  if (p2p_start(c, "recv", count, dt, src)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   MPI_Status s;
   MPI_Request req;
   int rc, cls = 0, st;
   if (c->base.timeout > 0) {
     st = wait_req_status(c, MPI_Irecv(buf, (int)count, t, src, MPI_ANY_TAG, c->comm, &req), &req, "recv", &s, &rc);
+    /* timed out: the receive must not land in buf later (unmatched, it cancels at once) */
+    if (st != DT_OK && rc == MPI_SUCCESS && req != MPI_REQUEST_NULL && MPI_Cancel(&req) == MPI_SUCCESS)
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
   } else {
     rc = MPI_Recv(buf, (int)count, t, src, MPI_ANY_TAG, c->comm, &s);
     st = check_rc(rc, "recv");
@@ -477,13 +406,12 @@ static int m_recv(dt_comm *b, void *buf, size_t count, dt_dtype dt, int src) {
 static int m_barrier(dt_comm *b) {
   mpi_comm *c = (mpi_comm *)b;
   tc_desc d = {.kind = TC_BARRIER};
-  if (agree_call(c, &d)) return DT_ERR;
-  RUN("barrier", MPI_Barrier(c->comm), MPI_Ibarrier(c->comm, &req));
+  return agree_call(c, &d, 0); /* the agreement is a barrier: every rank hears from every rank */
 }
 
 static int m_fail(dt_comm *b, const char *why) {
   tc_desc d = {.kind = TC_ARG_ERROR, .why = why, .count = (size_t)tc_message_hash(why)};
-  return agree_call((mpi_comm *)b, &d);
+  return agree_call((mpi_comm *)b, &d, 0);
 }
 
 static mpi_comm *comm_wrap(MPI_Comm comm, const int *world_ranks, int debug, double timeout) {
@@ -636,7 +564,7 @@ int dt_mpi_finish(dt_comm *world) {
   mpi_comm *c = (mpi_comm *)world;
   tc_desc d = {.kind = TC_FINISH};
   c->unlimited = 1;
-  int st = agree_call(c, &d);
+  int st = agree_call(c, &d, 0);
   c->unlimited = 0;
   return st;
 }
@@ -653,67 +581,4 @@ void dt_mpi_abort(int code) {
   MPI_Finalized(&fin);
   if (init && !fin) MPI_Abort(MPI_COMM_WORLD, code);
   exit(code);
-}
-
-/* The non-blocking form of a bench collective (dt_mpi_bench_raw's "+overlapped"). */
-static int bench_post(const char *coll, float *a, float *b, int count, int part, MPI_Request *req) {
-  if (strcmp(coll, "all_reduce") == 0) return MPI_Iallreduce(MPI_IN_PLACE, a, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, req);
-  if (strcmp(coll, "all_gather") == 0) return MPI_Iallgather(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD, req);
-  if (strcmp(coll, "reduce_scatter") == 0)
-    return MPI_Ireduce_scatter_block(a, b, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, req);
-  if (strcmp(coll, "all_to_all") == 0) return MPI_Ialltoall(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD, req);
-  dt_error("bench: unknown collective '%s'", coll);
-  return MPI_ERR_OTHER;
-}
-
-int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds) {
-  int n;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  int count = (int)(bytes / sizeof(float)), part = count / n;
-  float *a = calloc((size_t)count + 1, sizeof(float)), *b = calloc((size_t)count + 1, sizeof(float));
-  if (!a || !b) return free(a), free(b), dt_error("bench: out of memory");
-  int rc = MPI_SUCCESS;
-  /* "<coll>+fingerprint": each call preceded by the backend's fingerprint agreement (an
-   * MPI_Allreduce of two int64), to price it against the bare call in the same run;
-   * "<coll>+overlapped": the agreement posted beside the call (on a communicator of its own),
-   * both waited together, as the backend does from FP_OVERLAP_BYTES */
-  size_t base_len = strcspn(coll, "+");
-  int fingerprint = strcmp(coll + base_len, "+fingerprint") == 0;
-  int overlapped = strcmp(coll + base_len, "+overlapped") == 0;
-  if (coll[base_len] && !fingerprint && !overlapped)
-    return free(a), free(b), dt_error("bench: unknown variant '%s'", coll);
-  MPI_Comm check = MPI_COMM_NULL;
-  if (overlapped && MPI_Comm_dup(MPI_COMM_WORLD, &check) != MPI_SUCCESS)
-    return free(a), free(b), dt_error("bench: MPI_Comm_dup failed");
-  char name[32];
-  snprintf(name, sizeof name, "%.*s", (int)(base_len < 31 ? base_len : 31), coll);
-  coll = name;
-  for (int i = -1; i < iters && rc == MPI_SUCCESS; i++) { /* i = -1: warm-up */
-    if (i == 0) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      *seconds = dt_now();
-    }
-    if (fingerprint) {
-      int64_t fp[2] = {i, ~(int64_t)i}, min[2];
-      rc = MPI_Allreduce(fp, min, 2, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
-    }
-    if (overlapped) {
-      int64_t fp[2] = {i, ~(int64_t)i}, min[2];
-      MPI_Request req[2];
-      rc = MPI_Iallreduce(fp, min, 2, MPI_INT64_T, MPI_MIN, check, &req[0]);
-      if (rc == MPI_SUCCESS) rc = bench_post(coll, a, b, count, part, &req[1]);
-      if (rc == MPI_SUCCESS) rc = MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
-      continue;
-    }
-    if (strcmp(coll, "all_reduce") == 0) rc = MPI_Allreduce(MPI_IN_PLACE, a, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    else if (strcmp(coll, "all_gather") == 0) rc = MPI_Allgather(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
-    else if (strcmp(coll, "reduce_scatter") == 0)
-      rc = MPI_Reduce_scatter_block(a, b, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    else if (strcmp(coll, "all_to_all") == 0) rc = MPI_Alltoall(a, part, MPI_FLOAT, b, part, MPI_FLOAT, MPI_COMM_WORLD);
-    else rc = dt_error("bench: unknown collective '%s'", coll) ? MPI_ERR_OTHER : MPI_ERR_OTHER;
-  }
-  *seconds = (dt_now() - *seconds) / iters;
-  if (check != MPI_COMM_NULL) MPI_Comm_free(&check);
-  free(a), free(b);
-  return rc == MPI_SUCCESS ? DT_OK : mpi_fail(rc, coll);
 }

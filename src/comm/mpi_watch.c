@@ -12,9 +12,14 @@
 enum { TAG_QUERY = 1, TAG_REPLY = 2 };
 #define ANSWER_WAIT_S 2.0 /* how long a stuck rank collects answers */
 
+/* This rank's current call, kept as fields and written out only when a rank asks: a
+ * collective formats nothing on its fast path. */
 struct dt_mpi_watch {
   MPI_Comm comm;
-  char doing[256]; /* this rank's current call: "all_reduce(sum, float32, 4 elements) in group {0,1}" */
+  tc_desc call;        /* its kind, dtype, op, root and count */
+  int p2p;             /* 1: send/recv (call.root: the peer's world rank) */
+  int busy;            /* 0: no call yet */
+  char label[64];      /* its group */
 };
 
 dt_mpi_watch *dt_mpi_watch_new(MPI_Comm world) {
@@ -33,9 +38,36 @@ void dt_mpi_watch_free(dt_mpi_watch *w) {
   free(w);
 }
 
-void dt_mpi_watch_doing(dt_mpi_watch *w, const char *call, const char *label) {
+static void doing(dt_mpi_watch *w, const tc_desc *d, int p2p, const char *label) {
   if (!w) return;
-  snprintf(w->doing, sizeof w->doing, "%s in group %s", call, label);
+  w->call = (tc_desc){.kind = d->kind, .dtype = d->dtype, .op = d->op, .root = d->root, .count = d->count};
+  w->p2p = p2p, w->busy = 1;
+  size_t len = strnlen(label, sizeof w->label - 1);
+  memcpy(w->label, label, len);
+  w->label[len] = 0;
+}
+
+void dt_mpi_watch_doing(dt_mpi_watch *w, const tc_desc *d, const char *label) { doing(w, d, 0, label); }
+
+void dt_mpi_watch_doing_p2p(dt_mpi_watch *w, int is_send, size_t count, dt_dtype dt, int peer, const char *label) {
+  tc_desc d = {.kind = is_send, .dtype = dt, .root = peer, .count = count};
+  doing(w, &d, 1, label);
+}
+
+/* "all_reduce(sum, float32, 4 elements) in group {0,1}", "" before any call */
+static void describe(const dt_mpi_watch *w, char *buf, size_t len) {
+  char call[160];
+  if (!w->busy) {
+    buf[0] = 0;
+    return;
+  }
+  const tc_desc *d = &w->call;
+  if (w->p2p)
+    snprintf(call, sizeof call, "%s(%s, %zu elements, %s %d)", d->kind ? "send" : "recv", dt_dtype_name(d->dtype),
+             d->count, d->kind ? "dst" : "src", d->root);
+  else
+    tc_describe(call, sizeof call, d);
+  snprintf(buf, len, "%s in group %s", call, w->label);
 }
 
 void dt_mpi_watch_serve(dt_mpi_watch *w) {
@@ -46,7 +78,9 @@ void dt_mpi_watch_serve(dt_mpi_watch *w) {
     if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_QUERY, w->comm, &flag, &st) != MPI_SUCCESS || !flag) return;
     MPI_Recv(NULL, 0, MPI_CHAR, st.MPI_SOURCE, TAG_QUERY, w->comm, MPI_STATUS_IGNORE);
     /* small enough to go eagerly: the asker may be waiting for others' answers first */
-    MPI_Send(w->doing, (int)strlen(w->doing) + 1, MPI_CHAR, st.MPI_SOURCE, TAG_REPLY, w->comm);
+    char answer[256];
+    describe(w, answer, sizeof answer);
+    MPI_Send(answer, (int)strlen(answer) + 1, MPI_CHAR, st.MPI_SOURCE, TAG_REPLY, w->comm);
   }
 }
 
@@ -68,7 +102,7 @@ void dt_mpi_watch_ask_all(dt_mpi_watch *w, char *buf, size_t len) {
   for (int r = 0; r < n; r++)
     if (r != me) MPI_Isend(NULL, 0, MPI_CHAR, r, TAG_QUERY, w->comm, &reqs[r]);
   int got = 1;
-  snprintf(answers + 256 * (size_t)me, 256, "%s", w->doing);
+  describe(w, answers + 256 * (size_t)me, 256);
   for (double t0 = dt_now(); got < n && dt_now() - t0 < ANSWER_WAIT_S;) {
     dt_mpi_watch_serve(w); /* the others may be asking too */
     int flag = 0;

@@ -74,7 +74,7 @@ describe("mpirun across two hosts (network namespaces over TCP)", function()
       assert.is_nil(out:find("tensor(", 1, true)) -- no rank went on with a wrong result
     end)
 
-  it("the same for a large all_reduce (the fingerprint overlapped with the data)", function()
+  it("the same for a large all_reduce (64 Ki elements: the fingerprint before the blocking data call)", function()
     local prog = "local t = dt.ones(1 << 16) dt.distributed.all_reduce(t, dt.rank() < 2 and 'sum' or 'max') print(t)"
     local out, rc = mrun(prog)
     assert.are_not.equal(0, rc)

@@ -27,7 +27,7 @@ do
       local out, rc = mrun(2, sh_quote(bench) .. " 0.01 0.005")
       assert.are.equal(0, rc, out)
       assert.matches("# mpi backend, 2 ranks; reference: raw MPI (measured in this run)", out, 1, true)
-      -- the fingerprint priced before and beside each call, against the bare call
+      -- the fingerprint (as the backend runs it) and the polled non-blocking call, against the bare call
       assert.matches("\nall_to_all +4 KiB +[%d.]+ +[%d.]+ +[%d.]+ +[%d.]+ +[-+][%d.]+%% +[-+][%d.]+%%", out)
     end)
   end)
