@@ -1,0 +1,30 @@
+/* Read-only mappings of a file's byte range, and reads out of them guarded against SIGBUS
+ * (file_map.c).  A mapping outlives a shortening of its file by another program: touching a
+ * page past the new end raises SIGBUS, which a guarded call turns into an error return. */
+#ifndef DT_IO_FILE_MAP_H
+#define DT_IO_FILE_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct dt_file_map {
+  char *base;       /* the mapping (page aligned), or NULL */
+  size_t length;    /* bytes mapped */
+  const char *data; /* the first byte asked for: file offset `offset` */
+} dt_file_map;
+
+/* Maps [offset, offset + length) of fd read-only and private, advised for a sequential read
+ * (the kernel reads ahead and drops behind).  Returns 0, or an errno value (*m is then empty).
+ * The caller checks the file's size first (fstat): mapping past the end is not an error here. */
+int dt_file_map_range(int fd, int64_t offset, int64_t length, dt_file_map *m);
+void dt_file_unmap(dt_file_map *m);
+
+/* Runs fn(arg) on the calling thread and returns 0; a SIGBUS raised while it reads m's pages
+ * ends fn and returns DT_FILE_MAP_SIGBUS (fn's writes so far stay); -1 when the handler
+ * could not be installed (fn not run).  A SIGBUS elsewhere goes to the
+ * handler that was installed before (the default one kills the process, as without this).
+ * fn must not take locks or allocate: it may be left at any point. */
+#define DT_FILE_MAP_SIGBUS 1
+int dt_file_map_guarded(const dt_file_map *m, void (*fn)(void *), void *arg);
+
+#endif
