@@ -3,12 +3,16 @@
 -- read measured in the same run with dd (write: conv=fsync, as each shard file is fsync'ed;
 -- read: from the disk, after dropping the file's pages from the page cache, and from the page
 -- cache; loads likewise -- see doc/performance.md), and the training time an async save costs.
---   dtlua -n 4 bench/checkpoint.lua [MiB = 1024] [dir = a new temporary directory]
+--   dtlua -n 4 bench/checkpoint.lua [MiB = 1024] [dir = a new temporary directory] [read]
+-- read: how loads read their boxes, "auto" (what a load does), "preadv" or "mmap" (by default
+-- no option is passed, so that builds from before the mmap reads run it too)
 local baseline = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/load_baseline.lua")
 local now = baseline.now
 local D = dt.distributed
 local n, rank = dt.world_size(), dt.rank()
 local mib = tonumber(arg and arg[1]) or 1024
+local read = arg and arg[3]
+local load_opts = read and {_read = read} or nil
 
 -- one directory name for every rank (rank 0's)
 local function shared_name(name)
@@ -21,6 +25,7 @@ local function shared_name(name)
   return table.concat(out)
 end
 local base = arg and arg[2]
+if base == "" then base = nil end
 if not base then
   base = rank == 0 and os.tmpname() or ""
   if rank == 0 then os.remove(base) end
@@ -104,15 +109,15 @@ local function phases()
   end
   return "  [" .. table.concat(out, ", ") .. " s]"
 end
-local t_load = timed(function() dt.checkpoint.load(target, dir) end)
+local t_load = timed(function() dt.checkpoint.load(target, dir, load_opts) end)
 local ph_load = phases()
-local t_load_same = timed(function() dt.checkpoint.load(state, dir) end)
+local t_load_same = timed(function() dt.checkpoint.load(state, dir, load_opts) end)
 local ph_same = phases()
 drop_cache(dir)
-local t_cold = timed(function() dt.checkpoint.load(target, dir) end)
+local t_cold = timed(function() dt.checkpoint.load(target, dir, load_opts) end)
 local ph_cold = phases()
 drop_cache(dir)
-local t_cold_same = timed(function() dt.checkpoint.load(state, dir) end)
+local t_cold_same = timed(function() dt.checkpoint.load(state, dir, load_opts) end)
 local ph_cold_same = phases()
 
 -- training time lost to an async save: the same compute loop alone, then with a save in flight
@@ -131,8 +136,8 @@ local t_wait = timed(function() handle:wait() end)
 
 local gib = total / 2 ^ 30
 if rank == 0 then
-  print(string.format("# bench/checkpoint.lua: %d rank(s), %s backend, %.2f GiB state (%d tensors, Shard(1))", n,
-                      dt.backend(), gib, TENSORS))
+  print(string.format("# bench/checkpoint.lua: %d rank(s), %s backend, %.2f GiB state (%d tensors, Shard(1)), " ..
+                      "reads %s", n, dt.backend(), gib, TENSORS, read or "(default)"))
   print(string.format("disk (dd, one stream): write+fsync %.2f GiB/s, read from the disk %.2f GiB/s, from the page " ..
                       "cache %.2f GiB/s", gib / disk[1], gib / disk[2], gib / disk[3]))
   print(string.format("save:                  %.3f s  %.2f GiB/s  ratio to dd write %.2f", t_save, gib / t_save,
@@ -151,4 +156,4 @@ if rank == 0 then
                       100 * (t_async_call + t_train_async - t_train) / t_save, t_wait))
 end
 dt.barrier()
-if rank == 0 and not (arg and arg[2]) then os.execute("rm -rf '" .. base .. "'") end
+if rank == 0 and not (arg and arg[2] and arg[2] ~= "") then os.execute("rm -rf '" .. base .. "'") end

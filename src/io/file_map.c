@@ -19,26 +19,77 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+/* Mappings are shared by the threads of the process: ranks that run as threads read the same
+ * files, and one mapping whose pages one rank has faulted in costs the others no page fault
+ * (setting up the page tables is most of a strided read's cost from the page cache).  A
+ * mapping is of the whole file, keyed by the file's identity and version (device, inode,
+ * size, mtime: a rewritten file gets a mapping of its own), and unmapped with its last user. */
+typedef struct shared_map {
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  struct timespec mtime;
+  char *base;
+  size_t length;
+  int users;
+  struct shared_map *next;
+} shared_map;
+
+static shared_map *maps;
+static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int dt_file_map_range(int fd, int64_t offset, int64_t length, dt_file_map *m) {
-  *m = (dt_file_map){NULL, 0, NULL};
-  if (length <= 0 || offset < 0) return length == 0 && offset >= 0 ? 0 : EINVAL;
-  long page = sysconf(_SC_PAGESIZE);
-  int64_t start = offset - offset % page;
-  size_t len = (size_t)(offset - start + length);
-  void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, (off_t)start);
-  if (p == MAP_FAILED) return errno;
-  /* sequential: larger read-ahead from the disk; pages from the page cache are unaffected */
-  (void)madvise(p, len, MADV_SEQUENTIAL);
-  m->base = p, m->length = len, m->data = (const char *)p + (offset - start);
-  return 0;
+  *m = (dt_file_map){0};
+  struct stat sb;
+  if (offset < 0 || length < 0) return EINVAL;
+  if (fstat(fd, &sb) != 0) return errno;
+  m->file_size = (int64_t)sb.st_size;
+  if ((int64_t)sb.st_size < offset + length) return DT_FILE_MAP_SHORT;
+  if (length == 0) return 0;
+  pthread_mutex_lock(&maps_lock);
+  shared_map *e = maps;
+  while (e && !(e->dev == sb.st_dev && e->ino == sb.st_ino && e->size == sb.st_size &&
+                e->mtime.tv_sec == sb.st_mtim.tv_sec && e->mtime.tv_nsec == sb.st_mtim.tv_nsec))
+    e = e->next;
+  int rc = 0;
+  if (!e) {
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) rc = errno;
+    else if (!(e = calloc(1, sizeof *e))) munmap(p, (size_t)sb.st_size), rc = ENOMEM;
+    if (rc == 0) {
+      /* sequential: a larger read-ahead from the disk (pages in the page cache are mapped
+       * around each fault either way) */
+      (void)madvise(p, (size_t)sb.st_size, MADV_SEQUENTIAL);
+      e->dev = sb.st_dev, e->ino = sb.st_ino, e->size = sb.st_size, e->mtime = sb.st_mtim;
+      e->base = p, e->length = (size_t)sb.st_size, e->next = maps, maps = e;
+    }
+  }
+  if (rc == 0) {
+    e->users++;
+    m->base = e->base, m->length = e->length, m->data = e->base + offset, m->shared = e;
+  }
+  pthread_mutex_unlock(&maps_lock);
+  return rc;
 }
 
 void dt_file_unmap(dt_file_map *m) {
-  if (m->base) munmap(m->base, m->length);
-  *m = (dt_file_map){NULL, 0, NULL};
+  shared_map *e = m->shared;
+  *m = (dt_file_map){0};
+  if (!e) return;
+  pthread_mutex_lock(&maps_lock);
+  if (--e->users == 0) {
+    shared_map **at = &maps;
+    while (*at != e) at = &(*at)->next;
+    *at = e->next;
+    munmap(e->base, e->length);
+    free(e);
+  }
+  pthread_mutex_unlock(&maps_lock);
 }
 
 typedef struct {

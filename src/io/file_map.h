@@ -8,14 +8,19 @@
 #include <stdint.h>
 
 typedef struct dt_file_map {
-  char *base;       /* the mapping (page aligned), or NULL */
-  size_t length;    /* bytes mapped */
-  const char *data; /* the first byte asked for: file offset `offset` */
+  const char *base;   /* the mapping (of the whole file), or NULL */
+  size_t length;      /* bytes mapped */
+  const char *data;   /* the first byte asked for: file offset `offset` */
+  int64_t file_size;  /* the file's size when mapped (fstat) */
+  struct shared_map *shared;
 } dt_file_map;
 
-/* Maps [offset, offset + length) of fd read-only and private, advised for a sequential read
- * (the kernel reads ahead and drops behind).  Returns 0, or an errno value (*m is then empty).
- * The caller checks the file's size first (fstat): mapping past the end is not an error here. */
+#define DT_FILE_MAP_SHORT (-1) /* the file ends before offset + length */
+/* Maps [offset, offset + length) of fd read-only and private, advised for a sequential read,
+ * after checking the file's size (fstat): returns 0, an errno value, or DT_FILE_MAP_SHORT
+ * (m->file_size says the size).  Mappings are shared by the process's threads (ranks as
+ * threads read the same files): the whole file is mapped once per version of the file and
+ * unmapped by its last user. */
 int dt_file_map_range(int fd, int64_t offset, int64_t length, dt_file_map *m);
 void dt_file_unmap(dt_file_map *m);
 

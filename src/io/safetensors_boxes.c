@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -115,7 +114,7 @@ static void plan_box(const dt_safetensors_box *b, box_plan *p) {
     lo += b->src_start[d] * p->sstride[d], hi += (b->src_start[d] + b->size[d] - 1) * p->sstride[d];
   p->first = b->file->data_start + e->begin + lo * (int64_t)p->fel;
   p->last = p->nsegs ? b->file->data_start + e->begin + (hi + 1) * (int64_t)p->fel : p->first;
-  p->map = (dt_file_map){NULL, 0, NULL};
+  p->map = (dt_file_map){0};
 }
 
 /* mmap or preadv for this box (the rule in the header comment) */
@@ -129,13 +128,10 @@ static int use_map(const box_plan *p, dt_box_read_mode mode) {
 /* maps the box's span after checking the file still holds it (fstat) */
 static int map_box(box_plan *p, const char *op) {
   const dt_safetensors_file *st = p->box->file;
-  int fd = fileno(st->f);
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) return dt_error("%s: %s: tensor '%s': fstat failed (%s)", op, st->path, p->e->name, strerror(errno));
-  if ((int64_t)sb.st_size < p->last)
+  int rc = dt_file_map_range(fileno(st->f), p->first, p->last - p->first, &p->map);
+  if (rc == DT_FILE_MAP_SHORT)
     return dt_error("%s: %s: tensor '%s': file is truncated (%lld bytes, the tensor's data ends at %lld)", op, st->path,
-                    p->e->name, (long long)sb.st_size, (long long)(st->data_start + p->e->end));
-  int rc = dt_file_map_range(fd, p->first, p->last - p->first, &p->map);
+                    p->e->name, (long long)p->map.file_size, (long long)(st->data_start + p->e->end));
   if (rc) return dt_error("%s: %s: tensor '%s': mmap failed (%s)", op, st->path, p->e->name, strerror(rc));
   return DT_OK;
 }

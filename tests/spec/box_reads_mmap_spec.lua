@@ -1,7 +1,8 @@
 -- Box reads of safetensors files through a mapping (dt.checkpoint's strided reshard loads,
 -- src/io/safetensors_boxes.c): the same bytes as preadv for random boxes, dtypes, casts and
 -- strided destinations (zero-size included), on 1 and 2 threads; the rule picks mmap for a
--- strided box and preadv for contiguous runs; a file shortened before the read (fstat) or
+-- strided box and preadv for contiguous runs; a mapping is per version of a file (shared by
+-- the threads that read it); a file shortened before the read (fstat) or
 -- during it (SIGBUS) is an error naming the file and the tensor, and the process goes on.
 local fails = require("tests.spec.support.io_nn_helpers").fails
 local rng = require("tests.spec.support.spec_helpers").prng(2718)
@@ -148,6 +149,27 @@ describe("safetensors box reads through a mapping", function()
     assert.matches("SIGBUS", error_of(strided, "auto"), 1, true)
     assert.matches("tensor 'a': file is truncated$", error_of(strided, "preadv"))
     assert.matches("SIGBUS", error_of(rows, "mmap"), 1, true)
+  end)
+
+  it("a mapping is per version of a file: a file replaced while one is held is mapped anew", function()
+    local p = path("versions.safetensors")
+    local old, new = dt.arange(200 * 50, {dtype = "int64"}):reshape(200, 50), dt.full({200, 50}, 5, {dtype = "int64"})
+    dt.save({a = old}, p)
+    local f = dt._safetensors_open(p, "read_boxes")
+    local outer, inner = dt.zeros(200, 5, {dtype = "int64"}), dt.zeros(200, 5, {dtype = "int64"})
+    local again = dt.zeros(200, 5, {dtype = "int64"})
+    dt._safetensors_read_boxes("read_boxes", {{f, "a", outer, {0, 10}, {200, 5}, {0, 0}}}, {mode = "mmap",
+      after_map = function() -- the old file is mapped here: the same file again, then its replacement
+        dt._safetensors_read_boxes("read_boxes", {{f, "a", again, {0, 10}, {200, 5}, {0, 0}}}, {mode = "mmap"})
+        dt.save({a = new}, p) -- a new file renamed over the old one
+        local g = dt._safetensors_open(p, "read_boxes")
+        dt._safetensors_read_boxes("read_boxes", {{g, "a", inner, {0, 10}, {200, 5}, {0, 0}}}, {mode = "mmap"})
+        g:close()
+      end})
+    f:close()
+    assert(dt.equal(outer, old:narrow(2, 11, 5)))
+    assert(dt.equal(again, old:narrow(2, 11, 5)))
+    assert(dt.equal(inner, new:narrow(2, 11, 5)))
   end)
 
   it("rejects an unknown read mode", function()
