@@ -4,12 +4,13 @@
  * - preadv: runs in file order are gathered into one preadv each (a gap under GAP_MAX between
  *   two runs is read into a scratch buffer rather than costing a syscall per run); a dtype
  *   change goes through a bounded staging buffer, converted as copy_ converts.
- * - mmap: the box's file span is mapped and each run copied (or converted) out of the
- *   mapping, so only the bytes kept are copied; the copies are guarded against a SIGBUS from
- *   a file shortened meanwhile (file_map.c).
- * The rule (read_mode): mmap for a box that keeps under MAP_KEEP_MAX of the bytes it spans
+ * - mmap: the file is mapped (one mapping per file shared by the process's threads, after a
+ *   size check: file_map.c) and each run copied (or converted) out of the mapping, so only
+ *   the bytes kept are copied; the copies are guarded against a SIGBUS from a file shortened
+ *   meanwhile.
+ * The rule (use_map): mmap for a box that keeps under MAP_KEEP_MAX of the bytes it spans
  * in short runs (a strided reshard: Shard(i) saved, Shard(j) loaded), where preadv would read
- * the gaps through; preadv for the rest: long runs are copied by the kernel at the same speed
+ * the gaps through or make a syscall per run; preadv for the rest: long runs are copied by the kernel at the same speed
  * without page faults.  Work is cut into items of about ITEM_BYTES, run on the rank's
  * intra-op threads. */
 #ifndef _GNU_SOURCE
