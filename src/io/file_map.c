@@ -77,6 +77,18 @@ int dt_file_map_range(int fd, int64_t offset, int64_t length, dt_file_map *m) {
   return rc;
 }
 
+int dt_file_map_resident(const dt_file_map *m, int64_t offset, int64_t length) {
+  if (!m->base || length <= 0) return 1;
+  long page = sysconf(_SC_PAGESIZE);
+  enum { SAMPLES = 32 };
+  for (int i = 0; i < SAMPLES; i++) {
+    const char *at = m->data + offset + (length - 1) * i / (SAMPLES - 1);
+    unsigned char in = 0;
+    if (mincore((void *)(m->base + ((at - m->base) / page) * page), 1, &in) != 0 || !(in & 1)) return 0;
+  }
+  return 1;
+}
+
 void dt_file_unmap(dt_file_map *m) {
   shared_map *e = m->shared;
   *m = (dt_file_map){0};

@@ -23,6 +23,9 @@ typedef struct dt_file_map {
  * unmapped by its last user. */
 int dt_file_map_range(int fd, int64_t offset, int64_t length, dt_file_map *m);
 void dt_file_unmap(dt_file_map *m);
+/* Whether [offset, offset + length) of the range mapped (offset from m->data) is in the page
+ * cache, judged from 32 pages spread over it (mincore): 1 or 0. */
+int dt_file_map_resident(const dt_file_map *m, int64_t offset, int64_t length);
 
 /* Runs fn(arg) on the calling thread and returns 0; a SIGBUS raised while it reads m's pages
  * ends fn and returns DT_FILE_MAP_SIGBUS (fn's writes so far stay); -1 when the handler

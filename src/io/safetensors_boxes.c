@@ -10,8 +10,10 @@
  *   meanwhile.
  * The rule (use_map): mmap for a box that keeps under MAP_KEEP_MAX of the bytes it spans
  * in short runs (a strided reshard: Shard(i) saved, Shard(j) loaded), where preadv would read
- * the gaps through or make a syscall per run; preadv for the rest: long runs are copied by the kernel at the same speed
- * without page faults.  Work is cut into items of about ITEM_BYTES, run on the rank's
+ * the gaps through or make a syscall per run, when its span is in the page cache (sampled
+ * with mincore: from the disk the I/O is the cost, and preadv's large requests read ahead
+ * best); preadv for the rest: long runs are copied by the kernel at the same speed without
+ * page faults.  Work is cut into items of about ITEM_BYTES, run on the rank's
  * intra-op threads. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* preadv */
@@ -315,8 +317,13 @@ int dt_safetensors_read_boxes_with(const dt_safetensors_box *boxes, int n, const
     nitems += (plans[i].nsegs + per - 1) / per;
   }
   int rc = DT_OK;
-  for (int i = 0; rc == DT_OK && i < n; i++)
-    if (use_map(&plans[i], mode)) rc = map_box(&plans[i], op);
+  for (int i = 0; rc == DT_OK && i < n; i++) {
+    if (!use_map(&plans[i], mode)) continue;
+    rc = map_box(&plans[i], op);
+    /* from the disk the I/O is the cost: preadv's large requests read ahead best */
+    if (rc == DT_OK && mode == DT_BOX_READ_AUTO && !dt_file_map_resident(&plans[i].map, 0, plans[i].last - plans[i].first))
+      dt_file_unmap(&plans[i].map);
+  }
   work_item *items = rc == DT_OK ? malloc(sizeof *items * (size_t)(nitems + 1)) : NULL;
   if (!items) {
     for (int i = 0; i < n; i++) dt_file_unmap(&plans[i].map);
