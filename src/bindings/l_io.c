@@ -201,11 +201,39 @@ static int l_st_read_box(lua_State *L) {
   return 0;
 }
 
-/* dt._safetensors_read_boxes(op, {{file, name, dst, src_offset, size, dst_offset}, ...}):
- * every box in one C call (file opened once, reads batched, the rank's threads) */
+/* the after_map hook of a read: the Lua function at stack index ctx, called protected (an
+ * error in it is ignored: the read goes on, and its failure is the test's to see) */
+typedef struct {
+  lua_State *L;
+  int fn;
+} after_map_hook;
+
+static void call_after_map(void *ctx) {
+  after_map_hook *h = ctx;
+  lua_pushvalue(h->L, h->fn);
+  if (lua_pcall(h->L, 0, 0, 0) != LUA_OK) lua_pop(h->L, 1);
+}
+
+/* dt._safetensors_read_boxes(op, {{file, name, dst, src_offset, size, dst_offset}, ...}
+ * [, {mode = "auto"|"preadv"|"mmap", after_map = function}]): every box in one C call (file
+ * opened once, reads batched, the rank's threads); mode and after_map are for tests and
+ * benchmarks (safetensors.h) */
 static int l_st_read_boxes(lua_State *L) {
   const char *op = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
+  dt_safetensors_read_opts opts = {DT_BOX_READ_AUTO, NULL, NULL};
+  after_map_hook hook = {L, 0};
+  if (!lua_isnoneornil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    static const char *const modes[] = {"auto", "preadv", "mmap", NULL};
+    lua_getfield(L, 3, "mode");
+    opts.mode = (dt_box_read_mode)luaL_checkoption(L, -1, "auto", modes);
+    lua_getfield(L, 3, "after_map");
+    if (!lua_isnil(L, -1)) {
+      luaL_checktype(L, -1, LUA_TFUNCTION);
+      hook.fn = lua_gettop(L), opts.after_map = call_after_map, opts.ctx = &hook;
+    }
+  }
   int n = (int)lua_rawlen(L, 2);
   dt_safetensors_box *boxes = lua_newuserdatauv(L, sizeof *boxes * ((size_t)n + 1), 0); /* freed by Lua */
   for (int i = 0; i < n; i++) {
@@ -231,7 +259,7 @@ static int l_st_read_boxes(lua_State *L) {
     }
     lua_settop(L, t - 1);
   }
-  if (dt_safetensors_read_boxes(boxes, n, op) != DT_OK) return dt_lua_raise(L);
+  if (dt_safetensors_read_boxes_with(boxes, n, op, &opts) != DT_OK) return dt_lua_raise(L);
   return 0;
 }
 

@@ -64,10 +64,24 @@ typedef struct dt_safetensors_box {
   int64_t dst_start[DT_MAX_DIMS];
 } dt_safetensors_box;
 /* Reads the boxes straight into their destinations (safetensors_boxes.c): one preadv per
- * batch of runs contiguous in both, only the needed bytes plus gaps under 64 KiB, on the
- * calling rank's intra-op threads.  Every box is checked before anything is read; an I/O
- * error leaves the destinations partly written.  Distinct boxes must not overlap in dst. */
+ * batch of runs contiguous in both, only the needed bytes plus gaps under 64 KiB, or copies
+ * out of a mapping of the file for strided boxes, on the calling rank's intra-op threads.
+ * Every box is checked before anything is read; an I/O error (or the file shortened by
+ * another program meanwhile) leaves the destinations partly written.  Distinct boxes must
+ * not overlap in dst. */
 DT_API int dt_safetensors_read_boxes(const dt_safetensors_box *boxes, int n, const char *op);
+/* How box reads go (safetensors_boxes.c): AUTO chooses per box, mmap for one that keeps under
+ * about half the bytes it spans in short runs, preadv otherwise; the others force one way
+ * (tests, benchmarks).  after_map, when set, runs on the calling thread once every mapping is
+ * made and checked, before any byte is read (tests shorten a file there). */
+typedef enum { DT_BOX_READ_AUTO, DT_BOX_READ_PREAD, DT_BOX_READ_MMAP } dt_box_read_mode;
+typedef struct dt_safetensors_read_opts {
+  dt_box_read_mode mode;
+  void (*after_map)(void *ctx);
+  void *ctx;
+} dt_safetensors_read_opts;
+DT_API int dt_safetensors_read_boxes_with(const dt_safetensors_box *boxes, int n, const char *op,
+                                          const dt_safetensors_read_opts *opts);
 /* One box (dt_safetensors_read_boxes of one). */
 DT_API int dt_safetensors_read_box(const dt_safetensors_file *st, int index, const int64_t *src_start,
                                    const int64_t *size, dt_tensor *dst, const int64_t *dst_start, const char *op);

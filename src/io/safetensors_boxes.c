@@ -1,15 +1,26 @@
 /* Box reads of an open safetensors file (dt.checkpoint's load): the bytes of a box go from
  * the file straight into the destination's storage.  A box is cut into runs, the longest
- * pieces contiguous in both the file and the destination; runs in file order are gathered
- * into one preadv each (a gap under GAP_MAX between two runs is read into a scratch buffer
- * rather than costing a syscall per run).  A dtype change goes through a bounded staging
- * buffer, converted as copy_ converts.  Work is cut into items of about ITEM_BYTES, run on
- * the rank's intra-op threads. */
+ * pieces contiguous in both the file and the destination.  Two ways to read them:
+ * - preadv: runs in file order are gathered into one preadv each (a gap under GAP_MAX between
+ *   two runs is read into a scratch buffer rather than costing a syscall per run); a dtype
+ *   change goes through a bounded staging buffer, converted as copy_ converts.
+ * - mmap: the file is mapped (one mapping per file shared by the process's threads, after a
+ *   size check: file_map.c) and each run copied (or converted) out of the mapping, so only
+ *   the bytes kept are copied; the copies are guarded against a SIGBUS from a file shortened
+ *   meanwhile.
+ * The rule (use_map): mmap for a box that keeps under MAP_KEEP_MAX of the bytes it spans
+ * in short runs (a strided reshard: Shard(i) saved, Shard(j) loaded), where preadv would read
+ * the gaps through or make a syscall per run, when its span is in the page cache (sampled
+ * with mincore: from the disk the I/O is the cost, and preadv's large requests read ahead
+ * best); preadv for the rest: long runs are copied by the kernel at the same speed without
+ * page faults.  Work is cut into items of about ITEM_BYTES, run on the rank's
+ * intra-op threads. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* preadv */
 #endif
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "io/file_map.h"
 #include "io/safetensors.h"
 
 #include <errno.h>
@@ -25,6 +36,8 @@
 #define ITEM_BYTES (8 << 20)       /* the useful bytes of one work item (the threads' unit) */
 #define BATCH_BYTES (16 << 20)     /* the most one preadv covers, gaps included */
 #define BATCH_IOV 1024             /* iovecs per preadv (IOV_MAX on Linux) */
+#define MAP_KEEP_MAX 0.55          /* mmap a box keeping under this fraction of its span ... */
+#define MAP_RUN_MAX (64 * 1024)    /* ... in runs shorter than this (bytes) */
 
 /* A box's geometry: dims [0, k) iterate over runs of `run` elements, each cut in segments. */
 typedef struct {
@@ -34,6 +47,8 @@ typedef struct {
   int64_t run, seg, segs_per_run, nsegs;
   int64_t sstride[DT_MAX_DIMS];
   size_t fel, del; /* element sizes: file, destination */
+  int64_t first, last; /* the box's file span: offsets of its first byte and one past its last */
+  dt_file_map map;     /* the span mapped (mmap reads), else empty */
 } box_plan;
 
 typedef struct {
@@ -97,6 +112,46 @@ static void plan_box(const dt_safetensors_box *b, box_plan *p) {
   p->seg = run < per ? run : per;
   p->segs_per_run = p->seg ? (run + p->seg - 1) / p->seg : 0;
   p->nsegs = runs * p->segs_per_run;
+  int64_t lo = 0, hi = 0;
+  for (int d = 0; d < nd; d++)
+    lo += b->src_start[d] * p->sstride[d], hi += (b->src_start[d] + b->size[d] - 1) * p->sstride[d];
+  p->first = b->file->data_start + e->begin + lo * (int64_t)p->fel;
+  p->last = p->nsegs ? b->file->data_start + e->begin + (hi + 1) * (int64_t)p->fel : p->first;
+  p->map = (dt_file_map){0};
+}
+
+/* mmap or preadv for this box (the rule in the header comment) */
+static int use_map(const box_plan *p, dt_box_read_mode mode) {
+  if (p->nsegs == 0 || mode == DT_BOX_READ_PREAD) return 0;
+  if (mode == DT_BOX_READ_MMAP) return 1;
+  double kept = (double)(p->nsegs / p->segs_per_run) * (double)p->run * (double)p->fel;
+  return kept < MAP_KEEP_MAX * (double)(p->last - p->first) && p->run * (int64_t)p->fel < MAP_RUN_MAX;
+}
+
+/* maps the box's span after checking the file still holds it (fstat) */
+static int map_box(box_plan *p, const char *op) {
+  const dt_safetensors_file *st = p->box->file;
+  int rc = dt_file_map_range(fileno(st->f), p->first, p->last - p->first, &p->map);
+  if (rc == DT_FILE_MAP_SHORT)
+    return dt_error("%s: %s: tensor '%s': file is truncated (%lld bytes, the tensor's data ends at %lld)", op, st->path,
+                    p->e->name, (long long)p->map.file_size, (long long)(st->data_start + p->e->end));
+  if (rc) return dt_error("%s: %s: tensor '%s': mmap failed (%s)", op, st->path, p->e->name, strerror(rc));
+  return DT_OK;
+}
+
+/* segment s of a box: its file offset, destination and element count */
+static void segment(const box_plan *p, int64_t s, int64_t *at, char **dst, int64_t *n) {
+  const dt_safetensors_box *b = p->box;
+  int64_t r = s / p->segs_per_run, part = s % p->segs_per_run, so = 0, doff = 0;
+  for (int d = p->e->ndim - 1; d >= 0; d--) { /* run r's index over dims [0, k), row-major */
+    int64_t i = 0;
+    if (d < p->k) i = r % b->size[d], r /= b->size[d];
+    so += (b->src_start[d] + i) * p->sstride[d], doff += (b->dst_start[d] + i) * b->dst->stride[d];
+  }
+  int64_t first = part * p->seg;
+  *n = p->run - first < p->seg ? p->run - first : p->seg;
+  *at = b->file->data_start + p->e->begin + (so + first) * (int64_t)p->fel;
+  *dst = (char *)dt_tensor_data(b->dst) + (doff + first) * (int64_t)p->del;
 }
 
 /* pread of every iovec (short reads continue; the iovecs are consumed) */
@@ -158,10 +213,53 @@ static int add(batch *bt, int64_t at, char *dst, int64_t n, const char *op) {
   return DT_OK;
 }
 
+/* a work item of a mapped box: every segment copied (or converted) out of the mapping */
+typedef struct {
+  const box_plan *p;
+  const work_item *w;
+} mapped_item;
+
+static void copy_mapped(void *arg) { /* guarded: no locks, no allocation */
+  const mapped_item *m = arg;
+  const box_plan *p = m->p;
+  dt_dtype from = p->e->dtype, to = p->box->dst->dtype;
+  for (int64_t s = m->w->seg_begin; s < m->w->seg_end; s++) {
+    int64_t at, n;
+    char *dst;
+    segment(p, s, &at, &dst, &n);
+    const char *src = p->map.data + (at - p->first);
+    if (from == to) {
+      memcpy(dst, src, (size_t)n * p->fel);
+      if (from == DT_BOOL) canonical_bool(dst, n);
+    } else if (from != DT_BOOL) {
+      dt_convert_elements(dst, to, src, from, n);
+    } else { /* bool bytes made 0/1 before conversion, in pieces through the stack */
+      char piece[4096];
+      for (int64_t i = 0; i < n; i += (int64_t)sizeof piece) {
+        int64_t c = n - i < (int64_t)sizeof piece ? n - i : (int64_t)sizeof piece;
+        memcpy(piece, src + i, (size_t)c);
+        canonical_bool(piece, c);
+        dt_convert_elements(dst + i * (int64_t)p->del, to, piece, from, c);
+      }
+    }
+  }
+}
+
+static int run_mapped(const box_plan *p, const work_item *w, const char *op) {
+  mapped_item m = {p, w};
+  int rc = dt_file_map_guarded(&p->map, copy_mapped, &m);
+  if (rc == 0) return DT_OK;
+  if (rc == DT_FILE_MAP_SIGBUS)
+    return dt_error("%s: %s: tensor '%s': file is truncated or unreadable (SIGBUS reading its mapping: shortened "
+                    "during the load?)", op, p->box->file->path, p->e->name);
+  return dt_error("%s: %s: tensor '%s': cannot install the SIGBUS handler (%s)", op, p->box->file->path, p->e->name,
+                  strerror(errno));
+}
+
 static int run_item(const box_plan *p, const work_item *w, const char *op) {
+  if (p->map.base) return run_mapped(p, w, op);
   const dt_safetensors_box *b = p->box;
   const dt_safetensors_entry *e = p->e;
-  int nd = e->ndim;
   batch *bt = malloc(sizeof *bt);
   if (!bt) return dt_error("%s: out of memory", op);
   bt->p = p, bt->fd = fileno(b->file->f), bt->niov = bt->nfix = 0, bt->scratch = NULL, bt->staged = 0;
@@ -172,18 +270,12 @@ static int run_item(const box_plan *p, const work_item *w, const char *op) {
     if (bt->stage_cap < (size_t)p->seg * p->fel) bt->stage_cap = (size_t)p->seg * p->fel;
     if (!(bt->stage = malloc(bt->stage_cap))) return free(bt), dt_error("%s: out of memory", op);
   }
-  char *base = dt_tensor_data(b->dst);
   int rc = DT_OK;
   for (int64_t s = w->seg_begin; rc == DT_OK && s < w->seg_end; s++) {
-    int64_t r = s / p->segs_per_run, part = s % p->segs_per_run, so = 0, doff = 0;
-    for (int d = nd - 1; d >= 0; d--) { /* run r's index over dims [0, k), row-major */
-      int64_t i = 0;
-      if (d < p->k) i = r % b->size[d], r /= b->size[d];
-      so += (b->src_start[d] + i) * p->sstride[d], doff += (b->dst_start[d] + i) * b->dst->stride[d];
-    }
-    int64_t first = part * p->seg, n = p->run - first < p->seg ? p->run - first : p->seg;
-    int64_t at = b->file->data_start + e->begin + (so + first) * (int64_t)p->fel;
-    rc = add(bt, at, base + (doff + first) * (int64_t)p->del, n, op);
+    int64_t at, n;
+    char *dst;
+    segment(p, s, &at, &dst, &n);
+    rc = add(bt, at, dst, n, op);
   }
   if (rc == DT_OK) rc = flush(bt, op);
   free(bt->scratch), free(bt->stage), free(bt);
@@ -210,7 +302,9 @@ static void read_piece(int64_t begin, int64_t end, void *ctx) {
   }
 }
 
-int dt_safetensors_read_boxes(const dt_safetensors_box *boxes, int n, const char *op) {
+int dt_safetensors_read_boxes_with(const dt_safetensors_box *boxes, int n, const char *op,
+                                   const dt_safetensors_read_opts *opts) {
+  dt_box_read_mode mode = opts ? opts->mode : DT_BOX_READ_AUTO;
   for (int i = 0; i < n; i++)
     if (check_box(&boxes[i], op) != DT_OK) return DT_ERR;
   box_plan *plans = calloc((size_t)n + 1, sizeof *plans);
@@ -222,8 +316,20 @@ int dt_safetensors_read_boxes(const dt_safetensors_box *boxes, int n, const char
     if (per < 1) per = 1;
     nitems += (plans[i].nsegs + per - 1) / per;
   }
-  work_item *items = malloc(sizeof *items * (size_t)(nitems + 1));
-  if (!items) return free(plans), dt_error("%s: out of memory", op);
+  int rc = DT_OK;
+  for (int i = 0; rc == DT_OK && i < n; i++) {
+    if (!use_map(&plans[i], mode)) continue;
+    rc = map_box(&plans[i], op);
+    /* from the disk the I/O is the cost: preadv's large requests read ahead best */
+    if (rc == DT_OK && mode == DT_BOX_READ_AUTO && !dt_file_map_resident(&plans[i].map, 0, plans[i].last - plans[i].first))
+      dt_file_unmap(&plans[i].map);
+  }
+  work_item *items = rc == DT_OK ? malloc(sizeof *items * (size_t)(nitems + 1)) : NULL;
+  if (!items) {
+    for (int i = 0; i < n; i++) dt_file_unmap(&plans[i].map);
+    free(plans);
+    return rc == DT_OK ? dt_error("%s: out of memory", op) : DT_ERR;
+  }
   int64_t at = 0;
   for (int i = 0; i < n; i++) {
     int64_t seg_bytes = plans[i].seg * (int64_t)plans[i].fel, per = seg_bytes ? ITEM_BYTES / seg_bytes : 1;
@@ -235,11 +341,17 @@ int dt_safetensors_read_boxes(const dt_safetensors_box *boxes, int n, const char
     dt_storage *s = boxes[i].dst->storage;
     s->version++, s->last_write = "checkpoint read";
   }
+  if (opts && opts->after_map) opts->after_map(opts->ctx);
   read_job j = {plans, items, op, PTHREAD_MUTEX_INITIALIZER, -1, {0}};
   dt_parallel_for(nitems, 1, read_piece, &j);
   pthread_mutex_destroy(&j.lock);
+  for (int i = 0; i < n; i++) dt_file_unmap(&plans[i].map);
   free(items), free(plans);
   return j.failed < 0 ? DT_OK : dt_error("%s", j.msg);
+}
+
+int dt_safetensors_read_boxes(const dt_safetensors_box *boxes, int n, const char *op) {
+  return dt_safetensors_read_boxes_with(boxes, n, op, NULL);
 }
 
 int dt_safetensors_read_box(const dt_safetensors_file *st, int index, const int64_t *src_start, const int64_t *size,

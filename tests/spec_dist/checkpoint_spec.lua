@@ -53,8 +53,9 @@ local CASTS = {bool = {"uint8", "int64", "float32"}, uint8 = {"int32", "int64", 
                int64 = {"int32", "float64"}, float32 = {"float64", "bfloat16"}, float64 = {"float32", "float16"},
                bfloat16 = {"float32", "float64"}}
 
-describe("dt.checkpoint save and load", function()
-  it("reshards on load: random shapes, dtypes and placements, saved on one mesh, loaded on another", function()
+-- reshards on load: random shapes, dtypes and placements, saved on one mesh, loaded on another;
+-- read = "auto" as a load reads, or "mmap": every box copied out of a mapping of its file
+local function reshard_cases(read)
     local rng = H.prng(4242 + n)
     local meshes = H.meshes()
     local dir = shared_tmp()
@@ -84,7 +85,7 @@ describe("dt.checkpoint save and load", function()
                                u = H.dist(dt.ones(shape, {dtype = dtype}), mb[2], pu),
                                c = H.dist(dt.zeros(shape, {dtype = cast}), mb[2], pd)}, step = 0}
       local w_before, w_local = target.model.w, target.model.w:to_local()
-      dt.checkpoint.load(target, dir)
+      dt.checkpoint.load(target, dir, {_read = read})
       assert.are.equal(w_before, target.model.w, what) -- filled in place
       local fw, fv = target.model.w:full_tensor(), target.model.v:full_tensor()
       local fu, fc = target.model.u:full_tensor(), target.model.c:full_tensor()
@@ -98,6 +99,33 @@ describe("dt.checkpoint save and load", function()
       assert.are.equal(case, target.step)
       assert.are.equal("integer", math.type(target.step))
     end
+    rm(dir)
+end
+
+describe("dt.checkpoint save and load", function()
+  it("reshards on load: random shapes, dtypes and placements, saved on one mesh, loaded on another", function()
+    reshard_cases("auto")
+  end)
+
+  it("reshards on load with every box read through a mapping of its file", function()
+    reshard_cases("mmap")
+  end)
+
+  it("a strided reshard (Shard(1) saved, Shard(2) loaded) of uneven, zero-size and cast tensors", function()
+    local dir = shared_tmp()
+    local mesh = dt.init_device_mesh("cpu", {n})
+    local shapes = {{301, 517}, {64, 1000 + n}, {0, 700}, {300, 0}, {2 * n + 1, 3}}
+    local state, target, want = {}, {}, {}
+    for i, shape in ipairs(shapes) do
+      local g = H.values(shape, "float32")
+      state["t" .. i] = H.dist(g, mesh, {dt.Shard(1)})
+      local cast = i % 2 == 0 and "float64" or "float32"
+      target["t" .. i] = H.dist(dt.zeros(shape, {dtype = cast}), mesh, {dt.Shard(2)})
+      want["t" .. i] = g:to(cast)
+    end
+    dt.checkpoint.save(state, dir)
+    dt.checkpoint.load(target, dir)
+    for i = 1, #shapes do assert(H.same(target["t" .. i]:full_tensor(), want["t" .. i]), "t" .. i) end
     rm(dir)
   end)
 
@@ -257,6 +285,34 @@ describe("dt.checkpoint bad input", function()
     H.fails(file .. ": tensor '", dt.checkpoint.load, t, dir)
     H.fails("truncated", dt.checkpoint.load, t, dir)
     untouched(t)
+    rm(dir)
+  end)
+
+  it("a file shortened during the load (after the checks, while it is mapped): every rank raises", function()
+    local dir = shared_tmp()
+    local big = H.values({64, 256 * n}, "float32")
+    dt.checkpoint.save({w = H.dist(big, mesh, {dt.Shard(1)})}, dir)
+    local file = string.format("%s/model-%05d-of-%05d.safetensors", dir, 1, n)
+    local t = {w = H.dist(dt.zeros(64, 256 * n, {dtype = "float32"}), mesh, {dt.Shard(2)})}
+    -- every rank reads from every file; the first is shortened once every rank has mapped it,
+    -- so every rank's copy faults (SIGBUS) and every rank raises
+    local function shorten()
+      on_rank0(function() assert(os.execute(string.format("truncate -s 64 '%s'", file))) end)
+    end
+    H.fails(file .. ": tensor 'w': file is truncated or unreadable (SIGBUS", dt.checkpoint.load, t, dir,
+            {_read = "mmap", _after_map = shorten})
+    rm(dir)
+  end)
+
+  it("a file shortened between two ranks' header checks: every rank raises (no rank left waiting)", function()
+    local dir = shared_tmp()
+    dt.checkpoint.save({w = H.dist(H.values({8, 4 * n}, "float32"), mesh, {dt.Shard(1)})}, dir)
+    local file = string.format("%s/model-%05d-of-%05d.safetensors", dir, n, n)
+    -- the last rank's header checks see the shortened file, the others' do not
+    if rank == n - 1 then assert(os.execute(string.format("truncate -s -5 '%s'", file))) end
+    local t = {w = H.dist(dt.zeros(8, 4 * n, {dtype = "float32"}), mesh, {dt.Shard(2)})}
+    H.fails(file, dt.checkpoint.load, t, dir)
+    H.fails("truncated", dt.checkpoint.load, t, dir)
     rm(dir)
   end)
 

@@ -4,8 +4,9 @@
 local core = require "dtensor.core"
 local D = core.distributed
 
--- agree(op, ok, err): returns when every rank's ok is true; else raises on every rank the
--- message of the lowest failing rank
+-- agree(op, ok, err): returns when every rank's ok is true; else raises err on a failing rank
+-- (the same message on every rank when all fail alike) and, on the others, the message of
+-- the lowest failing rank
 return function(op, ok, err)
   if core.world_size() == 1 then
     if not ok then error(err, 0) end
@@ -15,6 +16,7 @@ return function(op, ok, err)
   if not ok and msg == "" then msg = op .. ": failed (no message)" end
   local bytes = {msg:byte(1, math.min(#msg, 4000))}
   local all, sizes = D.all_gather_v(core.tensor(bytes, {dtype = "uint8"}))
+  if not ok then error(msg, 0) end
   local at = 0
   for r = 1, #sizes do
     if sizes[r] > 0 then

@@ -157,7 +157,9 @@ end
 -- load(state, dir, {strict = true}) -> state, {missing_keys, unexpected_keys}
 function M.load(state, dir, opts)
   local op = "checkpoint.load"
-  dir, opts = arguments(op, dir, opts, {strict = true, _list = "strict"})
+  -- _read ("auto", "preadv", "mmap") and _after_map (a function run once the files are mapped):
+  -- for tests and benchmarks of the two ways a box is read (src/io/safetensors_boxes.c)
+  dir, opts = arguments(op, dir, opts, {strict = true, _read = true, _after_map = true, _list = "strict"})
   return loader(M, state, dir, opts, op)
 end
 

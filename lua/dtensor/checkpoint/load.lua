@@ -99,24 +99,25 @@ end
 local function load(M, state, dir, opts, op)
   local phases, t0 = {}, now()
   local leaves = tree.flatten(state, op)
-  -- header checks: deterministic, so every rank raises the same error
+  -- header checks and the plan: deterministic, so every rank fails alike with bad input; but a
+  -- file shortened by another program meanwhile can fail them on some ranks only, so a failure
+  -- goes to the agreement below (where the others' reads end): no rank is left waiting
   local ok, cat = pcall(index.read, dir, op)
-  if not ok then error(cat, 3) end
+  local opened, err, p = ok, not ok and cat or nil, nil
   phases.index = now() - t0
   t0 = now()
   local _ <close> = core.no_grad()
-  local p
-  ok, p = pcall(plan, state, dir, cat, leaves, opts.strict ~= false, op)
-  if not ok then
-    index.close(cat)
-    error(p, 3)
+  if ok then
+    ok, p = pcall(plan, state, dir, cat, leaves, opts.strict ~= false, op)
+    if not ok then err = p end
   end
   phases.plan = now() - t0
-  -- data: only I/O can fail from here (every check passed on every rank)
+  -- data: only I/O can fail from here
   t0 = now()
-  local err
-  ok, err = pcall(core._safetensors_read_boxes, op, p.boxes)
-  index.close(cat)
+  if ok then
+    ok, err = pcall(core._safetensors_read_boxes, op, p.boxes, {mode = opts._read, after_map = opts._after_map})
+  end
+  if opened then index.close(cat) end
   phases.read = now() - t0
   t0 = now()
   agree(op, ok, err)
