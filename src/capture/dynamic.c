@@ -12,10 +12,12 @@
  * Sizes 0 and 1 are specialised (a guard on the size itself), as PyTorch does.
  *
  * Replay binds the symbols from the arguments (the guards), evaluates each node's size args,
- * recomputes a plain node's output metadata with the op's shape rule, a DTensor decision's
- * global output metadata with the shape rule on the global shapes (the local shapes follow
- * from the cached decision's placements when it runs), and a random op's generator words
- * from its numel. */
+ * recomputes a plain node's output metadata with the op's shape rule and a random op's
+ * generator words from its numel; DTensor ops go to the dispatcher, whose cache gives the
+ * decision for the current sizes (the cheapest strategy can change with them: even or uneven
+ * shards), so a replay runs what eager runs.  All_reduce packing and the direct local
+ * kernels of DTensor ops are planned for fixed sizes and are off in a dynamic graph; buffer
+ * reuse keeps a released buffer only for a replay of the same sizes (re-planned per shape). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -172,11 +174,11 @@ static int unify_reads(const dt_graph *a, const dt_graph *b, const dyn_info *d, 
   if (a->nreads != b->nreads) return WHY("Lua read a different number of sizes");
   for (int r = 0; r < a->nreads; r++) {
     const size_read *x = &a->reads[r], *y = &b->reads[r];
+    if (x->slot != MISSING && x->slot == y->slot && x->slot >= a->nargs + a->next)
+      return WHY("Lua read the size of a tensor the graph made at %s (its sizes stay static)", y->where ? y->where : "?");
     if (x->slot != y->slot || x->dim != y->dim || x->hash != y->hash)
       return WHY("Lua read a size that changed at %s (a Lua number made from a size is a guard)", y->where ? y->where : "?");
     if (x->slot == MISSING) continue;
-    if (x->slot >= a->nargs + a->next)
-      return WHY("Lua read the size of a tensor the graph made at %s (its sizes stay static)", y->where ? y->where : "?");
     if (x->slot < a->nargs) {
       int k = guard_of_arg(a, x->slot);
       for (int i = 0; i < a->guards[k].ndim; i++)
@@ -197,20 +199,16 @@ static int unify_ints(const dyn_info *d, const int64_t *x, const int64_t *y, int
 }
 
 static int unify_node(const dt_graph *ga, const gnode *a, gnode *b, const dyn_info *d, char *why, size_t len) {
+  /* a DTensor op's decision may differ (even or uneven shards): replay asks the dispatcher */
   if (a->kind != b->kind || a->op != b->op || a->nin != b->nin || a->nout != b->nout || a->inplace != b->inplace ||
       a->distributed != b->distributed || a->random != b->random || a->grad != b->grad || a->has_dec != b->has_dec ||
-      a->kernel != b->kernel || a->conv != b->conv || a->moves != b->moves)
+      (!a->distributed && a->kernel != b->kernel) || a->conv != b->conv || (a->kind == NODE_CONV && a->moves != b->moves))
     return WHY("the node at %s differs", b->where);
+  b->moves |= a->moves;
   for (int i = 0; i < a->nin; i++)
     if (a->in[i] != b->in[i]) return WHY("the node at %s reads other values", b->where);
   for (int o = 0; o < a->nout; o++)
     if (a->out[o] != b->out[o]) return WHY("the node at %s differs", b->where);
-  if (a->has_dec) {
-    int m = 0;
-    for (int i = 0; i < a->nin && !m; i++) m = memcmp(a->dec.in[i], b->dec.in[i], sizeof a->dec.in[i]) != 0;
-    if (m || memcmp(a->dec.out, b->dec.out, sizeof a->dec.out) != 0)
-      return WHY("the sharding decision at %s changed with the sizes", b->where);
-  }
   if (a->kind == NODE_CONV) {
     if (a->run_check != b->run_check || a->ndim != b->ndim || a->has_shape != b->has_shape || a->has_gp != b->has_gp ||
         !a->mesh != !b->mesh || (a->mesh && !dt_mesh_equal(a->mesh, b->mesh)) || !a->fspec != !b->fspec ||
@@ -410,34 +408,6 @@ static int eval_int(const sym_expr *e, const int64_t *s, int64_t *out, const cha
   return DT_OK;
 }
 
-/* The global output metadata of a DTensor decision: the op's shape rule on the inputs' global
- * shapes (copies of the local tensors' structs with the global sizes, contiguous). */
-static int global_meta(gnode *n, dt_value *const *in) {
-  const dt_op_def *def = dt_op_get(n->op);
-  dt_tensor fake_small[SMALL_IN], *ptr_small[SMALL_IN], *fake = fake_small, **ptr = ptr_small;
-  if (n->nin > SMALL_IN) { /* cat/stack of many */
-    if (!(fake = malloc((sizeof *fake + sizeof *ptr) * (size_t)n->nin))) return dt_error("%s: out of memory", def->name);
-    ptr = (dt_tensor **)(fake + n->nin);
-  }
-  for (int i = 0; i < n->nin; i++) {
-    ptr[i] = NULL;
-    if (!in[i]) continue;
-    fake[i] = *in[i]->local;
-    if (in[i]->spec) {
-      const dt_dspec *s = in[i]->spec;
-      fake[i].ndim = s->ndim;
-      int64_t st = 1;
-      for (int d = s->ndim - 1; d >= 0; d--) fake[i].shape[d] = s->shape[d], fake[i].stride[d] = st, st *= s->shape[d];
-    }
-    ptr[i] = &fake[i];
-  }
-  dt_op_args a = n->args;
-  a.in = ptr, a.op = n->op, a.name = def->name;
-  int st = def->shape(&a, n->dec.meta);
-  if (fake != fake_small) free(fake);
-  return st;
-}
-
 int dt_dyn_prepare_node(dt_graph *g, gnode *n, dt_value *const *in) {
   const int64_t *s = g->dyn->val;
   const char *name = n->kind == NODE_OP ? dt_op_get(n->op)->name : "compile";
@@ -454,7 +424,7 @@ int dt_dyn_prepare_node(dt_graph *g, gnode *n, dt_value *const *in) {
   }
   if (n->kind != NODE_OP || n->dead || (n->grad && !g->has_backward)) return DT_OK; /* the front door runs the shape rules itself */
   const dt_op_def *def = dt_op_get(n->op);
-  if (n->distributed) return n->has_dec ? global_meta(n, in) : DT_OK;
+  if (n->distributed) return DT_OK; /* the dispatcher runs the shape rule (its cache: the decision for these sizes) */
   if (def->flags & DT_OPF_VIEW) return DT_OK; /* the view kernel makes its geometry */
   dt_meta m[DT_OP_MAX_OUT];
   dt_tensor *small[SMALL_IN], **loc = small;

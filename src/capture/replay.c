@@ -105,13 +105,15 @@ static int run_plain(dt_context *ctx, gnode *n, dt_value *const *in, dt_value *c
 
 /* A DTensor op: the recorded decision executed (random and write ops: their own steps). */
 static int run_distributed(dt_context *ctx, gnode *n, dt_value *const *in, dt_value *const *out, dt_tensor **loc,
-                           const dt_dspec **specs) {
+                           const dt_dspec **specs, int dynamic) {
   dt_op_args *a = &n->args;
   for (int i = 0; i < n->nin; i++) specs[i] = in[i] ? in[i]->spec : NULL;
   a->in = loc;
   dt_tensor *res[DT_OP_MAX_OUT] = {0};
   dt_dspec *rs[DT_OP_MAX_OUT] = {0};
-  int st = n->has_dec ? dt_dispatch_run_decision(ctx, n->op, a, specs, &n->dec, res, rs)
+  /* a dynamic graph asks the dispatcher (its cache) for the decision of the current sizes: the
+   * cheapest strategy may change with them (even or uneven shards), and eager takes that one */
+  int st = n->has_dec && !dynamic ? dt_dispatch_run_decision(ctx, n->op, a, specs, &n->dec, res, rs)
                       : dt_dispatch(ctx, n->op, a, specs, res, rs);
   a->in = NULL;
   if (st != DT_OK) return DT_ERR;
@@ -183,7 +185,7 @@ static int run_node(dt_context *ctx, dt_graph *g, gnode *n) {
   else if (n->kind == NODE_CONV) st = run_conv(ctx, n, n->nin ? in[0] : NULL, out[0]);
   else if (n->kind == NODE_GET_GRAD || n->kind == NODE_SET_GRAD) st = run_grad(n, in, out[0]);
   else if (ctx->modes.grad_enabled) st = dt_call(ctx, n->op, &n->args, in, n->nin, out); /* the front door records it */
-  else if (n->distributed && !n->local_fast) st = run_distributed(ctx, n, in, out, loc, specs);
+  else if (n->distributed && !n->local_fast) st = run_distributed(ctx, n, in, out, loc, specs, g->dyn != NULL);
   else st = run_plain(ctx, n, in, out, loc);
   ctx->modes.grad_enabled = grad;
   if (in != small) free(in);
