@@ -403,7 +403,10 @@ static int l_compile(lua_State *L) {
   int max_graphs = 8, overlap = 1, dynamic = 0;
   int64_t bucket_cap = DT_GRAPH_BUCKET_CAP_BYTES;
   if (lua_istable(L, 2)) {
-    dynamic = dt_lua_opt_bool_field(L, 2, "dynamic", 0);
+    int t = lua_getfield(L, 2, "dynamic");
+    if (t != LUA_TNIL && t != LUA_TBOOLEAN) return luaL_error(L, "compile: dynamic must be a boolean, got %s", luaL_typename(L, -1));
+    dynamic = lua_toboolean(L, -1);
+    lua_pop(L, 1);
     if (lua_getfield(L, 2, "max_graphs") != LUA_TNIL) {
       lua_Integer m = dt_lua_check_integer(L, -1, "compile", "max_graphs");
       if (m < 1 || m > 1000) return luaL_error(L, "compile: max_graphs must be 1..1000, got %d", (int)m);
