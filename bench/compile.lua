@@ -83,15 +83,19 @@ local function params()
   local b = dt.distribute_tensor(dt.randn(512, 256) * 0.05, mesh, {dt.Shard(1)}, {src_rank = false}):requires_grad_()
   return {a, b}, dt.optim.SGD({a, b}, {lr = 1e-3})
 end
-local function step_of(p, opt)
+-- a mean-square training step of forward: zero_grad, loss, backward, the optimizer's step
+local function mse_step(forward, opt)
   return function(x, y)
     opt:zero_grad()
-    local d = x:matmul(p[1]):relu():matmul(p[2]):redistribute(mesh, rep) - y
+    local d = forward(x) - y
     local loss = (d * d):mean()
     loss:backward()
     opt:step()
     return loss
   end
+end
+local function step_of(p, opt)
+  return mse_step(function(x) return x:matmul(p[1]):relu():matmul(p[2]):redistribute(mesh, rep) end, opt)
 end
 local y = dt.distribute_tensor(dt.randn(32, 256), mesh, rep, {src_rank = false})
 local p1, o1 = params()
@@ -200,15 +204,7 @@ do
     dt.manual_seed(9)
     local a, b = dt.randn(256, 512) * 0.05, dt.randn(512, 256) * 0.05
     a:requires_grad_(); b:requires_grad_()
-    local opt = dt.optim.SGD({a, b}, {lr = 1e-3})
-    return function(x, y)
-      opt:zero_grad()
-      local d = x:matmul(a):relu():matmul(b) - y
-      local loss = (d * d):mean()
-      loss:backward()
-      opt:step()
-      return loss
-    end
+    return mse_step(function(x) return x:matmul(a):relu():matmul(b) end, dt.optim.SGD({a, b}, {lr = 1e-3}))
   end
   local function pass(mode)
     local f = plain_step()

@@ -43,7 +43,6 @@ int dt_guard_equal(const dt_guard *a, const dt_guard *b) {
 
 int dt_graph_matches(const dt_graph *g, const dt_context *ctx, const dt_guard *guards, int n) {
   const dt_modes *m = &ctx->modes;
-  if (g->trace) return 0;
   if (n != g->nguards || m->grad_enabled != g->modes.grad_enabled || m->autocast_dtype != g->modes.autocast_dtype ||
       (m->implicit_replication > 0) != (g->modes.implicit_replication > 0))
     return 0;

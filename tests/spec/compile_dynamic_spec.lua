@@ -9,15 +9,7 @@ local function mlp_pair()
   local function make()
     dt.manual_seed(3)
     local model = dt.nn.Sequential(dt.nn.Linear(4, 8), dt.nn.Tanh(), dt.nn.Linear(8, 2))
-    local opt = dt.optim.SGD(model:parameters(), {lr = 0.1})
-    return model, function(x, y)
-      opt:zero_grad()
-      local d = model(x) - y
-      local loss = (d * d):mean()
-      loss:backward()
-      opt:step()
-      return loss
-    end
+    return model, H.mse_step(model, dt.optim.SGD(model:parameters(), {lr = 0.1}))
   end
   local m1, eager = make()
   local m2, step = make()
