@@ -49,6 +49,8 @@ typedef struct dyn_info {
   int64_t val[DYN_MAX_SYMS];                  /* bound by the last match */
   int (*dim_sym)[DT_MAX_DIMS];                /* per guard, per dim: -1 a constant, else the symbol */
   int *contig;                                /* per guard: must be contiguous (its strides follow its shape) */
+  int64_t mesh_lcm;                           /* DTensor arguments: the lcm of their meshes' sizes (0: none) */
+  int even[DYN_MAX_SYMS];                     /* each symbol divisible by mesh_lcm (even shards) or not */
   struct {
     int64_t v[DYN_MAX_SYMS];
     long long replays;
@@ -125,6 +127,15 @@ static int guard_of_arg(const dt_graph *g, int i) {
   return 0;
 }
 
+static int64_t lcm(int64_t a, int64_t b) {
+  int64_t x = a, y = b;
+  while (y) {
+    int64_t t = x % y;
+    x = y, y = t;
+  }
+  return a / x * b;
+}
+
 static int symbol_of(dyn_info *d, int64_t a, int64_t b) {
   for (int s = 0; s < d->nsyms; s++)
     if (d->v1[s] == a && d->v2[s] == b) return s;
@@ -165,6 +176,18 @@ static int unify_guards(const dt_graph *a, const dt_graph *b, dyn_info *d, char 
       return WHY("argument %d is not contiguous and changed its sizes", k + 1);
   }
   if (!d->nsyms) return WHY("no size changed");
+  /* the node list may depend on whether shards are even (autograd's conformance of uneven
+   * gradients): a symbol keeps the evenness both recordings had */
+  for (int k = 0; k < a->nguards; k++) {
+    const dt_dspec *sp = a->guards[k].kind == DT_GUARD_TENSOR ? a->guards[k].spec : NULL;
+    if (sp) d->mesh_lcm = lcm(d->mesh_lcm ? d->mesh_lcm : 1, sp->mesh->size);
+  }
+  for (int s = 0; d->mesh_lcm && s < d->nsyms; s++) {
+    d->even[s] = d->v1[s] % d->mesh_lcm == 0;
+    if (d->even[s] != (d->v2[s] % d->mesh_lcm == 0))
+      return WHY("symbol s%d is %lld then %lld: one divides over the meshes' %lld ranks, the other not", s,
+                 (long long)d->v1[s], (long long)d->v2[s], (long long)d->mesh_lcm);
+  }
   return 1;
 }
 
@@ -301,6 +324,8 @@ static char *make_header(const dt_graph *g, const dyn_info *d) {
     at += (size_t)snprintf(buf + at, sizeof buf - at, "%ss%d = argument %d dim %d", s ? ", " : "", s, k + 1, i + 1);
   }
   if (at < sizeof buf) snprintf(buf + at, sizeof buf - at, " (each >= 2; other sizes static)");
+  for (int s = 0; d->mesh_lcm && s < d->nsyms && at < sizeof buf; s++)
+    at += (size_t)snprintf(buf + at, sizeof buf - at, "; s%d %sa multiple of %lld", s, d->even[s] ? "" : "not ", (long long)d->mesh_lcm);
   char *h = malloc(strlen(buf) + 1);
   if (h) strcpy(h, buf);
   return h;
@@ -372,6 +397,7 @@ int dt_dyn_match(const dt_graph *g, const dt_guard *guards, int n) {
         if (val[s] != sx[i]) return 0;
       } else {
         if (sx[i] < 2) return 0; /* 0 and 1 are specialised */
+        if (d->mesh_lcm && (sx[i] % d->mesh_lcm == 0) != d->even[s]) return 0; /* even shards or not, as recorded */
         val[s] = sx[i], bound |= 1 << s;
       }
     }
