@@ -117,7 +117,8 @@ DT_API int dt_graph_return_slot(const dt_graph *g, int i);
 /* External e's guard (shape, dtype, requires_grad at the capture). */
 DT_API const dt_guard *dt_graph_external_guard(const dt_graph *g, int e);
 
-/* 1 when the call's arguments (guards) and ctx's modes are those g was recorded with. */
+/* 1 when the call's arguments (guards) and ctx's modes are those g was recorded with; for a
+ * dynamic graph, with its symbolic sizes bound from the arguments (dynamic.c). */
 DT_API int dt_graph_matches(const dt_graph *g, const dt_context *ctx, const dt_guard *guards, int n);
 /* Replays g on the tensor arguments args[0..nargs).  DT_OK: the returned values wait in the
  * graph (dt_graph_return); DT_ERR + dt_error. *miss = 1 (and DT_OK, nothing run) when an

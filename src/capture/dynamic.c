@@ -221,7 +221,7 @@ static int unify_ints(const dyn_info *d, const int64_t *x, const int64_t *y, int
   return 1;
 }
 
-static int unify_node(const dt_graph *ga, const gnode *a, gnode *b, const dyn_info *d, char *why, size_t len) {
+static int unify_node(const gnode *a, gnode *b, const dyn_info *d, char *why, size_t len) {
   /* a DTensor op's decision may differ (even or uneven shards): replay asks the dispatcher */
   if (a->kind != b->kind || a->op != b->op || a->nin != b->nin || a->nout != b->nout || a->inplace != b->inplace ||
       a->distributed != b->distributed || a->random != b->random || a->grad != b->grad || a->has_dec != b->has_dec ||
@@ -232,6 +232,8 @@ static int unify_node(const dt_graph *ga, const gnode *a, gnode *b, const dyn_in
     if (a->in[i] != b->in[i]) return WHY("the node at %s reads other values", b->where);
   for (int o = 0; o < a->nout; o++)
     if (a->out[o] != b->out[o]) return WHY("the node at %s differs", b->where);
+  if (a->kind == NODE_CONV && a->conv == DT_CONV_TO_LOCAL) /* plain ops on a shard would see its local sizes */
+    return WHY("to_local at %s: a shard's local sizes differ by rank and are not symbols", b->where);
   if (a->kind == NODE_CONV) {
     if (a->run_check != b->run_check || a->ndim != b->ndim || a->has_shape != b->has_shape || a->has_gp != b->has_gp ||
         !a->mesh != !b->mesh || (a->mesh && !dt_mesh_equal(a->mesh, b->mesh)) || !a->fspec != !b->fspec ||
@@ -264,7 +266,6 @@ static int unify_node(const dt_graph *ga, const gnode *a, gnode *b, const dyn_in
       return WHY("a number arg of %s at %s (%.17g then %.17g) fits no single expression of the symbols", x->name, b->where,
                  x->scalar[i], y->scalar[i]);
   }
-  (void)ga;
   return 1;
 }
 
@@ -347,7 +348,7 @@ int dt_graph_generalize(const dt_graph *a, dt_graph *b, char *why, size_t len) {
     return dyn_info_free(d), dt_error("compile: out of memory"), -1;
   int r = unify_guards(a, b, d, why, len);
   if (r == 1) r = unify_reads(a, b, d, why, len);
-  for (int k = 0; r == 1 && k < a->nnodes; k++) r = unify_node(a, &a->nodes[k], &b->nodes[k], d, why, len);
+  for (int k = 0; r == 1 && k < a->nnodes; k++) r = unify_node(&a->nodes[k], &b->nodes[k], d, why, len);
   if (r != 1) {
     for (int k = 0; k < b->nnodes; k++) dt_dyn_free_node(&b->nodes[k]);
     dyn_info_free(d);

@@ -116,6 +116,18 @@ describe("dt.compile dynamic = true on DTensors", function()
     assert.is_true(replays > 0, "some calls replayed a dynamic graph")
   end)
 
+  it("to_local keeps the sizes static (a shard's local sizes are not symbols) and still equals eager", function()
+    local mesh = dt.init_device_mesh("cpu", {dt.world_size()})
+    local fn = function(x) return dt.from_local(x:to_local():exp(), mesh, {dt.Shard(1)}, {run_check = false}) end
+    local f = dt.compile(fn, {dynamic = true})
+    for _, r in ipairs {5, 9, 7} do
+      local x = H.dist(H.values({r * dt.world_size(), 2}, "float64"), mesh, {dt.Shard(1)})
+      assert.is_true(same_value(fn(x), f(x)), "rows " .. r)
+    end
+    assert.are.equal(3, f:stats().graphs)
+    assert.matches("to_local at .*: a shard's local sizes differ by rank", f:stats().static_sizes)
+  end)
+
   it("the GPT demo's step with a changing batch equals eager; its sizes stay static and f:stats() says why", function()
     local gpt = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "../../examples/gpt_model.lua")
     local n = dt.world_size()
