@@ -14,7 +14,11 @@
 --     replicated; the batch, 64 rows per rank, sharded; SGD), compiled with one all_reduce per
 --     layer's gradient run blocking (overlap = false) vs started async and waited for where first
 --     read (the optimizer);
---     saved = sequential - overlapped, beside the all_reduces alone (compiled).
+--     saved = sequential - overlapped, beside the all_reduces alone (compiled);
+--  5. varying batch sizes: a plain MLP training step (256 -> 512 -> 256, SGD) called with 32
+--     distinct batch sizes (17..110), one pass each: eager, compiled static (each new size
+--     records its graph: max_graphs = 1000) and compiled with dynamic = true (two recordings,
+--     then one graph replayed for every size); fresh compiled functions each pass.
 --   dtlua -n 1 bench/compile.lua [iterations]      dtlua -n 4 bench/compile.lua
 --   mpirun -np 4 dtlua bench/compile.lua
 -- Times on rank 0, best of 5 loops (all ranks start each loop together).
@@ -79,15 +83,19 @@ local function params()
   local b = dt.distribute_tensor(dt.randn(512, 256) * 0.05, mesh, {dt.Shard(1)}, {src_rank = false}):requires_grad_()
   return {a, b}, dt.optim.SGD({a, b}, {lr = 1e-3})
 end
-local function step_of(p, opt)
+-- a mean-square training step of forward: zero_grad, loss, backward, the optimizer's step
+local function mse_step(forward, opt)
   return function(x, y)
     opt:zero_grad()
-    local d = x:matmul(p[1]):relu():matmul(p[2]):redistribute(mesh, rep) - y
+    local d = forward(x) - y
     local loss = (d * d):mean()
     loss:backward()
     opt:step()
     return loss
   end
+end
+local function step_of(p, opt)
+  return mse_step(function(x) return x:matmul(p[1]):relu():matmul(p[2]):redistribute(mesh, rep) end, opt)
 end
 local y = dt.distribute_tensor(dt.randn(32, 256), mesh, rep, {src_rank = false})
 local p1, o1 = params()
@@ -183,4 +191,38 @@ if dt.world_size() > 1 then
                           .. "overlapped %.2f ms (%.2fx); the %d all_reduces alone %.2f ms; saved by overlap %.2f ms",
                           L, W, 64, dt.world_size(), dt.backend(), ts * 1e3, to * 1e3, ts / to, st.buckets, tcomm * 1e3,
                           (ts - to) * 1e3))
+end
+
+-- 5. varying batch sizes: eager vs static (a recording per size) vs dynamic (one graph)
+do
+  local sizes = {}
+  for i = 1, 32 do sizes[i] = 14 + 3 * i end
+  local data = {}
+  dt.manual_seed(8)
+  for i, B in ipairs(sizes) do data[i] = {dt.randn(B, 256), dt.randn(B, 256)} end
+  local function plain_step()
+    dt.manual_seed(9)
+    local a, b = dt.randn(256, 512) * 0.05, dt.randn(512, 256) * 0.05
+    a:requires_grad_(); b:requires_grad_()
+    return mse_step(function(x) return x:matmul(a):relu():matmul(b) end, dt.optim.SGD({a, b}, {lr = 1e-3}))
+  end
+  local function pass(mode)
+    local f = plain_step()
+    if mode ~= "eager" then f = dt.compile(f, {dynamic = mode == "dynamic", max_graphs = 1000}) end
+    local last
+    for i = 1, #sizes do last = f(data[i][1], data[i][2]) end
+    return last, f
+  end
+  local le = pass("eager")
+  local ld, fd = pass("dynamic")
+  local ls, fs = pass("static")
+  assert(dt.equal(le, ld) and dt.equal(le, ls), "the compiled passes follow eager")
+  local NV = math.max(N // 50, 3)
+  local te = best(NV, function() pass("eager") end)
+  local ts = best(NV, function() pass("static") end)
+  local td = best(NV, function() pass("dynamic") end)
+  dt.print0(string.format("MLP step over %d batch sizes (17..110, one call each), %d ranks: eager %.2f ms, "
+                          .. "static (%d graphs) %.2f ms (%.2fx eager), dynamic (%d graphs, %d replays) %.2f ms (%.2fx eager, %.2fx static)",
+                          #sizes, dt.world_size(), te * 1e3, fs:stats().graphs, ts * 1e3, te / ts, fd:stats().graphs,
+                          fd:stats().replays, td * 1e3, te / td, ts / td))
 end

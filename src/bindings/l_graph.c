@@ -22,6 +22,8 @@ typedef struct compiled {
   int n, max_graphs, warned, closed;
   int64_t bucket_cap; /* bytes (opts.bucket_cap_mb) */
   int overlap;        /* opts.overlap */
+  int dynamic;        /* opts.dynamic: a size-only guard miss makes the new graph general over sizes */
+  char why[256];      /* why the last try left a graph static ("" none) */
   long long captures, misses, eager_calls;
   dt_context *ctx;
 } compiled;
@@ -218,6 +220,20 @@ static int record(lua_State *L, int self, compiled *c, int first, int nargs, dt_
   return nret;
 }
 
+/* dynamic = true: the graph just recorded is made general over the sizes in which it differs
+ * from an earlier static recording (dynamic.c); else it stays static and f:graph() says why. */
+static void generalize_last(lua_State *L, compiled *c) {
+  dt_graph *g = c->graphs[c->n - 1];
+  char why[256] = "";
+  for (int i = c->n - 2; i >= 0; i--) {
+    if (dt_graph_is_dynamic(c->graphs[i])) continue;
+    int r = dt_graph_generalize(c->graphs[i], g, why, sizeof why);
+    if (r < 0) dt_lua_raise(L);
+    if (r == 1) return (void)(c->why[0] = 0);
+  }
+  if (why[0]) snprintf(c->why, sizeof c->why, "%s", why);
+}
+
 static int compiled_call(lua_State *L) {
   compiled *c = check_compiled(L, 1);
   if (c->closed) return luaL_error(L, "compile: the compiled function has been released");
@@ -257,7 +273,9 @@ static int compiled_call(lua_State *L) {
     lua_call(L, nargs, LUA_MULTRET);
     return lua_gettop(L) - 1;
   }
-  return record(L, 1, c, 2, nargs, guards, tv, ntensors);
+  int nret = record(L, 1, c, 2, nargs, guards, tv, ntensors);
+  if (c->dynamic) generalize_last(L, c);
+  return nret;
 }
 
 static int compiled_release(lua_State *L) {
@@ -291,6 +309,10 @@ static int compiled_graph(lua_State *L) {
   if (!text) return dt_lua_raise(L);
   lua_pushstring(L, text);
   free(text);
+  if (!dot && c->dynamic && !dt_graph_is_dynamic(g) && c->why[0]) { /* why the sizes stayed static */
+    lua_pushfstring(L, "static sizes: %s\n", c->why);
+    lua_concat(L, 2);
+  }
   if (file) {
     FILE *f = fopen(file, "w");
     if (!f) return luaL_error(L, "graph: cannot write %s", file);
@@ -307,6 +329,24 @@ static int compiled_graph(lua_State *L) {
 static void set_int(lua_State *L, const char *k, long long v) {
   lua_pushinteger(L, (lua_Integer)v);
   lua_setfield(L, -2, k);
+}
+
+/* per_graph[i].shapes of a dynamic graph: {{sizes = {s0, s1, ...}, replays = n}, ...} */
+static void push_shapes(lua_State *L, const dt_graph *g) {
+  if (!dt_graph_is_dynamic(g)) return;
+  int64_t v[16];
+  int ns;
+  long long r;
+  lua_newtable(L);
+  for (int i = 0; dt_dyn_shapes(g, i, v, &ns, &r); i++) {
+    lua_createtable(L, 0, 2);
+    lua_createtable(L, ns, 0);
+    for (int k = 0; k < ns; k++) lua_pushinteger(L, (lua_Integer)v[k]), lua_rawseti(L, -2, k + 1);
+    lua_setfield(L, -2, "sizes");
+    set_int(L, "replays", r);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "shapes");
 }
 
 /* f:stats(): recorded graphs, captures, guard misses, replays, eager calls, and per graph its
@@ -330,6 +370,9 @@ static int compiled_stats(lua_State *L) {
     set_int(L, "async_all_reduces", s.async_all_reduces);
     set_int(L, "buckets", s.buckets);
     set_int(L, "replays", s.replays);
+    lua_pushboolean(L, dt_graph_is_dynamic(c->graphs[i]));
+    lua_setfield(L, -2, "dynamic");
+    push_shapes(L, c->graphs[i]);
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "per_graph");
@@ -338,6 +381,7 @@ static int compiled_stats(lua_State *L) {
   set_int(L, "guard_misses", c->misses);
   set_int(L, "replays", replays);
   set_int(L, "eager_calls", c->eager_calls);
+  if (c->why[0]) lua_pushstring(L, c->why), lua_setfield(L, -2, "static_sizes");
   return 1;
 }
 
@@ -347,7 +391,8 @@ static int compiled_tostring(lua_State *L) {
   return 1;
 }
 
-/* dt.compile(fn, opts): opts.dynamic must be false (shape-polymorphic graphs are not built),
+/* dt.compile(fn, opts): opts.dynamic (default false): a call that misses its guards only by
+ * sizes records a graph general over them (doc/compile.md "Dynamic shapes"),
  * opts.max_graphs (default 8) bounds the graphs recorded per function, opts.bucket_cap_mb
  * (default 25, 0: no packing) the all_reduces packed into one, opts.overlap (default true)
  * whether replay waits for an all_reduce where its output is first read (else it blocks). */
@@ -355,11 +400,13 @@ static int l_compile(lua_State *L) {
   if (lua_type(L, 1) != LUA_TFUNCTION) return luaL_error(L, "compile: expected a function, got %s", dt_lua_typename(L, 1));
   if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
     return luaL_error(L, "compile: options must be a table, got %s", luaL_typename(L, 2));
-  int max_graphs = 8, overlap = 1;
+  int max_graphs = 8, overlap = 1, dynamic = 0;
   int64_t bucket_cap = DT_GRAPH_BUCKET_CAP_BYTES;
   if (lua_istable(L, 2)) {
-    if (dt_lua_opt_bool_field(L, 2, "dynamic", 0))
-      return luaL_error(L, "compile: dynamic = true (graphs general over shapes) is not supported; each new shape records its own graph");
+    int t = lua_getfield(L, 2, "dynamic");
+    if (t != LUA_TNIL && t != LUA_TBOOLEAN) return luaL_error(L, "compile: dynamic must be a boolean, got %s", luaL_typename(L, -1));
+    dynamic = lua_toboolean(L, -1);
+    lua_pop(L, 1);
     if (lua_getfield(L, 2, "max_graphs") != LUA_TNIL) {
       lua_Integer m = dt_lua_check_integer(L, -1, "compile", "max_graphs");
       if (m < 1 || m > 1000) return luaL_error(L, "compile: max_graphs must be 1..1000, got %d", (int)m);
@@ -377,7 +424,7 @@ static int l_compile(lua_State *L) {
   }
   compiled *c = lua_newuserdatauv(L, sizeof *c, 3);
   memset(c, 0, sizeof *c);
-  c->max_graphs = max_graphs, c->bucket_cap = bucket_cap, c->overlap = overlap;
+  c->max_graphs = max_graphs, c->bucket_cap = bucket_cap, c->overlap = overlap, c->dynamic = dynamic;
   c->ctx = dt_lua_context(L);
   luaL_setmetatable(L, COMPILED_MT);
   lua_pushvalue(L, 1);

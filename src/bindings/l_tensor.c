@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "bindings/l_dist.h"
 #include "call/call.h"
+#include "capture/capture.h"
 #include "distributed/dtensor.h"
 
 #include <limits.h>
@@ -221,6 +222,12 @@ static int size_eq(lua_State *L) {
   return lua_pushboolean(L, 1), 1;
 }
 
+/* A size read into Lua while a graph records: a dynamic graph keeps it static (a guard). */
+static void note_size(lua_State *L, const dt_value *v, int dim, const int64_t *vals, int n) {
+  dt_context *ctx = dt_lua_context(L);
+  if (dt_capture_active(ctx) && dt_capture_note_size(ctx, v, dim, vals, n) != DT_OK) dt_lua_raise(L);
+}
+
 static void push_size(lua_State *L, int ndim, const int64_t *shape) {
   lua_createtable(L, ndim, 0);
   for (int i = 0; i < ndim; i++) {
@@ -232,18 +239,22 @@ static void push_size(lua_State *L, int ndim, const int64_t *shape) {
 
 static int tensor_size(lua_State *L) {
   int ndim;
-  const int64_t *shape = user_shape(check_value_any(L, 1), &ndim);
+  const dt_value *v = check_value_any(L, 1);
+  const int64_t *shape = user_shape(v, &ndim);
   if (!lua_isnoneornil(L, 2)) {
     int d = dt_lua_check_dim(L, 2, ndim, 0, "size");
+    note_size(L, v, d, &shape[d], 1);
     lua_pushinteger(L, shape[d]);
     return 1;
   }
+  note_size(L, v, -1, shape, ndim);
   push_size(L, ndim, shape);
   return 1;
 }
 
 static int tensor_stride(lua_State *L) {
   dt_tensor *t = dt_lua_check_tensor(L, 1);
+  note_size(L, check_value_any(L, 1), -1, t->stride, t->ndim);
   if (!lua_isnoneornil(L, 2)) {
     int d = dt_lua_check_dim(L, 2, t->ndim, 0, "stride");
     lua_pushinteger(L, t->stride[d]);
@@ -264,11 +275,15 @@ static int tensor_dim(lua_State *L) {
 }
 static int tensor_numel(lua_State *L) {
   int ndim;
-  const int64_t *shape = user_shape(check_value_any(L, 1), &ndim);
+  const dt_value *v = check_value_any(L, 1);
+  const int64_t *shape = user_shape(v, &ndim);
+  note_size(L, v, -1, shape, ndim);
   return lua_pushinteger(L, dt_shape_numel(ndim, shape)), 1;
 }
 /* A DTensor answers for its local shard (the same on every rank: views act alike on all). */
 static int tensor_is_contiguous(lua_State *L) {
+  const dt_value *v = check_value_any(L, 1);
+  note_size(L, v, -1, v->local->stride, v->local->ndim);
   return lua_pushboolean(L, dt_tensor_is_contiguous(check_value_any(L, 1)->local)), 1;
 }
 static int tensor_element_size(lua_State *L) {
@@ -299,6 +314,7 @@ static int tensor_len(lua_State *L) {
   int ndim;
   const int64_t *shape = user_shape(check_value_any(L, 1), &ndim);
   if (ndim == 0) return luaL_error(L, "#: a 0-d tensor has no length (use t:item())");
+  note_size(L, check_value_any(L, 1), 0, shape, 1);
   lua_pushinteger(L, shape[0]);
   return 1;
 }

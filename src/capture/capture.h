@@ -79,6 +79,19 @@ static inline int dt_capture_active(const dt_context *ctx) { return ctx && ctx->
 /* A capture error: "compile: <what> at <line>" naming the Lua line of the current call. */
 DT_API int dt_capture_refuse(dt_context *ctx, const char *what);
 
+/* Notes that Lua read sizes of v while a graph records (t:size(), t:numel(), t:stride()...;
+ * dim -1: all of them): vals[0..n) the values read.  A dynamic graph keeps such a size static
+ * (dynamic.c). */
+DT_API int dt_capture_note_size(dt_context *ctx, const dt_value *v, int dim, const int64_t *vals, int n);
+
+/* Shape-polymorphic graphs (dynamic.c): makes b, just recorded, general over the sizes in
+ * which its arguments differ from a's (an earlier recording of the same function): 1 done,
+ * 0 not possible (why: the reason, for f:graph()), -1 + dt_error out of memory. */
+DT_API int dt_graph_generalize(const dt_graph *a, dt_graph *b, char *why, size_t len);
+/* Shape i recorded for a dynamic graph: its symbols' values and the replays it had (0: none). */
+DT_API int dt_dyn_shapes(const dt_graph *g, int i, int64_t *vals, int *nsyms, long long *replays);
+DT_API int dt_graph_is_dynamic(const dt_graph *g);
+
 /* Marks g, just begun, as a trace for analysis (data parallelism's batch-dim analysis,
  * describe.c): what a replay could not reproduce is recorded as it ran instead of refused
  * (values read into Lua, ids converted by the bindings, gradients into leaves made inside,
@@ -104,7 +117,8 @@ DT_API int dt_graph_return_slot(const dt_graph *g, int i);
 /* External e's guard (shape, dtype, requires_grad at the capture). */
 DT_API const dt_guard *dt_graph_external_guard(const dt_graph *g, int e);
 
-/* 1 when the call's arguments (guards) and ctx's modes are those g was recorded with. */
+/* 1 when the call's arguments (guards) and ctx's modes are those g was recorded with; for a
+ * dynamic graph, with its symbolic sizes bound from the arguments (dynamic.c). */
 DT_API int dt_graph_matches(const dt_graph *g, const dt_context *ctx, const dt_guard *guards, int n);
 /* Replays g on the tensor arguments args[0..nargs).  DT_OK: the returned values wait in the
  * graph (dt_graph_return); DT_ERR + dt_error. *miss = 1 (and DT_OK, nothing run) when an

@@ -49,15 +49,23 @@ static const char *node_name(const gnode *n) {
 static void static_args(sbuf *b, const gnode *n, int sep) {
   const dt_op_args *a = &n->args;
   int ns = a->nscalar ? a->nscalar : (a->flags & DT_ARG_SCALAR) ? 1 : 0;
-  for (int i = 0; i < ns && i < 4; i++, sep = 1) put(b, "%s%.17g", sep ? ", " : "", a->scalar[i]);
+  char e[96];
+  for (int i = 0; i < ns && i < 4; i++, sep = 1) {
+    if (dt_dyn_scalar_text(n, i, e, sizeof e)) put(b, "%s%s", sep ? ", " : "", e);
+    else put(b, "%s%.17g", sep ? ", " : "", a->scalar[i]);
+  }
   if (n->kind == NODE_OP && a->nints && !n->random) {
     put(b, "%s[", sep ? ", " : "");
-    for (int i = 0; i < a->nints; i++) put(b, "%s%lld", i ? ", " : "", (long long)a->ints[i]);
+    for (int i = 0; i < a->nints; i++) {
+      if (dt_dyn_int_text(n, i, e, sizeof e)) put(b, "%s%s", i ? ", " : "", e);
+      else put(b, "%s%lld", i ? ", " : "", (long long)a->ints[i]);
+    }
     put(b, "]");
   }
 }
 
 static void text(sbuf *b, const dt_graph *g) {
+  if (dt_dyn_header(g)) put(b, "%s\n", dt_dyn_header(g));
   put(b, "graph(");
   for (int i = 0; i < g->nargs; i++) put(b, "%s%%%d", i ? ", " : "", i);
   put(b, ")%s", g->next ? "  externals" : "");
@@ -80,7 +88,8 @@ static void text(sbuf *b, const dt_graph *g) {
       const gbucket *q = &g->buckets[n->bucket];
       put(b, " (all_reduce #%d%s)", n->bucket + 1, &g->nodes[q->last] == n ? q->nmembers > 1 ? ": starts, packed" : ": starts" : ", packed");
     }
-    if (n->random) put(b, " (rng +%llu, %llu words)", (unsigned long long)n->rng_rel, (unsigned long long)n->rng_words);
+    if (n->random && g->dyn) put(b, " (rng, words by its size)");
+    else if (n->random) put(b, " (rng +%llu, %llu words)", (unsigned long long)n->rng_rel, (unsigned long long)n->rng_words);
     put(b, "%s  -- %s\n", n->dead ? "  [dead]" : "", n->where ? n->where : "?");
   }
   put(b, "  return");

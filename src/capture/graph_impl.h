@@ -53,6 +53,9 @@ typedef struct gnode {
   int bucket;
   int64_t bucket_off;
   int *wait, nwait;         /* buckets whose all_reduce this node waits for before it runs */
+  /* a dynamic graph (dynamic.c): the static args that are sizes, as expressions of the
+   * symbols (NULL: all constant), evaluated before the node runs */
+  struct sym_expr *int_expr, *scalar_expr, *shape_expr; /* args.ints / args.scalar / conversion shape (fspec's or from_local's) */
 } gnode;
 
 /* Consecutive all_reduces on one group, reduce op and dtype, none of whose outputs a node
@@ -74,6 +77,14 @@ typedef struct tmap_entry { /* a known value (v, its local t) -> slot; and (NULL
   dt_tensor *t; /* retained by its (NULL, t) entry */
   int slot;
 } tmap_entry;
+
+/* A size Lua read while the graph recorded (t:size(), t:numel(), t:stride(), ...): the slot
+ * read (recording numbering; MISSING: a tensor outside the graph) and the values read. */
+typedef struct size_read {
+  int slot, dim;  /* dim -1: every dim (size(), numel(), strides) */
+  uint64_t hash;
+  char *where;    /* the Lua line */
+} size_read;
 
 struct dt_graph {
   dt_context *ctx;
@@ -101,6 +112,9 @@ struct dt_graph {
   int64_t bucket_cap;      /* bytes; 0: one all_reduce per bucket */
   int overlap;             /* 0: a bucket's all_reduce runs blocking */
   int trace;               /* recorded for analysis only (dt_capture_set_trace): never replayed */
+  size_read *reads;        /* sizes Lua read while recording (dynamic.c unifies them) */
+  int nreads, capreads;
+  struct dyn_info *dyn;    /* non-NULL: a shape-polymorphic graph (dynamic.c) */
   dt_graph_stats stats;
 };
 
@@ -124,6 +138,9 @@ void dt_slotmap_free(dt_graph *g);
  * the call (the host collected its garbage first), other than the returns and the .grad it set */
 int dt_graph_check_escapes(dt_graph *g, dt_value *const *ret, int nret);
 
+/* replay.c: two guards alike */
+int dt_guard_equal(const dt_guard *a, const dt_guard *b);
+
 /* passes.c: dead nodes, each slot's last use, the peak bytes; then comm_plan */
 int dt_graph_passes(dt_graph *g);
 
@@ -134,5 +151,18 @@ int dt_bucket_run_member(dt_graph *g, gnode *n, const dt_value *x, dt_value *out
 int dt_bucket_wait(dt_graph *g, int b);
 int dt_bucket_wait_all(dt_graph *g);
 void dt_buckets_free(dt_graph *g);
+
+/* dynamic.c: a dynamic graph's per-node steps at replay -- its size args evaluated for the
+ * bound symbols, a DTensor decision's global output metadata recomputed by the shape rule --
+ * and what it owns. */
+int dt_dyn_match(const dt_graph *g, const dt_guard *guards, int n);
+int dt_dyn_prepare_node(dt_graph *g, gnode *n, dt_value *const *in);
+void dt_dyn_count_replay(dt_graph *g);
+void dt_dyn_free(dt_graph *g);
+void dt_dyn_free_node(gnode *n);
+/* format.c's symbolic text: the expression of int i / scalar i of n (NULL: a constant) */
+const char *dt_dyn_int_text(const gnode *n, int i, char *buf, size_t len);
+const char *dt_dyn_scalar_text(const gnode *n, int i, char *buf, size_t len);
+const char *dt_dyn_header(const dt_graph *g);
 
 #endif

@@ -21,7 +21,8 @@ int dt_graph_passes(dt_graph *g) {
   for (int k = g->nnodes - 1; k >= 0; k--) { /* backwards: a node lives if a live node reads it */
     gnode *n = &g->nodes[k];
     int live = n->inplace || n->moves || n->kind == NODE_CONV || n->kind == NODE_SET_GRAD ||
-               (n->kind == NODE_OP && (dt_op_get(n->op)->flags & DT_OPF_CHECK));
+               (n->kind == NODE_OP && (dt_op_get(n->op)->flags & DT_OPF_CHECK)) ||
+               (g->dyn && n->random); /* a dynamic graph's generator words come from the op's run */
     for (int o = 0; o < n->nout && !live; o++) live = used[n->out[o]];
     n->dead = !live;
     g->stats.dead += n->dead;

@@ -271,6 +271,27 @@ static int hook_leaf_grad(dt_context *ctx, const void *leaf, const dt_value *gr)
   return dt_capture_refuse(ctx, "backward into a leaf the compiled function neither received nor read");
 }
 
+int dt_capture_note_size(dt_context *ctx, const dt_value *v, int dim, const int64_t *vals, int n) {
+  dt_graph *g = ctx ? ctx->capture : NULL;
+  if (!g || g->trace) return DT_OK;
+  if (g->nreads == g->capreads) {
+    int cap = g->capreads ? 2 * g->capreads : 16;
+    size_read *r = realloc(g->reads, sizeof *r * (size_t)cap);
+    if (!r) return dt_error("compile: out of memory");
+    g->reads = r, g->capreads = cap;
+  }
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)(dim + 1);
+  for (int i = 0; i < n; i++) h = (h ^ (uint64_t)vals[i]) * 1099511628211ull;
+  size_read *r = &g->reads[g->nreads];
+  char w[256] = "?";
+  if (g->host.where) g->host.where(g->host.ud, w, sizeof w);
+  if (!(r->where = malloc(strlen(w) + 1))) return dt_error("compile: out of memory");
+  strcpy(r->where, w);
+  r->slot = dt_slotmap_find(g, v), r->dim = dim, r->hash = h;
+  g->nreads++;
+  return DT_OK;
+}
+
 static int hook_held(dt_context *ctx, const dt_tensor *t) {
   const dt_graph *g = ctx->capture;
   return (dt_slotmap_get(g, PLAIN_KEY, t) != MISSING) + (dt_slotmap_get(g, SPEC_KEY, t) != MISSING);
@@ -349,6 +370,8 @@ int dt_capture_end(dt_context *ctx, dt_graph *g, dt_value *const *ret, int nret)
     for (int o = 0; o < n->nout; o++) n->out[o] = final_slot(g, n->out[o]);
   }
   for (int i = 0; i < nret; i++) g->ret_slot[i] = final_slot(g, g->ret_slot[i]);
+  for (int r = 0; r < g->nreads; r++)
+    if (g->reads[r].slot != MISSING) g->reads[r].slot = final_slot(g, g->reads[r].slot);
   if (!(g->val = calloc((size_t)g->nslots + 1, sizeof *g->val)) || !(g->own = calloc((size_t)nout + 1, sizeof *g->own)) ||
       !(g->prod = calloc((size_t)g->nslots + 1, sizeof *g->prod)))
     return dt_graph_free(g), dt_error("compile: out of memory");
@@ -371,6 +394,7 @@ void dt_graph_free(dt_graph *g) {
   for (int k = 0; k < g->nnodes; k++) {
     gnode *n = &g->nodes[k];
     free(n->in), free(n->dec.in), free(n->where), free(n->desc), free(n->release), free(n->wait);
+    dt_dyn_free_node(n);
     if (n->mesh) dt_mesh_release(n->mesh);
     dt_dspec_free(n->fspec);
     for (int o = 0; o < DT_OP_MAX_OUT; o++) {
@@ -381,6 +405,9 @@ void dt_graph_free(dt_graph *g) {
   for (int i = 0; i < g->nguards; i++) free((char *)g->guards[i].s), dt_dspec_free((dt_dspec *)g->guards[i].spec);
   for (int e = 0; e < g->next; e++) dt_dspec_free((dt_dspec *)g->ext_guard[e].spec);
   if (g->own) dt_graph_clear_slots(g);
+  for (int r = 0; r < g->nreads; r++) free(g->reads[r].where);
+  free(g->reads);
+  dt_dyn_free(g);
   free(g->nodes), free(g->guards), free(g->args), free(g->ext), free(g->ext_guard), free(g->ret_slot), free(g->val), free(g->own), free(g->prod);
   free(g);
 }

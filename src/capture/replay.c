@@ -24,7 +24,7 @@ static int spec_equal(const dt_dspec *a, const dt_dspec *b) {
          dt_placements_equal(a->p, b->p, a->mesh->ndim);
 }
 
-static int guard_equal(const dt_guard *a, const dt_guard *b) {
+int dt_guard_equal(const dt_guard *a, const dt_guard *b) {
   if (a->kind != b->kind) return 0;
   switch (a->kind) {
   case DT_GUARD_NIL: return 1;
@@ -46,8 +46,9 @@ int dt_graph_matches(const dt_graph *g, const dt_context *ctx, const dt_guard *g
   if (n != g->nguards || m->grad_enabled != g->modes.grad_enabled || m->autocast_dtype != g->modes.autocast_dtype ||
       (m->implicit_replication > 0) != (g->modes.implicit_replication > 0))
     return 0;
+  if (g->dyn) return dt_dyn_match(g, guards, n); /* binds the symbols */
   for (int i = 0; i < n; i++)
-    if (!guard_equal(&guards[i], &g->guards[i])) return 0;
+    if (!dt_guard_equal(&guards[i], &g->guards[i])) return 0;
   return 1;
 }
 
@@ -69,7 +70,10 @@ static int run_plain(dt_context *ctx, gnode *n, dt_value *const *in, dt_value *c
     for (int o = 0; o < n->nout && st == DT_OK; o++) {
       if ((res[o] = n->spare[o])) { /* the buffer of the last replay, which nobody else holds */
         n->spare[o] = NULL;
-        continue;
+        if (res[o]->ndim == n->meta[o].ndim && /* a dynamic graph's sizes may have changed */
+            memcmp(res[o]->shape, n->meta[o].shape, sizeof(int64_t) * (size_t)res[o]->ndim) == 0)
+          continue;
+        dt_tensor_release(res[o]);
       }
       if (!(res[o] = dt_tensor_empty(n->meta[o].dtype, n->meta[o].ndim, n->meta[o].shape, dev)))
         st = dt_error_prefix("%s", a->name);
@@ -100,13 +104,15 @@ static int run_plain(dt_context *ctx, gnode *n, dt_value *const *in, dt_value *c
 
 /* A DTensor op: the recorded decision executed (random and write ops: their own steps). */
 static int run_distributed(dt_context *ctx, gnode *n, dt_value *const *in, dt_value *const *out, dt_tensor **loc,
-                           const dt_dspec **specs) {
+                           const dt_dspec **specs, int dynamic) {
   dt_op_args *a = &n->args;
   for (int i = 0; i < n->nin; i++) specs[i] = in[i] ? in[i]->spec : NULL;
   a->in = loc;
   dt_tensor *res[DT_OP_MAX_OUT] = {0};
   dt_dspec *rs[DT_OP_MAX_OUT] = {0};
-  int st = n->has_dec ? dt_dispatch_run_decision(ctx, n->op, a, specs, &n->dec, res, rs)
+  /* a dynamic graph asks the dispatcher (its cache) for the decision of the current sizes: the
+   * cheapest strategy may change with them (even or uneven shards), and eager takes that one */
+  int st = n->has_dec && !dynamic ? dt_dispatch_run_decision(ctx, n->op, a, specs, &n->dec, res, rs)
                       : dt_dispatch(ctx, n->op, a, specs, res, rs);
   a->in = NULL;
   if (st != DT_OK) return DT_ERR;
@@ -167,6 +173,10 @@ static int run_node(dt_context *ctx, dt_graph *g, gnode *n) {
     loc[i] = in[i] ? in[i]->local : NULL;
   }
   for (int o = 0; o < n->nout; o++) out[o] = g->val[n->out[o]];
+  if (g->dyn && dt_dyn_prepare_node(g, n, in) != DT_OK) { /* sizes for the bound symbols */
+    if (in != small) free(in);
+    return DT_ERR;
+  }
   int st, grad = ctx->modes.grad_enabled;
   /* autograd records what it recorded at the capture, unless the graph holds its backward */
   ctx->modes.grad_enabled = n->grad && !g->has_backward;
@@ -174,7 +184,7 @@ static int run_node(dt_context *ctx, dt_graph *g, gnode *n) {
   else if (n->kind == NODE_CONV) st = run_conv(ctx, n, n->nin ? in[0] : NULL, out[0]);
   else if (n->kind == NODE_GET_GRAD || n->kind == NODE_SET_GRAD) st = run_grad(n, in, out[0]);
   else if (ctx->modes.grad_enabled) st = dt_call(ctx, n->op, &n->args, in, n->nin, out); /* the front door records it */
-  else if (n->distributed && !n->local_fast) st = run_distributed(ctx, n, in, out, loc, specs);
+  else if (n->distributed && !n->local_fast) st = run_distributed(ctx, n, in, out, loc, specs, g->dyn != NULL);
   else st = run_plain(ctx, n, in, out, loc);
   ctx->modes.grad_enabled = grad;
   if (in != small) free(in);
@@ -209,7 +219,7 @@ int dt_graph_replay(dt_context *ctx, dt_graph *g, dt_value *const *args, int nar
     dt_guard now;
     if (!g->ext[e]->local) return dt_error("compile: a tensor the compiled function uses from outside was released");
     dt_guard_of_value(g->ext[e], &now);
-    if (!guard_equal(&now, &g->ext_guard[e])) return *miss = 1, DT_OK;
+    if (!dt_guard_equal(&now, &g->ext_guard[e])) return *miss = 1, DT_OK;
   }
   for (int i = 0; i < nargs; i++) g->val[i] = args[i];
   for (int e = 0; e < g->next; e++) g->val[nargs + e] = g->ext[e];
@@ -228,6 +238,7 @@ int dt_graph_replay(dt_context *ctx, dt_graph *g, dt_value *const *args, int nar
   g->busy = 0;
   if (st != DT_OK) return dt_graph_clear_slots(g), DT_ERR;
   g->stats.replays++;
+  if (g->dyn) dt_dyn_count_replay(g);
   return DT_OK;
 }
 
