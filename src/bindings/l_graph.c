@@ -28,7 +28,7 @@ typedef struct compiled {
 
 void dt_lua_capture_refuse(lua_State *L, const char *what) {
   dt_context *ctx = dt_lua_context(L);
-  if (dt_capture_active(ctx) && !dt_capture_tracing(ctx)) luaL_error(L, "%s", (dt_capture_refuse(ctx, what), dt_error_message()));
+  if (dt_capture_active(ctx) && dt_capture_refuse(ctx, what) != DT_OK) luaL_error(L, "%s", dt_error_message()); /* a trace notes it */
 }
 
 /* ---- the host of a recording: pins and source lines ---- */

@@ -103,6 +103,8 @@ DT_API void dt_graph_counts(const dt_graph *g, int *nargs, int *nexternals);
 DT_API int dt_graph_return_slot(const dt_graph *g, int i);
 /* External e's guard (shape, dtype, requires_grad at the capture). */
 DT_API const dt_guard *dt_graph_external_guard(const dt_graph *g, int e);
+/* A trace's first call that a capture would refuse ("t:item() (...) at file.lua:12"), or NULL. */
+DT_API const char *dt_graph_trace_refusal(const dt_graph *g);
 
 /* 1 when the call's arguments (guards) and ctx's modes are those g was recorded with. */
 DT_API int dt_graph_matches(const dt_graph *g, const dt_context *ctx, const dt_guard *guards, int n);

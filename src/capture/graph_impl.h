@@ -101,6 +101,7 @@ struct dt_graph {
   int64_t bucket_cap;      /* bytes; 0: one all_reduce per bucket */
   int overlap;             /* 0: a bucket's all_reduce runs blocking */
   int trace;               /* recorded for analysis only (dt_capture_set_trace): never replayed */
+  char *refusal;           /* a trace: the first thing a capture would have refused, with its line */
   dt_graph_stats stats;
 };
 

@@ -28,9 +28,13 @@ int dt_capture_tracing(const dt_context *ctx) { return ctx && ctx->capture && ((
 
 int dt_capture_refuse(dt_context *ctx, const char *what) {
   dt_graph *g = ctx->capture;
-  if (g && g->trace) return DT_OK; /* an analysis records what ran */
   char w[256] = "?";
   if (g && g->host.where) g->host.where(g->host.ud, w, sizeof w);
+  if (g && g->trace) { /* an analysis records what ran; the first refusal says why it could not replay */
+    size_t len = strlen(what) + strlen(w) + 8;
+    if (!g->refusal && (g->refusal = malloc(len))) snprintf(g->refusal, len, "%s at %s", what, w);
+    return DT_OK;
+  }
   return dt_error("compile: %s at %s cannot be captured in a graph; run it outside the compiled function", what, w);
 }
 
@@ -381,6 +385,7 @@ void dt_graph_free(dt_graph *g) {
   for (int i = 0; i < g->nguards; i++) free((char *)g->guards[i].s), dt_dspec_free((dt_dspec *)g->guards[i].spec);
   for (int e = 0; e < g->next; e++) dt_dspec_free((dt_dspec *)g->ext_guard[e].spec);
   if (g->own) dt_graph_clear_slots(g);
+  free(g->refusal);
   free(g->nodes), free(g->guards), free(g->args), free(g->ext), free(g->ext_guard), free(g->ret_slot), free(g->val), free(g->own), free(g->prod);
   free(g);
 }
