@@ -329,6 +329,8 @@ static int compiled_stats(lua_State *L) {
     set_int(L, "peak_bytes_unreleased", s.peak_bytes_unreleased);
     set_int(L, "async_all_reduces", s.async_all_reduces);
     set_int(L, "buckets", s.buckets);
+    set_int(L, "async_all_gathers", s.async_all_gathers);
+    set_int(L, "async_reduce_scatters", s.async_reduce_scatters);
     set_int(L, "replays", s.replays);
     lua_rawseti(L, -2, i + 1);
   }
