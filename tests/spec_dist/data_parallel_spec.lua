@@ -267,8 +267,8 @@ describe("dt.parallel.data_parallel", function()
         same_numbers(a, b, what)
         same_params(ma, mb, what)
         local sa, sb = fa:stats(), fb:stats()
-        assert.are.same({traces = 1, distributed_calls = 5, replayed_calls = 4}, sa) -- the 2nd call eager, then the graph
-        assert.are.same({traces = 1, distributed_calls = 5, replayed_calls = 0}, sb)
+        assert.are.same({traces = 1, distributed_calls = 5, replayed_calls = 4, graphs = 1}, sa) -- the 2nd call eager, then the graph
+        assert.are.same({traces = 1, distributed_calls = 5, replayed_calls = 0, graphs = 0}, sb)
         local c, r = mlp_run(B, 6, false, {reduction = reduction}) -- one device
         for i = 1, #c do close(c[i], a[i], what .. " vs one device, step " .. i) end
         params_close(r, ma)
@@ -349,6 +349,39 @@ describe("dt.parallel.data_parallel", function()
     assert.are.equal(4, #seen)
     assert.are.equal(0, dp:stats().replayed_calls)
     assert.is_truthy(dp:explain():find("replay: off: the step does t:item%(%) %(.*%) at .*data_parallel_spec.lua:%d+"), dp:explain())
+  end)
+
+  it("records a new graph when a schedule changes a Lua-number learning rate (never a stale value)", function()
+    local function run(dp, tensor_lr)
+      dt.manual_seed(12)
+      local lr = tensor_lr and dt.tensor(0.05, {dtype = "float64"}) or 0.05 -- the scheduler writes a tensor in place
+      local model = dt.nn.Sequential(dt.nn.Linear(4, 6), dt.nn.Tanh(), dt.nn.Linear(6, 2)):to("float64")
+      local opt = dt.optim.AdamW(model:parameters(), {lr = lr})
+      local sched = dt.optim.lr_scheduler.StepLR(opt, 2, 0.5) -- halves the lr every second step
+      local function step(x, y)
+        opt:zero_grad()
+        local d = model(x) - y
+        local loss = (d * d):mean()
+        loss:backward()
+        opt:step()
+        return loss
+      end
+      local f = dp and P.data_parallel(step, mesh()) or step
+      local x, y = dt.randn(2 * n + 1, 4):double(), dt.randn(2 * n + 1, 2):double()
+      local out = {}
+      for i = 1, 8 do out[i] = f(x, y):item(); sched:step() end
+      return out, model, f
+    end
+    for _, tensor_lr in ipairs {false, true} do
+      local a, ma = run(false, tensor_lr)
+      local b, mb, f = run(true, tensor_lr)
+      for i = 1, #a do close(a[i], b[i], "scheduled step " .. i) end
+      params_close(ma, mb)
+      local s = f:stats()
+      assert.are.equal(6, s.replayed_calls)
+      -- a number lr is a graph constant: calls 3-4, 5-6, 7-8 each record one; a tensor lr is read at each replay
+      assert.are.equal(tensor_lr and 1 or 3, s.graphs)
+    end
   end)
 
   it("keeps the results of a step whose capture is refused after it ran (state kept in Lua)", function()

@@ -98,12 +98,17 @@ local function signature(args)
 end
 
 -- where each parameter lives: a list of {module =, name =} (tied parameters live in several),
--- from the modules reachable from fn's upvalues
+-- from the modules reachable from fn's upvalues; and the optimizers reachable there (tables
+-- with param_groups), whose Lua hyperparameters guard the replayed graphs
 local function find_modules(fn, extra)
-  local found, seen = {}, {}
+  local found, seen, optimizers = {}, {}, {}
   local function visit(v, depth)
     if depth > 4 or seen[v] then return end
     seen[v] = true
+    if type(v) == "table" and type(rawget(v, "param_groups")) == "table" then
+      optimizers[#optimizers + 1] = v
+      return
+    end
     -- a module instance (not a class: those hold no _parameters; nor a table whose __index raises)
     local ok, is_module = pcall(L.is_module, v)
     if ok and is_module and type(v) == "table" and type(rawget(v, "_parameters")) == "table" then
@@ -134,7 +139,7 @@ local function find_modules(fn, extra)
     end
     seen_at[m] = true
   end
-  return where
+  return where, optimizers
 end
 
 -- the first node reading slot s (for errors)
@@ -145,7 +150,7 @@ local function first_reader(trace, s)
 end
 
 local function setup_params(self, trace)
-  local where = find_modules(self.step_fn, self.modules)
+  local where, optimizers = find_modules(self.step_fn, self.modules)
   local params, sizes = {}, {}
   for e, ext in ipairs(trace.externals) do
     if ext.requires_grad then
@@ -165,7 +170,7 @@ local function setup_params(self, trace)
     if #params ~= #self.params then error("data_parallel: step_fn uses other parameters for these argument shapes", 0) end
     return
   end
-  self.params = params
+  self.params, self.optimizers = params, optimizers
   self.buckets = grad_buckets.new(params, sizes, self.group, self.cap, "sum", "data_parallel", true)
   -- while a step runs distributed, a gradient reaching the plain parameter itself means step_fn
   -- read it without its module (an upvalue): it would be reduced twice
@@ -260,10 +265,13 @@ Runner.__call = function(self, ...)
 end
 
 -- dp:stats(): traces run (one per argument signature), calls run as DTensor programs (eager
--- or replayed), and of those the calls run by a graph (recorded or replayed)
+-- or replayed), of those the calls run by a graph (recorded or replayed), and the graphs
+-- recorded (one per signature, and one per change of the optimizers' Lua hyperparameters)
 function Runner:stats()
+  local graphs = 0
+  for _, plan in pairs(self.plans) do graphs = graphs + (plan.compiled and plan.compiled:stats().graphs or 0) end
   return {traces = self.counts.traces, distributed_calls = self.counts.distributed_calls,
-          replayed_calls = self.counts.replayed_calls}
+          replayed_calls = self.counts.replayed_calls, graphs = graphs}
 end
 
 -- dp:explain(): the batch dims of the last traced signature's nodes, as explain_batch_dims

@@ -21,6 +21,39 @@ function M.blocker(opts_replay, trace)
   return nil
 end
 
+-- The Lua values of the optimizers' parameter groups (lr, momentum, betas...: constants of a
+-- graph, which a schedule may change between calls), as a string: passed to the compiled
+-- program as an argument, so that a change is a guard miss (a new graph), never a stale value.
+-- (A 0-d tensor lr is read by the graph at each replay: no miss.)
+local function value_key(v)
+  local t = type(v)
+  if t == "number" then return string.format("%.17g", v) end
+  if t == "boolean" or t == "string" then return tostring(v) end
+  if t == "table" and not core.is_tensor(v) then
+    local parts = {}
+    for i, x in ipairs(v) do parts[i] = value_key(x) or "?" end
+    return "{" .. table.concat(parts, ",") .. "}"
+  end
+  return nil -- tensors are read by reference
+end
+
+function M.hyper_key(optimizers)
+  local parts = {}
+  for _, opt in ipairs(optimizers) do
+    for _, group in ipairs(opt.param_groups) do
+      local keys = {}
+      for k in pairs(group) do if k ~= "params" and type(k) == "string" then keys[#keys + 1] = k end end
+      table.sort(keys)
+      for _, k in ipairs(keys) do
+        local v = value_key(group[k])
+        if v then parts[#parts + 1] = k .. "=" .. v end
+      end
+      parts[#parts + 1] = ";"
+    end
+  end
+  return table.concat(parts, " ")
+end
+
 local function put_params(params, value_of)
   for _, e in ipairs(params) do
     local v = value_of(e)
@@ -31,7 +64,7 @@ end
 -- the compiled DTensor program of runner `dp` (its step_fn, mesh, params, cap in bytes)
 function M.compile(dp)
   local mesh, params, R = dp.mesh, dp.params, {core.Replicate()}
-  local function program(...)
+  local function program(_, ...) -- the first argument: hyper_key's string, a guard
     put_params(params, function(e) return core.from_local(e.param, mesh, R) end)
     local out = pack(pcall(dp.step_fn, ...))
     put_params(params, function(e) return e.param end)
@@ -51,7 +84,8 @@ end
 function M.call(dp, plan, dargs)
   dp.finished = nil
   local compiled = plan.compiled
-  local out = pack(pcall(core.implicit_replication, function() return compiled(unpack(dargs, 1, dargs.n)) end))
+  local key = M.hyper_key(dp.optimizers)
+  local out = pack(pcall(core.implicit_replication, function() return compiled(key, unpack(dargs, 1, dargs.n)) end))
   local finished = dp.finished
   dp.finished = nil
   if out[1] then return pack(unpack(out, 2, out.n)) end
