@@ -99,6 +99,21 @@ local function same_params(ma, mb, what)
   end
 end
 
+-- a Linear's step (SGD, mean of squares) that calls after(loss) at its end; and the Linear
+local function linear_step(seed, after)
+  dt.manual_seed(seed)
+  local lin = dt.nn.Linear(3, 2):to("float64")
+  local opt = dt.optim.SGD(lin:parameters(), {lr = 0.1})
+  return function(x)
+    opt:zero_grad()
+    local loss = lin(x):pow(2):mean()
+    loss:backward()
+    opt:step()
+    after(loss)
+    return loss
+  end, lin
+end
+
 describe("dt.parallel.data_parallel", function()
   it("trains an MLP like one device on even, uneven and small batches", function()
     local g = H.prng(77)
@@ -122,15 +137,6 @@ describe("dt.parallel.data_parallel", function()
     assert.are.same(a, b)
     params_close(ma, mb)
     assert.are.equal(1, f:stats().distributed_calls)
-  end)
-
-  it("trains the GPT demo's model like one device (dropout, uneven batch)", function()
-    for _, B in ipairs {2 * n, n + 1} do
-      local a, ma = gpt_run(B, 3, false)
-      local b, mb = gpt_run(B, 3, true)
-      for i = 1, #a do close(a[i], b[i], "gpt batch " .. B .. " step " .. i) end
-      params_close(ma, mb)
-    end
   end)
 
   it("all-reduces the gradients in buckets", function()
@@ -276,7 +282,7 @@ describe("dt.parallel.data_parallel", function()
     end
   end)
 
-  it("replays the GPT demo's step (dropout, uneven batch) equal to eager", function()
+  it("trains the GPT demo's model like one device (dropout, uneven batch), replayed equal to eager", function()
     for _, B in ipairs {2 * n, n + 1} do
       local a, ma, fa = gpt_run(B, 5, true)
       local b, mb = gpt_run(B, 5, true, false, false)
@@ -331,18 +337,8 @@ describe("dt.parallel.data_parallel", function()
     assert.are.equal(0, f:stats().replayed_calls)
     assert.is_truthy(f:explain():find("replay: off: the option replay = false", 1, true))
     H.fails("graph: no replayed graph yet (replay: off: the option replay = false)", f.graph, f)
-    dt.manual_seed(4)
-    local lin = dt.nn.Linear(3, 2):to("float64")
-    local opt = dt.optim.SGD(lin:parameters(), {lr = 0.1})
     local seen = {}
-    local function step(x)
-      opt:zero_grad()
-      local loss = lin(x):pow(2):mean()
-      loss:backward()
-      opt:step()
-      seen[#seen + 1] = loss:item() -- a value read into Lua: a graph cannot replay it
-      return loss
-    end
+    local step = linear_step(4, function(loss) seen[#seen + 1] = loss:item() end) -- a value read into Lua: a graph cannot replay it
     local x = dt.randn(2 * n + 1, 3):double()
     local dp = P.data_parallel(step, mesh())
     for _ = 1, 4 do dp(x) end
@@ -358,14 +354,7 @@ describe("dt.parallel.data_parallel", function()
       local model = dt.nn.Sequential(dt.nn.Linear(4, 6), dt.nn.Tanh(), dt.nn.Linear(6, 2)):to("float64")
       local opt = dt.optim.AdamW(model:parameters(), {lr = lr})
       local sched = dt.optim.lr_scheduler.StepLR(opt, 2, 0.5) -- halves the lr every second step
-      local function step(x, y)
-        opt:zero_grad()
-        local d = model(x) - y
-        local loss = (d * d):mean()
-        loss:backward()
-        opt:step()
-        return loss
-      end
+      local step = require("tests.spec.support.spec_helpers").mse_step(model, opt)
       local f = dp and P.data_parallel(step, mesh()) or step
       local x, y = dt.randn(2 * n + 1, 4):double(), dt.randn(2 * n + 1, 2):double()
       local out = {}
@@ -386,19 +375,8 @@ describe("dt.parallel.data_parallel", function()
 
   it("keeps the results of a step whose capture is refused after it ran (state kept in Lua)", function()
     local function run(replay)
-      dt.manual_seed(8)
-      local lin = dt.nn.Linear(3, 2):to("float64")
-      local opt = dt.optim.SGD(lin:parameters(), {lr = 0.1})
       local kept = {}
-      local function step(x)
-        opt:zero_grad()
-        local out = lin(x)
-        local loss = out:pow(2):mean()
-        loss:backward()
-        opt:step()
-        kept.last = loss * 1 -- a tensor the graph would make, held in Lua state
-        return loss
-      end
+      local step, lin = linear_step(8, function(loss) kept.last = loss * 1 end) -- a graph-made tensor held in Lua state
       local dp = P.data_parallel(step, mesh(), {replay = replay})
       local x = dt.randn(2 * n + 1, 3):double()
       local out = {}
