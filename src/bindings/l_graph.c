@@ -30,7 +30,7 @@ typedef struct compiled {
 
 void dt_lua_capture_refuse(lua_State *L, const char *what) {
   dt_context *ctx = dt_lua_context(L);
-  if (dt_capture_active(ctx) && !dt_capture_tracing(ctx)) luaL_error(L, "%s", (dt_capture_refuse(ctx, what), dt_error_message()));
+  if (dt_capture_active(ctx) && dt_capture_refuse(ctx, what) != DT_OK) luaL_error(L, "%s", dt_error_message()); /* a trace notes it */
 }
 
 /* ---- the host of a recording: pins and source lines ---- */
@@ -369,6 +369,8 @@ static int compiled_stats(lua_State *L) {
     set_int(L, "peak_bytes_unreleased", s.peak_bytes_unreleased);
     set_int(L, "async_all_reduces", s.async_all_reduces);
     set_int(L, "buckets", s.buckets);
+    set_int(L, "async_all_gathers", s.async_all_gathers);
+    set_int(L, "async_reduce_scatters", s.async_reduce_scatters);
     set_int(L, "replays", s.replays);
     lua_pushboolean(L, dt_graph_is_dynamic(c->graphs[i]));
     lua_setfield(L, -2, "dynamic");

@@ -3,6 +3,7 @@
  * it, then fn's results.  dt.parallel.data_parallel's batch-dim analysis reads it
  * (lua/dtensor/parallel/batch_dims.lua).  The table, slots and dims 0-based:
  *   {nargs =, nexternals =, externals = {{shape =, requires_grad =, tensor = (when found)}},
+ *    refusal = (what a capture would refuse, with its line; absent when none),
  *    nodes = {{name =, kind =, family =, where =, inplace =, view =, dead =, ins = {slots},
  *              outs = {slots}, shapes = {{...}}, ints = {...}, scalars = {...}, nscalar =,
  *              keepdim =, flags =}}, returns = {slots, -1: a Lua value}} */
@@ -103,6 +104,8 @@ static void push_trace(lua_State *L, const dt_graph *g, int pins) {
   lua_createtable(L, nret, 0);
   for (int i = 0; i < nret; i++) lua_pushinteger(L, dt_graph_return_slot(g, i)), lua_rawseti(L, -2, i + 1);
   lua_setfield(L, -2, "returns");
+  const char *refusal = dt_graph_trace_refusal(g);
+  if (refusal) lua_pushstring(L, refusal), lua_setfield(L, -2, "refusal");
 }
 
 static int l_trace(lua_State *L) {

@@ -53,7 +53,8 @@ typedef struct dt_graph_stats {
   int collective_nodes; /* DTensor nodes that redistribute, and conversions */
   int64_t peak_bytes, peak_bytes_unreleased; /* bytes held by node outputs at most, with and without releasing each after its last use */
   long long replays;
-  int async_all_reduces, buckets; /* all_reduce redistributions replayed async, and the all_reduces they pack into */
+  int async_all_reduces, buckets; /* all_reduce redistributions replayed async, and the collectives all packed ones become */
+  int async_all_gathers, async_reduce_scatters; /* all_gather and reduce_scatter redistributions replayed async */
 } dt_graph_stats;
 
 /* Starts recording on ctx: the tensor arguments args[0..nargs) are slots 0..nargs-1 and
@@ -61,8 +62,8 @@ typedef struct dt_graph_stats {
  * already records on ctx, or out of memory. */
 DT_API dt_graph *dt_capture_begin(dt_context *ctx, const dt_capture_host *host, dt_value *const *args, int nargs,
                                   const dt_guard *guards, int nguards);
-/* The all_reduce passes' options (comm_plan.c): bucket_cap bytes packed into one all_reduce
- * at most (0: none packed), overlap 0: replay runs each all_reduce blocking. */
+/* The collective passes' options (comm_plan.c): bucket_cap bytes packed into one collective
+ * at most (0: none packed), overlap 0: replay runs each bucket's collective blocking. */
 #define DT_GRAPH_BUCKET_CAP_BYTES ((int64_t)25 << 20) /* replicate's default bucket_cap_mb */
 DT_API void dt_graph_set_comm_options(dt_graph *g, int64_t bucket_cap, int overlap);
 /* Stops recording.  ret[0..nret): the function's returned tensors (NULL for a non-tensor
@@ -116,6 +117,8 @@ DT_API void dt_graph_counts(const dt_graph *g, int *nargs, int *nexternals);
 DT_API int dt_graph_return_slot(const dt_graph *g, int i);
 /* External e's guard (shape, dtype, requires_grad at the capture). */
 DT_API const dt_guard *dt_graph_external_guard(const dt_graph *g, int e);
+/* A trace's first call that a capture would refuse ("t:item() (...) at file.lua:12"), or NULL. */
+DT_API const char *dt_graph_trace_refusal(const dt_graph *g);
 
 /* 1 when the call's arguments (guards) and ctx's modes are those g was recorded with; for a
  * dynamic graph, with its symbolic sizes bound from the arguments (dynamic.c). */

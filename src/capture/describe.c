@@ -39,3 +39,5 @@ void dt_graph_counts(const dt_graph *g, int *nargs, int *nexternals) { *nargs = 
 int dt_graph_return_slot(const dt_graph *g, int i) { return i >= 0 && i < g->nret ? g->ret_slot[i] : -1; }
 
 const dt_guard *dt_graph_external_guard(const dt_graph *g, int e) { return &g->ext_guard[e]; }
+
+const char *dt_graph_trace_refusal(const dt_graph *g) { return g->refusal; }

@@ -362,10 +362,10 @@ int dt_graph_generalize(const dt_graph *a, dt_graph *b, char *why, size_t len) {
   }
   d->header = make_header(b, d);
   b->dyn = d;
-  /* what was planned for fixed sizes goes: the all_reduce buckets (offsets by size), the
+  /* what was planned for fixed sizes goes: the collective buckets (offsets by size), the
    * direct local kernels of DTensor ops (their output specs hold global sizes); random ops
    * stay live (their words come from their run) */
-  for (int k = 0; k < b->nnodes; k++) b->nodes[k].ar_comm = NULL, b->nodes[k].local_fast = 0;
+  for (int k = 0; k < b->nnodes; k++) b->nodes[k].coll = GCOLL_NONE, b->nodes[k].coll_comm = NULL, b->nodes[k].local_fast = 0;
   return dt_graph_passes(b) == DT_OK ? 1 : -1;
 }
 

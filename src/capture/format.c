@@ -83,10 +83,10 @@ static void text(sbuf *b, const dt_graph *g) {
     static_args(b, n, n->nin > 0);
     put(b, ")  %s%s", n->desc ? n->desc : "", n->inplace ? " (in place)" : "");
     if (n->has_dec && n->moves) put(b, " (redistributes)");
-    for (int w = 0; w < n->nwait; w++) put(b, " (waits for all_reduce #%d)", n->wait[w] + 1);
+    for (int w = 0; w < n->nwait; w++) put(b, " (waits for %s #%d)", dt_bucket_name(&g->buckets[n->wait[w]]), n->wait[w] + 1);
     if (n->bucket >= 0) {
       const gbucket *q = &g->buckets[n->bucket];
-      put(b, " (all_reduce #%d%s)", n->bucket + 1, &g->nodes[q->last] == n ? q->nmembers > 1 ? ": starts, packed" : ": starts" : ", packed");
+      put(b, " (%s #%d%s)", dt_bucket_name(q), n->bucket + 1, &g->nodes[q->last] == n ? q->nmembers > 1 ? ": starts, packed" : ": starts" : ", packed");
     }
     if (n->random && g->dyn) put(b, " (rng, words by its size)");
     else if (n->random) put(b, " (rng +%llu, %llu words)", (unsigned long long)n->rng_rel, (unsigned long long)n->rng_words);

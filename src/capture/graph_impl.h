@@ -45,11 +45,18 @@ typedef struct gnode {
    * outputs these specs (copies; spare_spec: one released by the last replay) */
   int local_fast;
   dt_dspec *ospec[DT_OP_MAX_OUT], *spare_spec[DT_OP_MAX_OUT];
-  /* a redistribution that is one all_reduce (Partial -> Replicate on one mesh dim of this
-   * rank's mesh; ar_comm non-NULL, meta[0] its local output, ospec[0] its spec): comm_plan.c
-   * puts it in a bucket (-1: none) at element bucket_off, replayed through the async collectives */
-  dt_comm *ar_comm;
-  dt_reduce_op ar_op;
+  /* a redistribution that is one collective on one mesh dim of this rank's mesh (coll: an
+   * all_reduce Partial -> Replicate, an all_gather Shard(coll_dim) -> Replicate, a reduce_scatter
+   * Partial -> Shard(coll_dim); coll_comm its group, meta[0] its local output, ospec[0] its spec,
+   * coll_shape the local tensor before the scatter or after the gather): comm_plan.c puts it in a
+   * bucket (-1: none) at element bucket_off (all_reduce) or, per group rank, coll_off[r] inside
+   * that rank's block (all_gather, reduce_scatter), replayed through the async collectives */
+  int coll;
+  dt_comm *coll_comm;
+  dt_reduce_op coll_op;
+  int coll_dim, coll_mdim, coll_member; /* tensor dim, mesh dim; the member's index in its bucket */
+  int64_t coll_shape[DT_MAX_DIMS];
+  int64_t *coll_off;
   int bucket;
   int64_t bucket_off;
   int *wait, nwait;         /* buckets whose all_reduce this node waits for before it runs */
@@ -58,16 +65,25 @@ typedef struct gnode {
   struct sym_expr *int_expr, *scalar_expr, *shape_expr; /* args.ints / args.scalar / conversion shape (fspec's or from_local's) */
 } gnode;
 
-/* Consecutive all_reduces on one group, reduce op and dtype, none of whose outputs a node
- * between them reads, packed into one buffer: each member copies its input into `send` and
- * makes its output a view of `recv`; the last member starts the all_reduce; the first node
- * that reads an output (or the end of the replay) waits for it. */
+enum { GCOLL_NONE, GCOLL_ALL_REDUCE, GCOLL_ALL_GATHER, GCOLL_REDUCE_SCATTER };
+
+/* Consecutive collectives of one kind on one group, reduce op and dtype, none of whose outputs
+ * a node between them reads, packed into one buffer: each member copies its input into `send`
+ * (an all_reduce's at its offset; a reduce_scatter's chunk for each rank into that rank's
+ * block; an all_gather's shard into this rank's block) and makes its output (a view of `recv`;
+ * an all_gather's is filled from `recv` at the wait); the last member starts the collective;
+ * the first node that reads an output (or the end of the replay) waits for it. */
 typedef struct gbucket {
+  int coll;                 /* GCOLL_* */
   dt_comm *comm;
   dt_dtype dtype;
   dt_reduce_op op;
   int first, last, nmembers;
-  int64_t count;            /* elements */
+  int64_t count;            /* elements (all_reduce); the members' whole tensors (the cap) */
+  size_t *counts;           /* all_gather, reduce_scatter: elements of each group rank's block */
+  int64_t block;            /* reduce_scatter: every block padded to the largest */
+  int *members;             /* node indices, in order */
+  dt_tensor **outs;         /* replay, all_gather: the members' outputs, filled at the wait */
   dt_tensor *send, *recv;   /* replay: the packed buffers (owned; recv reused when nothing else holds it) */
   dt_comm_work *work;       /* replay: started, not yet waited */
 } gbucket;
@@ -115,6 +131,7 @@ struct dt_graph {
   size_read *reads;        /* sizes Lua read while recording (dynamic.c unifies them) */
   int nreads, capreads;
   struct dyn_info *dyn;    /* non-NULL: a shape-polymorphic graph (dynamic.c) */
+  char *refusal;           /* a trace: the first thing a capture would have refused, with its line */
   dt_graph_stats stats;
 };
 
@@ -144,9 +161,12 @@ int dt_guard_equal(const dt_guard *a, const dt_guard *b);
 /* passes.c: dead nodes, each slot's last use, the peak bytes; then comm_plan */
 int dt_graph_passes(dt_graph *g);
 
-/* comm_plan.c: the all_reduce buckets and where each is waited for (after the last uses);
+/* comm_plan.c: the collective buckets and where each is waited for (after the last uses);
  * replay: a member node's step, the waits before node k, and every outstanding wait. */
 int dt_graph_plan_comm(dt_graph *g);
+/* recording: marks conversion node n (its call c) as a collective the planner may bucket */
+int dt_graph_mark_collective(dt_context *ctx, gnode *n, const dt_conv_call *c);
+const char *dt_bucket_name(const gbucket *b);
 int dt_bucket_run_member(dt_graph *g, gnode *n, const dt_value *x, dt_value *out);
 int dt_bucket_wait(dt_graph *g, int b);
 int dt_bucket_wait_all(dt_graph *g);

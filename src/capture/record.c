@@ -28,9 +28,13 @@ int dt_capture_tracing(const dt_context *ctx) { return ctx && ctx->capture && ((
 
 int dt_capture_refuse(dt_context *ctx, const char *what) {
   dt_graph *g = ctx->capture;
-  if (g && g->trace) return DT_OK; /* an analysis records what ran */
   char w[256] = "?";
   if (g && g->host.where) g->host.where(g->host.ud, w, sizeof w);
+  if (g && g->trace) { /* an analysis records what ran; the first refusal says why it could not replay */
+    size_t len = strlen(what) + strlen(w) + 8;
+    if (!g->refusal && (g->refusal = malloc(len))) snprintf(g->refusal, len, "%s at %s", what, w);
+    return DT_OK;
+  }
   return dt_error("compile: %s at %s cannot be captured in a graph; run it outside the compiled function", what, w);
 }
 
@@ -194,26 +198,6 @@ static int hook_op(dt_context *ctx, dt_op_id op, const dt_op_args *args, dt_valu
   return finish_node(g, n, out, def->nout);
 }
 
-/* A redistribution whose plan is one all_reduce (Partial -> Replicate on one mesh dim of this
- * rank's mesh, on the host): its group, op, output metadata and spec (comm_plan.c buckets it). */
-static int mark_all_reduce(dt_context *ctx, gnode *n, const dt_conv_call *c) {
-  if ((c->kind != DT_CONV_REDISTRIBUTE && c->kind != DT_CONV_REDISTRIBUTE_ANY) || !c->in || !c->in->spec ||
-      !c->out->spec || !c->out->local || c->in->spec->mesh->me < 0 || dt_tensor_device(c->out->local) != DT_HOST)
-    return DT_OK;
-  const dt_dspec *s = c->in->spec;
-  const dt_redist_plan *plan;
-  if (dt_redistribute_plan(ctx, s, c->out->spec->p, 1, &plan) != DT_OK) return DT_ERR;
-  if (plan->n != 1 || plan->steps[0].kind != DT_STEP_ALL_REDUCE || plan->steps[0].mask != 1 << plan->steps[0].mesh_dim)
-    return DT_OK;
-  const dt_tensor *t = c->out->local;
-  if (!(n->ospec[0] = dt_dspec_copy(c->out->spec))) return dt_error("compile: out of memory");
-  n->meta[0] = (dt_meta){.dtype = t->dtype, .ndim = t->ndim};
-  memcpy(n->meta[0].shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-  n->ar_comm = dt_mesh_comm(s->mesh, plan->steps[0].mesh_dim);
-  n->ar_op = plan->steps[0].from.op;
-  return DT_OK;
-}
-
 static int hook_conv(dt_context *ctx, const dt_conv_call *c) {
   dt_graph *g = ctx->capture;
   gnode *n = new_node(g);
@@ -236,7 +220,7 @@ static int hook_conv(dt_context *ctx, const dt_conv_call *c) {
   n->run_check = c->run_check, n->ndim = c->ndim;
   if ((n->has_shape = c->shape != NULL)) memcpy(n->shape, c->shape, sizeof(int64_t) * (size_t)c->ndim);
   n->nout = 1;
-  if (mark_all_reduce(ctx, n, c) != DT_OK) return DT_ERR;
+  if (dt_graph_mark_collective(ctx, n, c) != DT_OK) return DT_ERR;
   n->out_bytes = c->kind == DT_CONV_TO_LOCAL ? 0 : value_bytes(c->out);
   if (new_slot(g, c->out, &n->out[0]) != DT_OK) return DT_ERR;
   return finish_node(g, n, &c->out, 1);
@@ -408,6 +392,7 @@ void dt_graph_free(dt_graph *g) {
   for (int r = 0; r < g->nreads; r++) free(g->reads[r].where);
   free(g->reads);
   dt_dyn_free(g);
+  free(g->refusal);
   free(g->nodes), free(g->guards), free(g->args), free(g->ext), free(g->ext_guard), free(g->ret_slot), free(g->val), free(g->own), free(g->prod);
   free(g);
 }

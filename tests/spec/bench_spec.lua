@@ -131,11 +131,12 @@ do
     local H = require("tests.spec.support.launch_helpers")
     local srcdir = os.getenv("srcdir") or "."
 
-    it("prints data_parallel's and replicate's step times against the single device's, on 2 ranks", function()
+    it("prints data_parallel's (replayed and eager) and replicate's step times against the single device's, on 2 ranks", function()
       local out, rc = H.run("-n 2 " .. H.sh_quote(srcdir .. "/bench/data_parallel.lua") .. " 8 1")
       assert.are.equal(0, rc, out)
-      assert.matches("MLP step, batch 8, 2 rank%(s%): single device [%d.]+ ms; data_parallel [%d.]+ ms %([%d.]+x of single%); "
-        .. "replicate [%d.]+ ms %([%d.]+x of single%); data_parallel / replicate [%d.]+", out)
+      assert.matches("MLP step, batch 8, 2 rank%(s%): single device [%d.]+ ms; data_parallel replayed [%d.]+ ms %([%d.]+x of "
+        .. "single%); eager %(replay = false%) [%d.]+ ms %([%d.]+x of single%); replayed / eager [%d.]+; replicate [%d.]+ ms "
+        .. "%([%d.]+x of single%); replayed / replicate [%d.]+", out)
     end)
   end)
 end

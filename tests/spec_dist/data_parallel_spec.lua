@@ -2,7 +2,9 @@
 -- dims, runs as a DTensor program over the world (1-4 ranks, threads and mpirun) and follows
 -- the single-rank run: losses and parameters within 1e-9 in float64, with even, uneven and
 -- smaller-than-the-world batches; gradients all-reduced in buckets; the analysis of the GPT
--- demo's step; errors for programs that are not data-parallel, on every rank.
+-- demo's step; errors for programs that are not data-parallel, on every rank.  From a
+-- signature's third call the step replays as a graph: equal to the eager DTensor program
+-- (bitwise where its all_reduces fold alike), its gradient all_reduces packed in buckets.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "dtensor_helpers.lua")
 local gpt = dofile("examples/gpt_model.lua")
 local n = dt.world_size()
@@ -37,7 +39,7 @@ local function mlp_run(B, steps, dp, opts)
     return loss, 7
   end
   local x, y = dt.randn(B, 5):double(), dt.randn(B, 3):double()
-  local f = dp and P.data_parallel(step, mesh(), {inputs = {1, 1}, bucket_cap_mb = opts.cap}) or step
+  local f = dp and P.data_parallel(step, mesh(), {inputs = {1, 1}, bucket_cap_mb = opts.cap, replay = opts.replay}) or step
   local losses = {}
   for i = 1, steps do
     local l, seven = f(x, y, 0.5)
@@ -50,7 +52,7 @@ end
 
 -- the GPT demo's model (examples/gpt_model.lua: embeddings, attention, LayerNorm, GELU,
 -- dropout) with a cross-entropy loss and SGD
-local function gpt_run(B, steps, dp, explain)
+local function gpt_run(B, steps, dp, explain, replay)
   dt.manual_seed(5)
   local V, L = 11, 6
   local model = gpt.GPT(V, L, {width = 16, heads = 2, layers = 2, dropout = 0.1}):to("float64")
@@ -73,10 +75,43 @@ local function gpt_run(B, steps, dp, explain)
     assert(ok, text)
     return text
   end
-  local f = dp and P.data_parallel(step, mesh()) or step
+  local f = dp and P.data_parallel(step, mesh(), {replay = replay}) or step
   local losses = {}
   for i = 1, steps do losses[i] = f(ids, target):item() end
   return losses, model, f
+end
+
+-- replay's all_reduces fold as eager's: the threads backend in rank order, two ranks alike;
+-- MPI's float sums over more ranks may depend on the buffer (eager packs what replay does not)
+local exact = dt.backend() == "threads" or n <= 2
+
+local function same_numbers(a, b, what)
+  for i = 1, #a do
+    if exact then assert.are.equal(a[i], b[i], what .. " step " .. i) else close(a[i], b[i], what .. " step " .. i) end
+  end
+end
+
+local function same_params(ma, mb, what)
+  local pa, pb = ma:named_parameters(), mb:named_parameters()
+  for i = 1, #pa do
+    if exact then assert.is_true(H.same(pa[i][2], pb[i][2]), what .. ": " .. pa[i][1])
+    else assert.is_true((pa[i][2] - pb[i][2]):abs():max():item() <= 1e-12, what .. ": " .. pa[i][1]) end
+  end
+end
+
+-- a Linear's step (SGD, mean of squares) that calls after(loss) at its end; and the Linear
+local function linear_step(seed, after)
+  dt.manual_seed(seed)
+  local lin = dt.nn.Linear(3, 2):to("float64")
+  local opt = dt.optim.SGD(lin:parameters(), {lr = 0.1})
+  return function(x)
+    opt:zero_grad()
+    local loss = lin(x):pow(2):mean()
+    loss:backward()
+    opt:step()
+    after(loss)
+    return loss
+  end, lin
 end
 
 describe("dt.parallel.data_parallel", function()
@@ -102,15 +137,6 @@ describe("dt.parallel.data_parallel", function()
     assert.are.same(a, b)
     params_close(ma, mb)
     assert.are.equal(1, f:stats().distributed_calls)
-  end)
-
-  it("trains the GPT demo's model like one device (dropout, uneven batch)", function()
-    for _, B in ipairs {2 * n, n + 1} do
-      local a, ma = gpt_run(B, 3, false)
-      local b, mb = gpt_run(B, 3, true)
-      for i = 1, #a do close(a[i], b[i], "gpt batch " .. B .. " step " .. i) end
-      params_close(ma, mb)
-    end
   end)
 
   it("all-reduces the gradients in buckets", function()
@@ -237,11 +263,140 @@ describe("dt.parallel.data_parallel", function()
     H.fails("data_parallel: parameter 'weight' got a gradient as a plain tensor", f, x)
   end)
 
+  it("replays later calls equal to the eager DTensor program (MLP mean/sum losses; even, uneven, small batches)", function()
+    local g = H.prng(91)
+    for _, B in ipairs {4 * n, 2 * n + 1, n > 1 and n - 1 or 1, g.int(0, 13)} do
+      for _, reduction in ipairs {"mean", "sum"} do
+        local what = "batch " .. B .. " " .. reduction
+        local a, ma, fa = mlp_run(B, 6, true, {reduction = reduction})
+        local b, mb, fb = mlp_run(B, 6, true, {reduction = reduction, replay = false})
+        same_numbers(a, b, what)
+        same_params(ma, mb, what)
+        local sa, sb = fa:stats(), fb:stats()
+        assert.are.same({traces = 1, distributed_calls = 5, replayed_calls = 4, graphs = 1}, sa) -- the 2nd call eager, then the graph
+        assert.are.same({traces = 1, distributed_calls = 5, replayed_calls = 0, graphs = 0}, sb)
+        local c, r = mlp_run(B, 6, false, {reduction = reduction}) -- one device
+        for i = 1, #c do close(c[i], a[i], what .. " vs one device, step " .. i) end
+        params_close(r, ma)
+      end
+    end
+  end)
+
+  it("trains the GPT demo's model like one device (dropout, uneven batch), replayed equal to eager", function()
+    for _, B in ipairs {2 * n, n + 1} do
+      local a, ma, fa = gpt_run(B, 5, true)
+      local b, mb = gpt_run(B, 5, true, false, false)
+      same_numbers(a, b, "gpt batch " .. B)
+      same_params(ma, mb, "gpt batch " .. B)
+      assert.are.equal(3, fa:stats().replayed_calls)
+      local c, mc = gpt_run(B, 5, false)
+      for i = 1, #c do close(c[i], a[i], "gpt batch " .. B .. " vs one device, step " .. i) end
+      params_close(mc, ma)
+    end
+  end)
+
+  it("packs the replayed gradient all_reduces into buckets (comm_debug, dp:graph())", function()
+    local B = 2 * n + 1
+    local _, model, f = mlp_run(B, 3, true) -- traced, eager, recorded
+    local x, y = dt.randn(B, 5):double(), dt.randn(B, 3):double()
+    local bytes = 0
+    for _, p in ipairs(model:parameters()) do bytes = bytes + p:numel() * 8 end
+    local function grad_all_reduces(c)
+      local sizes, total = {}, 0
+      for _, op in ipairs(c.ops) do
+        if op.name == "all_reduce" and op.bytes ~= 8 then sizes[#sizes + 1], total = op.bytes, total + op.bytes end
+      end
+      return sizes, total
+    end
+    local c = dt.comm_debug(function() f(x, y, 0.5) end) -- the scale of the recorded calls (a constant of the graph)
+    assert.are.equal(2, f:stats().replayed_calls) -- the 3rd call recorded, this one replayed
+    local sizes, total = grad_all_reduces(c)
+    if exact then -- the four gradients in one all_reduce (dt.compile packs MPI float sums over 3+ ranks apart)
+      assert.are.same(n > 1 and {bytes} or {}, sizes)
+    elseif n > 1 then
+      assert.are.same({4, bytes}, {#sizes, total})
+    end
+    local text = f:graph({file = os.tmpname()})
+    assert.is_truthy(text:find("from_local%(%%%d+%)"))
+    if n > 1 then
+      assert.is_truthy(text:find(exact and "(all_reduce #1: starts, packed)" or "(all_reduce #1: starts)", 1, true), text)
+      assert.is_truthy(text:find("(waits for all_reduce #1)", 1, true), text)
+    end
+    -- a small cap: one all_reduce per gradient, the same bytes
+    local _, _, f2 = mlp_run(B, 3, true, {cap = 1e-6})
+    local sizes2, total2 = grad_all_reduces(dt.comm_debug(function() f2(x, y, 0.5) end))
+    if n > 1 then
+      assert.are.equal(4, #sizes2)
+      assert.are.equal(bytes, total2)
+    end
+    assert.is_truthy(f2:explain():find("\nreplay: on", 1, true))
+  end)
+
+  it("runs eagerly when replay is off or the step reads values into Lua, and says why", function()
+    local _, _, f = mlp_run(n + 1, 4, true, {replay = false})
+    assert.are.equal(0, f:stats().replayed_calls)
+    assert.is_truthy(f:explain():find("replay: off: the option replay = false", 1, true))
+    H.fails("graph: no replayed graph yet (replay: off: the option replay = false)", f.graph, f)
+    local seen = {}
+    local step = linear_step(4, function(loss) seen[#seen + 1] = loss:item() end) -- a value read into Lua: a graph cannot replay it
+    local x = dt.randn(2 * n + 1, 3):double()
+    local dp = P.data_parallel(step, mesh())
+    for _ = 1, 4 do dp(x) end
+    assert.are.equal(4, #seen)
+    assert.are.equal(0, dp:stats().replayed_calls)
+    assert.is_truthy(dp:explain():find("replay: off: the step does t:item%(%) %(.*%) at .*data_parallel_spec.lua:%d+"), dp:explain())
+  end)
+
+  it("records a new graph when a schedule changes a Lua-number learning rate (never a stale value)", function()
+    local function run(dp, tensor_lr)
+      dt.manual_seed(12)
+      local lr = tensor_lr and dt.tensor(0.05, {dtype = "float64"}) or 0.05 -- the scheduler writes a tensor in place
+      local model = dt.nn.Sequential(dt.nn.Linear(4, 6), dt.nn.Tanh(), dt.nn.Linear(6, 2)):to("float64")
+      local opt = dt.optim.AdamW(model:parameters(), {lr = lr})
+      local sched = dt.optim.lr_scheduler.StepLR(opt, 2, 0.5) -- halves the lr every second step
+      local step = require("tests.spec.support.spec_helpers").mse_step(model, opt)
+      local f = dp and P.data_parallel(step, mesh()) or step
+      local x, y = dt.randn(2 * n + 1, 4):double(), dt.randn(2 * n + 1, 2):double()
+      local out = {}
+      for i = 1, 8 do out[i] = f(x, y):item(); sched:step() end
+      return out, model, f
+    end
+    for _, tensor_lr in ipairs {false, true} do
+      local a, ma = run(false, tensor_lr)
+      local b, mb, f = run(true, tensor_lr)
+      for i = 1, #a do close(a[i], b[i], "scheduled step " .. i) end
+      params_close(ma, mb)
+      local s = f:stats()
+      assert.are.equal(6, s.replayed_calls)
+      -- a number lr is a graph constant: calls 3-4, 5-6, 7-8 each record one; a tensor lr is read at each replay
+      assert.are.equal(tensor_lr and 1 or 3, s.graphs)
+    end
+  end)
+
+  it("keeps the results of a step whose capture is refused after it ran (state kept in Lua)", function()
+    local function run(replay)
+      local kept = {}
+      local step, lin = linear_step(8, function(loss) kept.last = loss * 1 end) -- a graph-made tensor held in Lua state
+      local dp = P.data_parallel(step, mesh(), {replay = replay})
+      local x = dt.randn(2 * n + 1, 3):double()
+      local out = {}
+      for i = 1, 5 do out[i] = dp(x):item() end
+      return out, lin.weight, dp
+    end
+    local a, wa, dp = run(true)
+    local b, wb = run(false)
+    same_numbers(a, b, "kept state")
+    assert.is_true(exact and H.same(wa, wb) or (wa - wb):abs():max():item() <= 1e-12)
+    assert.are.equal(0, dp:stats().replayed_calls)
+    assert.is_truthy(dp:explain():find("replay: off: dt.compile refused the step after it ran", 1, true), dp:explain())
+  end)
+
   it("checks its arguments", function()
     H.fails("data_parallel: expected a step function, got number", P.data_parallel, 1, mesh())
     H.fails("data_parallel: batch_dim must be an integer dim (1-based), got x", P.data_parallel, print, mesh(), {batch_dim = "x"})
     H.fails("data_parallel: unknown option", P.data_parallel, print, mesh(), {batch = 1})
     H.fails("inputs[1] must be a batch dim (an integer) or false, got true", P.data_parallel, print, mesh(), {inputs = {true}})
+    H.fails("data_parallel: replay must be a boolean, got 1", P.data_parallel, print, mesh(), {replay = 1})
     local f = P.data_parallel(function(x) return x:sum() end, mesh(), {batch_dim = 3})
     H.fails("data_parallel: batch dim 3 of argument 1 is out of range for its shape {2,2}", f, dt.ones(2, 2))
     local d = dt.distribute_tensor(dt.ones(2, 2), mesh(), {dt.Replicate()})

@@ -21,15 +21,20 @@
 --    async all_reduce(sum) writes the whole gradient into the plain parameter's .grad by the end
 --    of backward, so the optimizer inside step_fn updates every rank's parameters alike.
 --    DTensor results are returned as plain tensors (full_tensor).
+--  * from the signature's third call, replays: the same DTensor program recorded once by
+--    dt.compile and replayed (dp_replay.lua), unless opts.replay is false or the trace saw
+--    what a graph cannot replay (dp:explain() says why); the second call stays eager because
+--    it checks that every parameter is read through its module.
 local core = require "dtensor.core"
 local L = require "dtensor.parallel.layouts"
 local mesh_arg = require("dtensor.parallel.distribute_module").mesh_arg
 local batch_dims = require "dtensor.parallel.batch_dims"
 local grad_buckets = require "dtensor.parallel.grad_buckets"
+local dp_replay = require "dtensor.parallel.dp_replay"
 local Function = require("dtensor.autograd").module.autograd.Function
 local M = {}
 
-local OPTIONS = {batch_dim = true, inputs = true, bucket_cap_mb = true, modules = true}
+local OPTIONS = {batch_dim = true, inputs = true, bucket_cap_mb = true, modules = true, replay = true}
 local pack, unpack = table.pack, table.unpack
 
 -- A parameter as a Replicate DTensor on the mesh.  Its gradient arrives as the engine has it
@@ -93,12 +98,17 @@ local function signature(args)
 end
 
 -- where each parameter lives: a list of {module =, name =} (tied parameters live in several),
--- from the modules reachable from fn's upvalues
+-- from the modules reachable from fn's upvalues; and the optimizers reachable there (tables
+-- with param_groups), whose Lua hyperparameters guard the replayed graphs
 local function find_modules(fn, extra)
-  local found, seen = {}, {}
+  local found, seen, optimizers = {}, {}, {}
   local function visit(v, depth)
     if depth > 4 or seen[v] then return end
     seen[v] = true
+    if type(v) == "table" and type(rawget(v, "param_groups")) == "table" then
+      optimizers[#optimizers + 1] = v
+      return
+    end
     -- a module instance (not a class: those hold no _parameters; nor a table whose __index raises)
     local ok, is_module = pcall(L.is_module, v)
     if ok and is_module and type(v) == "table" and type(rawget(v, "_parameters")) == "table" then
@@ -129,7 +139,7 @@ local function find_modules(fn, extra)
     end
     seen_at[m] = true
   end
-  return where
+  return where, optimizers
 end
 
 -- the first node reading slot s (for errors)
@@ -140,7 +150,7 @@ local function first_reader(trace, s)
 end
 
 local function setup_params(self, trace)
-  local where = find_modules(self.step_fn, self.modules)
+  local where, optimizers = find_modules(self.step_fn, self.modules)
   local params, sizes = {}, {}
   for e, ext in ipairs(trace.externals) do
     if ext.requires_grad then
@@ -160,7 +170,7 @@ local function setup_params(self, trace)
     if #params ~= #self.params then error("data_parallel: step_fn uses other parameters for these argument shapes", 0) end
     return
   end
-  self.params = params
+  self.params, self.optimizers = params, optimizers
   self.buckets = grad_buckets.new(params, sizes, self.group, self.cap, "sum", "data_parallel", true)
   -- while a step runs distributed, a gradient reaching the plain parameter itself means step_fn
   -- read it without its module (an upvalue): it would be reduced twice
@@ -183,6 +193,8 @@ local function trace_call(self, key, args)
   self.analyses[key] = batch_dims.analyse(trace, dims)
   self.last = self.analyses[key]
   setup_params(self, trace)
+  self.plans[key] = {blocker = dp_replay.blocker(self.replay, trace), eager_calls = 0}
+  self.last_plan = self.plans[key]
   self.counts.traces = self.counts.traces + 1
   return unpack(out, 2, out.n)
 end
@@ -192,8 +204,8 @@ local function as_plain(v)
   return v
 end
 
-local function run_distributed(self, an, args)
-  grad_buckets.check_finished(self.buckets)
+-- the batched arguments as Shard(batch dim) DTensors (every rank holds the batch: no communication)
+local function sharded_args(self, an, args)
   local mesh, dims = self.mesh, an.arg_dims
   local k = 0
   local dargs = {n = args.n}
@@ -205,6 +217,13 @@ local function run_distributed(self, an, args)
     end
     dargs[i] = a
   end
+  return dargs
+end
+
+local function run_distributed(self, an, args)
+  grad_buckets.check_finished(self.buckets)
+  local mesh = self.mesh
+  local dargs = sharded_args(self, an, args)
   local first = self.group:ranks()[1] == core.rank()
   for _, e in ipairs(self.params) do
     local r = to_replicate(e.param, mesh, first, self.buckets)
@@ -232,16 +251,47 @@ Runner.__call = function(self, ...)
   local key = signature(args)
   local an = self.analyses[key]
   if not an then return trace_call(self, key, args) end
-  return run_distributed(self, an, args)
+  local plan = self.plans[key]
+  self.last_plan = plan
+  if plan.blocker or plan.eager_calls == 0 then
+    plan.eager_calls = plan.eager_calls + 1
+    return run_distributed(self, an, args)
+  end
+  plan.compiled = plan.compiled or dp_replay.compile(self)
+  local out = dp_replay.call(self, plan, sharded_args(self, an, args))
+  self.counts.distributed_calls = self.counts.distributed_calls + 1
+  if plan.compiled then self.counts.replayed_calls = self.counts.replayed_calls + 1 end
+  return unpack(out, 1, out.n)
 end
 
--- dp:stats(): traces run (one per argument signature) and calls run as DTensor programs
-function Runner:stats() return {traces = self.counts.traces, distributed_calls = self.counts.distributed_calls} end
+-- dp:stats(): traces run (one per argument signature), calls run as DTensor programs (eager
+-- or replayed), of those the calls run by a graph (recorded or replayed), and the graphs
+-- recorded (one per signature, and one per change of the optimizers' Lua hyperparameters)
+function Runner:stats()
+  local graphs = 0
+  for _, plan in pairs(self.plans) do graphs = graphs + (plan.compiled and plan.compiled:stats().graphs or 0) end
+  return {traces = self.counts.traces, distributed_calls = self.counts.distributed_calls,
+          replayed_calls = self.counts.replayed_calls, graphs = graphs}
+end
 
--- dp:explain(): the batch dims of the last traced signature's nodes, as explain_batch_dims prints them
+-- dp:explain(): the batch dims of the last traced signature's nodes, as explain_batch_dims
+-- prints them, and whether its calls replay (or why not)
 function Runner:explain()
   if not self.last then error("explain: nothing traced yet (call the data-parallel step first)", 2) end
-  return batch_dims.format(self.last)
+  local p = self.last_plan
+  local how = p.blocker and ("replay: off: " .. p.blocker .. "; calls run eagerly on DTensors")
+    or "replay: on (from the signature's third call: a dt.compile graph of the DTensor step)"
+  return batch_dims.format(self.last) .. "\n" .. how
+end
+
+-- dp:graph(opts): the replayed graph of the last signature (dt.compile's f:graph(opts))
+function Runner:graph(opts)
+  local p = self.last_plan
+  if not (p and p.compiled and p.compiled:stats().graphs > 0) then
+    error("graph: no replayed graph yet" .. (p and p.blocker and (" (replay: off: " .. p.blocker .. ")") or
+          " (a signature replays from its third call)"), 2)
+  end
+  return p.compiled:graph(opts)
 end
 
 local function check_opts(opts, who)
@@ -272,9 +322,13 @@ function M.data_parallel(step_fn, mesh, opts)
   local cap = opts.bucket_cap_mb
   if cap == nil then cap = 25 end
   if type(cap) ~= "number" or cap <= 0 then error(who .. ": bucket_cap_mb must be a positive number, got " .. tostring(cap), 2) end
+  if opts.replay ~= nil and type(opts.replay) ~= "boolean" then
+    error(who .. ": replay must be a boolean, got " .. tostring(opts.replay), 2)
+  end
   local self = setmetatable({step_fn = step_fn, mesh = mesh, group = mesh:get_group(1), batch_dim = bd, inputs = opts.inputs,
-                             modules = opts.modules, cap = cap * 1024 * 1024, analyses = {},
-                             counts = {traces = 0, distributed_calls = 0}}, Runner)
+                             modules = opts.modules, cap = cap * 1024 * 1024, analyses = {}, plans = {},
+                             replay = opts.replay ~= false,
+                             counts = {traces = 0, distributed_calls = 0, replayed_calls = 0}}, Runner)
   return self
 end
 
