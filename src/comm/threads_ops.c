@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "comm/blocks.h"
+#include "comm/stream_copy.h"
 #include "comm/threads_impl.h"
 #include "kernels/cpu/reduce_ops.h"
 
@@ -90,12 +91,14 @@ static void contiguous_blocks(const size_t *counts, int n, dt_comm_block *out) {
 static int gather_blocks(tc_comm *c, tc_desc *d, const dt_comm_block *recvblocks, void *recv, const char *name) {
   if (tc_enter(c, d, name)) return DT_ERR;
   int n = c->g->size, me = c->base.rank;
-  size_t esz = dt_dtype_size(d->dtype);
+  size_t esz = dt_dtype_size(d->dtype), out_bytes = 0;
+  for (int r = 0; r < n; r++) out_bytes += dt_comm_block_numel(&recvblocks[r]) * esz;
+  int stream = out_bytes >= DT_STREAM_MIN_BYTES; /* a large output: write around the caches */
   for (int k = 0; k < n; k++) {
     int p = (me + 1 + k) % n;
     const tc_desc *dp = tc_peer(c, p);
     dt_comm_block src = d->kind == TC_ALL_GATHER ? (dt_comm_block){0, 1, d->counts[p], d->counts[p]} : a2a_source(dp, me);
-    if (dt_comm_block_numel(&src)) dt_comm_block_copy(recv, &recvblocks[p], dp->send, &src, esz);
+    if (dt_comm_block_numel(&src)) dt_comm_block_copy_as(recv, &recvblocks[p], dp->send, &src, esz, stream);
   }
   return tc_leave(c, name);
 }

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "comm/blocks.h"
 #include "comm/comm.h"
+#include "comm/stream_copy.h"
 #include "comm/spin_wait.h"
 #include "kernels/cpu/reduce_ops.h"
 #include "ctest.h"
@@ -179,6 +181,7 @@ static int strided_blocks(dt_comm *c, int rank) {
     ok &= blocks_exchange(c, rank, 7, 2);  /* the last rank's column chunk is empty */
     ok &= blocks_exchange(c, rank, 0, 4);  /* nothing at all */
     ok &= blocks_exchange(c, rank, 301, 1037);
+    ok &= blocks_exchange(c, rank, 1031, 2053); /* outputs over DT_STREAM_MIN_BYTES: streamed */
   }
   c->ops = own;
   /* rows that overlap: an error naming the block, before any communication */
@@ -190,6 +193,36 @@ static int strided_blocks(dt_comm *c, int rank) {
 }
 
 static void test_threads_strided_blocks(void) { CHECK(spmd(strided_blocks, 10) == N); }
+
+/* ---- non-temporal copies: every alignment of either end and every length around a line and
+ * the unrolled body, then blocks of every row shape, against memcpy ---- */
+static void test_stream_copy_matches_memcpy(void) {
+  enum { CAP = 4096 + 256 };
+  unsigned char *src = malloc(CAP), *a = malloc(CAP), *b = malloc(CAP);
+  for (int i = 0; i < CAP; i++) src[i] = (unsigned char)(i * 131 + 7);
+  int bad = 0;
+  for (int so = 0; so < 64; so += 3)
+    for (int d0 = 0; d0 < 64; d0 += 5)
+      for (size_t n = 0; n < 4096; n = n < 300 ? n + 1 : n * 2 + 13) {
+        memset(a, 0xAB, CAP), memset(b, 0xAB, CAP);
+        memcpy(a + d0, src + so, n);
+        dt_stream_copy(b + d0, src + so, n);
+        dt_stream_fence();
+        bad += memcmp(a, b, CAP) != 0;
+      }
+  CHECK(bad == 0);
+  /* blocks: equal and different row lengths, a byte-sized element and a 2-byte one */
+  dt_comm_block db[] = {{3, 7, 129, 300}, {1, 1, 903, 903}, {5, 9, 100, 101}, {0, 3, 301, 400}};
+  dt_comm_block sb[] = {{0, 7, 129, 131}, {2, 7, 129, 140}, {0, 1, 900, 900}, {11, 7, 129, 200}};
+  for (size_t esz = 1; esz <= 2; esz++)
+    for (int k = 0; k < 4; k++) {
+      memset(a, 0, CAP), memset(b, 0, CAP);
+      dt_comm_block_copy_as(a, &db[k], src, &sb[k], esz, 0);
+      dt_comm_block_copy_as(b, &db[k], src, &sb[k], esz, 1);
+      CHECK(memcmp(a, b, CAP) == 0);
+    }
+  free(src), free(a), free(b);
+}
 
 static int mismatch(dt_comm *c, int rank) {
   float x[4] = {0};
@@ -255,6 +288,7 @@ int main(void) {
   TEST_CASE(test_reduce_ops_max_min_bool_avg);
   TEST_CASE(test_threads_collectives);
   TEST_CASE(test_threads_strided_blocks);
+  TEST_CASE(test_stream_copy_matches_memcpy);
   TEST_CASE(test_threads_mismatch);
   TEST_CASE(test_threads_timeout);
   TEST_CASE(test_threads_exited_peer);
