@@ -66,3 +66,70 @@ describe("redistribute through strided blocks", function()
     end
   end
 end)
+
+-- Outputs over 4 MiB a rank: the threads backend writes them with non-temporal stores (rows
+-- of any length and alignment: 1-, 2-, 4- and 8-byte elements at odd widths).  Random uneven
+-- shapes from a fixed seed (the same on every rank), against torch.chunk slices of the
+-- original, bit for bit.
+describe("redistribute of large tensors (streamed copies)", function()
+  local mesh = dt.init_device_mesh("cpu", {n})
+  local rng = math.random
+  math.randomseed(20261124)
+  local dtypes = {"uint8", "bfloat16", "float32", "float64"}
+  local function large(dtype, ndim)
+    local esz = ({uint8 = 1, bfloat16 = 2, float32 = 4, float64 = 8})[dtype]
+    local want = (17 << 20) // esz -- elements: over 4 MiB a rank after an all_to_all on 4 ranks
+    local shape = {}
+    if ndim == 2 then
+      shape[2] = rng(500, 3000)
+    else
+      shape[2], shape[3] = rng(3, 40), rng(30, 300)
+    end
+    local inner = 1
+    for k = 2, ndim do inner = inner * shape[k] end
+    shape[1] = want // inner + rng(0, 7)
+    return shape
+  end
+  local function original_of(shape, dtype)
+    local numel = 1
+    for _, s in ipairs(shape) do numel = numel * s end
+    local x = dt.arange(numel):reshape(shape)
+    if dtype == "uint8" then return (x % 251):to(dtype) end
+    if dtype == "bfloat16" then return (x % 4093):to(dtype) * 0.5 end
+    return x:to(dtype) * 0.75 + 0.125
+  end
+  for k, dtype in ipairs(dtypes) do
+    local shape = large(dtype, k % 2 == 0 and 3 or 2)
+    local i, j = 1, #shape
+    if k > 2 then i, j = j, 1 end
+    it(string.format("Shard(%d) -> Shard(%d) and Shard -> Replicate of %s %s", i, j, dtype, table.concat(shape, "x")),
+       function()
+      local x = original_of(shape, dtype)
+      local s = dt.distribute_tensor(x, mesh, {dt.Shard(i)}, {src_rank = false})
+      local y, r
+      local c = dt.comm_debug(function() y = s:redistribute({dt.Shard(j)}) end)
+      assert.are.equal(n > 1 and 1 or 0, count(c, "all_to_all"))
+      local st, len = chunk(shape[j], dt.rank())
+      assert.is_true(dt.equal(slice(x, j, st, len), y:to_local()))
+      c = dt.comm_debug(function() r = y:redistribute({dt.Replicate()}) end)
+      assert.are.equal(n > 1 and 1 or 0, count(c, "all_gather"))
+      assert.is_true(dt.equal(x, r:to_local()))
+    end)
+  end
+
+  if n == 4 then
+    local mesh2 = dt.init_device_mesh("cpu", {2, 2})
+    for _, dtype in ipairs({"bfloat16", "float32"}) do
+      local shape = large(dtype, 2)
+      it(string.format("[Shard(1), Shard(2)] -> [Replicate, Replicate] of %s %s on a 2x2 mesh", dtype,
+                       table.concat(shape, "x")), function()
+        local x = original_of(shape, dtype)
+        local s = dt.distribute_tensor(x, mesh2, {dt.Shard(1), dt.Shard(2)}, {src_rank = false})
+        local r
+        local c = dt.comm_debug(function() r = s:redistribute({dt.Replicate(), dt.Replicate()}) end)
+        assert.are.equal(1, count(c, "all_gather"))
+        assert.is_true(dt.equal(x, r:to_local()))
+      end)
+    end
+  end
+end)
