@@ -133,3 +133,58 @@ describe("redistribute of large tensors (streamed copies)", function()
     end
   end
 end)
+
+-- Partial -> Shard(d) reduces each rank's slab straight from every peer's local tensor (any
+-- dim, uneven and empty chunks, no packed copy): the result must be the chunk of Partial ->
+-- Replicate bit for bit (the same rank-order fold), and of the one-device sum of the parts
+-- where that is exact (integer values).
+describe("Partial -> Shard by strided slabs", function()
+  local mesh = dt.init_device_mesh("cpu", {n})
+  local function part(shape, dtype, r) -- rank r's addend: distinct on every rank
+    local numel = 1
+    for _, s in ipairs(shape) do numel = numel * s end
+    local v = (dt.arange(numel) * (r + 2) % 97 - 40):reshape(shape)
+    return (dtype == "uint8" and v:abs() or v):to(dtype)
+  end
+  local cases = {{{7, 5, 3}, "float32", "sum"}, {{2, 9}, "float64", "avg"}, {{5, 0, 4}, "float32", "sum"},
+                 {{3, 1}, "int64", "max"}, {{6, 11}, "bfloat16", "sum"}, {{4, 3, 2}, "float32", "min"},
+                 {{1, 2, 9}, "uint8", "max"}, {{130, 33}, "float64", "sum"}, {{3, 4}, "float32", "prod"}}
+  for _, case in ipairs(cases) do
+    local shape, dtype, op = case[1], case[2], case[3]
+    for d = 1, #shape do
+      it(string.format("Partial(%s) -> Shard(%d) of %s %s", op, d, dtype, table.concat(shape, "x")), function()
+        local p = dt.from_local(part(shape, dtype, dt.rank()), mesh, {dt.Partial(op)})
+        local s, r
+        local c = dt.comm_debug(function() s = p:redistribute({dt.Shard(d)}) end)
+        assert.are.equal(n > 1 and 1 or 0, count(c, "reduce_scatter"))
+        r = p:redistribute({dt.Replicate()}):to_local()
+        local st, len = chunk(shape[d], dt.rank())
+        assert.is_true(dt.equal(slice(r, d, st, len), s:to_local()))
+        if op == "sum" and dtype ~= "bfloat16" then
+          local want = part(shape, dtype, 0)
+          for q = 1, n - 1 do want = want + part(shape, dtype, q) end
+          assert.is_true(dt.equal(slice(want, d, st, len), s:to_local()))
+        end
+      end)
+    end
+  end
+
+  if n == 4 then
+    local mesh2 = dt.init_device_mesh("cpu", {2, 2})
+    for m = 1, 2 do
+      it(string.format("Partial(sum) on mesh dim %d -> Shard(2) on a 2x2 mesh", m), function()
+        local coord = mesh2:get_coordinate()
+        local pl = {dt.Replicate(), dt.Replicate()}
+        pl[m] = dt.Partial("sum")
+        local x = part({5, 7}, "float64", coord[m]) -- the same part along the other mesh dim
+        local p = dt.from_local(x, mesh2, pl)
+        local to = {dt.Replicate(), dt.Replicate()}
+        to[m] = dt.Shard(2)
+        local s = p:redistribute(to)
+        local want = part({5, 7}, "float64", 0) + part({5, 7}, "float64", 1)
+        local st, len = 4 * coord[m], coord[m] == 0 and 4 or 3 -- torch.chunk of 7 over 2
+        assert.is_true(dt.equal(slice(want, 2, st, len), s:to_local()))
+      end)
+    end
+  end
+end)
