@@ -26,6 +26,15 @@ end
 
 local function slice(x, d, st, len) return x:narrow(d, st + 1, len) end
 
+-- [Shard(i), Shard(j)] -> [Replicate, Replicate] of x on a 2x2 mesh: one all_gather, x itself.
+local function gathers_whole(x, mesh2, i, j)
+  local s = dt.distribute_tensor(x, mesh2, {dt.Shard(i), dt.Shard(j)}, {src_rank = false})
+  local r
+  local c = dt.comm_debug(function() r = s:redistribute({dt.Replicate(), dt.Replicate()}) end)
+  assert.are.equal(1, count(c, "all_gather"))
+  assert.is_true(dt.equal(x, r:to_local()))
+end
+
 describe("redistribute through strided blocks", function()
   local mesh = dt.init_device_mesh("cpu", {n})
   for _, shape in ipairs({{37, 1029}, {2, 3}, {5, 0}, {6, 7, 9}, {1, 130, 3}}) do
@@ -55,14 +64,7 @@ describe("redistribute through strided blocks", function()
     for _, case in ipairs({{{9, 1031}, {1, 2}}, {{7, 5, 3}, {1, 3}}, {{5, 6, 7}, {2, 3}}, {{3, 1}, {1, 2}}}) do
       local shape, dims = case[1], case[2]
       it(string.format("[Shard(%d), Shard(%d)] -> [Replicate, Replicate] of %s on a 2x2 mesh", dims[1], dims[2],
-                       table.concat(shape, "x")), function()
-        local x = original(shape)
-        local s = dt.distribute_tensor(x, mesh2, {dt.Shard(dims[1]), dt.Shard(dims[2])}, {src_rank = false})
-        local r
-        local c = dt.comm_debug(function() r = s:redistribute({dt.Replicate(), dt.Replicate()}) end)
-        assert.are.equal(1, count(c, "all_gather"))
-        assert.is_true(dt.equal(x, r:to_local()))
-      end)
+                       table.concat(shape, "x")), function() gathers_whole(original(shape), mesh2, dims[1], dims[2]) end)
     end
   end
 end)
@@ -122,14 +124,7 @@ describe("redistribute of large tensors (streamed copies)", function()
     for _, dtype in ipairs({"bfloat16", "float32"}) do
       local shape = large(dtype, 2)
       it(string.format("[Shard(1), Shard(2)] -> [Replicate, Replicate] of %s %s on a 2x2 mesh", dtype,
-                       table.concat(shape, "x")), function()
-        local x = original_of(shape, dtype)
-        local s = dt.distribute_tensor(x, mesh2, {dt.Shard(1), dt.Shard(2)}, {src_rank = false})
-        local r
-        local c = dt.comm_debug(function() r = s:redistribute({dt.Replicate(), dt.Replicate()}) end)
-        assert.are.equal(1, count(c, "all_gather"))
-        assert.is_true(dt.equal(x, r:to_local()))
-      end)
+                       table.concat(shape, "x")), function() gathers_whole(original_of(shape, dtype), mesh2, 1, 2) end)
     end
   end
 end)
