@@ -1,6 +1,8 @@
 -- Redistribute cost against the bare collective it issues, float32, 1-d mesh of the world:
---   dtlua -n 4 bench/redistribute.lua [MiB]
--- Size = the global tensor; time = best of 5 of the slowest rank (a barrier brackets each).
+--   dtlua -n 4 bench/redistribute.lua [MiB] [repetitions]
+-- Size = the global tensor; time = best of `repetitions` (default 5) of the slowest rank (a
+-- barrier brackets each); the redistribute and its collective alternate, so a loaded machine
+-- slows both alike (raise the repetitions there: the minima then come from quiet moments).
 -- Shard(1)->Replicate vs dt.distributed.all_gather, Partial->Replicate vs all_reduce,
 -- Shard(1)->Shard(2) vs all_to_all, Partial->Shard(1) vs reduce_scatter; with 4 ranks also a
 -- 2x2 mesh's [Shard(1), Shard(2)]->[Replicate, Replicate] vs an all_gather of the same blocks.
@@ -13,16 +15,23 @@ local rows = math.max(n, (mib * 1024 * 1024 // 4) // 1024 // n * n)
 local mesh = dt.init_device_mesh("cpu", {n})
 local x = dt.ones(rows, 1024)
 
-local function best(f)
-  local t = math.huge
-  for _ = 1, 5 do
-    dt.barrier()
-    local t0 = now()
-    f()
-    local dt_ = dt.distributed.all_reduce(dt.tensor({now() - t0}, {dtype = "float64"}), "max"):item()
-    t = math.min(t, dt_)
+local reps = tonumber(arg and arg[2]) or 5
+
+local function once(f)
+  dt.barrier()
+  local t0 = now()
+  f()
+  return dt.distributed.all_reduce(dt.tensor({now() - t0}, {dtype = "float64"}), "max"):item()
+end
+
+-- The best times of f and g, called alternately.
+local function best_pair(f, g)
+  local a, b = math.huge, math.huge
+  for _ = 1, reps do
+    a = math.min(a, once(f))
+    b = math.min(b, once(g))
   end
-  return t
+  return a, b
 end
 
 local s1 = dt.distribute_tensor(x, mesh, {"S1"}, {src_rank = false})
@@ -41,8 +50,12 @@ if n == 4 then
   cases[#cases + 1] = {"[S1,S2]->[R,R] (2x2)", function() s12:redistribute({"R", "R"}) end, "all_gather",
                        function() D.all_gather(loc12) end}
 end
-dt.print0(string.format("%d ranks (%s), global %d x 1024 float32 = %.0f MiB", n, dt.backend(), rows, rows * 4096 / 2 ^ 20))
+local f = io.open("/proc/loadavg")
+local load = f and f:read("n") or -1
+if f then f:close() end
+dt.print0(string.format("%d ranks (%s), global %d x 1024 float32 = %.0f MiB, best of %d, loadavg %.2f", n, dt.backend(),
+  rows, rows * 4096 / 2 ^ 20, reps, load))
 for _, c in ipairs(cases) do
-  local a, b = best(c[2]), best(c[4])
+  local a, b = best_pair(c[2], c[4])
   dt.print0(string.format("%-22s %8.2f ms   %-15s %8.2f ms   ratio %.2f", c[1], a * 1e3, c[3], b * 1e3, a / b))
 end

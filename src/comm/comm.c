@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "comm/blocks.h"
@@ -161,6 +162,39 @@ int dt_comm_all_gather_blocks(dt_comm *c, const void *send, void *recv, const dt
   if (st == DT_OK && !as_is) dt_comm_blocks_unpack(recv, recvblocks, c->size, esz, r, counts);
   free(r), free(counts);
   return st;
+}
+
+/* Backends without the form: the blocks packed at a common stride (the largest block's size;
+ * the tails of short blocks are zeros that only meet zeros), one reduce_scatter, and this
+ * rank's block copied out.  Host buffers only: an NCCL twin has its own packing. */
+static int reduce_scatter_packed(dt_comm *c, const void *send, const dt_comm_block *sendblocks, void *recv, dt_dtype dt,
+                                 dt_reduce_op op) {
+  if (c->host_twin) return dt_error("reduce_scatter: strided blocks of device memory are not supported");
+  size_t esz = dt_dtype_size(dt), per = 0, n = (size_t)c->size, mine = dt_comm_block_numel(&sendblocks[c->rank]);
+  for (size_t r = 0; r < n; r++)
+    if (dt_comm_block_numel(&sendblocks[r]) > per) per = dt_comm_block_numel(&sendblocks[r]);
+  char *s = calloc(n * per + 1, esz), *r = malloc((per + 1) * esz);
+  if (!s || !r) return free(s), free(r), dt_error("reduce_scatter: out of memory packing %zu elements", n * per);
+  for (size_t q = 0; q < n; q++) {
+    dt_comm_block flat = {q * per, 1, dt_comm_block_numel(&sendblocks[q]), dt_comm_block_numel(&sendblocks[q])};
+    dt_comm_block_copy(s, &flat, send, &sendblocks[q], esz);
+  }
+  int st = dt_comm_reduce_scatter(c, s, r, per, dt, op);
+  if (st == DT_OK) memcpy(recv, r, mine * esz);
+  free(s), free(r);
+  return st;
+}
+
+int dt_comm_reduce_scatter_blocks(dt_comm *c, const void *send, const dt_comm_block *sendblocks, void *recv,
+                                  dt_dtype dt, dt_reduce_op op) {
+  if (check_dtype(dt, "reduce_scatter") || dt_reduce_op_check(op, dt, "reduce_scatter")) return DT_ERR;
+  if (dt_comm_blocks_check(sendblocks, c->size, "reduce_scatter", "send")) return DT_ERR;
+  dt_comm_async_drain(c); /* blocking: after this rank's queued async calls, in issue order */
+  if (!c->ops->reduce_scatter_blocks) return reduce_scatter_packed(c, send, sendblocks, recv, dt, op);
+  size_t total = 0;
+  for (int r = 0; r < c->size; r++) total += dt_comm_block_numel(&sendblocks[r]);
+  observe(c, "reduce_scatter", total, dt);
+  return c->ops->reduce_scatter_blocks(c, send, sendblocks, recv, dt, op);
 }
 
 static int broadcast_call(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root, dt_comm_work **work) {

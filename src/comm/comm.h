@@ -64,6 +64,11 @@ typedef struct dt_comm_ops {
   int (*all_to_all_blocks)(dt_comm *c, const void *send, const dt_comm_block *sendblocks, void *recv,
                            const dt_comm_block *recvblocks, dt_dtype dt);
   int (*all_gather_blocks)(dt_comm *c, const void *send, void *recv, const dt_comm_block *recvblocks, dt_dtype dt);
+  /* Optional (NULL: the front packs around reduce_scatter, host buffers only): reduce_scatter
+   * whose send blocks are strided and of any sizes (sendblocks[r]: what is reduced into rank
+   * r's contiguous recv; every rank's block r has the same rows and cols). */
+  int (*reduce_scatter_blocks)(dt_comm *c, const void *send, const dt_comm_block *sendblocks, void *recv, dt_dtype dt,
+                               dt_reduce_op op);
 } dt_comm_ops;
 
 /* The fields every backend's communicator starts with. */
@@ -101,6 +106,8 @@ DT_API int dt_comm_all_to_all_blocks(dt_comm *c, const void *send, const dt_comm
                                      const dt_comm_block *recvblocks, dt_dtype dt);
 DT_API int dt_comm_all_gather_blocks(dt_comm *c, const void *send, void *recv, const dt_comm_block *recvblocks,
                                      dt_dtype dt);
+DT_API int dt_comm_reduce_scatter_blocks(dt_comm *c, const void *send, const dt_comm_block *sendblocks, void *recv,
+                                         dt_dtype dt, dt_reduce_op op);
 /* Copies the elements of block sb of src into block db of dst (the same number of elements). */
 DT_API void dt_comm_block_copy(void *dst, const dt_comm_block *db, const void *src, const dt_comm_block *sb, size_t esz);
 DT_API int dt_comm_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype dt, int root);

@@ -5,25 +5,38 @@
 
 #include "base/error.h"
 #include "comm/blocks.h"
+#include "comm/stream_copy.h"
 
 size_t dt_comm_block_numel(const dt_comm_block *b) { return b->rows * b->cols; }
 
-void dt_comm_block_copy(void *dst, const dt_comm_block *db, const void *src, const dt_comm_block *sb, size_t esz) {
+/* dt_stream_copy as a memcpy */
+static void *stream_copy(void *dst, const void *src, size_t n) {
+  dt_stream_copy(dst, src, n);
+  return dst;
+}
+
+void dt_comm_block_copy_as(void *dst, const dt_comm_block *db, const void *src, const dt_comm_block *sb, size_t esz,
+                           int stream) {
+  void *(*copy)(void *, const void *, size_t) = stream ? stream_copy : memcpy;
   char *d = (char *)dst + db->offset * esz;
   const char *s = (const char *)src + sb->offset * esz;
   if (db->cols == sb->cols) { /* row for row (the common case) */
-    for (size_t r = 0; r < db->rows; r++) memcpy(d + r * db->stride * esz, s + r * sb->stride * esz, db->cols * esz);
-    return;
+    for (size_t r = 0; r < db->rows; r++) copy(d + r * db->stride * esz, s + r * sb->stride * esz, db->cols * esz);
+  } else { /* different row lengths: walk both, copying the longest run that stays in a row of each */
+    size_t left = dt_comm_block_numel(db), dr = 0, dc = 0, sr = 0, sc = 0;
+    while (left) {
+      size_t run = db->cols - dc < sb->cols - sc ? db->cols - dc : sb->cols - sc;
+      copy(d + (dr * db->stride + dc) * esz, s + (sr * sb->stride + sc) * esz, run * esz);
+      left -= run, dc += run, sc += run;
+      if (dc == db->cols) dr++, dc = 0;
+      if (sc == sb->cols) sr++, sc = 0;
+    }
   }
-  /* different row lengths: walk both, copying the longest run that stays in a row of each */
-  size_t left = dt_comm_block_numel(db), dr = 0, dc = 0, sr = 0, sc = 0;
-  while (left) {
-    size_t run = db->cols - dc < sb->cols - sc ? db->cols - dc : sb->cols - sc;
-    memcpy(d + (dr * db->stride + dc) * esz, s + (sr * sb->stride + sc) * esz, run * esz);
-    left -= run, dc += run, sc += run;
-    if (dc == db->cols) dr++, dc = 0;
-    if (sc == sb->cols) sr++, sc = 0;
-  }
+  if (stream) dt_stream_fence();
+}
+
+void dt_comm_block_copy(void *dst, const dt_comm_block *db, const void *src, const dt_comm_block *sb, size_t esz) {
+  dt_comm_block_copy_as(dst, db, src, sb, esz, 0);
 }
 
 int dt_comm_blocks_check(const dt_comm_block *b, int n, const char *who, const char *what) {

@@ -32,6 +32,18 @@ int tc_check_match(tc_comm *c) {
       if (dr->count != d0->counts[r]) return mismatch(c, 0, r, " (rank's size differs from the size table)");
     }
   }
+  if (d0->kind == TC_REDUCE_SCATTER) /* the block form: every rank's block q of one shape */
+    for (int r = 0; r < n; r++) {
+      const dt_comm_block *a = d0->blocks, *b = tc_peer(c, r)->blocks;
+      if (!a != !b) return mismatch(c, 0, r, " (strided and contiguous forms)");
+      for (int q = 0; a && q < n; q++)
+        if (a[q].rows != b[q].rows || a[q].cols != b[q].cols) {
+          char why[160];
+          snprintf(why, sizeof why, " (block %d: %zu rows of %zu on rank %d, %zu of %zu on rank %d)", q, a[q].rows,
+                   a[q].cols, c->g->world_ranks[0], b[q].rows, b[q].cols, c->g->world_ranks[r]);
+          return mismatch(c, 0, r, why);
+        }
+    }
   if (d0->kind == TC_ALL_TO_ALL) {
     for (int p = 0; p < n; p++)
       for (int q = 0; q < n; q++)

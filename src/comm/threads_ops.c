@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "comm/blocks.h"
+#include "comm/stream_copy.h"
 #include "comm/threads_impl.h"
 #include "kernels/cpu/reduce_ops.h"
 
@@ -70,6 +71,34 @@ static int tc_reduce_scatter(dt_comm *base, const void *send, void *recv, size_t
   return tc_leave(c, "reduce_scatter");
 }
 
+/* reduce_scatter of strided blocks: rank me folds its block of every peer's send (each peer's
+ * own sendblocks[me]: the same rows and cols everywhere, tc_check_match) into its contiguous
+ * recv, row by row in pieces of BLOCK_BYTES, the inputs in rank order as tc_reduce_scatter. */
+static int tc_reduce_scatter_blocks(dt_comm *base, const void *send, const dt_comm_block *sendblocks, void *recv,
+                                    dt_dtype dt, dt_reduce_op op) {
+  tc_comm *c = (tc_comm *)base;
+  if (too_many(c, "reduce_scatter")) return DT_ERR;
+  int n = c->g->size, me = base->rank;
+  size_t total = 0;
+  for (int r = 0; r < n; r++) total += dt_comm_block_numel(&sendblocks[r]);
+  tc_desc d = {.kind = TC_REDUCE_SCATTER, .dtype = dt, .op = op, .count = total, .send = send, .recv = recv,
+               .blocks = sendblocks};
+  if (tc_enter(c, &d, "reduce_scatter")) return DT_ERR;
+  size_t esz = dt_dtype_size(dt), block = BLOCK_BYTES / esz, rows = sendblocks[me].rows, cols = sendblocks[me].cols;
+  const void *in[MAX_STACK_RANKS];
+  for (size_t row = 0; row < rows; row++)
+    for (size_t off = 0; off < cols; off += block) {
+      size_t cnt = cols - off < block ? cols - off : block;
+      for (int r = 0; r < n; r++) {
+        const tc_desc *dp = tc_peer(c, r);
+        const dt_comm_block *b = &((const dt_comm_block *)dp->blocks)[me];
+        in[r] = (const char *)dp->send + (b->offset + row * b->stride + off) * esz;
+      }
+      dt_reduce_ops_apply(op, dt, (char *)recv + (row * cols + off) * esz, in, n, cnt);
+    }
+  return tc_leave(c, "reduce_scatter");
+}
+
 /* Peer dp's block for rank me: its strided send block, or its contiguous one (all_to_all_v). */
 static dt_comm_block a2a_source(const tc_desc *dp, int me) {
   if (dp->blocks) return ((const dt_comm_block *)dp->blocks)[me];
@@ -90,12 +119,14 @@ static void contiguous_blocks(const size_t *counts, int n, dt_comm_block *out) {
 static int gather_blocks(tc_comm *c, tc_desc *d, const dt_comm_block *recvblocks, void *recv, const char *name) {
   if (tc_enter(c, d, name)) return DT_ERR;
   int n = c->g->size, me = c->base.rank;
-  size_t esz = dt_dtype_size(d->dtype);
+  size_t esz = dt_dtype_size(d->dtype), out_bytes = 0;
+  for (int r = 0; r < n; r++) out_bytes += dt_comm_block_numel(&recvblocks[r]) * esz;
+  int stream = out_bytes >= DT_STREAM_MIN_BYTES; /* a large output: write around the caches */
   for (int k = 0; k < n; k++) {
     int p = (me + 1 + k) % n;
     const tc_desc *dp = tc_peer(c, p);
     dt_comm_block src = d->kind == TC_ALL_GATHER ? (dt_comm_block){0, 1, d->counts[p], d->counts[p]} : a2a_source(dp, me);
-    if (dt_comm_block_numel(&src)) dt_comm_block_copy(recv, &recvblocks[p], dp->send, &src, esz);
+    if (dt_comm_block_numel(&src)) dt_comm_block_copy_as(recv, &recvblocks[p], dp->send, &src, esz, stream);
   }
   return tc_leave(c, name);
 }
@@ -234,6 +265,7 @@ const dt_comm_ops dt_threads_ops = {
     .all_to_all_v = tc_all_to_all_v,
     .all_to_all_blocks = tc_all_to_all_blocks,
     .all_gather_blocks = tc_all_gather_blocks,
+    .reduce_scatter_blocks = tc_reduce_scatter_blocks,
     .broadcast = tc_broadcast,
     .scatter = tc_scatter,
     .gather = tc_gather,

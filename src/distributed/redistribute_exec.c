@@ -146,8 +146,31 @@ static dt_tensor *all_to_all(const step_ctx *c, dt_tensor *x, int d, int e) {
   return out;
 }
 
-/* Partial(op) -> Shard(d): reduce_scatter over chunks padded to ceil(L/n). */
+/* Partial(op) -> Shard(d) of host memory: one reduce_scatter of x's slabs along d (any sizes)
+ * straight into the output: no packed copy of x. */
+static dt_tensor *reduce_scatter_slabs(const step_ctx *c, dt_tensor *x, int d, dt_reduce_op op, dt_comm *cm) {
+  int64_t L = x->shape[d], st, len, shape[DT_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof shape);
+  dt_chunk(L, c->n, c->me, &st, &shape[d]);
+  dt_comm_block *b = calloc((size_t)c->n, sizeof *b);
+  dt_tensor *out = b ? dt_tensor_empty(x->dtype, x->ndim, shape, dt_tensor_device(x)) : NULL;
+  int ok = out != NULL;
+  for (int cc = 0; ok && cc < c->n; cc++) {
+    dt_chunk(L, c->n, cc, &st, &len);
+    b[group_rank(c, cc)] = slab(x->ndim, x->shape, d, st, len);
+  }
+  ok = ok && dt_comm_reduce_scatter_blocks(cm, dt_tensor_data(x), b, dt_tensor_data(out), x->dtype, op) == DT_OK;
+  free(b);
+  if (!ok) return dt_tensor_release(out), NULL;
+  return out;
+}
+
+/* Partial(op) -> Shard(d): host memory by slabs (above); device memory through reduce_scatter
+ * over chunks padded to ceil(L/n). */
 static dt_tensor *reduce_scatter(const step_ctx *c, dt_tensor *x, int d, dt_reduce_op op) {
+  dt_comm *cm = comm_for(c->comm, x); /* the group's host communicator, or its device twin */
+  if (!cm) return NULL;
+  if (cm == c->comm) return reduce_scatter_slabs(c, x, d, op, cm);
   int64_t L = x->shape[d], chunk = (L + c->n - 1) / c->n, inner = inner_of(x, d), st, len;
   int64_t total = c->n * chunk * inner; /* zeros: the padding of short chunks is reduced too */
   int as_is = chunk * c->n == L && direct(c, x, d); /* x already holds the blocks in order */
@@ -161,8 +184,7 @@ static dt_tensor *reduce_scatter(const step_ctx *c, dt_tensor *x, int d, dt_redu
     ok = b && dt_tensor_copy_(b, src, "redistribute") == DT_OK;
     dt_tensor_release(src), dt_tensor_release(b);
   }
-  dt_comm *cm = ok ? comm_for(c->comm, x) : NULL;
-  if (ok) ok = cm && dt_comm_reduce_scatter(cm, dt_tensor_data(send), dt_tensor_data(recv), (size_t)(chunk * inner), x->dtype, op) == DT_OK;
+  if (ok) ok = dt_comm_reduce_scatter(cm, dt_tensor_data(send), dt_tensor_data(recv), (size_t)(chunk * inner), x->dtype, op) == DT_OK;
   dt_tensor *out = NULL;
   if (ok) {
     dt_chunk(L, c->n, c->me, &st, &len);

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "comm/blocks.h"
 #include "comm/comm.h"
+#include "comm/stream_copy.h"
 #include "comm/spin_wait.h"
 #include "kernels/cpu/reduce_ops.h"
 #include "ctest.h"
@@ -166,19 +168,42 @@ static int blocks_exchange(dt_comm *c, int rank, int64_t R, int64_t C) {
   return ok;
 }
 
+/* reduce_scatter of column blocks of an R x C matrix (rank r's addend: value_at * (r + 1)):
+ * rank r gets the sum of its columns, contiguous. */
+static int blocks_reduce(dt_comm *c, int rank, int64_t R, int64_t C) {
+  int ok = 1;
+  int64_t st, n, cst, cn;
+  chunk(C, rank, &cst, &cn);
+  double *x = malloc(sizeof(double) * (size_t)(R * C + 1)), *out = malloc(sizeof(double) * (size_t)(R * cn + 1));
+  for (int64_t i = 0; i < R * C; i++) x[i] = value_at(i / C, i % C) * (rank + 1);
+  dt_comm_block sb[N];
+  for (int p = 0; p < N; p++) {
+    chunk(C, p, &st, &n);
+    sb[p] = (dt_comm_block){(size_t)st, (size_t)R, (size_t)n, (size_t)C};
+  }
+  ok &= dt_comm_reduce_scatter_blocks(c, x, sb, out, DT_FLOAT64, DT_REDUCE_SUM) == DT_OK;
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < cn; j++) ok &= out[i * cn + j] == value_at(i, cst + j) * (N * (N + 1) / 2);
+  free(x), free(out);
+  return ok;
+}
+
 /* Odd sizes, a zero-size chunk, and a large one; the threads backend's own block copies, then
  * the front's packing around the _v forms (what backends without the block forms get). */
 static int strided_blocks(dt_comm *c, int rank) {
   int ok = 1;
   const dt_comm_ops *own = c->ops;
   dt_comm_ops packing = *own;
-  packing.all_to_all_blocks = NULL, packing.all_gather_blocks = NULL;
+  packing.all_to_all_blocks = NULL, packing.all_gather_blocks = NULL, packing.reduce_scatter_blocks = NULL;
   for (int pass = 0; pass < 2; pass++) {
     c->ops = pass ? &packing : own;
     ok &= blocks_exchange(c, rank, 7, 5);
     ok &= blocks_exchange(c, rank, 7, 2);  /* the last rank's column chunk is empty */
     ok &= blocks_exchange(c, rank, 0, 4);  /* nothing at all */
     ok &= blocks_exchange(c, rank, 301, 1037);
+    ok &= blocks_exchange(c, rank, 1031, 2053); /* outputs over DT_STREAM_MIN_BYTES: streamed */
+    ok &= blocks_reduce(c, rank, 7, 5) & blocks_reduce(c, rank, 7, 2) & blocks_reduce(c, rank, 0, 4);
+    ok &= blocks_reduce(c, rank, 301, 1037);
   }
   c->ops = own;
   /* rows that overlap: an error naming the block, before any communication */
@@ -186,10 +211,45 @@ static int strided_blocks(dt_comm *c, int rank) {
   double buf[8] = {0};
   ok &= dt_comm_all_gather_blocks(c, buf, buf, bad, DT_FLOAT64) == DT_ERR;
   ok &= strstr(dt_error_message(), "all_gather: recv block 0 has rows of 4 elements 3 apart") != NULL;
+  /* reduce_scatter blocks of different shapes on two ranks: a mismatch on every rank */
+  dt_comm_block rs[N] = {{0, 1, 2, 2}, {2, 1, 2, 2}, {4, 1, 2, 2}};
+  if (rank == 1) rs[2] = (dt_comm_block){4, 2, 1, 1};
+  ok &= dt_comm_reduce_scatter_blocks(c, buf, rs, buf + 6, DT_FLOAT64, DT_REDUCE_SUM) == DT_ERR;
+  ok &= strstr(dt_error_message(), "(block 2: 1 rows of 2 on rank 0, 2 of 1 on rank 1)") != NULL;
   return ok;
 }
 
 static void test_threads_strided_blocks(void) { CHECK(spmd(strided_blocks, 10) == N); }
+
+/* ---- non-temporal copies: every alignment of either end and every length around a line and
+ * the unrolled body, then blocks of every row shape, against memcpy ---- */
+static void test_stream_copy_matches_memcpy(void) {
+  enum { CAP = 4096 + 256 };
+  unsigned char *src = malloc(CAP), *a = malloc(CAP), *b = malloc(CAP);
+  for (int i = 0; i < CAP; i++) src[i] = (unsigned char)(i * 131 + 7);
+  int bad = 0;
+  for (int so = 0; so < 64; so += 3)
+    for (int d0 = 0; d0 < 64; d0 += 5)
+      for (size_t n = 0; n < 4096; n = n < 300 ? n + 1 : n * 2 + 13) {
+        memset(a, 0xAB, CAP), memset(b, 0xAB, CAP);
+        memcpy(a + d0, src + so, n);
+        dt_stream_copy(b + d0, src + so, n);
+        dt_stream_fence();
+        bad += memcmp(a, b, CAP) != 0;
+      }
+  CHECK(bad == 0);
+  /* blocks: equal and different row lengths, a byte-sized element and a 2-byte one */
+  dt_comm_block db[] = {{3, 7, 129, 300}, {1, 1, 903, 903}, {5, 9, 100, 101}, {0, 3, 301, 400}};
+  dt_comm_block sb[] = {{0, 7, 129, 131}, {2, 7, 129, 140}, {0, 1, 900, 900}, {11, 7, 129, 200}};
+  for (size_t esz = 1; esz <= 2; esz++)
+    for (int k = 0; k < 4; k++) {
+      memset(a, 0, CAP), memset(b, 0, CAP);
+      dt_comm_block_copy_as(a, &db[k], src, &sb[k], esz, 0);
+      dt_comm_block_copy_as(b, &db[k], src, &sb[k], esz, 1);
+      CHECK(memcmp(a, b, CAP) == 0);
+    }
+  free(src), free(a), free(b);
+}
 
 static int mismatch(dt_comm *c, int rank) {
   float x[4] = {0};
@@ -255,6 +315,7 @@ int main(void) {
   TEST_CASE(test_reduce_ops_max_min_bool_avg);
   TEST_CASE(test_threads_collectives);
   TEST_CASE(test_threads_strided_blocks);
+  TEST_CASE(test_stream_copy_matches_memcpy);
   TEST_CASE(test_threads_mismatch);
   TEST_CASE(test_threads_timeout);
   TEST_CASE(test_threads_exited_peer);
