@@ -65,7 +65,10 @@ static void serial_f64(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k
  * set of threads: the BLAS's own workers would share the cores with the pool's and spin between
  * calls while the element-wise kernels want the cores. */
 #define GEMM_MIN_BLOCK (1 << 18) /* multiply-adds below which a block is not worth a call */
-#define GEMM_MAX_BLOCKS 16       /* enough to balance 2-4 threads on a busy machine */
+#define GEMM_MAX_BLOCKS 8        /* enough to balance 2-4 threads on a busy machine */
+/* rows a block wants: each call repacks the other operand's panels, which costs about
+ * 4 / rows of the product on one thread (measured: 15-23% at 64 rows, K = 1024-2048) */
+#define GEMM_GOOD_BLOCK 256
 typedef struct {
   int trans_a, trans_b, split_rows;
   int64_t m, n, k, block, lda, ldb, ldc;
@@ -100,8 +103,12 @@ static int split_gemm(gemm_job *j, dt_parallel_fn piece) {
   int64_t len = j->split_rows ? j->m : j->n, other = j->split_rows ? j->n : j->m;
   double row_macs = (double)other * (double)j->k;
   if (row_macs <= 0 || (double)len * row_macs < 2.0 * GEMM_MIN_BLOCK) return 0;
-  /* multiples of 64 rows (the kernels' panels fill), at most GEMM_MAX_BLOCKS of them */
+  /* multiples of 64 rows (the kernels' panels fill), GEMM_GOOD_BLOCK or more and at most
+   * GEMM_MAX_BLOCKS of them; halves when that leaves one block (a second thread pays more than
+   * the repacking costs) */
   int64_t block = (len + GEMM_MAX_BLOCKS - 1) / GEMM_MAX_BLOCKS;
+  if (block < GEMM_GOOD_BLOCK) block = GEMM_GOOD_BLOCK;
+  if (block >= len) block = (len + 1) / 2;
   if ((double)block * row_macs < GEMM_MIN_BLOCK) block = (int64_t)(GEMM_MIN_BLOCK / row_macs) + 1;
   block = (block + 63) / 64 * 64;
   int64_t blocks = (len + block - 1) / block;
