@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/local_op.h"
 #include "tensor/tensor.h"
@@ -48,6 +49,54 @@ static void test_fallback_matches_blas_f64(void) {
       for (int64_t i = 0; i < m * n; i++) worst = fmax(worst, fabs(c1[i] - c2[i]));
       CHECK(worst < 1e-12);
     }
+}
+
+/* GEMMs large enough to be cut into blocks of rows (tall C) or columns (wide C), on 1, 2 and 3
+ * threads, with padded leading dims and beta != 0: the fallback's values, and the same bits
+ * on every thread count. */
+static void test_blocks_on_threads(void) {
+  static const int64_t shapes[][3] = {{300, 70, 130}, {70, 300, 130}, {129, 1000, 40}, {1000, 17, 90}};
+  int saved = dt_get_num_threads();
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        unsigned seed = 5 + (unsigned)s;
+        int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2, ldc = n + 1;
+        size_t na = (size_t)((ta ? k : m) * lda), nb = (size_t)((tb ? n : k) * ldb), nc = (size_t)(m * ldc);
+        double *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c0 = malloc(nc * sizeof *c0);
+        double *ref = malloc(nc * sizeof *ref), *c = malloc(nc * sizeof *c), *first = malloc(nc * sizeof *first);
+        float *af = malloc(na * sizeof *af), *bf = malloc(nb * sizeof *bf), *cf = malloc(nc * sizeof *cf);
+        float *firstf = malloc(nc * sizeof *firstf);
+        for (size_t i = 0; i < na; i++) af[i] = (float)(a[i] = rnd(&seed));
+        for (size_t i = 0; i < nb; i++) bf[i] = (float)(b[i] = rnd(&seed));
+        for (size_t i = 0; i < nc; i++) ref[i] = c0[i] = rnd(&seed);
+        dt_gemm_f64_fallback(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 2.0, ref, ldc);
+        for (int threads = 1; threads <= 3; threads++) {
+          dt_set_num_threads(threads);
+          for (size_t i = 0; i < nc; i++) c[i] = c0[i], cf[i] = (float)c0[i];
+          dt_gemm_f64(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 2.0, c, ldc);
+          dt_gemm_f32(ta, tb, m, n, k, 0.5f, af, lda, bf, ldb, 2.0f, cf, ldc);
+          double worst = 0, worstf = 0;
+          int same = 1;
+          for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+              size_t at = (size_t)(i * ldc + j);
+              worst = fmax(worst, fabs(c[at] - ref[at]));
+              worstf = fmax(worstf, fabs((double)cf[at] - ref[at]));
+              if (threads > 1 && (c[at] != first[at] || cf[at] != firstf[at])) same = 0;
+            }
+          for (size_t i = 0; i < nc; i += (size_t)ldc) CHECK(c[i + (size_t)n] == c0[i + (size_t)n]); /* padding untouched */
+          CHECK(worst < 1e-12 * (double)k);
+          CHECK(worstf < 1e-4 * (double)k);
+          CHECK(same);
+          if (threads == 1)
+            for (size_t i = 0; i < nc; i++) first[i] = c[i], firstf[i] = cf[i];
+        }
+        free(a), free(b), free(c0), free(ref), free(c), free(first), free(af), free(bf), free(cf), free(firstf);
+      }
+  }
+  dt_set_num_threads(saved);
 }
 
 /* A [rows, cols] float64 tensor holding its transpose's storage: data laid out [cols, rows]. */
@@ -132,6 +181,7 @@ static void test_reduce_and_softmax_transposed(void) {
 int main(void) {
   TEST_CASE(test_fallback_matches_blas_f32);
   TEST_CASE(test_fallback_matches_blas_f64);
+  TEST_CASE(test_blocks_on_threads);
   TEST_CASE(test_matmul_transposed_views);
   TEST_CASE(test_matmul_expanded_operand);
   TEST_CASE(test_reduce_and_softmax_transposed);

@@ -201,6 +201,30 @@ describe("intra-op threads", function()
     end
   end)
 
+  it("matmul's GEMMs, split over the threads by blocks of rows or columns, give the same bits", function()
+    local prng = S.prng(15)
+    -- tall, wide, square-ish, tails that are not whole blocks, under the split threshold, k = 0
+    local shapes = {{2048, 256, 256}, {70, 1500, 300}, {1000, 33, 700}, {517, 389, 261}, {8, 8, 8}, {300, 300, 0}}
+    for _ = 1, 3 do shapes[#shapes + 1] = {prng.int(1, 900), prng.int(1, 900), prng.int(1, 400)} end
+    for _, s in ipairs(shapes) do
+      local m, n, k = s[1], s[2], s[3]
+      for _, dtype in ipairs({"float32", "float64"}) do
+        local a, b, c = dt.randn(m, k):to(dtype), dt.randn(k, n):to(dtype), dt.randn(n):to(dtype)
+        local at, bt = a:t():contiguous():t(), b:t():contiguous():t() -- the transposed BLAS layouts
+        local r = same_bits(string.format("matmul %s [%d,%d]@[%d,%d]", dtype, m, k, k, n), function()
+          return {a:matmul(b), at:matmul(b), a:matmul(bt), at:matmul(bt), dt.addmm(c, a, b, {beta = 0.5, alpha = 2}),
+                  a:reshape(1, m, k):expand(2, m, k):matmul(b)}
+        end)
+        -- and the right numbers: against float64 products of the same values
+        local want = a:double():matmul(b:double())
+        local tol = dtype == "float32" and 1e-3 * math.max(1, math.sqrt(k)) or 1e-9 * math.max(1, k)
+        for i = 1, 4 do assert.is_true((r[i]:double() - want):abs():max():item() <= tol, "matmul layout " .. i) end
+        assert.is_true((r[5]:double() - (want * 2 + c:double() * 0.5)):abs():max():item() <= 2 * tol, "addmm")
+        assert.is_true(r[6][2]:equal(r[1]), "batched")
+      end
+    end
+  end)
+
   it("sum, mean, amax, std and norm give the same bits", function()
     for _, shape in ipairs({{0}, {7}, {300001}, {1000, 301}, {3, 70000}, {40000, 3}, {5, 0, 3}}) do
       local x = dt.randn(table.unpack(shape))
@@ -218,6 +242,26 @@ describe("intra-op threads", function()
         end
         return r
       end)
+    end
+  end)
+
+  it("sums over leading dims (bias gradients) in fixed row blocks give the same bits, and the right sums", function()
+    local prng = S.prng(16)
+    local shapes = {{16, 128, 256}, {3, 0, 40}, {1, 129, 17}, {5, 300, 600}}
+    for _ = 1, 3 do shapes[#shapes + 1] = {prng.int(1, 9), prng.int(1, 400), prng.int(16, 700)} end
+    for _, shape in ipairs(shapes) do
+      local x = dt.randn(table.unpack(shape))
+      local what = "sum over leading dims " .. table.concat(shape, "x")
+      local r = same_bits(what, function()
+        -- (the mean of nothing is nan, never equal: 0 stands in)
+        return {x:sum({1, 2}), x:numel() > 0 and x:mean({1, 2}) or dt.zeros(1), x:sum(2), x:transpose(1, 2):sum(1),
+                x:double():sum({1, 2})}
+      end)
+      local want = x:double():sum({1, 2})
+      local tol = 1e-4 * math.max(1, math.sqrt(shape[1] * shape[2]))
+      assert.is_true(r[1]:numel() == 0 or (r[1]:double() - want):abs():max():item() <= tol, what)
+      assert.is_true(r[5]:numel() == 0 or (r[5] - want):abs():max():item() <= 1e-9 * shape[1] * shape[2], what .. " float64")
+      assert.is_true(r[3]:numel() == 0 or (r[3]:double() - x:double():sum(2)):abs():max():item() <= tol, what .. " dim 2")
     end
   end)
 

@@ -193,6 +193,7 @@ describe("dt.optim.Adam and AdamW", function()
   end
   local fused_cases = {
     {"AdamW", {lr = 0.01}}, {"Adam", {lr = 0.1, weight_decay = 0.1}}, {"Adam", {lr = 0.1, amsgrad = true, maximize = true}},
+    {"Adam", {lr = 0.02, betas = {0.7, 0.9}}},
     {"AdamW", {lr = 0.05, weight_decay = 0.3, amsgrad = true, betas = {0.8, 0.95}, eps = 1e-6}},
   }
   for _, c in ipairs(fused_cases) do

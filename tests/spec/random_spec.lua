@@ -251,6 +251,34 @@ describe("random: dropout", function()
     end
   end)
 
+  it("u equal to p is kept (bernoulli's u < p draws 0 there), and dropped infinities and NaNs give +0", function()
+    for i = 1, 40 do
+      local p = unit24(word(23, i - 1)) -- element i's own u as the probability
+      dt.manual_seed(23)
+      local _, keep = dt._dropout(dt.ones(40), p)
+      dt.manual_seed(23)
+      local b = dt.zeros(40):bernoulli(p)
+      for j = 1, 40 do
+        local u = unit24(word(23, j - 1))
+        assert.are.equal(u >= p, values(keep)[j], "keep " .. j .. " with p = u of " .. i)
+        assert.are.equal(u < p and 1 or 0, values(b)[j], "bernoulli " .. j .. " with p = u of " .. i)
+      end
+    end
+    for _, dtype in ipairs({"float32", "float64"}) do
+      local x = dt.tensor({1 / 0, -1 / 0, 0 / 0, -3}, {dtype = dtype})
+      x = x["repeat"](x, 20000) -- above the size that splits over threads
+      local y, keep = dt._dropout(x, 0.5)
+      local yv, kv, dropped = values(y), values(keep), 0
+      for j = 1, #yv do
+        if not kv[j] then
+          dropped = dropped + 1
+          assert.is_true(yv[j] == 0 and 1 / yv[j] > 0, dtype .. ": dropped element " .. j .. " is +0")
+        end
+      end
+      assert.is_true(dropped > 30000 and dropped < 50000, dtype)
+    end
+  end)
+
   it("backward reuses the mask: same zeros, same scale", function()
     dt.manual_seed(19)
     local x = dt.ones(1000, {dtype = "float64"})

@@ -1,5 +1,6 @@
 #include "config.h"
 #include "kernels/cpu/blas_info.h"
+#include "base/thread_pool.h"
 
 #include <string.h>
 
@@ -45,15 +46,15 @@ void dt_blas_get_info(dt_blas_info *out) {
 #ifdef DT_HAVE_OPENBLAS
   out->library = "openblas";
   out->core = openblas_get_corename();
-  out->threads = openblas_get_num_threads();
+  out->threads = dt_get_num_threads(); /* the rank's pool runs the GEMMs (gemm.c) */
 #elif defined(DT_HAVE_CBLAS)
   out->library = "blis";
   out->core = bli_arch_string(bli_arch_query_id());
-  out->threads = (int)bli_thread_get_num_threads();
+  out->threads = dt_get_num_threads();
 #else
   out->library = "none";
   out->core = "generic";
-  out->threads = 1;
+  out->threads = dt_get_num_threads();
 #endif
 }
 

@@ -8,7 +8,7 @@
 typedef struct {
   const char *library; /* "openblas", "blis" or "none" (the C loops in gemm.c) */
   const char *core;    /* the kernels in use: OpenBLAS's core name, BLIS's arch, or "generic" */
-  int threads;         /* the BLAS's thread count (1 for "none") */
+  int threads;         /* the threads GEMMs run on: the rank's intra-op pool, one BLAS call each */
   const char *cpu;     /* the widest vector ISA of this CPU: "amx", "avx512", "avx2", "sse" */
 } dt_blas_info;
 

@@ -23,8 +23,8 @@ int dt_cpu_set_threads(int n, const char *who) {
   if (n < 1 || n > DT_MAX_THREADS)
     return dt_error("%s: the thread count must be an integer in 1..%d, got %d", who, DT_MAX_THREADS, n);
   dt_set_num_threads(n);
-  set_blas_threads(n);
+  set_blas_threads(1);
   return DT_OK;
 }
 
-void dt_cpu_sync_blas_threads(void) { set_blas_threads(dt_get_num_threads()); }
+void dt_cpu_sync_blas_threads(void) { set_blas_threads(1); }

@@ -106,8 +106,31 @@ static void put_randint(const dt_rng_fill *f, int64_t pos, int64_t m, const uint
   }
 }
 
+/* The common draw (a scalar p, 24-bit u, byte or float32 out) as an integer compare the compiler
+ * vectorises: u = x / 2^24 with x = w >> 8, so u >= p exactly when x >= ceil(p * 2^24) (scaling
+ * by 2^24 is exact in double).  False when it does not apply. */
+DT_VECTORIZE static int put_compare_threshold(const dt_rng_fill *f, int64_t pos, int64_t m, const uint32_t *w) {
+  double p = f->a;
+  if (f->wide || f->probs || p != p) return 0;
+  double t = ceil(p * 16777216.0);
+  uint32_t thr = t <= 0 ? 0 : t > 16777216.0 ? 16777217u : (uint32_t)t;
+  uint32_t keep = f->kind == DT_RNG_KEEP_MASK; /* keep: x >= thr; bernoulli: x < thr */
+  if (f->dtype == DT_BOOL || f->dtype == DT_UINT8) {
+    uint8_t *restrict d = (uint8_t *)f->dst + pos;
+    for (int64_t j = 0; j < m; j++) d[j] = (uint8_t)((uint32_t)((w[j] >> 8) >= thr) == keep);
+    return 1;
+  }
+  if (f->dtype == DT_FLOAT32) {
+    float *restrict d = (float *)f->dst + pos;
+    for (int64_t j = 0; j < m; j++) d[j] = (uint32_t)((w[j] >> 8) >= thr) == keep ? 1.0f : 0.0f;
+    return 1;
+  }
+  return 0;
+}
+
 /* Bernoulli draws and dropout keep-masks: compare u with p. */
 static void put_compare(const dt_rng_fill *f, int64_t pos, int64_t m, const uint32_t *w) {
+  if (put_compare_threshold(f, pos, m, w)) return;
   size_t es = dt_dtype_size(f->dtype), pes = f->probs ? dt_dtype_size(f->probs_dtype) : 0;
   for (int64_t j = 0; j < m; j++) {
     double u = f->wide ? dt_philox_unit_f64(w[2 * j], w[2 * j + 1]) : dt_philox_unit_f32(w[j], 24);

@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define CHUNK 512
 
@@ -318,10 +319,19 @@ static double finish(const plan *pl, const acc *a, dt_op_id op, double correctio
   }
 }
 
-/* Adds n values of a row (any dtype) into acc. */
-static void add_row(double *acc, const char *row, dt_dtype t, int64_t n) {
-  if (t == DT_FLOAT32 && n == CHUNK) { /* the hot case; a constant count vectorises at -O2 */
-    for (int64_t i = 0; i < CHUNK; i++) acc[i] += ((const float *)row)[i];
+/* gcc -O2's "very cheap" vectoriser model leaves loops of unknown count scalar */
+#if defined(__GNUC__) && !defined(__clang__)
+#define DT_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#else
+#define DT_VECTORIZE
+#endif
+
+/* Adds n values of a row (any dtype) into acc: each column's own double sum, so any vector
+ * width gives the same bits. */
+DT_VECTORIZE static void add_row(double *restrict acc, const char *row, dt_dtype t, int64_t n) {
+  if (t == DT_FLOAT32) { /* the hot case */
+    const float *restrict r = (const float *)row;
+    for (int64_t i = 0; i < n; i++) acc[i] += r[i];
     return;
   }
   double buf[CHUNK];
@@ -331,47 +341,87 @@ static void add_row(double *acc, const char *row, dt_dtype t, int64_t n) {
 
 /* sum/mean when the input's last dim is kept with unit stride (reducing leading dims, as
  * for a bias gradient): whole rows are added, in memory order, into a row of double
- * accumulators, instead of walking each output's strided column. */
+ * accumulators, instead of walking each output's strided column.  Many rows go in fixed
+ * blocks of ROWS_BLOCK, each block's sums a partial row, the partials then added in block
+ * order: the threads share a few output columns too, and the blocks (not the thread count)
+ * fix the bits. */
+#define ROWS_BLOCK 128
 typedef struct {
   const plan *pl;
   dt_tensor *vals;
   int mean;
-  int64_t len, count, nblk;
+  int64_t len, count, nblk, nrb;
+  double *part; /* [outer][nrb][len] when nrb > 1 */
 } rows_job;
 
-/* items [b, e): (kept row, CHUNK columns) pairs; each column adds the rows in memory order,
- * whatever the split */
+/* Writes one output chunk: v = sum (or mean) into vals. */
+static void put_row(const rows_job *j, int64_t o, int64_t c0, int64_t w, const double *acc) {
+  size_t ves = dt_dtype_size(j->vals->dtype);
+  char *dst = (char *)dt_tensor_data(j->vals) + (o * j->len + c0) * (int64_t)ves;
+  for (int64_t i = 0; i < w; i++) {
+    double v = j->mean ? acc[i] / (double)j->count : acc[i];
+    if (j->vals->dtype == DT_FLOAT32) ((float *)dst)[i] = (float)v;
+    else dt_store_f64(dst + i * (int64_t)ves, j->vals->dtype, v);
+  }
+}
+
+/* items [b, e): (kept row, row block, CHUNK columns) triples; each column adds the block's
+ * rows in memory order, whatever the split */
 static void rows_piece(int64_t b, int64_t e, void *vj) {
   const rows_job *j = vj;
   const plan *pl = j->pl;
   int64_t es = (int64_t)pl->es, len = j->len;
-  size_t ves = dt_dtype_size(j->vals->dtype);
   double acc[CHUNK];
   for (int64_t item = b; item < e; item++) {
-    int64_t o = item / j->nblk, c0 = item % j->nblk * CHUNK, w = len - c0 < CHUNK ? len - c0 : CHUNK;
+    int64_t c0 = item % j->nblk * CHUNK, w = len - c0 < CHUNK ? len - c0 : CHUNK;
+    int64_t rb = item / j->nblk % j->nrb, o = item / j->nblk / j->nrb;
     int64_t koff = 0, rem = o;
     for (int d = pl->nk - 2; d >= 0; d--) koff += rem % pl->kshape[d] * pl->kstride[d], rem /= pl->kshape[d];
     const char *p = pl->base + (koff + c0) * es;
+    int64_t r0 = j->nrb == 1 ? 0 : rb * ROWS_BLOCK;
+    int64_t r1 = j->nrb == 1 || j->count - r0 < ROWS_BLOCK ? j->count : r0 + ROWS_BLOCK;
+    int64_t rcnt[DT_MAX_DIMS] = {0}, roff = 0, rest = r0;
+    for (int d = pl->nr - 1; d >= 0 && r0 > 0; d--) { /* the reduced dims' counters at row r0 */
+      rcnt[d] = rest % pl->rshape[d], rest /= pl->rshape[d];
+      roff += rcnt[d] * pl->rstride[d];
+    }
     for (int64_t i = 0; i < w; i++) acc[i] = 0;
-    int64_t rcnt[DT_MAX_DIMS] = {0}, roff = 0;
-    for (int64_t r = 0; r < j->count; r++) {
+    for (int64_t r = r0; r < r1; r++) {
       add_row(acc, p + roff * es, pl->dtype, w);
       roff += odometer_step(pl->nr, pl->rshape, pl->rstride, rcnt);
     }
-    char *dst = (char *)dt_tensor_data(j->vals) + (o * len + c0) * (int64_t)ves;
-    for (int64_t i = 0; i < w; i++) {
-      double v = j->mean ? acc[i] / (double)j->count : acc[i];
-      if (j->vals->dtype == DT_FLOAT32) ((float *)dst)[i] = (float)v;
-      else dt_store_f64(dst + i * (int64_t)ves, j->vals->dtype, v);
-    }
+    if (j->nrb == 1) put_row(j, o, c0, w, acc);
+    else memcpy(j->part + (o * j->nrb + rb) * len + c0, acc, sizeof(double) * (size_t)w);
+  }
+}
+
+/* the blocks' partial rows added in block order, columns [b, e) of every kept row */
+static void rows_combine(int64_t b, int64_t e, void *vj) {
+  const rows_job *j = vj;
+  double acc[CHUNK];
+  for (int64_t item = b; item < e; item++) {
+    int64_t o = item / j->nblk, c0 = item % j->nblk * CHUNK, w = j->len - c0 < CHUNK ? j->len - c0 : CHUNK;
+    const double *part = j->part + o * j->nrb * j->len + c0;
+    for (int64_t i = 0; i < w; i++) acc[i] = part[i];
+    for (int64_t rb = 1; rb < j->nrb; rb++)
+      for (int64_t i = 0; i < w; i++) acc[i] += part[rb * j->len + i];
+    put_row(j, o, c0, w, acc);
   }
 }
 
 static int reduce_rows(const plan *pl, dt_tensor *vals, int mean) {
   int64_t len = pl->kshape[pl->nk - 1], outer = dt_shape_numel(pl->nk - 1, pl->kshape);
-  rows_job j = {pl, vals, mean, len, dt_shape_numel(pl->nr, pl->rshape), (len + CHUNK - 1) / CHUNK};
-  int64_t per = j.count * (len < CHUNK ? len : CHUNK);
-  dt_parallel_for(outer * j.nblk, per >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (per ? per : 1), rows_piece, &j);
+  int64_t count = dt_shape_numel(pl->nr, pl->rshape), nrb = count > ROWS_BLOCK ? (count + ROWS_BLOCK - 1) / ROWS_BLOCK : 1;
+  rows_job j = {pl, vals, mean, len, count, (len + CHUNK - 1) / CHUNK, nrb, NULL};
+  if (nrb > 1 && !(j.part = malloc(sizeof(double) * (size_t)(outer * nrb * len))))
+    return dt_error("sum: out of memory for %lld partial rows", (long long)(outer * nrb));
+  int64_t per = (nrb > 1 ? ROWS_BLOCK : count) * (len < CHUNK ? len : CHUNK);
+  dt_parallel_for(outer * nrb * j.nblk, per >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (per ? per : 1), rows_piece, &j);
+  if (nrb > 1) {
+    int64_t cper = nrb * (len < CHUNK ? len : CHUNK);
+    dt_parallel_for(outer * j.nblk, cper >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / cper, rows_combine, &j);
+    free(j.part);
+  }
   return DT_OK;
 }
 
