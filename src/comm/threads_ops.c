@@ -121,7 +121,7 @@ static int gather_blocks(tc_comm *c, tc_desc *d, const dt_comm_block *recvblocks
   int n = c->g->size, me = c->base.rank;
   size_t esz = dt_dtype_size(d->dtype), out_bytes = 0;
   for (int r = 0; r < n; r++) out_bytes += dt_comm_block_numel(&recvblocks[r]) * esz;
-  int stream = out_bytes >= DT_STREAM_MIN_BYTES; /* a large output: write around the caches */
+  int stream = dt_stream_pays(out_bytes, n); /* a large output: write around the caches */
   for (int k = 0; k < n; k++) {
     int p = (me + 1 + k) % n;
     const tc_desc *dp = tc_peer(c, p);
