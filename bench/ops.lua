@@ -45,7 +45,7 @@ for _, n in ipairs(quick and {256} or {256, 1024, 2048}) do
   local t, base = math.huge, 0
   for _ = 1, reps do
     t = math.min(t, best_of(1, function() a:matmul(b) end))
-    base = math.max(base, baseline.sgemm_gflops(n, 1) or 0)
+    base = math.max(base, baseline.sgemm_gflops(n, 1, dt.get_num_threads()) or 0)
   end
   row(string.format("matmul %dx%d float32", n, n), 2 * n ^ 3 / t / 1e9, base > 0 and base or nil, "GFLOP/s")
 end
