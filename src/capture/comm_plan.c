@@ -9,8 +9,9 @@
  * every element alike wherever it lies (threads: rank order), except MPI's float sums over more
  * than two ranks, whose algorithm may depend on the buffer's size: there a bucket holds one
  * such collective (still overlapped).  Uneven shards: an all_gather bucket is one all_gather_v
- * (each rank's block: its shards of every member); a reduce_scatter pads every rank's block to
- * the largest (zeros, reduced too, never read). */
+ * (each rank's block: its shards of every member); a reduce_scatter packs only members whose
+ * chunks are even (every rank's block the same size, as dt_comm_ireduce_scatter wants: no
+ * padding), an uneven one runs as recorded. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,9 +74,13 @@ static int64_t chunk_of(const gnode *n, int cc, int64_t *start, int64_t *len, in
   return L ? whole / L * *len : 0;
 }
 
-/* n replays as a bucket member: a collective whose autograd is not recorded at replay. */
+/* n replays as a bucket member: a collective whose autograd is not recorded at replay.  A
+ * reduce_scatter of uneven chunks is left to run as recorded: packed, each rank's block would be
+ * padded to the largest (dt_comm_ireduce_scatter's blocks are equal), more bytes than eager's
+ * reduce_scatter of unpadded blocks. */
 static int eligible(const dt_graph *g, const gnode *n) {
-  return !n->dead && n->kind == NODE_CONV && n->coll && !(n->grad && !g->has_backward);
+  if (n->dead || n->kind != NODE_CONV || !n->coll || (n->grad && !g->has_backward)) return 0;
+  return n->coll != GCOLL_REDUCE_SCATTER || n->coll_shape[n->coll_dim] % n->coll_comm->size == 0;
 }
 
 static int add_wait(gnode *n, int b) {
