@@ -231,14 +231,18 @@ static void copy_mapped(void *arg) { /* guarded: no locks, no allocation */
     if (from == to) {
       memcpy(dst, src, (size_t)n * p->fel);
       if (from == DT_BOOL) canonical_bool(dst, n);
-    } else if (from != DT_BOOL) {
+    } else if (from != DT_BOOL && (uintptr_t)src % p->fel == 0) {
       dt_convert_elements(dst, to, src, from, n);
-    } else { /* bool bytes made 0/1 before conversion, in pieces through the stack */
-      char piece[4096];
-      for (int64_t i = 0; i < n; i += (int64_t)sizeof piece) {
-        int64_t c = n - i < (int64_t)sizeof piece ? n - i : (int64_t)sizeof piece;
-        memcpy(piece, src + i, (size_t)c);
-        canonical_bool(piece, c);
+    } else {
+      /* in pieces through an aligned stack buffer: bool bytes made 0/1 before conversion, and
+       * elements the file holds at an offset that is not a multiple of their size (the
+       * mapping is the file's bytes: a typed load there is misaligned) */
+      _Alignas(16) char piece[4096];
+      int64_t per = (int64_t)sizeof piece / (int64_t)p->fel;
+      for (int64_t i = 0; i < n; i += per) {
+        int64_t c = n - i < per ? n - i : per;
+        memcpy(piece, src + i * (int64_t)p->fel, (size_t)(c * (int64_t)p->fel));
+        if (from == DT_BOOL) canonical_bool(piece, c);
         dt_convert_elements(dst + i * (int64_t)p->del, to, piece, from, c);
       }
     }
