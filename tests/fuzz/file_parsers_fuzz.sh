@@ -26,7 +26,7 @@ fi
 mkdir -p "$out/cfg"
 grep -v -E 'DT_HAVE_(CUDA|NCCL)' "$top/config.h" >"$out/cfg/config.h" 2>/dev/null || : >"$out/cfg/config.h"
 srcs=(tests/fuzz/file_parsers_fuzz.c src/io/json.c src/io/npy.c src/io/safetensors.c src/io/safetensors_boxes.c
-  src/io/file.c src/base/*.c)
+  src/io/file.c src/io/file_map.c src/base/*.c)
 for f in "$top"/src/tensor/*.c; do
   case $f in */device_cuda.c) ;; *) srcs+=("src/tensor/${f##*/}") ;; esac
 done
