@@ -125,9 +125,7 @@ static int layout(dt_graph *g) {
   }
   for (int b = 0; b < g->nbuckets; b++) {
     gbucket *o = &g->buckets[b];
-    if (o->coll == GCOLL_REDUCE_SCATTER)
-      for (int r = 0; r < o->comm->size; r++)
-        if ((int64_t)o->counts[r] > o->block) o->block = (int64_t)o->counts[r];
+    if (o->coll == GCOLL_REDUCE_SCATTER) o->block = (int64_t)o->counts[0]; /* even members: every rank's alike */
     if (o->coll == GCOLL_ALL_GATHER && !(o->outs = calloc((size_t)o->nmembers, sizeof *o->outs)))
       return dt_error("compile: out of memory");
   }
@@ -222,18 +220,15 @@ static int64_t sum_counts(const gbucket *b) {
   return s;
 }
 
-/* this replay's buffers: send (a reduce_scatter's zeroed once: its padding stays zero) and
- * recv (last replay's when nothing else holds it: an all_reduce's and reduce_scatter's outputs
- * are views of it) */
+/* this replay's buffers: send and recv (last replay's when nothing else holds it: an
+ * all_reduce's and reduce_scatter's outputs are views of it) */
 static int buffers(gbucket *b) {
   int64_t ns = b->coll == GCOLL_ALL_REDUCE ? b->count
              : b->coll == GCOLL_ALL_GATHER ? (int64_t)b->counts[b->comm->rank] : b->block * b->comm->size;
   int64_t nr = b->coll == GCOLL_ALL_REDUCE ? b->count : b->coll == GCOLL_ALL_GATHER ? sum_counts(b) : b->block;
   if (b->recv && (atomic_load(&b->recv->refcount) != 1 || atomic_load(&b->recv->storage->refcount) != 1))
     dt_tensor_release(b->recv), b->recv = NULL;
-  if (!b->send && !(b->send = b->coll == GCOLL_REDUCE_SCATTER ? dt_tensor_zeros(b->dtype, 1, &ns, DT_HOST)
-                                                              : dt_tensor_empty(b->dtype, 1, &ns, DT_HOST)))
-    return DT_ERR;
+  if (!b->send && !(b->send = dt_tensor_empty(b->dtype, 1, &ns, DT_HOST))) return DT_ERR;
   if (!b->recv && !(b->recv = dt_tensor_empty(b->dtype, 1, &nr, DT_HOST))) return DT_ERR;
   return DT_OK;
 }
