@@ -34,6 +34,42 @@
 #undef EXP
 #undef SOFTMAX_LINE
 
+/* layer_norm's rows (norm_rows.h): f32 and f64, each in the default ISA and under AVX2,
+ * with the same bits; norm_isa_avx2() picks at run time */
+#define NORM_ISA
+#define R float
+#define NSUF(x) x##_f32
+#include "kernels/cpu/norm_rows.h"
+#undef R
+#undef NSUF
+#define R double
+#define NSUF(x) x##_f64
+#include "kernels/cpu/norm_rows.h"
+#undef R
+#undef NSUF
+#undef NORM_ISA
+#if defined(__x86_64__) && defined(__GNUC__)
+#define NORM_ISA __attribute__((target("avx2")))
+#define R float
+#define NSUF(x) x##_f32_avx2
+#include "kernels/cpu/norm_rows.h"
+#undef R
+#undef NSUF
+#define R double
+#define NSUF(x) x##_f64_avx2
+#include "kernels/cpu/norm_rows.h"
+#undef R
+#undef NSUF
+#undef NORM_ISA
+static int norm_isa_avx2(void) { return __builtin_cpu_supports("avx2"); }
+#else
+#define norm_rows_f32_avx2 norm_rows_f32
+#define norm_rows_f64_avx2 norm_rows_f64
+#define norm_backward_rows_f32_avx2 norm_backward_rows_f32
+#define norm_backward_rows_f64_avx2 norm_backward_rows_f64
+static int norm_isa_avx2(void) { return 0; }
+#endif
+
 /* Up to 4 inputs converted to one compute dtype (NULL stays NULL), released together. */
 typedef struct inputs {
   dt_tensor *t[4];
@@ -114,16 +150,20 @@ typedef struct {
   void *y, *y2;              /* backward: dx, the blocks' partial dw and db rows */
   int64_t n, rows;
   double eps;
-  int rms, f64;
+  int rms, f64, avx2; /* avx2: norm_rows.h's AVX2 form (the same bits, half the instructions) */
 } norm_job;
 
 /* rows [r0, r1) on one thread: each row's arithmetic is the same on any thread count */
 static void norm_piece(int64_t r0, int64_t r1, void *vj) {
   const norm_job *j = vj;
-  if (j->f64)
-    norm_rows_f64((const double *)j->x + r0 * j->n, j->w, j->b, (double *)j->y + r0 * j->n, r1 - r0, j->n, j->eps, j->rms);
-  else
-    norm_rows_f32((const float *)j->x + r0 * j->n, j->w, j->b, (float *)j->y + r0 * j->n, r1 - r0, j->n, j->eps, j->rms);
+  const double *xd = (const double *)j->x + r0 * j->n;
+  const float *xf = (const float *)j->x + r0 * j->n;
+  double *yd = (double *)j->y + r0 * j->n;
+  float *yf = (float *)j->y + r0 * j->n;
+  if (j->f64 && j->avx2) norm_rows_f64_avx2(xd, j->w, j->b, yd, r1 - r0, j->n, j->eps, j->rms);
+  else if (j->f64) norm_rows_f64(xd, j->w, j->b, yd, r1 - r0, j->n, j->eps, j->rms);
+  else if (j->avx2) norm_rows_f32_avx2(xf, j->w, j->b, yf, r1 - r0, j->n, j->eps, j->rms);
+  else norm_rows_f32(xf, j->w, j->b, yf, r1 - r0, j->n, j->eps, j->rms);
 }
 
 /* The rows a norm walks: n elements each, x's last ints[0] dims. */
@@ -143,7 +183,7 @@ static int norm(const dt_op_args *a, dt_tensor **out, int rms) {
   if (!y) return inputs_release(&in), DT_ERR;
   const dt_tensor *b = rms ? NULL : in.t[2];
   norm_job j = {.x = dt_tensor_data(in.t[0]), .w = data_or_null(in.t[1]), .b = data_or_null(b), .y = dt_tensor_data(y),
-                .n = n, .eps = a->scalar[0], .rms = rms, .f64 = cd == DT_FLOAT64};
+                .n = n, .eps = a->scalar[0], .rms = rms, .f64 = cd == DT_FLOAT64, .avx2 = norm_isa_avx2()};
   dt_parallel_for(rows, n >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (n ? n : 1), norm_piece, &j);
   inputs_release(&in);
   return out_finish(out[0], y, a->name);
@@ -189,11 +229,13 @@ static void norm_bw_piece(int64_t b0, int64_t b1, void *vj) {
     int64_t r0 = blk * NORM_BW_BLOCK, nr = j->rows - r0 < NORM_BW_BLOCK ? j->rows - r0 : NORM_BW_BLOCK, o = r0 * j->n;
     int64_t p = blk * 2 * j->n; /* this block's dw row, then its db row */
     if (j->f64)
-      norm_backward_rows_f64((const double *)j->g + o, (const double *)j->x + o, j->w, (double *)j->y + o,
-                             (double *)j->y2 + p, (double *)j->y2 + p + j->n, nr, j->n, j->eps, j->rms);
+      (j->avx2 ? norm_backward_rows_f64_avx2 : norm_backward_rows_f64)(
+          (const double *)j->g + o, (const double *)j->x + o, j->w, (double *)j->y + o, (double *)j->y2 + p,
+          (double *)j->y2 + p + j->n, nr, j->n, j->eps, j->rms);
     else
-      norm_backward_rows_f32((const float *)j->g + o, (const float *)j->x + o, j->w, (float *)j->y + o,
-                             (float *)j->y2 + p, (float *)j->y2 + p + j->n, nr, j->n, j->eps, j->rms);
+      (j->avx2 ? norm_backward_rows_f32_avx2 : norm_backward_rows_f32)(
+          (const float *)j->g + o, (const float *)j->x + o, j->w, (float *)j->y + o, (float *)j->y2 + p,
+          (float *)j->y2 + p + j->n, nr, j->n, j->eps, j->rms);
   }
 }
 
@@ -228,7 +270,7 @@ int dt_cpu_layer_norm_backward(const dt_op_args *a, dt_tensor **out) {
   memset(dt_tensor_data(part), 0, (size_t)pshape[0] * dt_tensor_elsize(part));
   norm_job j = {.g = dt_tensor_data(in.t[0]), .x = dt_tensor_data(in.t[1]), .w = data_or_null(in.t[2]),
                 .y = dt_tensor_data(dx), .y2 = dt_tensor_data(part), .n = n, .rows = rows, .eps = a->scalar[0],
-                .rms = a->flags & 1, .f64 = cd == DT_FLOAT64};
+                .rms = a->flags & 1, .f64 = cd == DT_FLOAT64, .avx2 = norm_isa_avx2()};
   int64_t per_block = NORM_BW_BLOCK * n;
   dt_parallel_for(nblocks, per_block >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (per_block ? per_block : 1),
                   norm_bw_piece, &j);

@@ -1,0 +1,129 @@
+/* layer_norm / rms_norm rows and their backward, included by nn.c once per compute type and
+ * instruction set with
+ *   R          the element type (float or double)
+ *   NSUF(x)    the name suffix (x##_f32, x##_f32_avx2, ...)
+ *   NORM_ISA   a function attribute: empty (SSE2) or __attribute__((target("avx2")))
+ * The loops work on 32-byte vectors of R (GCC vector extensions: two SSE registers per
+ * operation in the default build, one AVX register under target("avx2")), so every
+ * instruction set adds the same lanes in the same order: the same bits on any x86-64 CPU,
+ * and the AVX2 form halves the instructions.  Only locals and memcpy: no vector crosses a
+ * call (GCC's -Wpsabi).  Statistics end in double whatever R is (see row_sum). */
+
+typedef R NSUF(nvec) __attribute__((vector_size(32)));
+#define NLANES (int64_t)(32 / sizeof(R))
+#define NHALF (NLANES / 2)
+
+/* sum of x[i] (square = 0) or of (x[i] - shift)^2 (square = 1): NLANES lanes over at most 256
+ * elements, each such partial then added in double (lane l with lane l + NHALF first), so the
+ * error stays near a double sum's. */
+NORM_ISA static double NSUF(row_sum)(const R *restrict x, int64_t n, R shift, int square) {
+  double total = 0;
+  int64_t i = 0;
+  while (i + NLANES <= n) {
+    int64_t end = n - i > 256 ? i + 256 : n;
+    NSUF(nvec) acc = {0};
+    for (; i + NLANES <= end; i += NLANES) {
+      NSUF(nvec) a;
+      memcpy(&a, x + i, sizeof a);
+      if (square) {
+        a -= shift;
+        a *= a;
+      }
+      acc += a;
+    }
+    for (int64_t l = 0; l < NHALF; l++) total += (double)acc[l] + acc[l + NHALF];
+  }
+  for (; i < n; i++) total += square ? ((double)x[i] - shift) * ((double)x[i] - shift) : x[i];
+  return total;
+}
+
+/* the row's mean (0 for rms) and 1 / sqrt(var + eps): two sweeps (no cancellation) */
+NORM_ISA static inline void NSUF(row_stats)(const R *restrict xr, int64_t n, double eps, int rms, R *mu, R *inv) {
+  *mu = rms ? 0 : (R)(NSUF(row_sum)(xr, n, 0, 0) / (double)n);
+  double var = NSUF(row_sum)(xr, n, *mu, 1) / (double)n;
+  *inv = (R)(1.0 / sqrt(var + eps));
+}
+
+/* layer_norm (rms = 0) or rms_norm (rms = 1) over rows of n contiguous elements: the
+ * statistics, then y = (x - mean) * inv * w + b in one sweep. */
+NORM_ISA static void NSUF(norm_rows)(const R *restrict x, const R *restrict w, const R *restrict b, R *restrict y,
+                                     int64_t rows, int64_t n, double eps, int rms) {
+  for (int64_t r = 0; r < rows; r++) {
+    const R *xr = x + r * n;
+    R *yr = y + r * n, mu, inv;
+    NSUF(row_stats)(xr, n, eps, rms, &mu, &inv);
+    int64_t i = 0;
+    for (; i + NLANES <= n; i += NLANES) { /* the w and b branches are the same every time */
+      NSUF(nvec) v, t;
+      memcpy(&v, xr + i, sizeof v);
+      v = (v - mu) * inv;
+      if (w) memcpy(&t, w + i, sizeof t), v *= t;
+      if (b) memcpy(&t, b + i, sizeof t), v += t;
+      memcpy(yr + i, &v, sizeof v);
+    }
+    for (; i < n; i++) {
+      R v = (xr[i] - mu) * inv;
+      if (w) v *= w[i];
+      if (b) v += b[i];
+      yr[i] = v;
+    }
+  }
+}
+
+/* layer_norm / rms_norm backward over rows of n: the statistics recomputed as norm_rows makes
+ * them, xhat = (x - mean) * rstd, gy = g * w, and
+ * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) (rms: without mean(gy)); in the same
+ * sweep g * xhat and g are added into the rows dwp and dbp (this block's partial dw and db,
+ * which the caller combines).  The two row sums in lanes as row_sum's. */
+NORM_ISA static void NSUF(norm_backward_rows)(const R *restrict g, const R *restrict x, const R *restrict w,
+                                              R *restrict dx, R *restrict dwp, R *restrict dbp, int64_t rows,
+                                              int64_t n, double eps, int rms) {
+  for (int64_t r = 0; r < rows; r++) {
+    const R *xr = x + r * n, *gr = g + r * n;
+    R *dr = dx + r * n, mu, inv;
+    NSUF(row_stats)(xr, n, eps, rms, &mu, &inv);
+    double sum_gy = 0, sum_gyxh = 0;
+    int64_t i = 0;
+    while (i + NLANES <= n) {
+      int64_t end = n - i > 256 ? i + 256 : n;
+      NSUF(nvec) s1 = {0}, s2 = {0};
+      for (; i + NLANES <= end; i += NLANES) {
+        NSUF(nvec) xv, gv, wv, acc;
+        memcpy(&xv, xr + i, sizeof xv);
+        memcpy(&gv, gr + i, sizeof gv);
+        NSUF(nvec) xh = (xv - mu) * inv, gy = gv;
+        if (w) memcpy(&wv, w + i, sizeof wv), gy = gv * wv;
+        memcpy(&acc, dwp + i, sizeof acc);
+        acc += gv * xh;
+        memcpy(dwp + i, &acc, sizeof acc);
+        memcpy(&acc, dbp + i, sizeof acc);
+        acc += gv;
+        memcpy(dbp + i, &acc, sizeof acc);
+        s1 += gy, s2 += gy * xh;
+      }
+      for (int64_t l = 0; l < NHALF; l++)
+        sum_gy += (double)s1[l] + s1[l + NHALF], sum_gyxh += (double)s2[l] + s2[l + NHALF];
+    }
+    for (; i < n; i++) {
+      R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
+      dwp[i] += gr[i] * xh, dbp[i] += gr[i];
+      sum_gy += gy, sum_gyxh += (double)gy * xh;
+    }
+    R a = rms ? 0 : (R)(sum_gy / (double)n), b = (R)(sum_gyxh / (double)n);
+    for (i = 0; i + NLANES <= n; i += NLANES) {
+      NSUF(nvec) xv, gv, wv;
+      memcpy(&xv, xr + i, sizeof xv);
+      memcpy(&gv, gr + i, sizeof gv);
+      NSUF(nvec) xh = (xv - mu) * inv, gy = gv;
+      if (w) memcpy(&wv, w + i, sizeof wv), gy = gv * wv;
+      NSUF(nvec) d = inv * (gy - a - xh * b);
+      memcpy(dr + i, &d, sizeof d);
+    }
+    for (; i < n; i++) {
+      R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
+      dr[i] = inv * (gy - a - xh * b);
+    }
+  }
+}
+#undef NLANES
+#undef NHALF
