@@ -239,13 +239,18 @@ static void norm_bw_piece(int64_t b0, int64_t b1, void *vj) {
   }
 }
 
-/* dw[i] (row 0) and db[i] (row 1) = the blocks' partials added in block order */
+/* dw[i] (row 0) and db[i] (row 1) = the blocks' partials added in block order, in double;
+ * 64 columns at a time with the blocks outermost (contiguous loads, independent adds) */
 #define DEFINE_NORM_COMBINE(NAME, R)                                                       \
   static void NAME(const R *part, int64_t nblocks, int64_t n, R *dw, R *db) {              \
-    for (int64_t i = 0; i < n; i++) {                                                      \
-      double sw = 0, sb = 0;                                                               \
-      for (int64_t blk = 0; blk < nblocks; blk++) sw += part[blk * 2 * n + i], sb += part[blk * 2 * n + n + i]; \
-      dw[i] = (R)sw, db[i] = (R)sb;                                                        \
+    for (int64_t i0 = 0; i0 < n; i0 += 64) {                                               \
+      int64_t m = n - i0 < 64 ? n - i0 : 64;                                               \
+      double sw[64] = {0}, sb[64] = {0};                                                   \
+      for (int64_t blk = 0; blk < nblocks; blk++) {                                        \
+        const R *pw = part + blk * 2 * n + i0, *pb = pw + n;                               \
+        for (int64_t i = 0; i < m; i++) sw[i] += pw[i], sb[i] += pb[i];                    \
+      }                                                                                    \
+      for (int64_t i = 0; i < m; i++) dw[i0 + i] = (R)sw[i], db[i0 + i] = (R)sb[i];        \
     }                                                                                      \
   }
 DEFINE_NORM_COMBINE(norm_combine_f32, float)

@@ -13,45 +13,79 @@ typedef R NSUF(nvec) __attribute__((vector_size(32)));
 #define NLANES (int64_t)(32 / sizeof(R))
 #define NHALF (NLANES / 2)
 
-/* sum of x[i] (square = 0) or of (x[i] - shift)^2 (square = 1): NLANES lanes over at most 256
- * elements, each such partial then added in double (lane l with lane l + NHALF first), so the
- * error stays near a double sum's. */
-NORM_ISA static double NSUF(row_sum)(const R *restrict x, int64_t n, R shift, int square) {
+/* a vector's lanes in double: lane l with lane l + NHALF, then those pairwise (short add
+ * chains: this runs twice per row) */
+NORM_ISA static inline __attribute__((always_inline)) double NSUF(lanes_sum)(NSUF(nvec) a) {
+  double h[NHALF];
+  for (int64_t l = 0; l < NHALF; l++) h[l] = (double)a[l] + a[l + NHALF];
+  for (int64_t w = NHALF / 2; w >= 1; w /= 2)
+    for (int64_t l = 0; l < w; l++) h[l] += h[l + w];
+  return h[0];
+}
+
+/* one vector of the sum: x, or (x - shift)^2 */
+#define NORM_TERM(v, x, i)        \
+  memcpy(&v, (x) + (i), sizeof v); \
+  if (square) {                   \
+    v -= shift;                   \
+    v *= v;                       \
+  }
+
+/* sum of x[i] (square = 0) or of (x[i] - shift)^2 (square = 1) over at most 256 elements at a
+ * time: four vectors of lanes (four independent add chains: one chain waited on the add's
+ * latency), added (a0 + a1) + (a2 + a3), the lanes then in double (lanes_sum), so the error
+ * stays near a double sum's.  Inlined: square folds away. */
+NORM_ISA static inline __attribute__((always_inline)) double NSUF(row_sum)(const R *restrict x, int64_t n, R shift,
+                                                                          int square) {
   double total = 0;
   int64_t i = 0;
   while (i + NLANES <= n) {
     int64_t end = n - i > 256 ? i + 256 : n;
-    NSUF(nvec) acc = {0};
-    for (; i + NLANES <= end; i += NLANES) {
-      NSUF(nvec) a;
-      memcpy(&a, x + i, sizeof a);
-      if (square) {
-        a -= shift;
-        a *= a;
-      }
-      acc += a;
+    NSUF(nvec) a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, v0, v1, v2, v3;
+    for (; i + 4 * NLANES <= end; i += 4 * NLANES) {
+      NORM_TERM(v0, x, i)
+      NORM_TERM(v1, x, i + NLANES)
+      NORM_TERM(v2, x, i + 2 * NLANES)
+      NORM_TERM(v3, x, i + 3 * NLANES)
+      a0 += v0, a1 += v1, a2 += v2, a3 += v3;
     }
-    for (int64_t l = 0; l < NHALF; l++) total += (double)acc[l] + acc[l + NHALF];
+    for (; i + NLANES <= end; i += NLANES) {
+      NORM_TERM(v0, x, i)
+      a0 += v0;
+    }
+    total += NSUF(lanes_sum)((a0 + a1) + (a2 + a3));
   }
   for (; i < n; i++) total += square ? ((double)x[i] - shift) * ((double)x[i] - shift) : x[i];
   return total;
 }
+#undef NORM_TERM
 
-/* the row's mean (0 for rms) and 1 / sqrt(var + eps): two sweeps (no cancellation) */
-NORM_ISA static inline void NSUF(row_stats)(const R *restrict xr, int64_t n, double eps, int rms, R *mu, R *inv) {
-  *mu = rms ? 0 : (R)(NSUF(row_sum)(xr, n, 0, 0) / (double)n);
-  double var = NSUF(row_sum)(xr, n, *mu, 1) / (double)n;
-  *inv = (R)(1.0 / sqrt(var + eps));
+/* Rows go in groups of NORM_GROUP: each row's mean (0 for rms) and 1 / sqrt(var + eps) in
+ * two sweeps (no cancellation), a sweep over the group's rows at a time, so one row's sums,
+ * square root and division overlap the next row's instead of waiting on their latency (the
+ * statistics were most of a 256-wide row's time).  Each row's arithmetic is its own. */
+#ifndef NORM_GROUP
+#define NORM_GROUP 8
+#endif
+NORM_ISA static inline __attribute__((always_inline)) void NSUF(group_stats)(const R *restrict x, int64_t rows,
+                                                                             int64_t n, double eps, int rms, R *mu,
+                                                                             R *inv) {
+  double var[NORM_GROUP];
+  for (int64_t r = 0; r < rows; r++) mu[r] = rms ? 0 : (R)(NSUF(row_sum)(x + r * n, n, 0, 0) / (double)n);
+  for (int64_t r = 0; r < rows; r++) var[r] = NSUF(row_sum)(x + r * n, n, mu[r], 1) / (double)n;
+  for (int64_t r = 0; r < rows; r++) inv[r] = (R)(1.0 / sqrt(var[r] + eps));
 }
 
 /* layer_norm (rms = 0) or rms_norm (rms = 1) over rows of n contiguous elements: the
  * statistics, then y = (x - mean) * inv * w + b in one sweep. */
 NORM_ISA static void NSUF(norm_rows)(const R *restrict x, const R *restrict w, const R *restrict b, R *restrict y,
                                      int64_t rows, int64_t n, double eps, int rms) {
+  R mus[NORM_GROUP], invs[NORM_GROUP];
   for (int64_t r = 0; r < rows; r++) {
-    const R *xr = x + r * n;
-    R *yr = y + r * n, mu, inv;
-    NSUF(row_stats)(xr, n, eps, rms, &mu, &inv);
+    if (r % NORM_GROUP == 0)
+      NSUF(group_stats)(x + r * n, rows - r < NORM_GROUP ? rows - r : NORM_GROUP, n, eps, rms, mus, invs);
+    const R *xr = x + r * n, mu = mus[r % NORM_GROUP], inv = invs[r % NORM_GROUP];
+    R *yr = y + r * n;
     int64_t i = 0;
     for (; i + NLANES <= n; i += NLANES) { /* the w and b branches are the same every time */
       NSUF(nvec) v, t;
@@ -74,14 +108,16 @@ NORM_ISA static void NSUF(norm_rows)(const R *restrict x, const R *restrict w, c
  * them, xhat = (x - mean) * rstd, gy = g * w, and
  * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) (rms: without mean(gy)); in the same
  * sweep g * xhat and g are added into the rows dwp and dbp (this block's partial dw and db,
- * which the caller combines).  The two row sums in lanes as row_sum's. */
+ * which the caller combines).  The two row sums: lanes over at most 256 elements, then double. */
 NORM_ISA static void NSUF(norm_backward_rows)(const R *restrict g, const R *restrict x, const R *restrict w,
                                               R *restrict dx, R *restrict dwp, R *restrict dbp, int64_t rows,
                                               int64_t n, double eps, int rms) {
+  R mus[NORM_GROUP], invs[NORM_GROUP];
   for (int64_t r = 0; r < rows; r++) {
-    const R *xr = x + r * n, *gr = g + r * n;
-    R *dr = dx + r * n, mu, inv;
-    NSUF(row_stats)(xr, n, eps, rms, &mu, &inv);
+    if (r % NORM_GROUP == 0)
+      NSUF(group_stats)(x + r * n, rows - r < NORM_GROUP ? rows - r : NORM_GROUP, n, eps, rms, mus, invs);
+    const R *xr = x + r * n, *gr = g + r * n, mu = mus[r % NORM_GROUP], inv = invs[r % NORM_GROUP];
+    R *dr = dx + r * n;
     double sum_gy = 0, sum_gyxh = 0;
     int64_t i = 0;
     while (i + NLANES <= n) {
@@ -101,8 +137,7 @@ NORM_ISA static void NSUF(norm_backward_rows)(const R *restrict g, const R *rest
         memcpy(dbp + i, &acc, sizeof acc);
         s1 += gy, s2 += gy * xh;
       }
-      for (int64_t l = 0; l < NHALF; l++)
-        sum_gy += (double)s1[l] + s1[l + NHALF], sum_gyxh += (double)s2[l] + s2[l + NHALF];
+      sum_gy += NSUF(lanes_sum)(s1), sum_gyxh += NSUF(lanes_sum)(s2);
     }
     for (; i < n; i++) {
       R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
