@@ -15,7 +15,8 @@ typedef R NSUF(nvec) __attribute__((vector_size(32)));
 
 /* a vector's lanes in double: lane l with lane l + NHALF, then those pairwise (short add
  * chains: this runs twice per row) */
-NORM_ISA static inline __attribute__((always_inline)) double NSUF(lanes_sum)(NSUF(nvec) a) {
+NORM_ISA static inline __attribute__((always_inline)) double NSUF(lanes_sum)(const NSUF(nvec) *pa) {
+  NSUF(nvec) a = *pa;
   double h[NHALF];
   for (int64_t l = 0; l < NHALF; l++) h[l] = (double)a[l] + a[l + NHALF];
   for (int64_t w = NHALF / 2; w >= 1; w /= 2)
@@ -53,7 +54,8 @@ NORM_ISA static inline __attribute__((always_inline)) double NSUF(row_sum)(const
       NORM_TERM(v0, x, i)
       a0 += v0;
     }
-    total += NSUF(lanes_sum)((a0 + a1) + (a2 + a3));
+    a0 = (a0 + a1) + (a2 + a3);
+    total += NSUF(lanes_sum)(&a0);
   }
   for (; i < n; i++) total += square ? ((double)x[i] - shift) * ((double)x[i] - shift) : x[i];
   return total;
@@ -137,7 +139,7 @@ NORM_ISA static void NSUF(norm_backward_rows)(const R *restrict g, const R *rest
         memcpy(dbp + i, &acc, sizeof acc);
         s1 += gy, s2 += gy * xh;
       }
-      sum_gy += NSUF(lanes_sum)(s1), sum_gyxh += NSUF(lanes_sum)(s2);
+      sum_gy += NSUF(lanes_sum)(&s1), sum_gyxh += NSUF(lanes_sum)(&s2);
     }
     for (; i < n; i++) {
       R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
