@@ -9,33 +9,7 @@
 
 #include "ctest.h"
 
-#define NORM_ISA
-#define R float
-#define NSUF(x) x##_f32
-#include "kernels/cpu/norm_rows.h"
-#undef R
-#undef NSUF
-#define R double
-#define NSUF(x) x##_f64
-#include "kernels/cpu/norm_rows.h"
-#undef R
-#undef NSUF
-#undef NORM_ISA
-#if defined(__x86_64__) && defined(__GNUC__)
-#define NORM_ISA __attribute__((target("avx2")))
-#define R float
-#define NSUF(x) x##_f32_avx2
-#include "kernels/cpu/norm_rows.h"
-#undef R
-#undef NSUF
-#define R double
-#define NSUF(x) x##_f64_avx2
-#include "kernels/cpu/norm_rows.h"
-#undef R
-#undef NSUF
-#undef NORM_ISA
-#define HAVE_AVX2_FORM 1
-#endif
+#include "kernels/cpu/norm_forms.h"
 
 static uint64_t seed = 12345;
 static double rnd(void) { /* xorshift, uniform in [-2, 2) plus an offset: layer_norm's centring matters */
@@ -69,14 +43,14 @@ static double rnd(void) { /* xorshift, uniform in [-2, 2) plus an offset: layer_
     return same && finite;                                                                           \
   }
 
-#ifdef HAVE_AVX2_FORM
+#ifdef DT_NORM_HAVE_AVX2_FORM
 DEFINE_COMPARE(compare_f32, float, _f32, _f32_avx2)
 DEFINE_COMPARE(compare_f64, double, _f64, _f64_avx2)
 #endif
 
 static void test_norm_rows_same_bits_in_every_isa(void) {
-#ifdef HAVE_AVX2_FORM
-  if (!__builtin_cpu_supports("avx2")) return;
+#ifdef DT_NORM_HAVE_AVX2_FORM
+  if (!norm_isa_avx2()) return;
   const int64_t widths[] = {1, 3, 4, 7, 8, 9, 15, 16, 31, 32, 33, 40, 63, 64, 100, 255, 256, 257, 300, 520, 1024};
   const int64_t rows[] = {1, 5, 8, 9, 17};
   for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)

@@ -34,41 +34,7 @@
 #undef EXP
 #undef SOFTMAX_LINE
 
-/* layer_norm's rows (norm_rows.h): f32 and f64, each in the default ISA and under AVX2,
- * with the same bits; norm_isa_avx2() picks at run time */
-#define NORM_ISA
-#define R float
-#define NSUF(x) x##_f32
-#include "kernels/cpu/norm_rows.h"
-#undef R
-#undef NSUF
-#define R double
-#define NSUF(x) x##_f64
-#include "kernels/cpu/norm_rows.h"
-#undef R
-#undef NSUF
-#undef NORM_ISA
-#if defined(__x86_64__) && defined(__GNUC__)
-#define NORM_ISA __attribute__((target("avx2")))
-#define R float
-#define NSUF(x) x##_f32_avx2
-#include "kernels/cpu/norm_rows.h"
-#undef R
-#undef NSUF
-#define R double
-#define NSUF(x) x##_f64_avx2
-#include "kernels/cpu/norm_rows.h"
-#undef R
-#undef NSUF
-#undef NORM_ISA
-static int norm_isa_avx2(void) { return __builtin_cpu_supports("avx2"); }
-#else
-#define norm_rows_f32_avx2 norm_rows_f32
-#define norm_rows_f64_avx2 norm_rows_f64
-#define norm_backward_rows_f32_avx2 norm_backward_rows_f32
-#define norm_backward_rows_f64_avx2 norm_backward_rows_f64
-static int norm_isa_avx2(void) { return 0; }
-#endif
+#include "kernels/cpu/norm_forms.h"
 
 /* Up to 4 inputs converted to one compute dtype (NULL stays NULL), released together. */
 typedef struct inputs {
