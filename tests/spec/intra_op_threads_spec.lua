@@ -142,6 +142,31 @@ describe("intra-op threads", function()
     end
   end)
 
+  it("layer_norm and gelu forward and backward at the training step's shapes give the same bits", function()
+    -- [B*L, W] = [2048, 256] rows (groups of 8 rows' statistics, blocks of 32 for dw/db) and
+    -- widths off the 8-lane and 32-element steps; gelu at [B, L, 4W]
+    for _, shape in ipairs({{2048, 256}, {2048, 259}, {37, 1}, {45, 33}}) do
+      local rows, n = shape[1], shape[2]
+      local x, w, b = dt.randn(rows, n):requires_grad_(), dt.randn(n):requires_grad_(), dt.randn(n):requires_grad_()
+      local g = dt.randn(rows, n)
+      same_bits(string.format("layer_norm fwd+bwd [%d,%d]", rows, n), function()
+        local y = F.layer_norm(x, {n}, w, b)
+        y:backward(g)
+        local r = {y:detach(), x.grad, w.grad, b.grad}
+        x.grad, w.grad, b.grad = nil, nil, nil
+        return r
+      end)
+    end
+    local x, g = dt.randn(16, 128, 1024):requires_grad_(), dt.randn(16, 128, 1024)
+    same_bits("gelu fwd+bwd [16,128,1024]", function()
+      local y = F.gelu(x)
+      y:backward(g)
+      local r = {y:detach(), x.grad}
+      x.grad = nil
+      return r
+    end)
+  end)
+
   it("the fused training-step ops give the same bits: cross_entropy and its backward, sdpa's backward", function()
     local prng = S.prng(13)
     for _ = 1, 3 do

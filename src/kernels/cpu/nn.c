@@ -34,6 +34,8 @@
 #undef EXP
 #undef SOFTMAX_LINE
 
+#include "kernels/cpu/norm_forms.h"
+
 /* Up to 4 inputs converted to one compute dtype (NULL stays NULL), released together. */
 typedef struct inputs {
   dt_tensor *t[4];
@@ -114,16 +116,20 @@ typedef struct {
   void *y, *y2;              /* backward: dx, the blocks' partial dw and db rows */
   int64_t n, rows;
   double eps;
-  int rms, f64;
+  int rms, f64, avx2; /* avx2: norm_rows.h's AVX2 form (the same bits, half the instructions) */
 } norm_job;
 
 /* rows [r0, r1) on one thread: each row's arithmetic is the same on any thread count */
 static void norm_piece(int64_t r0, int64_t r1, void *vj) {
   const norm_job *j = vj;
-  if (j->f64)
-    norm_rows_f64((const double *)j->x + r0 * j->n, j->w, j->b, (double *)j->y + r0 * j->n, r1 - r0, j->n, j->eps, j->rms);
-  else
-    norm_rows_f32((const float *)j->x + r0 * j->n, j->w, j->b, (float *)j->y + r0 * j->n, r1 - r0, j->n, j->eps, j->rms);
+  const double *xd = (const double *)j->x + r0 * j->n;
+  const float *xf = (const float *)j->x + r0 * j->n;
+  double *yd = (double *)j->y + r0 * j->n;
+  float *yf = (float *)j->y + r0 * j->n;
+  if (j->f64 && j->avx2) norm_rows_f64_avx2(xd, j->w, j->b, yd, r1 - r0, j->n, j->eps, j->rms);
+  else if (j->f64) norm_rows_f64(xd, j->w, j->b, yd, r1 - r0, j->n, j->eps, j->rms);
+  else if (j->avx2) norm_rows_f32_avx2(xf, j->w, j->b, yf, r1 - r0, j->n, j->eps, j->rms);
+  else norm_rows_f32(xf, j->w, j->b, yf, r1 - r0, j->n, j->eps, j->rms);
 }
 
 /* The rows a norm walks: n elements each, x's last ints[0] dims. */
@@ -143,7 +149,7 @@ static int norm(const dt_op_args *a, dt_tensor **out, int rms) {
   if (!y) return inputs_release(&in), DT_ERR;
   const dt_tensor *b = rms ? NULL : in.t[2];
   norm_job j = {.x = dt_tensor_data(in.t[0]), .w = data_or_null(in.t[1]), .b = data_or_null(b), .y = dt_tensor_data(y),
-                .n = n, .eps = a->scalar[0], .rms = rms, .f64 = cd == DT_FLOAT64};
+                .n = n, .eps = a->scalar[0], .rms = rms, .f64 = cd == DT_FLOAT64, .avx2 = norm_isa_avx2()};
   dt_parallel_for(rows, n >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (n ? n : 1), norm_piece, &j);
   inputs_release(&in);
   return out_finish(out[0], y, a->name);
@@ -189,21 +195,28 @@ static void norm_bw_piece(int64_t b0, int64_t b1, void *vj) {
     int64_t r0 = blk * NORM_BW_BLOCK, nr = j->rows - r0 < NORM_BW_BLOCK ? j->rows - r0 : NORM_BW_BLOCK, o = r0 * j->n;
     int64_t p = blk * 2 * j->n; /* this block's dw row, then its db row */
     if (j->f64)
-      norm_backward_rows_f64((const double *)j->g + o, (const double *)j->x + o, j->w, (double *)j->y + o,
-                             (double *)j->y2 + p, (double *)j->y2 + p + j->n, nr, j->n, j->eps, j->rms);
+      (j->avx2 ? norm_backward_rows_f64_avx2 : norm_backward_rows_f64)(
+          (const double *)j->g + o, (const double *)j->x + o, j->w, (double *)j->y + o, (double *)j->y2 + p,
+          (double *)j->y2 + p + j->n, nr, j->n, j->eps, j->rms);
     else
-      norm_backward_rows_f32((const float *)j->g + o, (const float *)j->x + o, j->w, (float *)j->y + o,
-                             (float *)j->y2 + p, (float *)j->y2 + p + j->n, nr, j->n, j->eps, j->rms);
+      (j->avx2 ? norm_backward_rows_f32_avx2 : norm_backward_rows_f32)(
+          (const float *)j->g + o, (const float *)j->x + o, j->w, (float *)j->y + o, (float *)j->y2 + p,
+          (float *)j->y2 + p + j->n, nr, j->n, j->eps, j->rms);
   }
 }
 
-/* dw[i] (row 0) and db[i] (row 1) = the blocks' partials added in block order */
+/* dw[i] (row 0) and db[i] (row 1) = the blocks' partials added in block order, in double;
+ * 64 columns at a time with the blocks outermost (contiguous loads, independent adds) */
 #define DEFINE_NORM_COMBINE(NAME, R)                                                       \
   static void NAME(const R *part, int64_t nblocks, int64_t n, R *dw, R *db) {              \
-    for (int64_t i = 0; i < n; i++) {                                                      \
-      double sw = 0, sb = 0;                                                               \
-      for (int64_t blk = 0; blk < nblocks; blk++) sw += part[blk * 2 * n + i], sb += part[blk * 2 * n + n + i]; \
-      dw[i] = (R)sw, db[i] = (R)sb;                                                        \
+    for (int64_t i0 = 0; i0 < n; i0 += 64) {                                               \
+      int64_t m = n - i0 < 64 ? n - i0 : 64;                                               \
+      double sw[64] = {0}, sb[64] = {0};                                                   \
+      for (int64_t blk = 0; blk < nblocks; blk++) {                                        \
+        const R *pw = part + blk * 2 * n + i0, *pb = pw + n;                               \
+        for (int64_t i = 0; i < m; i++) sw[i] += pw[i], sb[i] += pb[i];                    \
+      }                                                                                    \
+      for (int64_t i = 0; i < m; i++) dw[i0 + i] = (R)sw[i], db[i0 + i] = (R)sb[i];        \
     }                                                                                      \
   }
 DEFINE_NORM_COMBINE(norm_combine_f32, float)
@@ -228,7 +241,7 @@ int dt_cpu_layer_norm_backward(const dt_op_args *a, dt_tensor **out) {
   memset(dt_tensor_data(part), 0, (size_t)pshape[0] * dt_tensor_elsize(part));
   norm_job j = {.g = dt_tensor_data(in.t[0]), .x = dt_tensor_data(in.t[1]), .w = data_or_null(in.t[2]),
                 .y = dt_tensor_data(dx), .y2 = dt_tensor_data(part), .n = n, .rows = rows, .eps = a->scalar[0],
-                .rms = a->flags & 1, .f64 = cd == DT_FLOAT64};
+                .rms = a->flags & 1, .f64 = cd == DT_FLOAT64, .avx2 = norm_isa_avx2()};
   int64_t per_block = NORM_BW_BLOCK * n;
   dt_parallel_for(nblocks, per_block >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (per_block ? per_block : 1),
                   norm_bw_piece, &j);

@@ -3,125 +3,12 @@
  *   SUF(x)   x##_f32 or x##_f64
  *   GEMM     dt_gemm_f32 or dt_gemm_f64
  *   EXP      expf or exp
- * Statistics end in double whatever R is (see row_sum). */
+ * (layer_norm's rows: norm_rows.h.) */
 
 /* 16-byte vectors of R (4 floats or 2 doubles: one SSE register), two at a time, written out
  * because GCC -O2 leaves these loops scalar (unknown trip count, and float sums it may not
  * reorder).  Only locals and memcpy: no vector crosses a call. */
 typedef R SUF(vec) __attribute__((vector_size(16)));
-#define SUF_LANES (int64_t)(16 / sizeof(R))
-
-/* sum of x[i] (square = 0) or of (x[i] - shift)^2 (square = 1): lanes of R over at most 256
- * elements, each such partial then added in double, so the error stays near a double sum's. */
-static double SUF(row_sum)(const R *restrict x, int64_t n, R shift, int square) {
-  double total = 0;
-  int64_t i = 0;
-  while (i + 2 * SUF_LANES <= n) {
-    int64_t end = n - i > 256 ? i + 256 : n;
-    SUF(vec) lo = {0}, hi = {0};
-    for (; i + 2 * SUF_LANES <= end; i += 2 * SUF_LANES) {
-      SUF(vec) a, b;
-      memcpy(&a, x + i, sizeof a);
-      memcpy(&b, x + i + SUF_LANES, sizeof b);
-      if (square) {
-        a -= shift, b -= shift;
-        a *= a, b *= b;
-      }
-      lo += a, hi += b;
-    }
-    for (int64_t l = 0; l < SUF_LANES; l++) total += (double)lo[l] + hi[l];
-  }
-  for (; i < n; i++) total += square ? ((double)x[i] - shift) * ((double)x[i] - shift) : x[i];
-  return total;
-}
-
-/* layer_norm (rms = 0) or rms_norm (rms = 1) over rows of n contiguous elements: the
- * statistics in two sweeps (mean, then the centred squares: no cancellation), the output
- * y = (x - mean) * inv * w + b in one. */
-static void SUF(norm_rows)(const R *restrict x, const R *restrict w, const R *restrict b, R *restrict y, int64_t rows,
-                           int64_t n, double eps, int rms) {
-  for (int64_t r = 0; r < rows; r++) {
-    const R *xr = x + r * n;
-    R *yr = y + r * n;
-    R mu = rms ? 0 : (R)(SUF(row_sum)(xr, n, 0, 0) / (double)n);
-    double var = SUF(row_sum)(xr, n, mu, 1) / (double)n;
-    R inv = (R)(1.0 / sqrt(var + eps));
-    int64_t i = 0;
-    for (; i + SUF_LANES <= n; i += SUF_LANES) { /* the w and b branches are the same every time */
-      SUF(vec) v, t;
-      memcpy(&v, xr + i, sizeof v);
-      v = (v - mu) * inv;
-      if (w) memcpy(&t, w + i, sizeof t), v *= t;
-      if (b) memcpy(&t, b + i, sizeof t), v += t;
-      memcpy(yr + i, &v, sizeof v);
-    }
-    for (; i < n; i++) {
-      R v = (xr[i] - mu) * inv;
-      if (w) v *= w[i];
-      if (b) v += b[i];
-      yr[i] = v;
-    }
-  }
-}
-#undef SUF_LANES
-
-/* layer_norm / rms_norm backward over rows of n: the statistics recomputed as norm_rows makes
- * them, xhat = (x - mean) * rstd, gy = g * w, and
- * dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) (rms: without mean(gy)); in the same
- * sweep g * xhat and g are added into the rows dwp and dbp (this block's partial dw and db,
- * which the caller combines).  Vector lanes as row_sum's: the two row sums in lanes of R over
- * at most 256 elements, then in double. */
-static void SUF(norm_backward_rows)(const R *restrict g, const R *restrict x, const R *restrict w, R *restrict dx,
-                                    R *restrict dwp, R *restrict dbp, int64_t rows, int64_t n, double eps, int rms) {
-  const int64_t lanes = (int64_t)(16 / sizeof(R));
-  for (int64_t r = 0; r < rows; r++) {
-    const R *xr = x + r * n, *gr = g + r * n;
-    R *dr = dx + r * n;
-    R mu = rms ? 0 : (R)(SUF(row_sum)(xr, n, 0, 0) / (double)n);
-    double var = SUF(row_sum)(xr, n, mu, 1) / (double)n;
-    R inv = (R)(1.0 / sqrt(var + eps));
-    double sum_gy = 0, sum_gyxh = 0;
-    int64_t i = 0;
-    while (i + lanes <= n) {
-      int64_t end = n - i > 256 ? i + 256 : n;
-      SUF(vec) s1 = {0}, s2 = {0};
-      for (; i + lanes <= end; i += lanes) {
-        SUF(vec) xv, gv, wv, acc;
-        memcpy(&xv, xr + i, sizeof xv);
-        memcpy(&gv, gr + i, sizeof gv);
-        SUF(vec) xh = (xv - mu) * inv, gy = gv;
-        if (w) memcpy(&wv, w + i, sizeof wv), gy = gv * wv;
-        memcpy(&acc, dwp + i, sizeof acc);
-        acc += gv * xh;
-        memcpy(dwp + i, &acc, sizeof acc);
-        memcpy(&acc, dbp + i, sizeof acc);
-        acc += gv;
-        memcpy(dbp + i, &acc, sizeof acc);
-        s1 += gy, s2 += gy * xh;
-      }
-      for (int64_t l = 0; l < lanes; l++) sum_gy += s1[l], sum_gyxh += s2[l];
-    }
-    for (; i < n; i++) {
-      R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
-      dwp[i] += gr[i] * xh, dbp[i] += gr[i];
-      sum_gy += gy, sum_gyxh += (double)gy * xh;
-    }
-    R a = rms ? 0 : (R)(sum_gy / (double)n), b = (R)(sum_gyxh / (double)n);
-    for (i = 0; i + lanes <= n; i += lanes) {
-      SUF(vec) xv, gv, wv;
-      memcpy(&xv, xr + i, sizeof xv);
-      memcpy(&gv, gr + i, sizeof gv);
-      SUF(vec) xh = (xv - mu) * inv, gy = gv;
-      if (w) memcpy(&wv, w + i, sizeof wv), gy = gv * wv;
-      SUF(vec) d = inv * (gy - a - xh * b);
-      memcpy(dr + i, &d, sizeof d);
-    }
-    for (; i < n; i++) {
-      R xh = (xr[i] - mu) * inv, gy = w ? gr[i] * w[i] : gr[i];
-      dr[i] = inv * (gy - a - xh * b);
-    }
-  }
-}
 
 /* In-place softmax of each row of scores [L, S]; mask (additive) and causal applied first.
  * Row i is query row0 + i (for the causal diagonal): its keys past the diagonal are not

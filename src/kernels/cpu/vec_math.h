@@ -63,7 +63,8 @@ DEFINE_EXP(exp8, v8f, v8i, splat8)
  * Phi(x) = 0.5 (1 + erf(x / sqrt 2)), phi(x) = exp(-x^2/2) / sqrt(2 pi).  The 4- and 8-lane
  * forms do the same lane arithmetic (no fused multiply-add under -std=c11): the same bits. */
 #define DEFINE_GELU(W, VF, VI, SPLAT, EXP)                                                          \
-  static inline __attribute__((always_inline)) void erf##W(VF *px) {                                \
+  /* erf in place; *pe (when given) gets exp(-x^2), which gelu' reuses as sqrt(2 pi) phi */       \
+  static inline __attribute__((always_inline)) void erf_e##W(VF *px, VF *pe) {                      \
     VF x = *px;                                                                                     \
     VI neg = x < SPLAT(0.0f);                                                                       \
     VF ax = (VF)((VI)x & ~(VI)SPLAT(-0.0f));                                                        \
@@ -76,18 +77,19 @@ DEFINE_EXP(exp8, v8f, v8i, splat8)
     poly = poly * t;                                                                                \
     VF e = -(ax * ax);                                                                              \
     EXP(&e);                                                                                        \
+    if (pe) *pe = e;                                                                                \
     VF r = SPLAT(1.0f) - poly * e;                                                                  \
     *px = (VF)((VI)r | ((VI)SPLAT(-0.0f) & neg)); /* the sign back; NaN: t, r are NaN */            \
   }                                                                                                 \
   static inline __attribute__((always_inline)) void gelu##W(VF *px) {                               \
     VF x = *px, e = x * SPLAT(0.70710678118654752440f);                                             \
-    erf##W(&e);                                                                                     \
+    erf_e##W(&e, 0);                                                                                \
     *px = SPLAT(0.5f) * x * (SPLAT(1.0f) + e);                                                      \
   }                                                                                                 \
+  /* phi(x) from erf's own exp(-(x / sqrt 2)^2): one exp, not two */                               \
   static inline __attribute__((always_inline)) void gelu_grad##W(VF *px) {                          \
-    VF x = *px, e = x * SPLAT(0.70710678118654752440f), q = SPLAT(-0.5f) * x * x;                   \
-    erf##W(&e);                                                                                     \
-    EXP(&q);                                                                                        \
+    VF x = *px, e = x * SPLAT(0.70710678118654752440f), q;                                          \
+    erf_e##W(&e, &q);                                                                               \
     *px = SPLAT(0.5f) * (SPLAT(1.0f) + e) + x * q * SPLAT(0.39894228040143267794f);                 \
   }
 DEFINE_GELU(4, v4f, v4i, splat, exp4)
@@ -105,6 +107,17 @@ DEFINE_GELU(8, v8f, v8i, splat8, exp8)
 #define AVX512_FN static inline __attribute__((always_inline, target("avx512f,avx512dq,avx512bw,avx512vl")))
 #define S16 _mm512_set1_ps
 #define FMA16 _mm512_fmadd_ps
+/* e^r for |r| <= ln2 / 2: Cephes' degree-6 polynomial, each step one fused multiply-add */
+AVX512_FN __m512 exp_poly16(__m512 r) {
+  __m512 p = S16(1.9875691500e-4f);
+  p = FMA16(p, r, S16(1.3981999507e-3f));
+  p = FMA16(p, r, S16(8.3334519073e-3f));
+  p = FMA16(p, r, S16(4.1665795894e-2f));
+  p = FMA16(p, r, S16(1.6666665459e-1f));
+  p = FMA16(p, r, S16(5.0000001201e-1f));
+  p = _mm512_add_ps(FMA16(_mm512_mul_ps(p, r), r, r), S16(1.0f));
+  return p;
+}
 AVX512_FN __m512 exp16v(__m512 x) {
   __mmask16 small = _mm512_cmp_ps_mask(x, S16(-87.0f), _CMP_LT_OQ), big = _mm512_cmp_ps_mask(x, S16(88.0f), _CMP_GT_OQ);
   __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), out = small | big | nan;
@@ -114,39 +127,48 @@ AVX512_FN __m512 exp16v(__m512 x) {
   ni = _mm512_mask_sub_epi32(ni, _mm512_cmp_ps_mask(_mm512_cvtepi32_ps(ni), t, _CMP_GT_OQ), ni, _mm512_set1_epi32(1));
   __m512 n = _mm512_cvtepi32_ps(ni);
   __m512 r = FMA16(n, S16(2.12194440e-4f), _mm512_fnmadd_ps(n, S16(0.693359375f), xc));
-  __m512 p = S16(1.9875691500e-4f);
-  p = FMA16(p, r, S16(1.3981999507e-3f));
-  p = FMA16(p, r, S16(8.3334519073e-3f));
-  p = FMA16(p, r, S16(4.1665795894e-2f));
-  p = FMA16(p, r, S16(1.6666665459e-1f));
-  p = FMA16(p, r, S16(5.0000001201e-1f));
-  p = _mm512_add_ps(FMA16(_mm512_mul_ps(p, r), r, r), S16(1.0f));
+  __m512 p = exp_poly16(r);
   __m512 v = _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23)));
   v = _mm512_maskz_mov_ps((__mmask16)~out, v);
   v = _mm512_mask_mov_ps(v, big, S16(INFINITY));
   return _mm512_mask_mov_ps(v, nan, x);
 }
-AVX512_FN __m512 erf16v(__m512 x) {
+/* exp(-s) for s >= 0 or NaN, erf's: exp16v's reduction and polynomial with no range masks.
+ * s is clamped to 104 (exp(-104) is below the smallest denormal) and 2^n applied by scalef,
+ * which underflows gradually to 0 by itself; n = round(-s log2 e) to nearest (|r| <= ln2/2 as
+ * Cephes' floor(. + 0.5)).  A NaN s gives a finite value here: erf's other terms carry the NaN. */
+AVX512_FN __m512 exp_neg16v(__m512 s) {
+  __m512 xc = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_min_ps(s, S16(104.0f)));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, S16(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = FMA16(n, S16(2.12194440e-4f), _mm512_fnmadd_ps(n, S16(0.693359375f), xc));
+  __m512 p = exp_poly16(r);
+  return _mm512_scalef_ps(p, n);
+}
+/* erf; *pe gets its exp(-x^2) (gelu' reuses it as sqrt(2 pi) phi: one exp, not two).
+ * 1 / (1 + p |x|) by rcp14 and one Newton step (about one float ulp, under the formula's
+ * own 1.5e-7), not a division: the division was the sweep's slowest instruction. */
+AVX512_FN __m512 erf16v(__m512 x, __m512 *pe) {
   __mmask16 neg = _mm512_cmp_ps_mask(x, S16(0.0f), _CMP_LT_OQ);
-  __m512 ax = _mm512_abs_ps(x);
-  __m512 t = _mm512_div_ps(S16(1.0f), FMA16(S16(0.3275911f), ax, S16(1.0f)));
+  __m512 ax = _mm512_min_ps(S16(1e4f), _mm512_abs_ps(x)); /* erf is 1 beyond; inf would make t NaN; NaN stays */
+  __m512 d = FMA16(S16(0.3275911f), ax, S16(1.0f)), t0 = _mm512_rcp14_ps(d);
+  __m512 t = FMA16(t0, _mm512_fnmadd_ps(d, t0, S16(1.0f)), t0);
   __m512 poly = S16(1.061405429f);
   poly = FMA16(poly, t, S16(-1.453152027f));
   poly = FMA16(poly, t, S16(1.421413741f));
   poly = FMA16(poly, t, S16(-0.284496736f));
   poly = FMA16(poly, t, S16(0.254829592f));
   poly = _mm512_mul_ps(poly, t);
-  __m512 e = exp16v(_mm512_xor_ps(_mm512_mul_ps(ax, ax), S16(-0.0f)));
+  __m512 e = exp_neg16v(_mm512_mul_ps(ax, ax));
+  *pe = e;
   __m512 r = _mm512_fnmadd_ps(poly, e, S16(1.0f));
   return _mm512_mask_or_ps(r, neg, r, S16(-0.0f));
 }
 AVX512_FN void gelu16(v16f *px) {
-  __m512 x = (__m512)*px, e = erf16v(_mm512_mul_ps(x, S16(0.70710678118654752440f)));
+  __m512 q, x = (__m512)*px, e = erf16v(_mm512_mul_ps(x, S16(0.70710678118654752440f)), &q);
   *px = (v16f)_mm512_mul_ps(_mm512_mul_ps(S16(0.5f), x), _mm512_add_ps(S16(1.0f), e));
 }
 AVX512_FN void gelu_grad16(v16f *px) {
-  __m512 x = (__m512)*px, e = erf16v(_mm512_mul_ps(x, S16(0.70710678118654752440f)));
-  __m512 q = exp16v(_mm512_mul_ps(_mm512_mul_ps(S16(-0.5f), x), x));
+  __m512 q, x = (__m512)*px, e = erf16v(_mm512_mul_ps(x, S16(0.70710678118654752440f)), &q);
   *px = (v16f)FMA16(_mm512_mul_ps(x, q), S16(0.39894228040143267794f),
                     _mm512_mul_ps(S16(0.5f), _mm512_add_ps(S16(1.0f), e)));
 }
