@@ -7,7 +7,10 @@
  * elements, so any reduction across ranks commutes with it (a dtype promotion might not);
  * the other inputs are brought to that Partial locally (a replicated one partitioned: rank 0
  * keeps it for sum; a sharded one padded with the op's identity).  cat's skipped
- * inputs (1-d empty, src/ops/shape_join.c) keep their placements: every shard is empty. */
+ * inputs (1-d empty, src/ops/shape_join.c) keep their placements: every shard is empty.
+ * When the join dim must be gathered on one mesh dim, a mesh dim on which every input is
+ * replicated may chunk another dim first (locally), so the gather moves that part alone: as
+ * PyTorch, `cat((S(d), R), (R, R))` -> `(R, S(e))`. */
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #include <string.h>
@@ -49,6 +52,39 @@ static void complete(const dt_rule_args *r, const dt_tensor *ref, dt_strategy *s
     }
 }
 
+/* Is input i's join dim sharded on some mesh dim (so some input is gathered whatever the plan)? */
+static int join_dim_sharded(const dt_rule_args *r, const dt_tensor *ref) {
+  int d = (int)r->a->ints[0];
+  if (r->op == DT_OP_STACK) return 0;
+  for (int i = 0; i < r->a->nin; i++)
+    for (int m = 0; m < r->mesh_ndim && !skipped(r, ref, i); m++)
+      if (r->spec[i]->p[m].kind == DT_SHARD && r->spec[i]->p[m].dim == d) return 1;
+  return 0;
+}
+
+/* Where every input is replicated on mesh dim m: the output sharded on a dim other than the
+ * join dim (st's other mesh dims as they are), one strategy per such dim. */
+static void chunk_replicated(const dt_rule_args *r, const dt_tensor *ref, dt_strategy *st, dt_strategy *s, int *n) {
+  int d = (int)r->a->ints[0];
+  for (int m = 0; m < r->mesh_ndim; m++) {
+    int all_r = st->out[0][m].kind == DT_REPLICATE;
+    for (int i = 0; i < r->a->nin && all_r; i++)
+      all_r = skipped(r, ref, i) || r->spec[i]->p[m].kind == DT_REPLICATE;
+    if (!all_r) continue;
+    for (int e = 0; e < r->out[0].ndim; e++) {
+      int used = e == d || r->out[0].shape[e] < r->spec[0]->mesh->shape[m];
+      for (int k = 0; k < r->mesh_ndim && !used; k++)
+        used = st->out[0][k].kind == DT_SHARD && st->out[0][k].dim == e;
+      if (used) continue;
+      st->out[0][m] = dt_rule_S(e);
+      complete(r, ref, st);
+      dt_rule_push(s, n, st);
+      st->out[0][m] = dt_rule_R();
+    }
+  }
+  complete(r, ref, st);
+}
+
 int dt_rule_join(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_tensor *ref = dt_join_ref(r->a);
   dt_strategy st = dt_rule_strategy(r);
@@ -70,6 +106,7 @@ int dt_rule_join(const dt_rule_args *r, dt_strategy *s, int *n) {
   }
   complete(r, ref, &st);
   dt_rule_push(s, n, &st);
+  if (join_dim_sharded(r, ref)) chunk_replicated(r, ref, &st, s, n);
   for (int m = 0; m < nm; m++) st.out[0][m] = dt_rule_R();
   complete(r, ref, &st);
   return dt_rule_push(s, n, &st);
