@@ -348,15 +348,16 @@ describe("the cases of the differential run against PyTorch", function()
       end
     end)
 
-  it("P(avg) + S and S - P(avg) gather the shard and keep Partial(avg) when the shards are even (as PyTorch)",
+  it("P(avg) + S and S - P(avg) gather the shard and keep Partial(avg), even and uneven shards (as PyTorch)",
     function()
       local mesh = dt.init_device_mesh("cpu", {n})
-      for _, shape in ipairs({{n}, {2 * n, 3}, {n, 1}}) do
+      for _, shape in ipairs({{n}, {2 * n, 3}, {n, 1}, {1}, {n + 1, 2}, {2 * n - 1}}) do
         local x = values(rng, shape)
         local pa, s = partial_of(x, mesh, "avg"), dt.distribute_tensor(x * 2, mesh, {S(1)})
         local y, z
         local what = "P(avg) + S " .. shape_string(shape)
-        bounded(n > 1 and 2 or 0, 2 * 8 * x:numel() // n, what, function() y, z = pa + s, s - pa end)
+        local shard = 8 * ((shape[1] + n - 1) // n) * (shape[2] or 1) -- the largest shard (gathered padded)
+        bounded(n > 1 and 2 or 0, 2 * shard, what, function() y, z = pa + s, s - pa end)
         placements_are({P("avg")}, y.placements, what)
         placements_are({P("avg")}, z.placements, what)
         close(y:full_tensor(), x * 3, what)
@@ -438,6 +439,24 @@ describe("the cases of the differential run against PyTorch", function()
           placements_are({ip[1].dim and S(1) or R(), S(2)}, y.placements, what)
           close(y:full_tensor(), dt.index_select(a, 1, idx), what)
         end
+      end
+    end)
+
+  it("cumsum and softmax along a dim sharded on one mesh dim chunk another dim on the replicated one first",
+    function()
+      if n ~= 4 then return end
+      local mesh = dt.init_device_mesh("cpu", {2, 2})
+      for case = 1, 4 do
+        local shape = {rng.int(2, 7), rng.int(1, 7)}
+        local x = values(rng, shape)
+        local d = dt.distribute_tensor(x, mesh, {S(2), R()})
+        local piece = 8 * ((shape[1] + 1) // 2) * ((shape[2] + 1) // 2)
+        local c, sm
+        local what = "cumsum/softmax along dim 2 of " .. shape_string(shape) .. " (S2, R)"
+        bounded(2, 2 * piece, what, function() c, sm = d:cumsum(2), d:softmax(2) end)
+        placements_are({R(), S(1)}, c.placements, what)
+        close(c:full_tensor(), x:cumsum(2), what)
+        close(sm:full_tensor(), x:softmax(2), what)
       end
     end)
 

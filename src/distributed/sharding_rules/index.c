@@ -17,26 +17,23 @@
 
 #include "base/error.h"
 
+static void fill_select(const dt_rule_args *r, dt_strategy *st, int m, dt_placement o) {
+  (void)r;
+  st->in[0][m] = st->out[0][m] = o;
+}
+
 /* Pushes st, then where x's dim d is gathered: st with x (and the output) chunked on a
  * dim e != d over each mesh dim where x and the index are replicated. */
 static void push_chunked(const dt_rule_args *r, dt_strategy *st, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0], *ix = r->spec[1];
-  int d = (int)r->a->ints[0], gathered = 0;
+  int d = (int)r->a->ints[0], gathered = 0, free[DT_MESH_MAX_DIMS];
   dt_rule_push(s, n, st);
-  for (int m = 0; m < r->mesh_ndim; m++) gathered |= x->p[m].kind == DT_SHARD && x->p[m].dim == d;
-  for (int m = 0; m < r->mesh_ndim && gathered; m++) {
-    if (x->p[m].kind != DT_REPLICATE || (ix && ix->p[m].kind != DT_REPLICATE) || st->out[0][m].kind != DT_REPLICATE)
-      continue;
-    for (int e = 0; e < x->ndim; e++) {
-      int used = e == d || x->shape[e] < x->mesh->shape[m];
-      for (int k = 0; k < r->mesh_ndim && !used; k++)
-        used = st->out[0][k].kind == DT_SHARD && st->out[0][k].dim == e;
-      if (used) continue;
-      st->in[0][m] = st->out[0][m] = dt_rule_S(e);
-      dt_rule_push(s, n, st);
-      st->in[0][m] = st->out[0][m] = dt_rule_R();
-    }
+  for (int m = 0; m < r->mesh_ndim; m++) {
+    gathered |= x->p[m].kind == DT_SHARD && x->p[m].dim == d;
+    free[m] = x->p[m].kind == DT_REPLICATE && (!ix || ix->p[m].kind == DT_REPLICATE) &&
+              st->out[0][m].kind == DT_REPLICATE;
   }
+  if (gathered) dt_rule_push_chunked(r, st, free, d, fill_select, s, n);
 }
 
 static int index_select_rule(const dt_rule_args *r, dt_strategy *s, int *n) {

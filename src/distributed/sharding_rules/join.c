@@ -62,27 +62,21 @@ static int join_dim_sharded(const dt_rule_args *r, const dt_tensor *ref) {
   return 0;
 }
 
-/* Where every input is replicated on mesh dim m: the output sharded on a dim other than the
- * join dim (st's other mesh dims as they are), one strategy per such dim. */
+/* chunking mesh dim m: the output placement o, the inputs following it */
+static void fill_join(const dt_rule_args *r, dt_strategy *st, int m, dt_placement o) {
+  st->out[0][m] = o;
+  complete(r, dt_join_ref(r->a), st);
+}
+
+/* The mesh dims on which every input is replicated (and so the output of st). */
 static void chunk_replicated(const dt_rule_args *r, const dt_tensor *ref, dt_strategy *st, dt_strategy *s, int *n) {
-  int d = (int)r->a->ints[0];
+  int free[DT_MESH_MAX_DIMS];
   for (int m = 0; m < r->mesh_ndim; m++) {
-    int all_r = st->out[0][m].kind == DT_REPLICATE;
-    for (int i = 0; i < r->a->nin && all_r; i++)
-      all_r = skipped(r, ref, i) || r->spec[i]->p[m].kind == DT_REPLICATE;
-    if (!all_r) continue;
-    for (int e = 0; e < r->out[0].ndim; e++) {
-      int used = e == d || r->out[0].shape[e] < r->spec[0]->mesh->shape[m];
-      for (int k = 0; k < r->mesh_ndim && !used; k++)
-        used = st->out[0][k].kind == DT_SHARD && st->out[0][k].dim == e;
-      if (used) continue;
-      st->out[0][m] = dt_rule_S(e);
-      complete(r, ref, st);
-      dt_rule_push(s, n, st);
-      st->out[0][m] = dt_rule_R();
-    }
+    free[m] = st->out[0][m].kind == DT_REPLICATE;
+    for (int i = 0; i < r->a->nin && free[m]; i++)
+      free[m] = skipped(r, ref, i) || r->spec[i]->p[m].kind == DT_REPLICATE;
   }
-  complete(r, ref, st);
+  dt_rule_push_chunked(r, st, free, (int)r->a->ints[0], fill_join, s, n);
 }
 
 int dt_rule_join(const dt_rule_args *r, dt_strategy *s, int *n) {
