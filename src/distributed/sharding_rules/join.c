@@ -52,7 +52,7 @@ static void complete(const dt_rule_args *r, const dt_tensor *ref, dt_strategy *s
     }
 }
 
-/* Is input i's join dim sharded on some mesh dim (so some input is gathered whatever the plan)? */
+/* Is some input's join dim sharded on a mesh dim (so it is gathered whatever the plan)? */
 static int join_dim_sharded(const dt_rule_args *r, const dt_tensor *ref) {
   int d = (int)r->a->ints[0];
   if (r->op == DT_OP_STACK) return 0;
