@@ -195,6 +195,34 @@ static double price(dt_context *ctx, const dt_op_args *a, const dt_dspec *const 
   return cost;
 }
 
+/* A Partial that a matmul creates on a mesh dim by moving a shard there (an all_to_all to
+ * shard the contracted dim) defers a reduction of the output, it does not avoid it: priced as
+ * the reduce_scatter that would end it, so a plan that gathers the smaller operand and keeps
+ * the output sharded (PyTorch's) is not outbid by one that leaves the whole output to reduce.
+ * A Partial an input already had on that mesh dim, or one made with no shard moved there
+ * (row-parallel, or a replicated operand chunked locally), costs nothing here. */
+static double deferred_reduction(const dt_op_def *op, const dt_meta *out, const dt_dspec *const *sp, int nin,
+                                 const dt_strategy *st, double moves_cost) {
+  if (op->sharding != DT_SHARDING_LINALG || moves_cost <= 0 || !sp[0]) return 0;
+  const dt_mesh *mesh = sp[0]->mesh;
+  double bytes = (double)dt_dtype_size(out->dtype), cost = 0;
+  for (int d = 0; d < out->ndim; d++) bytes *= (double)out->shape[d];
+  for (int m = 0; m < mesh->ndim; m++)
+    if (st->out[0][m].kind == DT_SHARD || st->out[0][m].kind == DT_STRIDED_SHARD) bytes /= mesh->shape[m];
+  for (int m = 0; m < mesh->ndim; m++) {
+    if (st->out[0][m].kind != DT_PARTIAL || mesh->shape[m] < 2) continue;
+    int had = 0, moved = 0;
+    for (int i = 0; i < nin; i++) {
+      if (!sp[i]) continue;
+      dt_placement p = sp[i]->p[m];
+      had |= p.kind == DT_PARTIAL;
+      moved |= (p.kind == DT_SHARD || p.kind == DT_STRIDED_SHARD) && !dt_placement_equal(p, st->in[i][m]);
+    }
+    if (!had && moved) cost += DT_COST_ALPHA + DT_COST_BETA * bytes * (mesh->shape[m] - 1) / mesh->shape[m];
+  }
+  return cost;
+}
+
 static void fmt_strategy(char *buf, size_t len, const dt_strategy *st, int nin, const dt_dspec *const *sp, int nout,
                          int mesh_ndim) {
   size_t at = 0;
@@ -243,8 +271,8 @@ static void *miss_alloc(int nin, miss_block *b) {
  * collectives -- PyTorch's choice where the model cannot tell an all_gather of a shard from a
  * reduce_scatter of the whole --, then the rule's order), described line by line in explain
  * mode; -1 when none is reachable. */
-static int cheapest(dt_context *ctx, const dt_op_args *ga, const dt_dspec *const *sp, const dt_strategy *s, int n,
-                    int nout, int nm, double *best_cost) {
+static int cheapest(dt_context *ctx, const dt_op_def *op, const dt_meta *out, const dt_op_args *ga,
+                    const dt_dspec *const *sp, const dt_strategy *s, int n, int nout, int nm, double *best_cost) {
   int best = -1, best_moved = 0, explain = ctx->modes.explain;
   double best_in = 0;
   char line[1024];
@@ -252,6 +280,7 @@ static int cheapest(dt_context *ctx, const dt_op_args *ga, const dt_dspec *const
     int moved;
     double in;
     double cost = price(ctx, ga, sp, &s[i], &moved, &in);
+    if (cost > 0) cost += deferred_reduction(op, out, sp, ga->nin, &s[i], cost);
     if (explain) {
       fmt_strategy(line, sizeof line - 64, &s[i], ga->nin, sp, nout, nm);
       size_t at = strlen(line);
@@ -324,7 +353,7 @@ static int decide(dt_context *ctx, dt_op_id id, const dt_op_args *a, const dt_ds
   free(rsp);
   if (st != DT_OK) return free(blk), DT_ERR;
   double cost = 0;
-  int best = cheapest(ctx, &ga, sp, b.s, n, op->nout, nm, &cost);
+  int best = cheapest(ctx, op, e->out, &ga, sp, b.s, n, op->nout, nm, &cost);
   if (best >= 0) dt_strategy_copy(&e->choice, &b.s[best]);
   free(blk);
   if (best < 0) {

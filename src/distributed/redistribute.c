@@ -19,21 +19,37 @@ const char *dt_step_name(dt_step_kind k) {
 }
 
 /* ---- cost model ---- */
-static double local_bytes(const dt_dspec *s, const dt_placement *p) {
-  /* coordinates 0 hold the largest chunks: every rank prices the same plan */
+/* The local bytes under placements p at coordinate c on mesh dim m, 0 on the others (coordinates
+ * 0 hold the largest chunks: every rank prices the same plan). */
+static double local_bytes_at(const dt_dspec *s, const dt_placement *p, int m, int c) {
   int coord[DT_MESH_MAX_DIMS] = {0};
   int64_t shape[DT_MAX_DIMS], off[DT_MAX_DIMS];
+  coord[m] = c;
   dt_dspec_local(s, p, coord, shape, off);
   return (double)dt_shape_numel(s->ndim, shape) * (double)dt_dtype_size(s->dtype);
 }
 
+static double local_bytes(const dt_dspec *s, const dt_placement *p) { return local_bytes_at(s, p, 0, 0); }
+
+/* A gather of shards (or a scatter into them) on mesh dim m under sharded placements q: the
+ * rank with the smallest chunk (the last) receives (sends) the most, the whole less its own --
+ * (n - 1) chunks when they are even, less when they are not (no padding is sent). */
+static double whole_less_smallest(const dt_dspec *s, const dt_placement *q, int m, int n) {
+  double whole = 0;
+  for (int c = 0; c < n; c++) whole += local_bytes_at(s, q, m, c);
+  return whole - local_bytes_at(s, q, m, n - 1);
+}
+
 static void price(const dt_dspec *s, const dt_placement *p, dt_redist_step *st) {
-  int n = s->mesh->shape[st->mesh_dim];
+  int n = s->mesh->shape[st->mesh_dim], m = st->mesh_dim;
   double B = local_bytes(s, p), moved = 0;
+  dt_placement q[DT_MESH_MAX_DIMS];
+  memcpy(q, p, sizeof q);
+  q[m] = st->to;
   switch (st->kind) {
-  case DT_STEP_ALL_GATHER: moved = (n - 1) * B; break;
+  case DT_STEP_ALL_GATHER: moved = whole_less_smallest(s, p, m, n); break;
   case DT_STEP_ALL_REDUCE: moved = 2.0 * (n - 1) / n * B; break;
-  case DT_STEP_REDUCE_SCATTER:
+  case DT_STEP_REDUCE_SCATTER: moved = whole_less_smallest(s, q, m, n); break;
   case DT_STEP_ALL_TO_ALL: moved = (double)(n - 1) / n * B; break;
   default: break;
   }

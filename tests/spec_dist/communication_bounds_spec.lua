@@ -348,15 +348,16 @@ describe("the cases of the differential run against PyTorch", function()
       end
     end)
 
-  it("P(avg) + S and S - P(avg) gather the shard and keep Partial(avg) when the shards are even (as PyTorch)",
+  it("P(avg) + S and S - P(avg) gather the shard and keep Partial(avg), even and uneven shards (as PyTorch)",
     function()
       local mesh = dt.init_device_mesh("cpu", {n})
-      for _, shape in ipairs({{n}, {2 * n, 3}, {n, 1}}) do
+      for _, shape in ipairs({{n}, {2 * n, 3}, {n, 1}, {1}, {n + 1, 2}, {2 * n - 1}}) do
         local x = values(rng, shape)
         local pa, s = partial_of(x, mesh, "avg"), dt.distribute_tensor(x * 2, mesh, {S(1)})
         local y, z
         local what = "P(avg) + S " .. shape_string(shape)
-        bounded(n > 1 and 2 or 0, 2 * 8 * x:numel() // n, what, function() y, z = pa + s, s - pa end)
+        local shard = 8 * ((shape[1] + n - 1) // n) * (shape[2] or 1) -- the largest shard (gathered padded)
+        bounded(n > 1 and 2 or 0, 2 * shard, what, function() y, z = pa + s, s - pa end)
         placements_are({P("avg")}, y.placements, what)
         placements_are({P("avg")}, z.placements, what)
         close(y:full_tensor(), x * 3, what)
@@ -410,6 +411,82 @@ describe("the cases of the differential run against PyTorch", function()
       bounded(0, 0, "flatten " .. shape_string(shape), function() v = d:flatten(1, 2) end)
       assert.are.equal(tostring(dt._StridedShard(1, shape[1])), tostring(v.placements[1]))
       close(v:full_tensor(), x:flatten(1, 2), "flatten " .. shape_string(shape))
+    end
+  end)
+
+  it("cat and index_select gather a dim sharded on one mesh dim after chunking another on the replicated one",
+    function()
+      if n ~= 4 then return end
+      local mesh = dt.init_device_mesh("cpu", {2, 2})
+      for case = 1, 6 do
+        local ra, rb, c = rng.int(1, 7), rng.int(0, 5), rng.int(2, 7)
+        local a, b = values(rng, {ra, c}), values(rng, {rb, c})
+        local da, db = dt.distribute_tensor(a, mesh, {S(1), R()}), dt.distribute_tensor(b, mesh, {R(), R()})
+        local piece = 8 * ((ra + 1) // 2) * ((c + 1) // 2) -- a's largest shard, chunked on mesh dim 2
+        local y
+        local what = ("cat [%dx%d] (S1, R) with [%dx%d] (R, R)"):format(ra, c, rb, c)
+        bounded(1, piece, what, function() y = dt.cat({da, db}, 1) end)
+        placements_are({R(), S(2)}, y.placements, what)
+        close(y:full_tensor(), dt.cat({a, b}, 1), what)
+        local k = rng.int(1, 6)
+        local t = {}
+        for i = 1, k do t[i] = rng.int(1, ra) end
+        local idx = dt.tensor(t):to("int64")
+        for _, ip in ipairs({{S(1), R()}, {R(), R()}}) do
+          local di = dt.distribute_tensor(idx, mesh, ip)
+          what = ("index_select of [%dx%d] (S1, R) by %d indices %s"):format(ra, c, k, H.placement_string(ip))
+          bounded(1, piece, what, function() y = dt.index_select(da, 1, di) end)
+          placements_are({ip[1].dim and S(1) or R(), S(2)}, y.placements, what)
+          close(y:full_tensor(), dt.index_select(a, 1, idx), what)
+        end
+      end
+    end)
+
+  it("cumsum and softmax along a dim sharded on one mesh dim chunk another dim on the replicated one first",
+    function()
+      if n ~= 4 then return end
+      local mesh = dt.init_device_mesh("cpu", {2, 2})
+      for case = 1, 4 do
+        local shape = {rng.int(2, 7), rng.int(1, 7)}
+        local x = values(rng, shape)
+        local d = dt.distribute_tensor(x, mesh, {S(2), R()})
+        local piece = 8 * ((shape[1] + 1) // 2) * ((shape[2] + 1) // 2)
+        local c, sm
+        local what = "cumsum/softmax along dim 2 of " .. shape_string(shape) .. " (S2, R)"
+        bounded(2, 2 * piece, what, function() c, sm = d:cumsum(2), d:softmax(2) end)
+        placements_are({R(), S(1)}, c.placements, what)
+        close(c:full_tensor(), x:cumsum(2), what)
+        close(sm:full_tensor(), x:softmax(2), what)
+      end
+    end)
+
+  it("a small Partial broadcast beside a sharded operand stays Partial: the big operand does not move", function()
+    if n ~= 4 then return end
+    local mesh = dt.init_device_mesh("cpu", {2, 2})
+    for case = 1, 4 do
+      local shape = {rng.int(1, 5), rng.int(2, 6), 2}
+      local x, v = values(rng, shape), values(rng, {2})
+      local dx = dt.distribute_tensor(x, mesh, {S(2), S(3)})
+      local dv = dt.distribute_tensor(v, mesh, {S(1), R()}):redistribute(mesh, {S(1), P("sum")})
+      local y
+      local what = "add " .. shape_string(shape) .. " (S2, S3) + [2] (S1, P)"
+      bounded(1, 8, what, function() y = dx + dv end) -- v's one-element shard
+      placements_are({S(2), P("sum")}, y.placements, what)
+      close(y:full_tensor(), x + v, what)
+    end
+  end)
+
+  it("mm of row-sharded operands gathers the second one: no Partial output left to reduce (as PyTorch)", function()
+    if n < 2 then return end
+    local mesh = dt.init_device_mesh("cpu", {n})
+    for _, sz in ipairs({{8, 8, 9}, {4 * n, 2 * n, 5}}) do
+      local x, w = values(rng, {sz[1], sz[2]}), values(rng, {sz[2], sz[3]})
+      local dx, dw = dt.distribute_tensor(x, mesh, {S(1)}), dt.distribute_tensor(w, mesh, {S(1)})
+      local y
+      local what = ("mm [%dx%d] S1 @ [%dx%d] S1"):format(sz[1], sz[2], sz[2], sz[3])
+      bounded(1, 8 * ((sz[2] + n - 1) // n) * sz[3], what, function() y = dx:mm(dw) end)
+      placements_are({S(1)}, y.placements, what)
+      close(y:full_tensor(), x:mm(w), what)
     end
   end)
 end)

@@ -17,6 +17,23 @@ int dt_rule_product(const dt_rule_args *r, int nchoice, dt_rule_choice_fn choice
   return DT_OK;
 }
 
+void dt_rule_push_chunked(const dt_rule_args *r, dt_strategy *st, const int *free, int skip, dt_rule_fill_fn fill,
+                          dt_strategy *s, int *n) {
+  const dt_mesh *mesh = r->spec[0]->mesh;
+  for (int m = 0; m < r->mesh_ndim; m++) {
+    if (!free[m]) continue;
+    for (int e = 0; e < r->out[0].ndim; e++) {
+      int used = e == skip || r->out[0].shape[e] < mesh->shape[m];
+      for (int k = 0; k < r->mesh_ndim && !used; k++)
+        used = st->out[0][k].kind == DT_SHARD && st->out[0][k].dim == e;
+      if (used) continue;
+      fill(r, st, m, dt_rule_S(e));
+      dt_rule_push(s, n, st);
+      fill(r, st, m, dt_rule_R());
+    }
+  }
+}
+
 dt_placement dt_rule_R(void) { return (dt_placement){.kind = DT_REPLICATE}; }
 dt_placement dt_rule_S(int d) { return (dt_placement){.kind = DT_SHARD, .dim = d}; }
 dt_placement dt_rule_P(dt_reduce_op op) { return (dt_placement){.kind = DT_PARTIAL, .op = op}; }

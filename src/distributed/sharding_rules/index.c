@@ -3,7 +3,9 @@
  * is replicated first (each rank needs any row the index names); the index is replicated, or
  * where it is sharded (x replicated or sharded on dim there) the output is sharded on dim
  * alike; a Partial(sum)
- * or Partial(avg) x stays Partial (selecting rows is linear).
+ * or Partial(avg) x stays Partial (selecting rows is linear).  Where x's dim is sharded (so
+ * gathered), a mesh dim on which x and the index are replicated may chunk another dim of x
+ * first (locally), so the gather moves that part alone (PyTorch's plan).
  * index_add(x, index, src, dim), per mesh dim (strategies: the product over mesh dims):
  *   replicated;  x, src and the output sharded alike on a dim other than the indexed one;
  *   x and the output sharded on the indexed dim, index and src replicated (each rank adds the
@@ -14,6 +16,25 @@
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #include "base/error.h"
+
+static void fill_select(const dt_rule_args *r, dt_strategy *st, int m, dt_placement o) {
+  (void)r;
+  st->in[0][m] = st->out[0][m] = o;
+}
+
+/* Pushes st, then where x's dim d is gathered: st with x (and the output) chunked on a
+ * dim e != d over each mesh dim where x and the index are replicated. */
+static void push_chunked(const dt_rule_args *r, dt_strategy *st, dt_strategy *s, int *n) {
+  const dt_dspec *x = r->spec[0], *ix = r->spec[1];
+  int d = (int)r->a->ints[0], gathered = 0, free[DT_MESH_MAX_DIMS];
+  dt_rule_push(s, n, st);
+  for (int m = 0; m < r->mesh_ndim; m++) {
+    gathered |= x->p[m].kind == DT_SHARD && x->p[m].dim == d;
+    free[m] = x->p[m].kind == DT_REPLICATE && (!ix || ix->p[m].kind == DT_REPLICATE) &&
+              st->out[0][m].kind == DT_REPLICATE;
+  }
+  if (gathered) dt_rule_push_chunked(r, st, free, d, fill_select, s, n);
+}
 
 static int index_select_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
@@ -26,7 +47,7 @@ static int index_select_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
     st.in[0][m] = st.out[0][m] = keep ? p : dt_rule_R();
     st.in[1][m] = dt_rule_R();
   }
-  dt_rule_push(s, n, &st);
+  push_chunked(r, &st, s, n);
   /* where the index is sharded and x replicated, or sharded on dim (gathered anyway): each
    * rank selects its part of the index, the output sharded on dim as the index is (x's other
    * mesh dims as above) */
@@ -41,7 +62,7 @@ static int index_select_rule(const dt_rule_args *r, dt_strategy *s, int *n) {
       sh.in[1][m] = dt_rule_S(0);
       any = 1;
     }
-  if (any) dt_rule_push(s, n, &sh);
+  if (any) push_chunked(r, &sh, s, n);
   for (int m = 0; m < r->mesh_ndim; m++) st.in[0][m] = st.out[0][m] = dt_rule_R();
   return dt_rule_push(s, n, &st);
 }

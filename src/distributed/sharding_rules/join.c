@@ -7,7 +7,10 @@
  * elements, so any reduction across ranks commutes with it (a dtype promotion might not);
  * the other inputs are brought to that Partial locally (a replicated one partitioned: rank 0
  * keeps it for sum; a sharded one padded with the op's identity).  cat's skipped
- * inputs (1-d empty, src/ops/shape_join.c) keep their placements: every shard is empty. */
+ * inputs (1-d empty, src/ops/shape_join.c) keep their placements: every shard is empty.
+ * When the join dim must be gathered on one mesh dim, a mesh dim on which every input is
+ * replicated may chunk another dim first (locally), so the gather moves that part alone: as
+ * PyTorch, `cat((S(d), R), (R, R))` -> `(R, S(e))`. */
 #include "distributed/sharding_rules/sharding_rules.h"
 
 #include <string.h>
@@ -49,6 +52,33 @@ static void complete(const dt_rule_args *r, const dt_tensor *ref, dt_strategy *s
     }
 }
 
+/* Is some input's join dim sharded on a mesh dim (so it is gathered whatever the plan)? */
+static int join_dim_sharded(const dt_rule_args *r, const dt_tensor *ref) {
+  int d = (int)r->a->ints[0];
+  if (r->op == DT_OP_STACK) return 0;
+  for (int i = 0; i < r->a->nin; i++)
+    for (int m = 0; m < r->mesh_ndim && !skipped(r, ref, i); m++)
+      if (r->spec[i]->p[m].kind == DT_SHARD && r->spec[i]->p[m].dim == d) return 1;
+  return 0;
+}
+
+/* chunking mesh dim m: the output placement o, the inputs following it */
+static void fill_join(const dt_rule_args *r, dt_strategy *st, int m, dt_placement o) {
+  st->out[0][m] = o;
+  complete(r, dt_join_ref(r->a), st);
+}
+
+/* The mesh dims on which every input is replicated (and so the output of st). */
+static void chunk_replicated(const dt_rule_args *r, const dt_tensor *ref, dt_strategy *st, dt_strategy *s, int *n) {
+  int free[DT_MESH_MAX_DIMS];
+  for (int m = 0; m < r->mesh_ndim; m++) {
+    free[m] = st->out[0][m].kind == DT_REPLICATE;
+    for (int i = 0; i < r->a->nin && free[m]; i++)
+      free[m] = skipped(r, ref, i) || r->spec[i]->p[m].kind == DT_REPLICATE;
+  }
+  dt_rule_push_chunked(r, st, free, (int)r->a->ints[0], fill_join, s, n);
+}
+
 int dt_rule_join(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_tensor *ref = dt_join_ref(r->a);
   dt_strategy st = dt_rule_strategy(r);
@@ -70,6 +100,7 @@ int dt_rule_join(const dt_rule_args *r, dt_strategy *s, int *n) {
   }
   complete(r, ref, &st);
   dt_rule_push(s, n, &st);
+  if (join_dim_sharded(r, ref)) chunk_replicated(r, ref, &st, s, n);
   for (int m = 0; m < nm; m++) st.out[0][m] = dt_rule_R();
   complete(r, ref, &st);
   return dt_rule_push(s, n, &st);

@@ -1,5 +1,6 @@
 /* Pointwise ops (unary, binary with broadcasting, where, casts and copies, in-place ops):
- * the output follows a sharded input, dims aligned from the right; an input dim that is
+ * the output follows a sharded input, or merges them (per mesh dim the first sharded input, or
+ * the first Partial one), dims aligned from the right; an input dim that is
  * broadcast (size 1, or missing) cannot be sharded, a dim of size 1 or 0 in both can;
  * a _StridedShard is followed like a Shard (the other operands take the same one);
  * Partial(sum) and Partial(avg) pass through the linear ops (P + R stays Partial: R is
@@ -148,6 +149,16 @@ int dt_rule_pointwise(const dt_rule_args *r, dt_strategy *s, int *n) {
         break;
       }
   }
+  complete(r, &st);
+  dt_rule_push(s, n, &st);
+  /* a merge that keeps any input's Partial: the other operands are brought to it locally, so
+   * a small Partial beside a big sharded operand moves neither (add_bcast's P beside S) */
+  for (m = 0; m < r->mesh_ndim; m++)
+    for (i = 0; i < nin; i++)
+      if (r->spec[i] && follow(r, i, m).kind == DT_PARTIAL) {
+        st.out[0][m] = follow(r, i, m);
+        break;
+      }
   complete(r, &st);
   dt_rule_push(s, n, &st);
   for (m = 0; m < r->mesh_ndim; m++) st.out[0][m] = dt_rule_R();

@@ -3,7 +3,8 @@
  * where one fits (sum, mean over equal shards, amax/max values, amin, prod -> Partial(product),
  * any -> Partial(max), all -> Partial(min): an empty shard gives each op's identity) and is
  * replicated first otherwise (var, std, norm, logsumexp, var_mean, argmax, indices); the dim
- * of softmax or a scan is replicated first (softmax_backward's grad and y alike); Partial(sum) and Partial(avg) pass through sum,
+ * of softmax or a scan is replicated first (softmax_backward's grad and y alike; a mesh dim
+ * that replicates x may chunk another dim first, so the gather moves less); Partial(sum) and Partial(avg) pass through sum,
  * mean and cumsum (linear), Partial(max) through amax, Partial(min) through amin. */
 #include "distributed/sharding_rules/sharding_rules.h"
 
@@ -74,6 +75,24 @@ static int out_dim(const dt_rule_args *r, int d) {
   return od;
 }
 
+static void fill_along(const dt_rule_args *r, dt_strategy *st, int m, dt_placement o) {
+  for (int i = 0; i < r->a->nin; i++) st->in[i][m] = o;
+  for (int k = 0; k < r->nout; k++) st->out[k][m] = o;
+}
+
+/* softmax or a scan along a dim sharded somewhere (gathered): where x is replicated, another
+ * dim chunked first (dt_rule_push_chunked) */
+static void chunk_along(const dt_rule_args *r, dt_strategy *st, dt_strategy *s, int *n) {
+  const dt_dspec *x = r->spec[0];
+  int d = (int)r->a->ints[0], gathered = 0, free[DT_MESH_MAX_DIMS];
+  for (int m = 0; m < r->mesh_ndim; m++) {
+    gathered |= x->p[m].kind == DT_SHARD && x->p[m].dim == d;
+    free[m] = x->p[m].kind == DT_REPLICATE;
+    for (int i = 1; i < r->a->nin; i++) free[m] &= !r->spec[i] || r->spec[i]->p[m].kind == DT_REPLICATE;
+  }
+  if (gathered) dt_rule_push_chunked(r, st, free, d, fill_along, s, n);
+}
+
 int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n) {
   const dt_dspec *x = r->spec[0];
   int along = along_dim(r->op);
@@ -92,6 +111,7 @@ int dt_rule_reduce(const dt_rule_args *r, dt_strategy *s, int *n) {
     for (int o = 0; o < r->nout; o++) st.out[o][m] = out;
   }
   dt_rule_push(s, n, &st);
+  if (along) chunk_along(r, &st, s, n);
   for (int m = 0; m < r->mesh_ndim; m++) {
     for (int i = 0; i < (along ? r->a->nin : 1); i++) st.in[i][m] = dt_rule_R();
     for (int o = 0; o < r->nout; o++) st.out[o][m] = dt_rule_R();

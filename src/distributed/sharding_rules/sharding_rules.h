@@ -86,6 +86,14 @@ void dt_strategy_copy(dt_strategy *dst, const dt_strategy *src);
  * apply; every combination over the mesh dims is pushed. */
 typedef int (*dt_rule_choice_fn)(const dt_rule_args *r, int c, int m, dt_strategy *st);
 int dt_rule_product(const dt_rule_args *r, int nchoice, dt_rule_choice_fn choice, dt_strategy *s, int *n);
+/* A dim gathered on one mesh dim moves less when a mesh dim on which the operands are
+ * replicated (free[m]) chunks another dim first, locally (PyTorch's plan): pushes st with
+ * output dim e (any but skip, not sharded elsewhere, at least one element per rank) sharded
+ * on each such m in turn; fill(r, st, m, o) sets mesh dim m's output placement o and the
+ * inputs' that follow it, and restores Replicate after. */
+typedef void (*dt_rule_fill_fn)(const dt_rule_args *r, dt_strategy *st, int m, dt_placement o);
+void dt_rule_push_chunked(const dt_rule_args *r, dt_strategy *st, const int *free, int skip, dt_rule_fill_fn fill,
+                          dt_strategy *s, int *n);
 dt_placement dt_rule_R(void);
 dt_placement dt_rule_S(int d);
 dt_placement dt_rule_P(dt_reduce_op op);
