@@ -1,7 +1,8 @@
 -- dt.compile against eager execution, in the same run:
 --  1. per-node overhead of a replayed graph: a chain of K adds on a 1-element plain tensor and
 --     on a 1-element DTensor (replicated on a 1-d mesh of every rank), per op eager (the
---     dispatcher's cache hit for the DTensor) vs per node replayed;
+--     dispatcher's cache hit for the DTensor) vs per node replayed, in wall time and in the
+--     rank thread's CPU time (ranks beyond the cores share them: wall > CPU);
 --  2. a small MLP (batch 32, 256 -> 512 -> 256, tensor parallel: the first weight Shard(2),
 --     the second Shard(1), the output brought to Replicate): its forward, and a training step
 --     (forward, mean-square loss, backward, SGD step) as one graph, eager vs compiled;
@@ -44,14 +45,27 @@ local function chain(x, a)
   return x
 end
 
+-- the best of 5 loops of n calls of f in this rank's thread CPU time (seconds per call)
+local function best_cpu(n, f)
+  local b = math.huge
+  for _ = 1, 5 do
+    dt.barrier()
+    local t0 = baseline.thread_cpu()
+    for _ = 1, n do f() end
+    b = math.min(b, (baseline.thread_cpu() - t0) / n)
+  end
+  return b
+end
+
 local function per_node(name, x, a)
   local f = dt.compile(chain)
   f(x, a)
   local eager = best(N, function() chain(x, a) end) / K
   local replay = best(N, function() f(x, a) end) / K
+  local cpu = best_cpu(N, function() f(x, a) end) / K
   assert(f:stats().per_graph[1].nodes == K)
-  dt.print0(string.format("%-22s eager %.3f us/op, replayed %.3f us/node (%.2fx)", name, eager * 1e6, replay * 1e6,
-                          eager / replay))
+  dt.print0(string.format("%-22s eager %.3f us/op, replayed %.3f us/node (%.2fx); replayed, this rank's CPU time %.3f us/node",
+                          name, eager * 1e6, replay * 1e6, eager / replay, cpu * 1e6))
 end
 
 dt.print0(string.format("chain of %d adds, %d ranks (%s):", K, dt.world_size(), dt.backend()))

@@ -56,21 +56,30 @@ static int64_t bits_of(double d) {
 }
 
 /* dt._adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq | nil, step_size,
- * bias_correction2_sqrt, beta1, beta2, eps, decay, decoupled, maximize) -> param */
+ * bias_correction2_sqrt, beta1, beta2, eps, decay, decoupled, maximize) -> param; step_size,
+ * bias_correction2_sqrt and decay may be 1-element tensors (inside dt.compile: computed by the
+ * graph from the step tensor), read when the op runs. */
 static int l_adam_step_(lua_State *L) {
   static const char *const ARGN[] = {NULL, "param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-  dt_value *in[5] = {dt_lua_check_value_for(L, 1, "adam_step_", ARGN[1]), dt_lua_check_value_for(L, 2, "adam_step_", ARGN[2]),
+  static const int TENSOR_ARG[3] = {6, 7, 11}; /* the numbers that may be tensors: in[5], in[6], in[7] */
+  dt_value *in[8] = {dt_lua_check_value_for(L, 1, "adam_step_", ARGN[1]), dt_lua_check_value_for(L, 2, "adam_step_", ARGN[2]),
                      dt_lua_check_value_for(L, 3, "adam_step_", ARGN[3]), dt_lua_check_value_for(L, 4, "adam_step_", ARGN[4]),
                      lua_isnoneornil(L, 5) ? NULL : dt_lua_check_value_for(L, 5, "adam_step_", ARGN[5])};
   dt_op_args a = {0};
-  for (int i = 0; i < 6; i++)
-    if (lua_type(L, 6 + i) != LUA_TNUMBER)
-      return luaL_error(L, "adam_step_: argument %d must be a number, got %s", 6 + i, luaL_typename(L, 6 + i));
-  for (int i = 0; i < 4; i++) a.scalar[i] = lua_tonumber(L, 6 + i);
+  int nin = in[4] ? 5 : 4;
+  for (int k = 0; k < 3; k++)
+    if (luaL_testudata(L, TENSOR_ARG[k], DT_TENSOR_MT)) {
+      in[5 + k] = dt_lua_check_value_for(L, TENSOR_ARG[k], "adam_step_", k == 0 ? "step_size" : k == 1 ? "bias_correction2_sqrt" : "decay");
+      nin = 6 + k;
+    }
+  for (int i = 6; i <= 11; i++)
+    if (lua_type(L, i) != LUA_TNUMBER && !(i == 6 && in[5]) && !(i == 7 && in[6]) && !(i == 11 && in[7]))
+      return luaL_error(L, "adam_step_: argument %d must be a number, got %s", i, luaL_typename(L, i));
+  for (int i = 0; i < 4; i++) a.scalar[i] = lua_type(L, 6 + i) == LUA_TNUMBER ? lua_tonumber(L, 6 + i) : 0;
   a.nscalar = 4;
-  a.ints[0] = bits_of(lua_tonumber(L, 10)), a.ints[1] = bits_of(lua_tonumber(L, 11)), a.nints = 2;
+  a.ints[0] = bits_of(lua_tonumber(L, 10)), a.ints[1] = bits_of(in[7] ? 0 : lua_tonumber(L, 11)), a.nints = 2;
   a.flags = (lua_toboolean(L, 12) ? 1 : 0) | (lua_toboolean(L, 13) ? 2 : 0);
-  return dt_lua_call_inplace(L, 1, DT_OP_ADAM_STEP_, &a, in, in[4] ? 5 : 4);
+  return dt_lua_call_inplace(L, 1, DT_OP_ADAM_STEP_, &a, in, nin);
 }
 
 /* dt._softmax_backward(grad, y, dim, log?) -> softmax's (log: log_softmax's) d x from its

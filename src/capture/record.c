@@ -176,7 +176,7 @@ static int hook_op(dt_context *ctx, dt_op_id op, const dt_op_args *args, dt_valu
   } else if (!(n->kernel = dt_kernel_get(dev, op))) {
     return dt_error("compile: %s has no kernel on %s", def->name, dt_device_name(dev));
   }
-  if (n->distributed && n->has_dec && !n->moves && !n->inplace && !n->random && !(def->flags & DT_OPF_VIEW) &&
+  if (n->distributed && n->has_dec && !n->moves && !n->random && !(def->flags & DT_OPF_VIEW) &&
       !dt_local_args_for(op)) {
     const dt_mesh *m = NULL;
     dt_device_type ldev = DT_HOST;
