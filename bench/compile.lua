@@ -46,16 +46,7 @@ local function chain(x, a)
 end
 
 -- the best of 5 loops of n calls of f in this rank's thread CPU time (seconds per call)
-local function best_cpu(n, f)
-  local b = math.huge
-  for _ = 1, 5 do
-    dt.barrier()
-    local t0 = baseline.thread_cpu()
-    for _ = 1, n do f() end
-    b = math.min(b, (baseline.thread_cpu() - t0) / n)
-  end
-  return b
-end
+local function best_cpu(n, f) return baseline.best_of_5(n, f, baseline.thread_cpu) end
 
 local function per_node(name, x, a)
   local f = dt.compile(chain)
