@@ -29,6 +29,15 @@ static int l_now(lua_State *L) {
   return 1;
 }
 
+/* The calling thread's CPU time (a rank of dtlua -n N is a thread): with now(), what a rank
+ * spends on the CPU against the wall time it waits for a core on a shared machine. */
+static int l_thread_cpu(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  lua_pushnumber(L, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+  return 1;
+}
+
 #ifdef DT_HAVE_CBLAS
 /* Matrices kept between calls (like the dtlua operands), so that both sides of a round
  * use warm memory. */
@@ -209,7 +218,7 @@ static int l_memory_seconds(lua_State *L) {
 DT_API int luaopen_baseline(lua_State *L);
 DT_API int luaopen_baseline(lua_State *L) {
   static const luaL_Reg funcs[] = {
-      {"now", l_now}, {"sgemm_gflops", l_sgemm_gflops}, {"memcpy_gbps", l_memcpy_gbps},
+      {"now", l_now}, {"thread_cpu", l_thread_cpu}, {"sgemm_gflops", l_sgemm_gflops}, {"memcpy_gbps", l_memcpy_gbps},
       {"memcpy_gbps_threads", l_memcpy_gbps_threads},
       {"memory_seconds", l_memory_seconds}, {NULL, NULL}};
   luaL_newlib(L, funcs);

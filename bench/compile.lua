@@ -1,14 +1,15 @@
 -- dt.compile against eager execution, in the same run:
 --  1. per-node overhead of a replayed graph: a chain of K adds on a 1-element plain tensor and
 --     on a 1-element DTensor (replicated on a 1-d mesh of every rank), per op eager (the
---     dispatcher's cache hit for the DTensor) vs per node replayed;
+--     dispatcher's cache hit for the DTensor) vs per node replayed, in wall time and in the
+--     rank thread's CPU time (ranks beyond the cores share them: wall > CPU);
 --  2. a small MLP (batch 32, 256 -> 512 -> 256, tensor parallel: the first weight Shard(2),
 --     the second Shard(1), the output brought to Replicate): its forward, and a training step
 --     (forward, mean-square loss, backward, SGD step) as one graph, eager vs compiled;
 --  3. the GPT demo's whole training step (examples/gpt_model.lua: 2 layers of width 64, 4 heads,
 --     dropout 0.1, tensor parallel by its partition over every rank; the reversal task's batch
 --     32 x 12 of vocab 11): embeddings, cross_entropy, backward, clip_grad_norm_, AdamW with a
---     tensor lr, eager vs compiled, and the graph's peak bytes with and without releasing each
+--     tensor lr, eager vs compiled (wall, and rank 0's thread CPU time), and the graph's peak bytes with and without releasing each
 --     output after its last use (buffer reuse);
 --  4. communication hidden by overlap: a data-parallel step (6 Linear layers of width 512,
 --     replicated; the batch, 64 rows per rank, sharded; SGD), compiled with one all_reduce per
@@ -44,14 +45,18 @@ local function chain(x, a)
   return x
 end
 
+-- the best of 5 loops of n calls of f in this rank's thread CPU time (seconds per call)
+local function best_cpu(n, f) return baseline.best_of_5(n, f, baseline.thread_cpu) end
+
 local function per_node(name, x, a)
   local f = dt.compile(chain)
   f(x, a)
   local eager = best(N, function() chain(x, a) end) / K
   local replay = best(N, function() f(x, a) end) / K
+  local cpu = best_cpu(N, function() f(x, a) end) / K
   assert(f:stats().per_graph[1].nodes == K)
-  dt.print0(string.format("%-22s eager %.3f us/op, replayed %.3f us/node (%.2fx)", name, eager * 1e6, replay * 1e6,
-                          eager / replay))
+  dt.print0(string.format("%-22s eager %.3f us/op, replayed %.3f us/node (%.2fx); replayed, this rank's CPU time %.3f us/node",
+                          name, eager * 1e6, replay * 1e6, eager / replay, cpu * 1e6))
 end
 
 dt.print0(string.format("chain of %d adds, %d ranks (%s):", K, dt.world_size(), dt.backend()))
@@ -149,9 +154,12 @@ end
 local NG = math.max(N // 10, 5)
 local tge = best(NG, function() ge(gx, gy) end)
 local tgc = best(NG, function() gc(gx, gy) end)
+local cge = best_cpu(NG, function() ge(gx, gy) end)
+local cgc = best_cpu(NG, function() gc(gx, gy) end)
 local gs = gc:stats().per_graph[1]
 dt.print0(string.format("GPT demo whole step (2 layers, width 64, batch 32x12, AdamW), %d ranks: eager %.2f ms, compiled %.2f ms (%.2fx), %d nodes",
                         dt.world_size(), tge * 1e3, tgc * 1e3, tge / tgc, gs.nodes))
+dt.print0(string.format("  rank 0's thread CPU time per step: eager %.2f ms, compiled %.2f ms (%.2fx)", cge * 1e3, cgc * 1e3, cge / cgc))
 dt.print0(string.format("  its graph's peak bytes: %.2f MiB with release after last use, %.2f MiB without (%.2fx)",
                         gs.peak_bytes / 2 ^ 20, gs.peak_bytes_unreleased / 2 ^ 20, gs.peak_bytes_unreleased / gs.peak_bytes))
 

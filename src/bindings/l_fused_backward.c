@@ -55,22 +55,49 @@ static int64_t bits_of(double d) {
   return b;
 }
 
+/* The tensors and flags both forms of dt._adam_step_ share: in[0..4], eps (argument 10),
+ * decoupled and maximize (12, 13). */
+static int adam_common(lua_State *L, dt_value **in, dt_op_args *a) {
+  static const char *const ARGN[] = {"param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  for (int i = 0; i < 4; i++) in[i] = dt_lua_check_value_for(L, i + 1, "adam_step_", ARGN[i]);
+  in[4] = lua_isnoneornil(L, 5) ? NULL : dt_lua_check_value_for(L, 5, "adam_step_", ARGN[4]);
+  a->nscalar = 4, a->nints = 2;
+  a->flags = (lua_toboolean(L, 12) ? 1 : 0) | (lua_toboolean(L, 13) ? 2 : 0);
+  return in[4] ? 5 : 4;
+}
+
+static double adam_number(lua_State *L, int i) {
+  if (lua_type(L, i) != LUA_TNUMBER)
+    return luaL_error(L, "adam_step_: argument %d must be a number, got %s", i, luaL_typename(L, i));
+  return lua_tonumber(L, i);
+}
+
 /* dt._adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq | nil, step_size,
  * bias_correction2_sqrt, beta1, beta2, eps, decay, decoupled, maximize) -> param */
 static int l_adam_step_(lua_State *L) {
-  static const char *const ARGN[] = {NULL, "param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-  dt_value *in[5] = {dt_lua_check_value_for(L, 1, "adam_step_", ARGN[1]), dt_lua_check_value_for(L, 2, "adam_step_", ARGN[2]),
-                     dt_lua_check_value_for(L, 3, "adam_step_", ARGN[3]), dt_lua_check_value_for(L, 4, "adam_step_", ARGN[4]),
-                     lua_isnoneornil(L, 5) ? NULL : dt_lua_check_value_for(L, 5, "adam_step_", ARGN[5])};
+  dt_value *in[5];
   dt_op_args a = {0};
-  for (int i = 0; i < 6; i++)
-    if (lua_type(L, 6 + i) != LUA_TNUMBER)
-      return luaL_error(L, "adam_step_: argument %d must be a number, got %s", 6 + i, luaL_typename(L, 6 + i));
-  for (int i = 0; i < 4; i++) a.scalar[i] = lua_tonumber(L, 6 + i);
-  a.nscalar = 4;
-  a.ints[0] = bits_of(lua_tonumber(L, 10)), a.ints[1] = bits_of(lua_tonumber(L, 11)), a.nints = 2;
-  a.flags = (lua_toboolean(L, 12) ? 1 : 0) | (lua_toboolean(L, 13) ? 2 : 0);
-  return dt_lua_call_inplace(L, 1, DT_OP_ADAM_STEP_, &a, in, in[4] ? 5 : 4);
+  int nin = adam_common(L, in, &a);
+  for (int i = 0; i < 4; i++) a.scalar[i] = adam_number(L, 6 + i);
+  a.ints[0] = bits_of(adam_number(L, 10)), a.ints[1] = bits_of(adam_number(L, 11));
+  return dt_lua_call_inplace(L, 1, DT_OP_ADAM_STEP_, &a, in, nin);
+}
+
+/* dt._adam_step_from_count_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq | nil, step, lr,
+ * beta1, beta2, eps, weight_decay, decoupled, maximize) -> param: the step count a 1-element
+ * tensor and lr a number or 1-element tensor, read when the op runs, which computes the bias
+ * corrections from them (a graph's optimizer step: no Lua reads their values) */
+static int l_adam_step_from_count_(lua_State *L) {
+  dt_value *in[7] = {0};
+  dt_op_args a = {0};
+  adam_common(L, in, &a);
+  in[5] = dt_lua_check_value_for(L, 6, "adam_step_", "step");
+  int nin = 6;
+  if (lua_type(L, 7) == LUA_TNUMBER) a.ints[2] = bits_of(lua_tonumber(L, 7)), a.nints = 3;
+  else in[6] = dt_lua_check_value_for(L, 7, "adam_step_", "lr"), nin = 7;
+  a.scalar[2] = adam_number(L, 8), a.scalar[3] = adam_number(L, 9);
+  a.ints[0] = bits_of(adam_number(L, 10)), a.ints[1] = bits_of(adam_number(L, 11));
+  return dt_lua_call_inplace(L, 1, DT_OP_ADAM_STEP_, &a, in, nin);
 }
 
 /* dt._softmax_backward(grad, y, dim, log?) -> softmax's (log: log_softmax's) d x from its
@@ -90,6 +117,7 @@ static const luaL_Reg funcs[] = {{"_gelu_backward", l_gelu_backward},
                                  {"_layer_norm_backward", l_layer_norm_backward},
                                  {"_sdpa_backward", l_sdpa_backward},
                                  {"_adam_step_", l_adam_step_},
+                                 {"_adam_step_from_count_", l_adam_step_from_count_},
                                  {NULL, NULL}};
 
 void dt_lua_open_fused_backward(lua_State *L, const dt_lua_targets *tg) {

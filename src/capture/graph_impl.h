@@ -40,11 +40,16 @@ typedef struct gnode {
   char *where, *desc;       /* the Lua line; the outputs' dtype, shape, placements */
   int *release, nrelease;   /* slots whose last use is this node */
   dt_tensor *spare[DT_OP_MAX_OUT]; /* buffer reuse: an output released by the last replay, owned */
-  /* DTensor ops whose decision moves nothing, on this rank's mesh, with no local args (e.g.
-   * pointwise): replay runs the local kernel directly (meta: the local outputs') and gives the
-   * outputs these specs (copies; spare_spec: one released by the last replay) */
+  /* DTensor ops whose decision moves nothing, on this rank's mesh (not random): replay runs the
+   * local kernel directly (meta: the local outputs') and gives the outputs these specs
+   * (copies; spare_spec: one released by the last replay) */
   int local_fast;
   dt_dspec *ospec[DT_OP_MAX_OUT], *spare_spec[DT_OP_MAX_OUT];
+  /* a local_fast op whose family calls its local kernel with args of its own (views' local
+   * shapes, nn's and index's shard offsets): those args, computed once at record from the
+   * decision (the specs are guarded, so they do not change between replays) */
+  int has_largs;
+  dt_op_args largs;
   /* a redistribution that is one collective on one mesh dim of this rank's mesh (coll: an
    * all_reduce Partial -> Replicate, an all_gather Shard(coll_dim) -> Replicate, a reduce_scatter
    * Partial -> Shard(coll_dim); coll_comm its group, meta[0] its local output, ospec[0] its spec,

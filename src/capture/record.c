@@ -143,6 +143,37 @@ static int rng_step(dt_context *ctx, dt_graph *g, gnode *n) {
   return DT_OK;
 }
 
+/* The args n's local kernel takes, as the dispatcher's execution computes them from the
+ * decision (dispatch.c's run_local): 1 when its family has none or they were computed into
+ * n->largs, 0 when they cannot be (a plain operand beside DTensors: replay executes the
+ * decision), -1 on error. */
+static int local_args_of(gnode *n, dt_value *const *in, const dt_mesh *mesh) {
+  dt_local_args_fn local_args = dt_local_args_for(n->op);
+  if (!local_args) return 1;
+  enum { MAX_IN = 16 }; /* cat/stack of more keep the decision's execution */
+  const dt_dspec *sp[MAX_IN];
+  if (n->nin > MAX_IN) return 0;
+  for (int i = 0; i < n->nin; i++) {
+    if (in[i] && !in[i]->spec) return 0;
+    sp[i] = in[i] ? in[i]->spec : NULL;
+  }
+  const dt_op_def *def = dt_op_get(n->op);
+  dt_dspec outs[DT_OP_MAX_OUT];
+  const dt_dspec *op_[DT_OP_MAX_OUT];
+  for (int o = 0; o < def->nout; o++) {
+    outs[o] = (dt_dspec){.mesh = (dt_mesh *)mesh, .ndim = n->dec.meta[o].ndim, .dtype = n->dec.meta[o].dtype};
+    memcpy(outs[o].p, n->dec.out[o], sizeof outs[o].p);
+    memcpy(outs[o].shape, n->dec.meta[o].shape, sizeof outs[o].shape);
+    op_[o] = &outs[o];
+  }
+  dt_strategy choice = {.nin = n->dec.nin, .in = n->dec.in};
+  memcpy(choice.out, n->dec.out, sizeof choice.out);
+  n->largs = n->args;
+  if (local_args(n->op, sp, &choice, op_, &n->largs) != DT_OK) return -1;
+  n->has_largs = 1;
+  return 1;
+}
+
 static int hook_op(dt_context *ctx, dt_op_id op, const dt_op_args *args, dt_value *const *in, int nin,
                    dt_value *const *out) {
   dt_graph *g = ctx->capture;
@@ -176,13 +207,14 @@ static int hook_op(dt_context *ctx, dt_op_id op, const dt_op_args *args, dt_valu
   } else if (!(n->kernel = dt_kernel_get(dev, op))) {
     return dt_error("compile: %s has no kernel on %s", def->name, dt_device_name(dev));
   }
-  if (n->distributed && n->has_dec && !n->moves && !n->inplace && !n->random && !(def->flags & DT_OPF_VIEW) &&
-      !dt_local_args_for(op)) {
+  if (n->distributed && n->has_dec && !n->moves && !n->random) {
     const dt_mesh *m = NULL;
     dt_device_type ldev = DT_HOST;
     for (int i = 0; i < nin; i++)
       if (in[i] && in[i]->spec && !m) m = in[i]->spec->mesh, ldev = dt_tensor_device(in[i]->local);
-    if (m && m->me >= 0 && (n->kernel = dt_kernel_get(ldev, op))) n->local_fast = 1;
+    int st = m && m->me >= 0 ? local_args_of(n, in, m) : 0;
+    if (st < 0) return DT_ERR;
+    if (st && (n->kernel = dt_kernel_get(ldev, op))) n->local_fast = 1;
   }
   if (n->inplace) return finish_node(g, n, in, 1);
   n->nout = def->nout;

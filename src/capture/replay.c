@@ -52,9 +52,10 @@ int dt_graph_matches(const dt_graph *g, const dt_context *ctx, const dt_guard *g
   return 1;
 }
 
-/* A plain op: the kernel on the local tensors, outputs allocated from the recorded metadata. */
+/* A plain op (or a local_fast DTensor op): the kernel on the local tensors, outputs allocated
+ * from the recorded metadata; a view op's kernel makes its view. */
 static int run_plain(dt_context *ctx, gnode *n, dt_value *const *in, dt_value *const *out, dt_tensor **loc) {
-  dt_op_args *a = &n->args;
+  dt_op_args *a = n->has_largs ? &n->largs : &n->args;
   a->in = loc;
   if (n->random) a->ints[DT_RNG_SLOT_SEED] = (int64_t)ctx->rng.seed, a->ints[DT_RNG_SLOT_OFFSET] = (int64_t)ctx->rng.offset;
   dt_tensor *res[DT_OP_MAX_OUT] = {0};
@@ -68,10 +69,11 @@ static int run_plain(dt_context *ctx, gnode *n, dt_value *const *in, dt_value *c
     dt_device_type dev = n->nin && loc[0] ? dt_tensor_device(loc[0]) : DT_HOST;
     st = DT_OK;
     for (int o = 0; o < n->nout && st == DT_OK; o++) {
-      if ((res[o] = n->spare[o])) { /* the buffer of the last replay, which nobody else holds */
+      if ((res[o] = n->spare[o])) { /* the buffer of the last replay, if nobody else holds it now */
         n->spare[o] = NULL;
         if (res[o]->ndim == n->meta[o].ndim && /* a dynamic graph's sizes may have changed */
-            memcmp(res[o]->shape, n->meta[o].shape, sizeof(int64_t) * (size_t)res[o]->ndim) == 0)
+            memcmp(res[o]->shape, n->meta[o].shape, sizeof(int64_t) * (size_t)res[o]->ndim) == 0 &&
+            atomic_load(&res[o]->storage->refcount) == 1) /* a view of it released since, or kept by the caller */
           continue;
         dt_tensor_release(res[o]);
       }
@@ -191,8 +193,11 @@ static int run_node(dt_context *ctx, dt_graph *g, gnode *n) {
   return st;
 }
 
-/* Releases slot s after its last use; a plain, contiguous output that nothing else holds goes
- * back to its node for the next replay. */
+/* Releases slot s after its last use; a plain, contiguous output that no other value holds goes
+ * back to its node for the next replay -- also when views of it are still alive (they are
+ * released later in this replay, or kept by the caller): its storage stays allocated and warm
+ * (a block freed and allocated again faults its pages in anew), and the next replay writes it
+ * only if nothing holds it by then. */
 static void release_slot(dt_graph *g, int s) {
   dt_value *v = g->val[s];
   int p = g->prod[s];
@@ -202,7 +207,7 @@ static void release_slot(dt_graph *g, int s) {
     int o = p % DT_OP_MAX_OUT;
     if (n->kind == NODE_OP && (!n->distributed || n->local_fast) && !n->inplace &&
         !(dt_op_get(n->op)->flags & DT_OPF_VIEW) && !n->spare[o] && !n->spare_spec[o] &&
-        atomic_load(&t->refcount) == 1 && atomic_load(&t->storage->refcount) == 1 && t->offset == 0) {
+        atomic_load(&t->refcount) == 1 && t->offset == 0) {
       n->spare[o] = t, n->spare_spec[o] = v->spec;
       v->local = NULL, v->spec = NULL;
       return;

@@ -18,18 +18,26 @@ static int writable(const dt_op_args *a, const dt_tensor *t, const char *what) {
   return DT_OK;
 }
 
-/* adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq?): one floating dtype and one
- * shape for all; the result is param. */
+/* adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq?, step?, lr?): one floating dtype
+ * and one shape for the first five; the step count and the learning rate as tensors (a graph's:
+ * the kernel computes the bias corrections from them) one element of float32 or float64; the
+ * result is param. */
 int dt_shape_adam_step(const dt_op_args *a, dt_meta *out) {
-  static const char *const names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-  if (a->nin < 4 || a->nin > 5) return dt_error("%s: expected 4 or 5 tensors, got %d", a->name, a->nin);
+  static const char *const names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step", "lr"};
+  if (a->nin < 4 || a->nin > 7) return dt_error("%s: expected 4 to 7 tensors, got %d", a->name, a->nin);
   const dt_tensor *p = a->in[0];
   char b1[160], b2[160];
   for (int i = 0; i < a->nin; i++) {
     const dt_tensor *t = a->in[i];
     if (!t) {
-      if (i == 4) continue;
+      if (i >= 4) continue;
       return dt_error("%s: %s is missing", a->name, names[i]);
+    }
+    if (i > 4) {
+      if (dt_tensor_numel(t) != 1 || (t->dtype != DT_FLOAT32 && t->dtype != DT_FLOAT64))
+        return dt_error("%s: %s must be a 1-element float32 or float64 tensor, got %s of %lld elements", a->name,
+                        names[i], dt_dtype_name(t->dtype), (long long)dt_tensor_numel(t));
+      continue;
     }
     if (!dt_dtype_is_float(t->dtype))
       return dt_error("%s: %s must be a floating-point tensor, got %s", a->name, names[i], dt_dtype_name(t->dtype));
@@ -42,6 +50,9 @@ int dt_shape_adam_step(const dt_op_args *a, dt_meta *out) {
     if (i != 1 && writable(a, t, names[i]) != DT_OK) return DT_ERR;
   }
   if (a->nscalar < 4 || a->nints < 2) return dt_error("%s: expected 4 numbers and 2 encoded numbers", a->name);
+  int step = a->nin > 5 && a->in[5], lr = a->nin > 6 && a->in[6];
+  if (lr && !step) return dt_error("%s: lr given as a tensor without the step tensor", a->name);
+  if (step && !lr && a->nints < 3) return dt_error("%s: the step tensor without lr (a tensor or ints[2])", a->name);
   out->dtype = p->dtype;
   out->ndim = p->ndim;
   if (p->ndim) memcpy(out->shape, p->shape, sizeof(int64_t) * (size_t)p->ndim);

@@ -267,10 +267,14 @@ describe("dt.compile on plain tensors", function()
     end)
 
     it("replays Adam and AdamW once their state exists, bitwise equal to eager: the step count stays a tensor", function()
+      local function lr64(v) return dt.tensor(v, {dtype = "float64"}) end
       local cases = {
         {"Adam", {lr = 0.01}}, {"AdamW", {lr = 0.02, weight_decay = 0.1}},
         {"Adam", {lr = 0.01, weight_decay = 0.05, amsgrad = true}}, {"AdamW", {lr = 0.01, maximize = true}},
         {"Adam", {lr = 0.003, betas = {0.5, 0.75}}, "float64"},
+        {"AdamW", {lr = lr64(3e-3), weight_decay = 0.01}}, {"Adam", {lr = lr64(0.02), weight_decay = 0.1}, "float64"},
+        {"AdamW", {lr = lr64(0.01), weight_decay = 0.2, amsgrad = true}, "float64"},
+        {"AdamW", {lr = lr64(0.01), weight_decay = 0.2, fused = false}}, {"Adam", {lr = 0.01, fused = false}},
       }
       for _, c in ipairs(cases) do
         local what = c[1] .. " " .. (c[3] or "float32")
@@ -291,6 +295,10 @@ describe("dt.compile on plain tensors", function()
         end
         assert.are.equal(1, f:stats().graphs, what)
         assert.are.equal(4, f:stats().replays, what)
+        -- fused (the default): one adam_step_ node per parameter, which computes the bias
+        -- corrections from the step tensor; fused = false: the composed ops
+        local _, fused = f:graph({file = os.tmpname()}):gsub("\n%s*adam_step_%(", "")
+        assert.are.equal(c[2].fused == false and 0 or #m2:parameters(), fused, what)
       end
     end)
 

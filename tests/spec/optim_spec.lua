@@ -218,6 +218,55 @@ describe("dt.optim.Adam and AdamW", function()
     end
   end
 
+  -- inside dt.compile the op takes the step count and lr as tensors and computes the bias
+  -- corrections itself: the same bits as the numbers eager computes in Lua
+  it("fused with the step count as a tensor equals the numbers computed in Lua, bitwise", function()
+    local rng = S.prng(41)
+    local function uniform(lo, hi) return lo + (hi - lo) * rng.int(0, 1000000) / 1000000 end
+    for trial = 1, 24 do
+      local dtype = trial % 2 == 0 and "float64" or "float32"
+      local decoupled, amsgrad, maximize = trial % 3 ~= 0, trial % 4 == 1, trial % 5 == 2
+      local lr, wd = uniform(1e-4, 0.1), trial % 6 == 0 and 0 or uniform(0, 0.3)
+      local beta1, beta2, eps = uniform(0.5, 0.95), uniform(0.9, 0.9999), 1e-8
+      local step = rng.int(1, 40)
+      local shape = {rng.int(0, 6), rng.int(1, 40)}
+      local function operands()
+        dt.manual_seed(trial)
+        local t = {}
+        for i = 1, 5 do t[i] = dt.randn(table.unpack(shape)):to(dtype) end
+        t[4] = t[4]:abs()
+        t[5] = t[5]:abs()
+        return t
+      end
+      local a, b = operands(), operands()
+      local step_t = dt.tensor(step, {dtype = "float32"})
+      local lr_t = trial % 2 == 0 and dt.tensor(lr, {dtype = "float64"}) or lr
+      dt._adam_step_(a[1], a[2], a[3], a[4], amsgrad and a[5] or nil, lr / (1 - beta1 ^ step), math.sqrt(1 - beta2 ^ step),
+                     beta1, beta2, eps, decoupled and 1 - lr * wd or wd, decoupled, maximize)
+      dt._adam_step_from_count_(b[1], b[2], b[3], b[4], amsgrad and b[5] or nil, step_t, lr_t, beta1, beta2, eps, wd,
+                                decoupled, maximize)
+      for i = 1, 5 do assert(a[i]:equal(b[i]), "trial " .. trial .. " operand " .. i .. " differs") end
+    end
+  end)
+
+  it("fused with the step count as a tensor refuses a step or lr that is not one float number", function()
+    local p, z = dt.zeros(2, 3), dt.zeros(2, 3)
+    local cases = {
+      {{p, z, z:clone(), z:clone(), nil, dt.ones(2), 0.1, 0.9, 0.999, 1e-8, 0, true, false},
+       "adam_step_: step must be a 1-element float32 or float64 tensor, got float32 of 2 elements"},
+      {{p, z, z:clone(), z:clone(), nil, dt.tensor(1, {dtype = "int64"}), 0.1, 0.9, 0.999, 1e-8, 0, true, false},
+       "adam_step_: step must be a 1-element float32 or float64 tensor, got int64 of 1 elements"},
+      {{p, z, z:clone(), z:clone(), nil, dt.tensor(1.0), dt.zeros(3), 0.9, 0.999, 1e-8, 0, true, false},
+       "adam_step_: lr must be a 1-element float32 or float64 tensor, got float32 of 3 elements"},
+      {{p, z, z:clone(), z:clone(), nil, 3, 0.1}, "adam_step_: expected a tensor for step, got number"},
+      {{p, z, z:clone(), z:clone(), nil, dt.tensor(1.0), "x"}, "adam_step_: expected a tensor for lr, got string"},
+    }
+    for _, c in ipairs(cases) do
+      local ok, err = pcall(dt._adam_step_from_count_, table.unpack(c[1], 1, 13))
+      assert(not ok and tostring(err):find(c[2], 1, true), "expected '" .. c[2] .. "', got " .. tostring(err))
+    end
+  end)
+
   it("fused: its op refuses mismatched operands, naming adam_step_ and the values", function()
     local p, z = dt.zeros(2, 3), dt.zeros(2, 3)
     local function call(...) return dt._adam_step_(...) end

@@ -65,6 +65,13 @@ local function steps(mesh)
       return dt.from_local(x:to_local() * 2, mesh, x.placements, {shape = x:size(), run_check = false})
     end,
     function(v, g) local x = v[g.int(1, #v)]; return x:matmul(x:t()):sum(2, true):expand(x:size()) end,
+    -- views and the ops whose local kernel takes args of its own (replayed directly when
+    -- nothing moves: their local args computed once at record), and in-place updates
+    function(v, g) return v[g.int(1, #v)]:transpose(1, 2):tanh():transpose(1, 2) end,
+    function(v, g) local x = v[g.int(1, #v)]; return x:reshape(x:size(1), 1, x:size(2)):sum(2) end,
+    function(v, g) local x = v[g.int(1, #v)]; return x:narrow(2, 1, x:size(2)) * 2 end,
+    function(v, g) local x = v[g.int(1, #v)]; return F.layer_norm(x, {x:size(2)}) end,
+    function(v, g) local y = v[g.int(1, #v)]:clone(); y:mul_(0.5); y:add_(v[g.int(1, #v)]); return y end,
   }
 end
 

@@ -6,7 +6,8 @@
 -- in the same order, so the same bits as fused = false, the composed ops below); on DTensors
 -- it runs on the local shards when the state has the parameter's placements, as it is made.
 -- Inside dt.compile the step count stays a tensor: the bias corrections are tensor ops of the
--- graph (bias_corrections), so the composed ops run there (the fused op takes them as numbers).
+-- graph (bias_corrections) on the composed path; the fused op takes the step tensor and lr
+-- itself and computes the corrections from them when it runs (the same double operations).
 local core = require "dtensor.core"
 local base = require "dtensor.optim.optimizer"
 local check = require "dtensor.optim.check"
@@ -75,7 +76,13 @@ local function updater(decoupled)
         if state.step == nil then init_state(state, p, g.amsgrad) end
         if g.amsgrad and state.max_exp_avg_sq == nil then state.max_exp_avg_sq = base.zeros_like(p) end
         state.step:add_(1)
-        if g.fused and not core.is_compiling() and fusable(p, grad, state) then
+        if g.fused and fusable(p, grad, state) and core.is_compiling() then
+          -- a graph: the op reads the step count and lr when it runs and computes the bias
+          -- corrections as the eager branch below does in Lua (one node per parameter)
+          core._adam_step_from_count_(p, grad, state.exp_avg, state.exp_avg_sq, g.amsgrad and state.max_exp_avg_sq or nil,
+                                      state.step, lr, beta1, beta2, eps, wd, decoupled, g.maximize)
+          goto continue
+        elseif g.fused and fusable(p, grad, state) then
           local step_size, bias_correction2_sqrt = bias_corrections(state.step, lr, beta1, beta2, p)
           core._adam_step_(p, grad, state.exp_avg, state.exp_avg_sq, g.amsgrad and state.max_exp_avg_sq or nil,
                            step_size, bias_correction2_sqrt, beta1, beta2, eps,

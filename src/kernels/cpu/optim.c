@@ -114,9 +114,34 @@ static void adam_piece_f32(int64_t i0, int64_t i1, void *vj) {
 
 static void adam_piece_f64(int64_t i0, int64_t i1, void *vj) { adam_general_f64(i0, i1, vj); }
 
-/* adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq?): operands that are not
- * contiguous in the compute dtype are worked on in contiguous copies, the written ones
- * copied back. */
+/* The value of a 1-element float32 or float64 tensor (the shape rule took no other). */
+static double number_of(const dt_tensor *t) {
+  const char *d = (const char *)dt_tensor_data(t);
+  return t->dtype == DT_FLOAT64 ? *(const double *)d : (double)*(const float *)d;
+}
+
+/* Lua 5.4's `^` (luai_numpow): a square is a product */
+static double lua_pow(double a, double b) { return b == 2 ? a * a : pow(a, b); }
+
+/* The numbers of the update: given (scalar[0..1], the decay term's bits), or -- with the step
+ * count as a tensor (a graph: dt.compile) -- computed from it and lr in double, the operations
+ * adam.lua does in Lua when eager (lr / (1 - beta1^step), sqrt(1 - beta2^step), 1 - lr wd), so
+ * both round alike to the compute dtype. */
+static void adam_numbers(const dt_op_args *a, adam_job *j) {
+  j->beta1 = a->scalar[2], j->beta2 = a->scalar[3];
+  j->eps = from_bits(a->ints[0]);
+  const dt_tensor *step = a->nin > 5 ? a->in[5] : NULL;
+  if (!step) {
+    j->step_size = a->scalar[0], j->bc2 = a->scalar[1], j->decay = from_bits(a->ints[1]);
+    return;
+  }
+  double s = number_of(step), lr = a->nin > 6 && a->in[6] ? number_of(a->in[6]) : from_bits(a->ints[2]);
+  double wd = from_bits(a->ints[1]);
+  j->step_size = lr / (1 - lua_pow(j->beta1, s));
+  j->bc2 = sqrt(1 - lua_pow(j->beta2, s));
+  j->decay = j->decoupled ? 1 - lr * wd : wd;
+}
+
 int dt_cpu_adam_step_(const dt_op_args *a, dt_tensor **out) {
   (void)out; /* in-place: out[0] is param */
   int n = a->nin > 4 && a->in[4] ? 5 : 4, rc = DT_OK;
@@ -127,9 +152,8 @@ int dt_cpu_adam_step_(const dt_op_args *a, dt_tensor **out) {
   if (rc == DT_OK) {
     adam_job j = {.p = dt_tensor_data(w[0]), .g = dt_tensor_data(w[1]), .m = dt_tensor_data(w[2]),
                   .v = dt_tensor_data(w[3]), .vmax = n > 4 ? dt_tensor_data(w[4]) : NULL,
-                  .step_size = a->scalar[0], .bc2 = a->scalar[1], .beta1 = a->scalar[2], .beta2 = a->scalar[3],
-                  .eps = from_bits(a->ints[0]), .decay = from_bits(a->ints[1]), .decoupled = a->flags & 1,
-                  .maximize = (a->flags & 2) != 0};
+                  .decoupled = a->flags & 1, .maximize = (a->flags & 2) != 0};
+    adam_numbers(a, &j);
     dt_parallel_for(dt_tensor_numel(w[0]), DT_PARALLEL_GRAIN / 4, cd == DT_FLOAT64 ? adam_piece_f64 : adam_piece_f32, &j);
     for (int i = 0; i < n && rc == DT_OK; i++) /* the written copies back (grad is only read) */
       if (i != 1 && w[i] != a->in[i]) rc = dt_tensor_copy_(a->in[i], w[i], a->name);
