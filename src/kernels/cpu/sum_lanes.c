@@ -1,0 +1,111 @@
+/* Float32 sums into double lanes (orders: sum_lanes.h), one body per vector width. */
+#include "kernels/cpu/sum_lanes.h"
+
+#include <string.h>
+
+/* the tail (fewer than 32 elements, i mod 32 = k) into the lanes, then the fold */
+static double finish(double *p, const float *x, int64_t n) {
+  for (int64_t k = 0; k < n; k++) p[k] += (double)x[k];
+  for (int w = DT_SUM_LANES / 2; w >= 1; w /= 2)
+    for (int k = 0; k < w; k++) p[k] += p[k + w];
+  return p[0];
+}
+
+static double sum_plain(const float *x, int64_t n) {
+  double p[DT_SUM_LANES] = {0};
+  int64_t i = 0;
+  for (; i + DT_SUM_LANES <= n; i += DT_SUM_LANES)
+    for (int k = 0; k < DT_SUM_LANES; k++) p[k] += (double)x[i + k];
+  return finish(p, x + i, n - i);
+}
+
+/* one row or two into the column sums, element by element (the plain body and every tail) */
+static void add_rows_plain(double *acc, const float *r0, const float *r1, int64_t i, int64_t n) {
+  if (r1)
+    for (; i < n; i++) acc[i] = (acc[i] + (double)r0[i]) + (double)r1[i];
+  else
+    for (; i < n; i++) acc[i] += (double)r0[i];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("avx512f"))) static void add_rows_avx512(double *acc, const float *r0, const float *r1,
+                                                              int64_t n) {
+  int64_t i = 0;
+  if (r1)
+    for (; i + 8 <= n; i += 8) {
+      __m512d s = _mm512_add_pd(_mm512_loadu_pd(acc + i), _mm512_cvtps_pd(_mm256_loadu_ps(r0 + i)));
+      _mm512_storeu_pd(acc + i, _mm512_add_pd(s, _mm512_cvtps_pd(_mm256_loadu_ps(r1 + i))));
+    }
+  else
+    for (; i + 8 <= n; i += 8)
+      _mm512_storeu_pd(acc + i, _mm512_add_pd(_mm512_loadu_pd(acc + i), _mm512_cvtps_pd(_mm256_loadu_ps(r0 + i))));
+  add_rows_plain(acc, r0, r1, i, n);
+}
+
+__attribute__((target("avx2"))) static void add_rows_avx2(double *acc, const float *r0, const float *r1, int64_t n) {
+  int64_t i = 0;
+  if (r1)
+    for (; i + 4 <= n; i += 4) {
+      __m256d s = _mm256_add_pd(_mm256_loadu_pd(acc + i), _mm256_cvtps_pd(_mm_loadu_ps(r0 + i)));
+      _mm256_storeu_pd(acc + i, _mm256_add_pd(s, _mm256_cvtps_pd(_mm_loadu_ps(r1 + i))));
+    }
+  else
+    for (; i + 4 <= n; i += 4)
+      _mm256_storeu_pd(acc + i, _mm256_add_pd(_mm256_loadu_pd(acc + i), _mm256_cvtps_pd(_mm_loadu_ps(r0 + i))));
+  add_rows_plain(acc, r0, r1, i, n);
+}
+
+void dt_add_rows_f32(double *acc, const float *r0, const float *r1, int64_t n) {
+  if (__builtin_cpu_supports("avx512f")) add_rows_avx512(acc, r0, r1, n);
+  else if (__builtin_cpu_supports("avx2")) add_rows_avx2(acc, r0, r1, n);
+  else add_rows_plain(acc, r0, r1, 0, n);
+}
+
+/* lanes 8j .. 8j+7 in register a[j] */
+__attribute__((target("avx512f"))) static double sum_avx512(const float *x, int64_t n) {
+  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + DT_SUM_LANES <= n; i += DT_SUM_LANES) {
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
+    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)));
+    a2 = _mm512_add_pd(a2, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 16)));
+    a3 = _mm512_add_pd(a3, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 24)));
+  }
+  double p[DT_SUM_LANES];
+  _mm512_storeu_pd(p, a0), _mm512_storeu_pd(p + 8, a1), _mm512_storeu_pd(p + 16, a2), _mm512_storeu_pd(p + 24, a3);
+  return finish(p, x + i, n - i);
+}
+
+/* lanes 4j .. 4j+3 in register a[j] */
+__attribute__((target("avx2"))) static double sum_avx2(const float *x, int64_t n) {
+  __m256d a[8];
+  for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + DT_SUM_LANES <= n; i += DT_SUM_LANES)
+    for (int j = 0; j < 8; j++) a[j] = _mm256_add_pd(a[j], _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * j)));
+  double p[DT_SUM_LANES];
+  for (int j = 0; j < 8; j++) _mm256_storeu_pd(p + 4 * j, a[j]);
+  return finish(p, x + i, n - i);
+}
+
+int dt_sum_f32_width(const float *x, int64_t n, int width, double *sum) {
+  if (width >= 16 && __builtin_cpu_supports("avx512f")) return *sum = sum_avx512(x, n), 16;
+  if (width >= 8 && __builtin_cpu_supports("avx2")) return *sum = sum_avx2(x, n), 8;
+  return *sum = sum_plain(x, n), 1;
+}
+#else
+void dt_add_rows_f32(double *acc, const float *r0, const float *r1, int64_t n) { add_rows_plain(acc, r0, r1, 0, n); }
+
+int dt_sum_f32_width(const float *x, int64_t n, int width, double *sum) {
+  (void)width;
+  return *sum = sum_plain(x, n), 1;
+}
+#endif
+
+double dt_sum_f32(const float *x, int64_t n) {
+  double s;
+  dt_sum_f32_width(x, n, 16, &s);
+  return s;
+}
