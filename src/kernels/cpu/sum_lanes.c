@@ -57,10 +57,10 @@ __attribute__((target("avx2"))) static void add_rows_avx2(double *acc, const flo
   add_rows_plain(acc, r0, r1, i, n);
 }
 
-void dt_add_rows_f32(double *acc, const float *r0, const float *r1, int64_t n) {
-  if (__builtin_cpu_supports("avx512f")) add_rows_avx512(acc, r0, r1, n);
-  else if (__builtin_cpu_supports("avx2")) add_rows_avx2(acc, r0, r1, n);
-  else add_rows_plain(acc, r0, r1, 0, n);
+int dt_add_rows_f32_width(double *acc, const float *r0, const float *r1, int64_t n, int width) {
+  if (width >= 16 && __builtin_cpu_supports("avx512f")) return add_rows_avx512(acc, r0, r1, n), 16;
+  if (width >= 8 && __builtin_cpu_supports("avx2")) return add_rows_avx2(acc, r0, r1, n), 8;
+  return add_rows_plain(acc, r0, r1, 0, n), 1;
 }
 
 /* lanes 8j .. 8j+7 in register a[j] */
@@ -96,7 +96,10 @@ int dt_sum_f32_width(const float *x, int64_t n, int width, double *sum) {
   return *sum = sum_plain(x, n), 1;
 }
 #else
-void dt_add_rows_f32(double *acc, const float *r0, const float *r1, int64_t n) { add_rows_plain(acc, r0, r1, 0, n); }
+int dt_add_rows_f32_width(double *acc, const float *r0, const float *r1, int64_t n, int width) {
+  (void)width;
+  return add_rows_plain(acc, r0, r1, 0, n), 1;
+}
 
 int dt_sum_f32_width(const float *x, int64_t n, int width, double *sum) {
   (void)width;
@@ -109,3 +112,5 @@ double dt_sum_f32(const float *x, int64_t n) {
   dt_sum_f32_width(x, n, 16, &s);
   return s;
 }
+
+void dt_add_rows_f32(double *acc, const float *r0, const float *r1, int64_t n) { dt_add_rows_f32_width(acc, r0, r1, n, 16); }

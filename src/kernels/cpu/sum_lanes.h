@@ -20,5 +20,7 @@ int dt_sum_f32_width(const float *x, int64_t n, int width, double *sum);
 /* acc[i] = (acc[i] + r0[i]) + r1[i] for i < n (r1 NULL: acc[i] + r0[i]): the column sums of
  * a sum over leading dims, two rows a pass; the same adds in every vector width. */
 void dt_add_rows_f32(double *acc, const float *r0, const float *r1, int64_t n);
+/* The same on a chosen body (as dt_sum_f32_width); returns the width used. */
+int dt_add_rows_f32_width(double *acc, const float *r0, const float *r1, int64_t n, int width);
 
 #endif
