@@ -47,16 +47,19 @@ static void test_sum_same_bits_every_width(void) {
 
 static void test_add_rows_same_bits_every_width(void) {
   enum { N = 1037 };
-  float r0[N + 1], r1[N + 1];
+  static float r[DT_ADD_ROWS][N + 1];
   double want[N], got[N];
-  fill(r0, N + 1, 11), fill(r1, N + 1, 12);
-  for (int two = 0; two < 2; two++)
+  const float *rows[DT_ADD_ROWS];
+  for (int k = 0; k < DT_ADD_ROWS; k++) fill(r[k], N + 1, 11 + (unsigned)k), rows[k] = r[k] + 1; /* unaligned */
+  for (int nrows = 1; nrows <= DT_ADD_ROWS; nrows++)
     for (int64_t n = 0; n <= N; n += n < 40 ? 1 : 333) {
-      for (int64_t i = 0; i < n; i++) want[i] = (double)r1[N - i] * 1e-3; /* a running sum so far */
-      for (int64_t i = 0; i < n; i++) want[i] = two ? (want[i] + (double)r0[i + 1]) + (double)r1[i + 1] : want[i] + (double)r0[i + 1];
+      for (int64_t i = 0; i < n; i++) { /* a running sum so far, then the rows in order */
+        want[i] = (double)r[0][N - i] * 1e-3;
+        for (int k = 0; k < nrows; k++) want[i] += (double)rows[k][i];
+      }
       for (int w = 0; w < 3; w++) {
-        for (int64_t i = 0; i < n; i++) got[i] = (double)r1[N - i] * 1e-3;
-        dt_add_rows_f32_width(got, r0 + 1, two ? r1 + 1 : NULL, n, WIDTHS[w]);
+        for (int64_t i = 0; i < n; i++) got[i] = (double)r[0][N - i] * 1e-3;
+        dt_add_rows_f32_width(got, rows, nrows, n, WIDTHS[w]);
         CHECK(n == 0 || memcmp(got, want, sizeof(double) * (size_t)n) == 0);
       }
     }

@@ -327,20 +327,20 @@ static double finish(const plan *pl, const acc *a, dt_op_id op, double correctio
 #define DT_VECTORIZE
 #endif
 
-/* Adds rows r0 and then r1 (NULL: none) of n values (any dtype) into acc: each column's own
- * double sum, so any vector width gives the same bits; float32 reads at memory speed
- * (dt_add_rows_f32). */
-DT_VECTORIZE static void add_rows(double *restrict acc, const char *r0, const char *r1, dt_dtype t, int64_t n) {
+/* Adds rows[0], rows[1], ... (n values of any dtype each) into acc in that order: each
+ * column's own double sum, so any vector width gives the same bits; float32 reads at memory
+ * speed (dt_add_rows_f32). */
+DT_VECTORIZE static void add_rows(double *restrict acc, const char *const *rows, int nrows, dt_dtype t, int64_t n) {
   if (t == DT_FLOAT32) {
-    dt_add_rows_f32(acc, (const float *)r0, (const float *)r1, n);
+    dt_add_rows_f32(acc, (const float *const *)rows, nrows, n);
     return;
   }
   double buf[CHUNK];
   size_t es = dt_dtype_size(t);
-  for (const char *row = r0; row; row = row == r0 ? r1 : NULL)
+  for (int k = 0; k < nrows; k++)
     for (int64_t c = 0; c < n; c += CHUNK) {
       int64_t m = n - c < CHUNK ? n - c : CHUNK;
-      load_f64(row + c * (int64_t)es, 1, t, m, buf);
+      load_f64(rows[k] + c * (int64_t)es, 1, t, m, buf);
       for (int64_t i = 0; i < m; i++) acc[c + i] += buf[i];
     }
 }
@@ -352,7 +352,7 @@ DT_VECTORIZE static void add_rows(double *restrict acc, const char *r0, const ch
  * order: the threads share a few output columns too, and the blocks (not the thread count)
  * fix the bits. */
 #define ROWS_BLOCK 128
-#define ROWS_COLS 2048 /* columns per item: 8 KiB float32 runs of each row, 16 KiB of sums in L1 */
+#define ROWS_COLS 4096 /* columns per item: 16 KiB float32 runs of each row, 32 KiB of sums */
 typedef struct {
   const plan *pl;
   dt_tensor *vals;
@@ -393,14 +393,14 @@ static void rows_piece(int64_t b, int64_t e, void *vj) {
       roff += rcnt[d] * pl->rstride[d];
     }
     for (int64_t i = 0; i < w; i++) acc[i] = 0;
-    for (int64_t r = r0; r < r1; r += 2) { /* two rows a pass: half the accumulator traffic */
-      const char *a = p + roff * es, *b = NULL;
-      roff += odometer_step(pl->nr, pl->rshape, pl->rstride, rcnt);
-      if (r + 1 < r1) {
-        b = p + roff * es;
+    for (int64_t r = r0; r < r1; r += DT_ADD_ROWS) { /* a few rows a pass: more reads in flight */
+      const char *rows[DT_ADD_ROWS];
+      int nrows = r1 - r < DT_ADD_ROWS ? (int)(r1 - r) : DT_ADD_ROWS;
+      for (int k = 0; k < nrows; k++) {
+        rows[k] = p + roff * es;
         roff += odometer_step(pl->nr, pl->rshape, pl->rstride, rcnt);
       }
-      add_rows(acc, a, b, pl->dtype, w);
+      add_rows(acc, rows, nrows, pl->dtype, w);
     }
     if (j->nrb == 1) put_row(j, o, c0, w, acc);
     else memcpy(j->part + (o * j->nrb + rb) * len + c0, acc, sizeof(double) * (size_t)w);

@@ -19,48 +19,44 @@ static double sum_plain(const float *x, int64_t n) {
   return finish(p, x + i, n - i);
 }
 
-/* one row or two into the column sums, element by element (the plain body and every tail) */
-static void add_rows_plain(double *acc, const float *r0, const float *r1, int64_t i, int64_t n) {
-  if (r1)
-    for (; i < n; i++) acc[i] = (acc[i] + (double)r0[i]) + (double)r1[i];
-  else
-    for (; i < n; i++) acc[i] += (double)r0[i];
+/* rows[0..nrows) into the column sums, element by element (the plain body and every tail) */
+static void add_rows_plain(double *acc, const float *const *rows, int nrows, int64_t i, int64_t n) {
+  for (; i < n; i++) {
+    double s = acc[i];
+    for (int k = 0; k < nrows; k++) s += (double)rows[k][i];
+    acc[i] = s;
+  }
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-__attribute__((target("avx512f"))) static void add_rows_avx512(double *acc, const float *r0, const float *r1,
+__attribute__((target("avx512f"))) static void add_rows_avx512(double *acc, const float *const *rows, int nrows,
                                                               int64_t n) {
   int64_t i = 0;
-  if (r1)
-    for (; i + 8 <= n; i += 8) {
-      __m512d s = _mm512_add_pd(_mm512_loadu_pd(acc + i), _mm512_cvtps_pd(_mm256_loadu_ps(r0 + i)));
-      _mm512_storeu_pd(acc + i, _mm512_add_pd(s, _mm512_cvtps_pd(_mm256_loadu_ps(r1 + i))));
-    }
-  else
-    for (; i + 8 <= n; i += 8)
-      _mm512_storeu_pd(acc + i, _mm512_add_pd(_mm512_loadu_pd(acc + i), _mm512_cvtps_pd(_mm256_loadu_ps(r0 + i))));
-  add_rows_plain(acc, r0, r1, i, n);
+  for (; i + 8 <= n; i += 8) {
+    __m512d s = _mm512_loadu_pd(acc + i);
+    for (int k = 0; k < nrows; k++) s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm256_loadu_ps(rows[k] + i)));
+    _mm512_storeu_pd(acc + i, s);
+  }
+  add_rows_plain(acc, rows, nrows, i, n);
 }
 
-__attribute__((target("avx2"))) static void add_rows_avx2(double *acc, const float *r0, const float *r1, int64_t n) {
+__attribute__((target("avx2"))) static void add_rows_avx2(double *acc, const float *const *rows, int nrows,
+                                                         int64_t n) {
   int64_t i = 0;
-  if (r1)
-    for (; i + 4 <= n; i += 4) {
-      __m256d s = _mm256_add_pd(_mm256_loadu_pd(acc + i), _mm256_cvtps_pd(_mm_loadu_ps(r0 + i)));
-      _mm256_storeu_pd(acc + i, _mm256_add_pd(s, _mm256_cvtps_pd(_mm_loadu_ps(r1 + i))));
-    }
-  else
-    for (; i + 4 <= n; i += 4)
-      _mm256_storeu_pd(acc + i, _mm256_add_pd(_mm256_loadu_pd(acc + i), _mm256_cvtps_pd(_mm_loadu_ps(r0 + i))));
-  add_rows_plain(acc, r0, r1, i, n);
+  for (; i + 4 <= n; i += 4) {
+    __m256d s = _mm256_loadu_pd(acc + i);
+    for (int k = 0; k < nrows; k++) s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_loadu_ps(rows[k] + i)));
+    _mm256_storeu_pd(acc + i, s);
+  }
+  add_rows_plain(acc, rows, nrows, i, n);
 }
 
-int dt_add_rows_f32_width(double *acc, const float *r0, const float *r1, int64_t n, int width) {
-  if (width >= 16 && __builtin_cpu_supports("avx512f")) return add_rows_avx512(acc, r0, r1, n), 16;
-  if (width >= 8 && __builtin_cpu_supports("avx2")) return add_rows_avx2(acc, r0, r1, n), 8;
-  return add_rows_plain(acc, r0, r1, 0, n), 1;
+int dt_add_rows_f32_width(double *acc, const float *const *rows, int nrows, int64_t n, int width) {
+  if (width >= 16 && __builtin_cpu_supports("avx512f")) return add_rows_avx512(acc, rows, nrows, n), 16;
+  if (width >= 8 && __builtin_cpu_supports("avx2")) return add_rows_avx2(acc, rows, nrows, n), 8;
+  return add_rows_plain(acc, rows, nrows, 0, n), 1;
 }
 
 /* lanes 8j .. 8j+7 in register a[j] */
@@ -96,9 +92,9 @@ int dt_sum_f32_width(const float *x, int64_t n, int width, double *sum) {
   return *sum = sum_plain(x, n), 1;
 }
 #else
-int dt_add_rows_f32_width(double *acc, const float *r0, const float *r1, int64_t n, int width) {
+int dt_add_rows_f32_width(double *acc, const float *const *rows, int nrows, int64_t n, int width) {
   (void)width;
-  return add_rows_plain(acc, r0, r1, 0, n), 1;
+  return add_rows_plain(acc, rows, nrows, 0, n), 1;
 }
 
 int dt_sum_f32_width(const float *x, int64_t n, int width, double *sum) {
@@ -113,4 +109,6 @@ double dt_sum_f32(const float *x, int64_t n) {
   return s;
 }
 
-void dt_add_rows_f32(double *acc, const float *r0, const float *r1, int64_t n) { dt_add_rows_f32_width(acc, r0, r1, n, 16); }
+void dt_add_rows_f32(double *acc, const float *const *rows, int nrows, int64_t n) {
+  dt_add_rows_f32_width(acc, rows, nrows, n, 16);
+}

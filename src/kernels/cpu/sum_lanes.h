@@ -17,10 +17,12 @@ double dt_sum_f32(const float *x, int64_t n);
  * a body the CPU lacks falls back to the next narrower one.  Returns the width used. */
 int dt_sum_f32_width(const float *x, int64_t n, int width, double *sum);
 
-/* acc[i] = (acc[i] + r0[i]) + r1[i] for i < n (r1 NULL: acc[i] + r0[i]): the column sums of
- * a sum over leading dims, two rows a pass; the same adds in every vector width. */
-void dt_add_rows_f32(double *acc, const float *r0, const float *r1, int64_t n);
+/* acc[i] = ((acc[i] + rows[0][i]) + rows[1][i]) + ... for i < n: the column sums of a sum
+ * over leading dims, DT_ADD_ROWS rows a pass (more rows in flight read memory faster, fewer
+ * passes over acc); the same adds in every vector width. */
+#define DT_ADD_ROWS 4
+void dt_add_rows_f32(double *acc, const float *const *rows, int nrows, int64_t n);
 /* The same on a chosen body (as dt_sum_f32_width); returns the width used. */
-int dt_add_rows_f32_width(double *acc, const float *r0, const float *r1, int64_t n, int width);
+int dt_add_rows_f32_width(double *acc, const float *const *rows, int nrows, int64_t n, int width);
 
 #endif
