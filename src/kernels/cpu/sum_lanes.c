@@ -31,27 +31,21 @@ static void add_rows_plain(double *acc, const float *const *rows, int nrows, int
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-__attribute__((target("avx512f"))) static void add_rows_avx512(double *acc, const float *const *rows, int nrows,
-                                                              int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m512d s = _mm512_loadu_pd(acc + i);
-    for (int k = 0; k < nrows; k++) s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm256_loadu_ps(rows[k] + i)));
-    _mm512_storeu_pd(acc + i, s);
+/* one body per width: L doubles a step (P: the intrinsics' prefix, VD: the double vector,
+ * LOADF: the load of L floats), the tail element by element */
+#define DEFINE_ADD_ROWS(NAME, TARGET, L, P, VD, LOADF)                                                  \
+  __attribute__((target(TARGET))) static void NAME(double *acc, const float *const *rows, int nrows,    \
+                                                   int64_t n) {                                         \
+    int64_t i = 0;                                                                                      \
+    for (; i + L <= n; i += L) {                                                                        \
+      VD s = P##_loadu_pd(acc + i);                                                                     \
+      for (int k = 0; k < nrows; k++) s = P##_add_pd(s, P##_cvtps_pd(LOADF(rows[k] + i)));              \
+      P##_storeu_pd(acc + i, s);                                                                        \
+    }                                                                                                   \
+    add_rows_plain(acc, rows, nrows, i, n);                                                             \
   }
-  add_rows_plain(acc, rows, nrows, i, n);
-}
-
-__attribute__((target("avx2"))) static void add_rows_avx2(double *acc, const float *const *rows, int nrows,
-                                                         int64_t n) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    __m256d s = _mm256_loadu_pd(acc + i);
-    for (int k = 0; k < nrows; k++) s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_loadu_ps(rows[k] + i)));
-    _mm256_storeu_pd(acc + i, s);
-  }
-  add_rows_plain(acc, rows, nrows, i, n);
-}
+DEFINE_ADD_ROWS(add_rows_avx512, "avx512f", 8, _mm512, __m512d, _mm256_loadu_ps)
+DEFINE_ADD_ROWS(add_rows_avx2, "avx2", 4, _mm256, __m256d, _mm_loadu_ps)
 
 int dt_add_rows_f32_width(double *acc, const float *const *rows, int nrows, int64_t n, int width) {
   if (width >= 16 && __builtin_cpu_supports("avx512f")) return add_rows_avx512(acc, rows, nrows, n), 16;
