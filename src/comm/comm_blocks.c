@@ -5,7 +5,7 @@
 
 #include "base/error.h"
 #include "comm/blocks.h"
-#include "comm/stream_copy.h"
+#include "base/stream_copy.h"
 
 size_t dt_comm_block_numel(const dt_comm_block *b) { return b->rows * b->cols; }
 

@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "comm/blocks.h"
-#include "comm/stream_copy.h"
+#include "base/stream_copy.h"
 #include "comm/threads_impl.h"
 #include "kernels/cpu/reduce_ops.h"
 

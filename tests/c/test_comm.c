@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "comm/blocks.h"
 #include "comm/comm.h"
-#include "comm/stream_copy.h"
+#include "base/stream_copy.h"
 #include "comm/spin_wait.h"
 #include "kernels/cpu/reduce_ops.h"
 #include "ctest.h"

@@ -253,6 +253,28 @@ describe("pointwise binary", function()
     assert.matches("add: alpha must be a number, got string", err, 1, true)
   end)
 
+  it("writes outputs past the last-level cache (non-temporal stores) with the same values", function()
+    -- 3 x 8 MiB of operands: past half of any cache up to 48 MiB, so the output streams
+    local n = (1 << 21) + 5
+    local a, b = dt.randn(n), dt.randn(n)
+    local function strided(f) -- the same op on a transposed view: never flat, never streamed
+      local m = (n - 5) // 4
+      return f(a:narrow(1, 1, 4 * m):view(m, 4):t(), b:narrow(1, 1, 4 * m):view(m, 4):t()):t():reshape(4 * m)
+    end
+    for name, f in pairs({add = function(x, y) return x + y end, mul = function(x, y) return x * y end,
+                          sub_alpha = function(x, y) return x:sub(y, 0.5) end,
+                          scalar = function(x) return x * 3 + 1 end, gt = function(x, y) return x:gt(y) end}) do
+      local r = f(a, b)
+      assert.is_true(r:narrow(1, 1, n - 5):equal(strided(f)), name)
+      assert.is_true(r:narrow(1, n - 4, 5):equal(f(a:narrow(1, n - 4, 5), b:narrow(1, n - 4, 5))), name .. " tail")
+    end
+    local d = a:double() + b:double()
+    assert.is_true(d:equal(a:double():add(b:double())), "float64")
+    local c = a:clone()
+    c:add_(b) -- in place: out is an input, not streamed
+    assert.is_true(c:equal(a + b), "add_")
+  end)
+
   it("keeps per-call overhead of a + b small", function()
     local a, b = dt.ones(1), dt.ones(1)
     local t0 = os.clock()

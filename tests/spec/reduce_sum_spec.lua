@@ -1,4 +1,5 @@
 local R = require "tests.spec.reduce_ref"
+local S = require "tests.spec.support.spec_helpers"
 
 local shape = {2, 3, 4}
 local flat, t = R.fixture(shape, 1)
@@ -55,6 +56,41 @@ describe("sum / mean / prod", function()
     local e = dt.zeros(0, 20):mean(1):totable()
     assert.are.equal(20, #e)
     assert.is_true(e[20] ~= e[20])
+  end)
+
+  it("sum a contiguous float32 tensor in one order: 32 double lanes (i mod 32), folded in halves", function()
+    -- +-2^60, 2^30, 1, 2^-20: a double sum absorbs the small ones or not by the order, and the
+    -- float32 result shows it (2^60 at 0, -2^60 at 8, 1 at 32 gives 0 here, 1 in 8 lanes)
+    local prng, mags = S.prng(32), {2.0 ^ 60, 2.0 ^ 30, 1, 2.0 ^ -20}
+    for _, n in ipairs({33, 1, 31, 32, 100, 1000, 4099}) do
+      local v = {}
+      for i = 1, n do v[i] = mags[prng.int(1, 4)] * (prng.int(0, 1) * 2 - 1) end
+      if n == 33 then
+        for i = 1, n do v[i] = 0 end
+        v[1], v[9], v[33] = 2.0 ^ 60, -2.0 ^ 60, 1
+      end
+      local x, p = dt.tensor(v, {dtype = "float32"}), {}
+      for k = 1, 32 do p[k] = 0.0 end
+      for i = 1, n do p[(i - 1) % 32 + 1] = p[(i - 1) % 32 + 1] + v[i] end
+      local w = 16
+      while w >= 1 do
+        for k = 1, w do p[k] = p[k] + p[k + w] end
+        w = w // 2
+      end
+      if n == 33 then assert.are.equal(0, p[1]) end
+      assert.are.equal(dt.tensor(p[1]):float():item(), x:sum():item(), "n = " .. n)
+      assert.are.equal(dt.tensor(p[1] / n):float():item(), x:mean():item(), "mean, n = " .. n)
+    end
+  end)
+
+  it("sum over leading dims gives each column the same bits wherever it sits in a row", function()
+    local x = dt.randn(37, 4200) * dt.exp(dt.randn(37, 4200) * 4) -- rows wider than one 4096-column item
+    local full = x:sum(1)
+    for _, c in ipairs({{1, 5}, {3, 17}, {4090, 61}, {4195, 6}}) do -- vector bodies and tails at other columns
+      local part = x:narrow(2, c[1], c[2]):contiguous():sum(1)
+      assert.is_true(part:equal(full:narrow(1, c[1], c[2])), "columns " .. c[1] .. "+" .. c[2])
+    end
+    R.close(full:double():totable(), x:double():sum(1):totable(), 1e-3)
   end)
 
   it("sum integers and bools into int64 exactly", function()

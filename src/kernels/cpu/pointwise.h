@@ -19,6 +19,10 @@ typedef struct pw_ctx {
   int64_t loi, hii;
   int has_lo, has_hi;
   int err; /* set by loops: PW_ERR_* */
+  /* set by pw_run: the operands are flat and together outgrow half the last-level cache, and
+   * out is no input; loops that honour it write out with non-temporal stores (no read of
+   * each output line first, and the inputs stay cached) */
+  int stream;
 } pw_ctx;
 
 #define PW_ERR_ZERO_DIV 1

@@ -9,7 +9,7 @@
 #include "base/thread_pool.h"
 #include "kernels/philox.h"
 #include "kernels/cpu/philox_batch.h"
-#include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/box_muller.h"
 
 #define CHUNK 256 /* elements converted per batch of words (the word buffer stays in L1) */
 
@@ -154,22 +154,53 @@ static void put_normal_one(const dt_rng_fill *f, int64_t pos, int64_t g0, int64_
   }
 }
 
+/* d[i] = (float)(a + b * z[i]) in double, as put_normal_one rounds: the same operations
+ * in any vector width */
+#define AFFINE_BODY                                                  \
+  for (int64_t i = 0; i < m; i++) d[i] = (float)(a + b * (double)z[i]);
+DT_VECTORIZE static void affine_plain(float *restrict d, const float *restrict z, int64_t m, double a, double b) {
+  AFFINE_BODY
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+DT_VECTORIZE __attribute__((target("avx2"))) static void affine_avx2(float *restrict d, const float *restrict z,
+                                                                    int64_t m, double a, double b) {
+  AFFINE_BODY
+}
+#define AFFINE(d, z, m, a, b) (__builtin_cpu_supports("avx2") ? affine_avx2(d, z, m, a, b) : affine_plain(d, z, m, a, b))
+#else
+#define AFFINE(d, z, m, a, b) affine_plain(d, z, m, a, b)
+#endif
+
 /* Normal: pair k = elements (2k, 2k+1) uses the words of both elements for (u1, u2);
  * z0 = r cos(2 pi u2) goes to 2k, z1 = r sin(2 pi u2) to 2k+1, r = sqrt(-2 ln(1 - u1)). */
 static void fill_normal(const dt_rng_fill *f, int64_t pos, int64_t g0, int64_t n) {
   uint32_t w[4 * (CHUNK / 2 + 1)];
-  float u1[CHUNK / 2 + 4], u2[CHUNK / 2 + 4], z0f[CHUNK / 2 + 4], z1f[CHUNK / 2 + 4];
+  float u1[CHUNK / 2 + 8], u2[CHUNK / 2 + 8], z0f[CHUNK / 2 + 8], z1f[CHUNK / 2 + 8], zz[CHUNK];
   int64_t k = g0 / 2, klast = (g0 + n - 1) / 2;
   unsigned ww = f->wide ? 2 : 1;
   while (k <= klast) {
     int64_t np = klast - k + 1 < CHUNK / 2 ? klast - k + 1 : CHUNK / 2;
     gen_words(f->seed, f->offset + (uint64_t)k * 2 * ww, np * 2 * ww, w);
-    if (!f->wide) { /* float: 4 pairs per vector step (vec_math.h), the tail padded: same bits anywhere */
-      for (int64_t j = 0; j < np; j++) u1[j] = dt_philox_unit_f32(w[2 * j], 24), u2[j] = dt_philox_unit_f32(w[2 * j + 1], 24);
-      for (int64_t j = np; j % 4; j++) u1[j] = u2[j] = 0.5f;
-      for (int64_t j = 0; j < np; j += 4) box_muller4(u1 + j, u2 + j, z0f + j, z1f + j);
+    int64_t j = 0;
+    if (!f->wide) { /* float: 8 or 4 pairs per vector step (box_muller.h), the tail padded: same bits anywhere */
+      for (int64_t i = 0; i < np; i++) u1[i] = dt_philox_unit_f32(w[2 * i], 24), u2[i] = dt_philox_unit_f32(w[2 * i + 1], 24);
+      int64_t padded = (np + 7) / 8 * 8;
+      for (int64_t i = np; i < padded; i++) u1[i] = u2[i] = 0.5f;
+      box_muller_pairs(u1, u2, z0f, z1f, padded);
+      /* float32 out: the pairs with both elements inside [g0, g0 + n) in one vector sweep */
+      int64_t jlo = 2 * k < g0 ? 1 : 0, jhi = np;
+      if (2 * (k + jhi - 1) + 1 >= g0 + n) jhi--;
+      if (f->dtype == DT_FLOAT32 && jlo < jhi) {
+        if (jlo) { /* the leading pair's second element alone */
+          put_normal_one(f, pos, g0, n, 2 * k, z0f[0]);
+          put_normal_one(f, pos, g0, n, 2 * k + 1, z1f[0]);
+        }
+        for (int64_t i = jlo; i < jhi; i++) zz[2 * (i - jlo)] = z0f[i], zz[2 * (i - jlo) + 1] = z1f[i];
+        AFFINE((float *)f->dst + pos + (2 * (k + jlo) - g0), zz, 2 * (jhi - jlo), f->a, f->b);
+        j = jhi;
+      }
     }
-    for (int64_t j = 0; j < np; j++) {
+    for (; j < np; j++) {
       double z0, z1;
       if (f->wide) {
         const uint32_t *q = w + 4 * j;
@@ -180,12 +211,6 @@ static void fill_normal(const dt_rng_fill *f, int64_t pos, int64_t g0, int64_t n
         z0 = z0f[j], z1 = z1f[j];
       }
       int64_t g = 2 * (k + j);
-      if (f->dtype == DT_FLOAT32 && g >= g0 && g + 1 < g0 + n) { /* hot path: both inside */
-        float *d = (float *)f->dst + pos + (g - g0);
-        d[0] = (float)(f->a + f->b * z0);
-        d[1] = (float)(f->a + f->b * z1);
-        continue;
-      }
       put_normal_one(f, pos, g0, n, g, z0);
       put_normal_one(f, pos, g0, n, g + 1, z1);
     }

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/kernel_table.h"
+#include "kernels/cpu/sum_lanes.h"
 #include "ops/shape_reduce.h"
 
 #include <math.h>
@@ -97,7 +98,7 @@ static void load_i64(const char *p, int64_t st, dt_dtype t, int64_t n, int64_t *
 #define SQDEV(x) (((double)(x) - shift) * ((double)(x) - shift))
 DEFINE_SUM_RUN(sum_run, double, PLAIN)
 DEFINE_SUM_RUN(sumsq_run, double, SQDEV)
-DEFINE_SUM_RUN(sum_run_f32, float, PLAIN) /* the contiguous float32 sum/mean: no chunk copy */
+/* the contiguous float32 sum/mean reads the input directly: dt_sum_f32 (kernels/cpu/sum_lanes.h) */
 
 /* max/min propagate NaN (the first one wins), as PyTorch does. */
 static void fold_best(acc *a, const double *v, int64_t n, int want_max) {
@@ -214,7 +215,7 @@ static void sum_piece(int64_t b, int64_t e, void *vj) {
   const sum_job *j = vj;
   for (int64_t k = b; k < e; k++) {
     int64_t len = j->n - k * SUM_BLOCK < SUM_BLOCK ? j->n - k * SUM_BLOCK : SUM_BLOCK;
-    j->part[k] = sum_run_f32(j->x + k * SUM_BLOCK, len, 0);
+    j->part[k] = dt_sum_f32(j->x + k * SUM_BLOCK, len);
   }
 }
 
@@ -251,7 +252,7 @@ static void reduce_one(const plan *pl, const char *base, acc *a) {
   if (direct && outer == 1 && inner >= 2 * SUM_BLOCK && sum_blocks((const float *)p, inner, a) == DT_OK) return;
   for (int64_t o = 0; o < outer; o++) {
     if (direct) {
-      a->s += sum_run_f32((const float *)p, inner, 0);
+      a->s += dt_sum_f32((const float *)p, inner);
       a->n += inner;
     }
     for (int64_t j = 0; j < inner && !direct; j += CHUNK) {
@@ -326,17 +327,22 @@ static double finish(const plan *pl, const acc *a, dt_op_id op, double correctio
 #define DT_VECTORIZE
 #endif
 
-/* Adds n values of a row (any dtype) into acc: each column's own double sum, so any vector
- * width gives the same bits. */
-DT_VECTORIZE static void add_row(double *restrict acc, const char *row, dt_dtype t, int64_t n) {
-  if (t == DT_FLOAT32) { /* the hot case */
-    const float *restrict r = (const float *)row;
-    for (int64_t i = 0; i < n; i++) acc[i] += r[i];
+/* Adds rows[0], rows[1], ... (n values of any dtype each) into acc in that order: each
+ * column's own double sum, so any vector width gives the same bits; float32 reads at memory
+ * speed (dt_add_rows_f32). */
+DT_VECTORIZE static void add_rows(double *restrict acc, const char *const *rows, int nrows, dt_dtype t, int64_t n) {
+  if (t == DT_FLOAT32) {
+    dt_add_rows_f32(acc, (const float *const *)rows, nrows, n);
     return;
   }
   double buf[CHUNK];
-  load_f64(row, 1, t, n, buf);
-  for (int64_t i = 0; i < n; i++) acc[i] += buf[i];
+  size_t es = dt_dtype_size(t);
+  for (int k = 0; k < nrows; k++)
+    for (int64_t c = 0; c < n; c += CHUNK) {
+      int64_t m = n - c < CHUNK ? n - c : CHUNK;
+      load_f64(rows[k] + c * (int64_t)es, 1, t, m, buf);
+      for (int64_t i = 0; i < m; i++) acc[c + i] += buf[i];
+    }
 }
 
 /* sum/mean when the input's last dim is kept with unit stride (reducing leading dims, as
@@ -346,6 +352,7 @@ DT_VECTORIZE static void add_row(double *restrict acc, const char *row, dt_dtype
  * order: the threads share a few output columns too, and the blocks (not the thread count)
  * fix the bits. */
 #define ROWS_BLOCK 128
+#define ROWS_COLS 4096 /* columns per item: 16 KiB float32 runs of each row, 32 KiB of sums */
 typedef struct {
   const plan *pl;
   dt_tensor *vals;
@@ -365,15 +372,15 @@ static void put_row(const rows_job *j, int64_t o, int64_t c0, int64_t w, const d
   }
 }
 
-/* items [b, e): (kept row, row block, CHUNK columns) triples; each column adds the block's
+/* items [b, e): (kept row, row block, ROWS_COLS columns) triples; each column adds the block's
  * rows in memory order, whatever the split */
 static void rows_piece(int64_t b, int64_t e, void *vj) {
   const rows_job *j = vj;
   const plan *pl = j->pl;
   int64_t es = (int64_t)pl->es, len = j->len;
-  double acc[CHUNK];
+  double acc[ROWS_COLS];
   for (int64_t item = b; item < e; item++) {
-    int64_t c0 = item % j->nblk * CHUNK, w = len - c0 < CHUNK ? len - c0 : CHUNK;
+    int64_t c0 = item % j->nblk * ROWS_COLS, w = len - c0 < ROWS_COLS ? len - c0 : ROWS_COLS;
     int64_t rb = item / j->nblk % j->nrb, o = item / j->nblk / j->nrb;
     int64_t koff = 0, rem = o;
     for (int d = pl->nk - 2; d >= 0; d--) koff += rem % pl->kshape[d] * pl->kstride[d], rem /= pl->kshape[d];
@@ -386,9 +393,14 @@ static void rows_piece(int64_t b, int64_t e, void *vj) {
       roff += rcnt[d] * pl->rstride[d];
     }
     for (int64_t i = 0; i < w; i++) acc[i] = 0;
-    for (int64_t r = r0; r < r1; r++) {
-      add_row(acc, p + roff * es, pl->dtype, w);
-      roff += odometer_step(pl->nr, pl->rshape, pl->rstride, rcnt);
+    for (int64_t r = r0; r < r1; r += DT_ADD_ROWS) { /* a few rows a pass: more reads in flight */
+      const char *rows[DT_ADD_ROWS];
+      int nrows = r1 - r < DT_ADD_ROWS ? (int)(r1 - r) : DT_ADD_ROWS;
+      for (int k = 0; k < nrows; k++) {
+        rows[k] = p + roff * es;
+        roff += odometer_step(pl->nr, pl->rshape, pl->rstride, rcnt);
+      }
+      add_rows(acc, rows, nrows, pl->dtype, w);
     }
     if (j->nrb == 1) put_row(j, o, c0, w, acc);
     else memcpy(j->part + (o * j->nrb + rb) * len + c0, acc, sizeof(double) * (size_t)w);
@@ -398,9 +410,9 @@ static void rows_piece(int64_t b, int64_t e, void *vj) {
 /* the blocks' partial rows added in block order, columns [b, e) of every kept row */
 static void rows_combine(int64_t b, int64_t e, void *vj) {
   const rows_job *j = vj;
-  double acc[CHUNK];
+  double acc[ROWS_COLS];
   for (int64_t item = b; item < e; item++) {
-    int64_t o = item / j->nblk, c0 = item % j->nblk * CHUNK, w = j->len - c0 < CHUNK ? j->len - c0 : CHUNK;
+    int64_t o = item / j->nblk, c0 = item % j->nblk * ROWS_COLS, w = j->len - c0 < ROWS_COLS ? j->len - c0 : ROWS_COLS;
     const double *part = j->part + o * j->nrb * j->len + c0;
     for (int64_t i = 0; i < w; i++) acc[i] = part[i];
     for (int64_t rb = 1; rb < j->nrb; rb++)
@@ -412,13 +424,13 @@ static void rows_combine(int64_t b, int64_t e, void *vj) {
 static int reduce_rows(const plan *pl, dt_tensor *vals, int mean) {
   int64_t len = pl->kshape[pl->nk - 1], outer = dt_shape_numel(pl->nk - 1, pl->kshape);
   int64_t count = dt_shape_numel(pl->nr, pl->rshape), nrb = count > ROWS_BLOCK ? (count + ROWS_BLOCK - 1) / ROWS_BLOCK : 1;
-  rows_job j = {pl, vals, mean, len, count, (len + CHUNK - 1) / CHUNK, nrb, NULL};
+  rows_job j = {pl, vals, mean, len, count, (len + ROWS_COLS - 1) / ROWS_COLS, nrb, NULL};
   if (nrb > 1 && !(j.part = malloc(sizeof(double) * (size_t)(outer * nrb * len))))
     return dt_error("sum: out of memory for %lld partial rows", (long long)(outer * nrb));
-  int64_t per = (nrb > 1 ? ROWS_BLOCK : count) * (len < CHUNK ? len : CHUNK);
+  int64_t per = (nrb > 1 ? ROWS_BLOCK : count) * (len < ROWS_COLS ? len : ROWS_COLS);
   dt_parallel_for(outer * nrb * j.nblk, per >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / (per ? per : 1), rows_piece, &j);
   if (nrb > 1) {
-    int64_t cper = nrb * (len < CHUNK ? len : CHUNK);
+    int64_t cper = nrb * (len < ROWS_COLS ? len : ROWS_COLS);
     dt_parallel_for(outer * j.nblk, cper >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / cper, rows_combine, &j);
     free(j.part);
   }

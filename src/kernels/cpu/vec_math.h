@@ -1,6 +1,6 @@
 /* Vector math for the float32 kernels, written with GCC vector extensions (plain SSE2 on
  * x86-64; 8-lane forms for functions compiled with target("avx2"); 16 AVX-512 lanes with
- * fused multiply-adds in intrinsics): exp, erf and gelu.  On one machine every element goes
+ * fused multiply-adds in intrinsics): exp, erf and gelu (Box-Muller's log and sin/cos: box_muller.h).  On one machine every element goes
  * through the same lanes arithmetic whatever its position, so results do not depend on how a
  * loop is split (intra-op threads) or where a row's tail falls. */
 #ifndef DT_KERNELS_CPU_VEC_MATH_H
@@ -176,60 +176,6 @@ AVX512_FN void exp16(v16f *px) { *px = (v16f)exp16v((__m512)*px); }
 #undef S16
 #undef FMA16
 #endif
-
-/* ---- log and sin/cos for Box-Muller (4 lanes, Cephes' logf / sinf / cosf) ---------------------
- * log4: x > 0 finite (1 - u with u in [0, 1)); ~1 ulp.  sincos4: 0 <= x <= 2 pi (2 pi u);
- * reduced by multiples of pi/4 in three parts, then the sin and cos polynomials; ~1 ulp. */
-static inline __attribute__((always_inline)) v4f log4(v4f x) {
-  v4i bits = (v4i)x;
-  v4i e = ((bits >> 23) & 0xff) - 126;                             /* x = m 2^e, m in [0.5, 1) */
-  v4f m = (v4f)((bits & 0x007fffff) | 0x3f000000);
-  v4i small = m < splat(0.707106781186547524f);                    /* m < sqrt(1/2): 2m - 1 */
-  e += small;                                                      /* true lanes are -1 */
-  m = m + (v4f)((v4i)m & small) - splat(1.0f);
-  v4f ef = __builtin_convertvector(e, v4f), z = m * m;
-  v4f y = splat(7.0376836292e-2f);
-  y = y * m + splat(-1.1514610310e-1f);
-  y = y * m + splat(1.1676998740e-1f);
-  y = y * m + splat(-1.2420140846e-1f);
-  y = y * m + splat(1.4249322787e-1f);
-  y = y * m + splat(-1.6668057665e-1f);
-  y = y * m + splat(2.0000714765e-1f);
-  y = y * m + splat(-2.4999993993e-1f);
-  y = y * m + splat(3.3333331174e-1f);
-  y = y * m * z;
-  y += ef * splat(-2.12194440e-4f);
-  y -= splat(0.5f) * z;
-  return m + y + ef * splat(0.693359375f);
-}
-
-static inline __attribute__((always_inline)) void sincos4(v4f x, v4f *s, v4f *c) {
-  v4i j = __builtin_convertvector(x * splat(1.27323954473516f), v4i); /* x / (pi/4), x >= 0 */
-  j = (j + 1) & ~1;
-  v4f y = __builtin_convertvector(j, v4f);
-  x = ((x - y * splat(0.78515625f)) - y * splat(2.4187564849853515625e-4f)) - y * splat(3.77489497744594108e-8f);
-  v4f z = x * x;
-  v4f pc = ((splat(2.443315711809948e-5f) * z + splat(-1.388731625493765e-3f)) * z + splat(4.166664568298827e-2f)) * z * z -
-           splat(0.5f) * z + splat(1.0f);
-  v4f ps = ((splat(-1.9515295891e-4f) * z + splat(8.3321608736e-3f)) * z + splat(-1.6666654611e-1f)) * z * x + x;
-  v4i swap = (j & 2) != 0, sneg = (j & 4) != 0, cneg = ((j + 2) & 4) != 0;
-  v4f sv = (v4f)(((v4i)pc & swap) | ((v4i)ps & ~swap)), cv = (v4f)(((v4i)ps & swap) | ((v4i)pc & ~swap));
-  *s = (v4f)((v4i)sv ^ ((v4i)splat(-0.0f) & sneg));
-  *c = (v4f)((v4i)cv ^ ((v4i)splat(-0.0f) & cneg));
-}
-
-/* Box-Muller of 4 pairs: z0 = r cos(2 pi u2), z1 = r sin(2 pi u2), r = sqrt(-2 ln(1 - u1)) */
-static inline void box_muller4(const float *u1, const float *u2, float *z0, float *z1) {
-  v4f a, b, s, c;
-  memcpy(&a, u1, sizeof a);
-  memcpy(&b, u2, sizeof b);
-  v4f r2 = splat(-2.0f) * log4(splat(1.0f) - a), r;
-  for (int l = 0; l < 4; l++) r[l] = sqrtf(r2[l]);
-  sincos4(b * splat(6.28318530717958647692f), &s, &c);
-  c *= r, s *= r;
-  memcpy(z0, &c, sizeof c);
-  memcpy(z1, &s, sizeof s);
-}
 
 /* f over n floats, y[i] = f(x[i]) * (g ? g[i] : 1) (y may be x or g): where the CPU has
  * AVX-512, all in 16 lanes (F16, with fused multiply-adds) and the tail padded into one more

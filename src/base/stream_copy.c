@@ -4,7 +4,7 @@
  * the short rows of a strided block (a Shard(i) -> Shard(j) exchange: 1-2 KiB rows) and two
  * ranks copying 64 MiB each at once (sharing the memory bus) ran at half speed.  Streaming
  * stores write whole lines without reading them: two transfers per byte. */
-#include "comm/stream_copy.h"
+#include "base/stream_copy.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -33,10 +33,14 @@ static void read_llc(void) {
   }
 }
 
+size_t dt_llc_bytes(void) {
+  pthread_once(&llc_once, read_llc);
+  return llc_bytes;
+}
+
 int dt_stream_pays(size_t out_bytes, int nranks) {
   if (out_bytes < DT_STREAM_MIN_BYTES) return 0;
-  pthread_once(&llc_once, read_llc);
-  return out_bytes * (size_t)(nranks > 0 ? nranks : 1) > llc_bytes / 4 * 3;
+  return out_bytes * (size_t)(nranks > 0 ? nranks : 1) > dt_llc_bytes() / 4 * 3;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -1,7 +1,7 @@
 /* Copies that write around the caches (non-temporal stores), for the threads backend's large
- * collectives.  Internal to src/comm. */
-#ifndef DT_COMM_STREAM_COPY_H
-#define DT_COMM_STREAM_COPY_H
+ * collectives and the pointwise kernels' outputs that outgrow the last-level cache. */
+#ifndef DT_BASE_STREAM_COPY_H
+#define DT_BASE_STREAM_COPY_H
 
 #include <stddef.h>
 
@@ -16,6 +16,8 @@
  * memcpy, plain 0.9x); strided blocks (Shard(i) -> Shard(j)'s short rows) measured the same
  * either way, so they follow the same rule. */
 int dt_stream_pays(size_t out_bytes, int nranks);
+/* The last-level cache's size in bytes (sysfs; 32 MiB when unknown). */
+size_t dt_llc_bytes(void);
 
 /* memcpy(dst, src, n) with non-temporal stores where the CPU has them (else memcpy).  The
  * stores are weakly ordered: call dt_stream_fence() before peers may read dst. */
