@@ -9,15 +9,11 @@
 
 size_t dt_comm_block_numel(const dt_comm_block *b) { return b->rows * b->cols; }
 
-/* dt_stream_copy as a memcpy */
-static void *stream_copy(void *dst, const void *src, size_t n) {
-  dt_stream_copy(dst, src, n);
-  return dst;
-}
-
 void dt_comm_block_copy_as(void *dst, const dt_comm_block *db, const void *src, const dt_comm_block *sb, size_t esz,
                            int stream) {
-  void *(*copy)(void *, const void *, size_t) = stream ? stream_copy : memcpy;
+  /* rows of a strided block: one short copy per row, which a plain memcpy pays with a read of
+   * every destination line first (dt_row_copy) */
+  void *(*copy)(void *, const void *, size_t) = stream ? dt_stream_memcpy : db->rows > 1 || sb->rows > 1 ? dt_row_copy : memcpy;
   char *d = (char *)dst + db->offset * esz;
   const char *s = (const char *)src + sb->offset * esz;
   if (db->cols == sb->cols) { /* row for row (the common case) */
