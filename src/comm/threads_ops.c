@@ -192,7 +192,8 @@ static int gather_blocks(tc_comm *c, tc_desc *d, const dt_comm_block *recvblocks
     int p = (me + 1 + k) % n;
     const tc_desc *dp = tc_peer(c, p);
     dt_comm_block src = d->kind == TC_ALL_GATHER ? (dt_comm_block){0, 1, d->counts[p], d->counts[p]} : a2a_source(dp, me);
-    if (dt_comm_block_numel(&src)) dt_comm_block_copy_as(recv, &recvblocks[p], dp->send, &src, esz, stream);
+    if (dt_comm_block_numel(&src)) dt_comm_block_copy_as(recv, &recvblocks[p], dp->send, &src, esz,
+                                                         stream ? DT_BLOCK_COPY_STREAM : DT_BLOCK_COPY_ROWS);
   }
   return tc_leave(c, name);
 }
