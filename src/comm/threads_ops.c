@@ -1,15 +1,16 @@
 /* The collectives of the threads backend.  After the entry barrier every rank reads its
- * peers' buffers directly (one copy per byte, no staging); reductions are split so that
+ * peers' buffers directly (one copy per byte, no staging; Shard(i) -> Shard(j)'s all_to_all
+ * writes into them instead, a2a_pushes); reductions are split so that
  * rank r reduces slice r of every input and writes it to every output (a fused
  * reduce-scatter + all-gather), spreading the arithmetic and the traffic over all ranks. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "comm/blocks.h"
 #include "comm/stream_copy.h"
 #include "comm/threads_impl.h"
-#include "base/thread_pool.h"
 #include "kernels/cpu/reduce_ops.h"
 
 #define BLOCK_BYTES (64 * 1024) /* reduce block: inputs and output stay in L2 */
@@ -114,20 +115,20 @@ static void contiguous_blocks(const size_t *counts, int n, dt_comm_block *out) {
   for (int r = 0; r < n; off += counts[r], r++) out[r] = (dt_comm_block){off, 1, counts[r], counts[r]};
 }
 
-/* Whether the ranks push (tc_all_to_all_blocks): every rank's send blocks are slabs of the same
- * rows (one row count and stride: the column slabs of Shard(i) -> Shard(j)), at least one strided,
- * and each lands row for row in its peer's recv block.  Pulling, a rank reads a half or a quarter
- * of every row (page) of every peer, which the prefetchers serve badly (1.3-1.4x the contiguous
- * copy of the same bytes in a C probe); pushing, it reads its own rows once from start to end and
- * writes one sequential run into each peer's output.  Every rank reads every descriptor, so all
- * reach the same verdict and each block is copied exactly once. */
 /* The distance between the rows of send block s in its recv block d (the same elements), or 0
  * when the rows do not land row for row: d has s's rows and row length, or is one contiguous run. */
 static size_t push_dest_stride(const dt_comm_block *d, const dt_comm_block *s) {
-  if (d->rows == s->rows && d->cols == s->cols) return d->stride;
+  if (d->rows == s->rows && d->cols == s->cols) return d->rows > 1 ? d->stride : s->cols;
   return d->rows == 1 || d->stride == d->cols ? s->cols : 0;
 }
 
+/* Whether the ranks push (tc_all_to_all_blocks): every rank's send blocks are slabs of the same
+ * rows (one row count and stride: the column slabs of Shard(i) -> Shard(j)), at least one strided,
+ * and each lands row for row in its peer's recv block.  Pulling, a rank reads a half or a quarter
+ * of every row of every peer; pushing, it reads its own rows once from start to end and writes
+ * one sequential run into each peer's output (rows by dt_row_copy: 0.42-0.49 ms a rank against
+ * pulling's 0.66-0.89 for 8 MiB on 2 ranks, doc/performance.md).  Every rank reads every
+ * descriptor, so all reach the same verdict and each block is copied exactly once. */
 static int a2a_pushes(const tc_comm *c, size_t *rows_out) {
   int n = c->g->size, strided = 0;
   for (int p = 0; p < n; p++) {
