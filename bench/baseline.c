@@ -215,12 +215,102 @@ static int l_memory_seconds(lua_State *L) {
   return 2;
 }
 
+/* gather_copy_seconds(nbytes, threads, reps) -> best seconds of `threads` threads each copying
+ * every thread's nbytes/threads input into its own nbytes output, all starting together and
+ * timed until the last ends: the copies of an all_gather on the threads backend (an all_reduce
+ * moves as many bytes), without its synchronisation, waiting or arithmetic.  On C cores with
+ * threads > C the threads time-share the cores as the ranks do: the ceiling a collective of
+ * that many ranks can reach on this machine. */
+typedef struct gather_copy {
+  int threads;
+  size_t block;
+  char **in, **out;
+  pthread_barrier_t start, end;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int go;
+  lua_Integer reps; /* -1: a thread could not start, the others end at once */
+} gather_copy;
+
+typedef struct gather_arg {
+  gather_copy *g;
+  int me;
+} gather_arg;
+
+static void gather_once(gather_copy *g, int me) {
+  void *(*volatile cpy)(void *, const void *, size_t) = memcpy;
+  for (int k = 0; k < g->threads; k++) {
+    int p = (me + 1 + k) % g->threads; /* the threads backend's order */
+    cpy(g->out[me] + (size_t)p * g->block, g->in[p], g->block);
+  }
+}
+
+static void *gather_main(void *arg) {
+  gather_arg *a = arg;
+  pthread_mutex_lock(&a->g->mu); /* until every thread started (or one could not) */
+  while (!a->g->go) pthread_cond_wait(&a->g->cv, &a->g->mu);
+  pthread_mutex_unlock(&a->g->mu);
+  for (lua_Integer r = 0; r <= a->g->reps; r++) {
+    pthread_barrier_wait(&a->g->start);
+    gather_once(a->g, a->me);
+    pthread_barrier_wait(&a->g->end);
+  }
+  return NULL;
+}
+
+static int l_gather_copy_seconds(lua_State *L) {
+  lua_Integer bytes = luaL_checkinteger(L, 1), threads = luaL_checkinteger(L, 2), reps = luaL_optinteger(L, 3, 5);
+  if (bytes <= 0 || reps <= 0 || threads < 1 || threads > 64)
+    return luaL_error(L, "gather_copy_seconds: nbytes and reps must be positive, threads in 1..64");
+  gather_copy g = {.threads = (int)threads, .block = (size_t)bytes / (size_t)threads, .reps = reps};
+  char *bufs[128] = {0};
+  g.in = bufs, g.out = bufs + 64;
+  int ok = 1;
+  for (int t = 0; t < g.threads; t++) {
+    g.in[t] = malloc(g.block ? g.block : 1), g.out[t] = malloc(g.block * (size_t)g.threads + 1);
+    if (!g.in[t] || !g.out[t]) ok = 0;
+    else memset(g.in[t], 1, g.block), memset(g.out[t], 0, g.block * (size_t)g.threads); /* fault the pages in */
+  }
+  pthread_t tid[64];
+  gather_arg args[64];
+  int started = 1;
+  pthread_mutex_init(&g.mu, NULL);
+  pthread_cond_init(&g.cv, NULL);
+  pthread_barrier_init(&g.start, NULL, (unsigned)g.threads);
+  pthread_barrier_init(&g.end, NULL, (unsigned)g.threads);
+  for (int k = 1; k < g.threads && ok; k++, started++) {
+    args[k] = (gather_arg){&g, k};
+    if (pthread_create(&tid[k], NULL, gather_main, &args[k]) != 0) ok = 0, started--;
+  }
+  pthread_mutex_lock(&g.mu);
+  if (!ok) g.reps = -1;
+  g.go = 1;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  double best = 1e300;
+  for (lua_Integer r = 0; r <= g.reps; r++) { /* round 0 warms the threads up, untimed */
+    pthread_barrier_wait(&g.start);
+    double t0 = now();
+    gather_once(&g, 0);
+    pthread_barrier_wait(&g.end);
+    double t = now() - t0;
+    if (r > 0 && t < best) best = t;
+  }
+  for (int k = 1; k < started; k++) pthread_join(tid[k], NULL);
+  pthread_barrier_destroy(&g.start), pthread_barrier_destroy(&g.end);
+  pthread_mutex_destroy(&g.mu), pthread_cond_destroy(&g.cv);
+  for (int t = 0; t < g.threads; t++) free(g.in[t]), free(g.out[t]);
+  if (!ok) return luaL_error(L, "gather_copy_seconds: out of memory or no threads");
+  lua_pushnumber(L, best);
+  return 1;
+}
+
 DT_API int luaopen_baseline(lua_State *L);
 DT_API int luaopen_baseline(lua_State *L) {
   static const luaL_Reg funcs[] = {
       {"now", l_now}, {"thread_cpu", l_thread_cpu}, {"sgemm_gflops", l_sgemm_gflops}, {"memcpy_gbps", l_memcpy_gbps},
       {"memcpy_gbps_threads", l_memcpy_gbps_threads},
-      {"memory_seconds", l_memory_seconds}, {NULL, NULL}};
+      {"memory_seconds", l_memory_seconds}, {"gather_copy_seconds", l_gather_copy_seconds}, {NULL, NULL}};
   luaL_newlib(L, funcs);
   return 1;
 }

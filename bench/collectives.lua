@@ -61,8 +61,13 @@ dt.print0(string.format("# %s backend, %d ranks; reference: %s (measured in this
 -- against that bare call: "fp cost", the fingerprint agreement as the backend runs it before each
 -- call (point-to-point, polled; the call itself blocking), and "polled", the call's non-blocking
 -- form polled with MPI_Test (what timing out the data call itself would cost)
+-- Threads: "ceiling" = memcpy's time / the time of n C threads making the same copies as an
+-- all_gather (each writes the whole size, reading every thread's part; bench/baseline.c), all
+-- started together: what n ranks time-sharing this machine's cores can reach against memcpy.
+-- all_reduce and all_to_all move the same bytes per rank (plus the fold); reduce_scatter writes
+-- only its part, so it has none.
 dt.print0(string.format("%-15s %9s %12s %12s %12s %8s%s", "collective", "size", "time (us)", "algbw GB/s",
-  ref_name .. " GB/s", "ratio", backend == "mpi" and "    fp cost     polled" or ""))
+  ref_name .. " GB/s", "ratio", backend == "mpi" and "    fp cost     polled" or "  ceiling"))
 
 -- Seconds per call of `it` calls of f, the slowest rank's.
 local function timed_loop(f, input, out, it)
@@ -95,16 +100,21 @@ for _, name in ipairs(order) do
         ref, fp, polled = math.min(ref, slowest[1]), math.min(fp, slowest[2]), math.min(polled, slowest[3])
       end
     end
+    local ceiling
     if backend ~= "mpi" then
       dt.barrier()
-      if rank == 0 then ref = select(2, baseline.memory_seconds(bytes, math.max(2, math.min(it, 20)))) end
+      if rank == 0 then
+        local reps = math.max(2, math.min(it, 20))
+        ref = select(2, baseline.memory_seconds(bytes, reps))
+        if name ~= "reduce_scatter" then ceiling = ref / baseline.gather_copy_seconds(bytes, n, reps) end
+      end
       dt.barrier()
     end
     if rank == 0 then
       local bw, ref_bw = bytes / secs / 1e9, bytes / ref / 1e9
       print(string.format("%-15s %9s %12.1f %12.2f %12.2f %8.2f%s", name, human(bytes), secs * 1e6, bw, ref_bw,
         bw / ref_bw, backend == "mpi" and string.format(" %+9.1f%% %+9.1f%%", (fp / ref - 1) * 100,
-        (polled / ref - 1) * 100) or ""))
+        (polled / ref - 1) * 100) or (ceiling and string.format(" %8.2f", ceiling) or "        -")))
     end
     input, out = nil, nil
     collectgarbage()

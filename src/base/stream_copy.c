@@ -44,6 +44,7 @@ int dt_stream_pays(size_t out_bytes, int nranks) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 /* dst is 64-byte aligned, n a multiple of 64 */
@@ -87,9 +88,33 @@ void dt_stream_copy(void *dst, const void *src, size_t n) {
 
 void dt_stream_fence(void) { _mm_sfence(); }
 
+#define ROW_COPY_MIN_BYTES 512 /* below it rep movsb's start costs more than the reads it saves */
+
+static int has_erms;
+static pthread_once_t erms_once = PTHREAD_ONCE_INIT;
+
+static void read_erms(void) {
+  unsigned a, b, c, d;
+  has_erms = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 9));
+}
+
+void *dt_row_copy(void *dst, const void *src, size_t n) {
+  pthread_once(&erms_once, read_erms);
+  if (!has_erms || n < ROW_COPY_MIN_BYTES) return memcpy(dst, src, n);
+  void *d = dst;
+  __asm__ volatile("rep movsb" : "+D"(d), "+S"(src), "+c"(n) : : "memory");
+  return dst;
+}
+
 #else
 
 void dt_stream_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 void dt_stream_fence(void) {}
+void *dt_row_copy(void *dst, const void *src, size_t n) { return memcpy(dst, src, n); }
 
 #endif
+
+void *dt_stream_memcpy(void *dst, const void *src, size_t n) {
+  dt_stream_copy(dst, src, n);
+  return dst;
+}

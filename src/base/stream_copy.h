@@ -22,6 +22,14 @@ size_t dt_llc_bytes(void);
 /* memcpy(dst, src, n) with non-temporal stores where the CPU has them (else memcpy).  The
  * stores are weakly ordered: call dt_stream_fence() before peers may read dst. */
 void dt_stream_copy(void *dst, const void *src, size_t n);
+/* dt_stream_copy with memcpy's signature (returns dst), to stand in for it. */
+void *dt_stream_memcpy(void *dst, const void *src, size_t n);
+/* memcpy for one row of a strided block (a few KiB at most), into memory that need not be in
+ * cache: `rep movsb` where the CPU has fast strings (ERMS) and the row is long enough to pay its
+ * start, which writes whole lines without first reading them; glibc's memcpy does that only
+ * from 2112 bytes (x86_rep_movsb_threshold), so its 1-2 KiB copies read every destination line
+ * first and ran at half the speed of one long copy of the same bytes.  memcpy elsewhere. */
+void *dt_row_copy(void *dst, const void *src, size_t n);
 /* Orders every streamed store before the stores that follow (x86 sfence; else nothing). */
 void dt_stream_fence(void);
 

@@ -5,9 +5,14 @@
 #include "comm/comm.h"
 
 size_t dt_comm_block_numel(const dt_comm_block *b);
-/* dt_comm_block_copy, with non-temporal stores when stream (stream_copy.h; fenced at the end). */
+typedef enum {
+  DT_BLOCK_COPY_PLAIN,  /* memcpy */
+  DT_BLOCK_COPY_STREAM, /* non-temporal stores (stream_copy.h; fenced at the end) */
+  DT_BLOCK_COPY_ROWS    /* the rows of a strided block by dt_row_copy, a single run by memcpy */
+} dt_block_copy_kind;
+/* dt_comm_block_copy, the copies made as kind says. */
 void dt_comm_block_copy_as(void *dst, const dt_comm_block *db, const void *src, const dt_comm_block *sb, size_t esz,
-                           int stream);
+                           dt_block_copy_kind kind);
 /* DT_OK, or DT_ERR naming who, what ("send", "recv") and the block whose rows overlap. */
 int dt_comm_blocks_check(const dt_comm_block *b, int n, const char *who, const char *what);
 /* The blocks are already the contiguous layout of the _v forms: one after another from 0. */

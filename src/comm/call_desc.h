@@ -27,6 +27,7 @@ typedef struct tc_desc {
   const size_t *counts;      /* all_gather: per-rank counts; all_to_all: sendcounts */
   const size_t *counts2;     /* all_to_all: recvcounts */
   const void *blocks;        /* threads all_to_all, reduce_scatter: the dt_comm_block per destination, or NULL (contiguous) */
+  const void *blocks2;       /* threads all_to_all: the dt_comm_block per source (recv), or NULL (contiguous) */
   const char *why;           /* TC_ARG_ERROR: the rank's error message */
 } tc_desc;
 

@@ -9,15 +9,11 @@
 
 size_t dt_comm_block_numel(const dt_comm_block *b) { return b->rows * b->cols; }
 
-/* dt_stream_copy as a memcpy */
-static void *stream_copy(void *dst, const void *src, size_t n) {
-  dt_stream_copy(dst, src, n);
-  return dst;
-}
-
 void dt_comm_block_copy_as(void *dst, const dt_comm_block *db, const void *src, const dt_comm_block *sb, size_t esz,
-                           int stream) {
-  void *(*copy)(void *, const void *, size_t) = stream ? stream_copy : memcpy;
+                           dt_block_copy_kind kind) {
+  int strided = db->rows > 1 || sb->rows > 1, stream = kind == DT_BLOCK_COPY_STREAM;
+  void *(*copy)(void *, const void *, size_t) = stream ? dt_stream_memcpy
+                                                : kind == DT_BLOCK_COPY_ROWS && strided ? dt_row_copy : memcpy;
   char *d = (char *)dst + db->offset * esz;
   const char *s = (const char *)src + sb->offset * esz;
   if (db->cols == sb->cols) { /* row for row (the common case) */
@@ -36,7 +32,7 @@ void dt_comm_block_copy_as(void *dst, const dt_comm_block *db, const void *src, 
 }
 
 void dt_comm_block_copy(void *dst, const dt_comm_block *db, const void *src, const dt_comm_block *sb, size_t esz) {
-  dt_comm_block_copy_as(dst, db, src, sb, esz, 0);
+  dt_comm_block_copy_as(dst, db, src, sb, esz, DT_BLOCK_COPY_PLAIN);
 }
 
 int dt_comm_blocks_check(const dt_comm_block *b, int n, const char *who, const char *what) {

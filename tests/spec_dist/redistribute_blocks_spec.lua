@@ -183,3 +183,44 @@ describe("Partial -> Shard by strided slabs", function()
     end
   end
 end)
+
+-- Shard(i) -> Shard(j) where every rank sends column slabs of its own rows (the threads backend
+-- pushes them: each rank copies its rows once into its peers' outputs) or not, on random
+-- shapes from a fixed seed (uneven, size-1 and zero-size dims, 2-4 dims, several dtypes), on the
+-- world and, with 4 ranks, along either dim of a 2x2 mesh (group ranks that are not the world's):
+-- the torch.chunk slice of the original, bit for bit, and Shard(j) -> Shard(i) back to the shard.
+describe("Shard(i) -> Shard(j) of random shapes", function()
+  math.randomseed(7331)
+  local rng = math.random
+  local dtypes = {"float32", "float64", "bfloat16", "int64", "uint8"}
+  local mesh = dt.init_device_mesh("cpu", {n})
+  local mesh2 = n == 4 and dt.init_device_mesh("cpu", {2, 2}) or nil
+  for k = 1, 14 do
+    local ndim = rng(2, 4)
+    local shape = {}
+    for d = 1, ndim do shape[d] = ({0, 1, rng(2, 9), rng(10, 700)})[rng(1, 4)] end
+    if k % 5 == 0 then shape[ndim] = 0 end
+    local i = rng(1, ndim)
+    local j = (i + rng(0, ndim - 2)) % ndim + 1
+    local dtype = dtypes[k % #dtypes + 1]
+    local m = mesh2 and rng(1, 2) or nil
+    it(string.format("Shard(%d) -> Shard(%d) of %s %s%s", i, j, dtype, table.concat(shape, "x"),
+                     m and string.format(" on mesh dim %d of 2x2", m) or ""), function()
+      local x = original(shape)
+      x = (dtype == "uint8" and x % 251 or x):to(dtype)
+      local pl, to = {dt.Shard(i)}, {dt.Shard(j)}
+      local msh, cnt, coord = mesh, n, dt.rank()
+      if m then
+        pl, to = {dt.Replicate(), dt.Replicate()}, {dt.Replicate(), dt.Replicate()}
+        pl[m], to[m] = dt.Shard(i), dt.Shard(j)
+        msh, cnt, coord = mesh2, 2, mesh2:get_coordinate()[m]
+      end
+      local s = dt.distribute_tensor(x, msh, pl, {src_rank = false})
+      local y = s:redistribute(to)
+      local per = (shape[j] + cnt - 1) // cnt
+      local st = math.min(per * coord, shape[j])
+      assert.is_true(dt.equal(slice(x, j, st, math.min(per, shape[j] - st)), y:to_local()))
+      assert.is_true(dt.equal(s:to_local(), y:redistribute(pl):to_local()))
+    end)
+  end
+end)
