@@ -200,7 +200,27 @@ static float max_f32(const float *restrict x, int64_t n) {
 
 /* y = y * a (log_out 0) or y = x - a - b (log_out 1): GCC -O2 leaves such loops scalar when
  * the trip count is unknown (its cheap cost model), so the lanes are written out. */
+#ifdef HAVE_WIDE_SWEEP
+/* the same per-element arithmetic 16 lanes at a time, the tail in a masked register */
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static void
+finish_f32_avx512(const float *restrict x, float *restrict y, int64_t n, float a, float b, int log_out) {
+  __m512 av = _mm512_set1_ps(a), bv = _mm512_set1_ps(b);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+    __m512 v = log_out ? _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), av), bv)
+                       : _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), av);
+    _mm512_mask_storeu_ps(y + i, k, v);
+  }
+}
+#endif
+
 static void finish_f32(const float *restrict x, float *restrict y, int64_t n, float a, float b, int log_out) {
+#ifdef HAVE_WIDE_SWEEP
+  if (__builtin_cpu_supports("avx512f")) {
+    finish_f32_avx512(x, y, n, a, b, log_out);
+    return;
+  }
+#endif
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
     v4f v;
