@@ -98,6 +98,23 @@ describe("intra-op threads", function()
     end
   end)
 
+  it("large fills (a block of the value copied over the threads) write the value everywhere", function()
+    for _, n in ipairs({65537, 200003}) do
+      for _, c in ipairs({{"float32", 2.5}, {"float64", -1.25}, {"int64", 7}, {"int32", -3}, {"bfloat16", 0.5},
+                          {"uint8", 9}, {"float32", 0}, {"float32", -0.0}}) do
+        local t = same_bits(string.format("full %s %g n=%d", c[1], c[2], n), function()
+          return dt.full({n}, c[2], {dtype = c[1]})
+        end)[1]
+        local d = t:double()
+        assert.are.equal(c[1], t.dtype)
+        assert.is_true(d:eq(c[2]):all():item(), string.format("full %s %g n=%d", c[1], c[2], n))
+        if c[2] == 0 then -- the sign of zero kept at both ends
+          assert.are.same({1 / c[2], 1 / c[2]}, {(1 / d[1]):item(), (1 / d[n]):item()})
+        end
+      end
+    end
+  end)
+
   it("vector gelu: an element gets the same bits in a 16-, 8- or 4-lane body or a padded tail", function()
     local x = dt.randn(1003) * 3
     local g = dt.randn(1003)
