@@ -8,7 +8,8 @@
 #include "base/error.h"
 
 /* ---- embedding(ids, weight [v, d]): each looked-up row's gradient added into the weight's
- * row of its id (repeated ids accumulate); the ids have none */
+ * row of its id (repeated ids accumulate); the ids have none.  index_add into zeros with
+ * DT_ARG_INDEX_NO_BASE: the kernel writes its rows' zeros itself instead of copying x's. */
 static int embedding_backward(dt_bw *b) {
   if (!b->grad[0] || !b->needs[1]) return DT_OK;
   int64_t n = dt_shape_numel(b->in_meta[0].ndim, b->in_meta[0].shape), rows[2] = {n, b->in_meta[1].shape[1]};
@@ -16,7 +17,10 @@ static int embedding_backward(dt_bw *b) {
   dt_bx_begin(&x, b);
   const dt_value *ids = dt_bx_ints(&x, DT_OP_RESHAPE, dt_bx_in(&x, 0), 1, &n);
   const dt_value *g = dt_bx_ints(&x, DT_OP_RESHAPE, dt_bx_grad(&x, 0), 2, rows);
-  dt_bx_set(&x, 1, dt_bx_index_add(&x, dt_bx_full_input(&x, 1, 0.0), 0, ids, g));
+  dt_op_args a = dt_bw_args();
+  a.ints[0] = 0, a.nints = 1, a.flags = DT_ARG_INDEX_NO_BASE;
+  const dt_value *in[3] = {dt_bx_full_input(&x, 1, 0.0), ids, g};
+  dt_bx_set(&x, 1, in[0] && ids && g ? dt_bx_op(&x, DT_OP_INDEX_ADD, &a, in, 3) : NULL);
   return dt_bx_end(&x);
 }
 DT_BACKWARD(embedding, embedding_backward, DT_SAVE(0), 0, 0)

@@ -98,6 +98,23 @@ describe("intra-op threads", function()
     end
   end)
 
+  it("large fills (a block of the value copied over the threads) write the value everywhere", function()
+    for _, n in ipairs({65537, 200003}) do
+      for _, c in ipairs({{"float32", 2.5}, {"float64", -1.25}, {"int64", 7}, {"int32", -3}, {"bfloat16", 0.5},
+                          {"uint8", 9}, {"float32", 0}, {"float32", -0.0}}) do
+        local t = same_bits(string.format("full %s %g n=%d", c[1], c[2], n), function()
+          return dt.full({n}, c[2], {dtype = c[1]})
+        end)[1]
+        local d = t:double()
+        assert.are.equal(c[1], t.dtype)
+        assert.is_true(d:eq(c[2]):all():item(), string.format("full %s %g n=%d", c[1], c[2], n))
+        if c[2] == 0 then -- the sign of zero kept at both ends
+          assert.are.same({1 / c[2], 1 / c[2]}, {(1 / d[1]):item(), (1 / d[n]):item()})
+        end
+      end
+    end
+  end)
+
   it("vector gelu: an element gets the same bits in a 16-, 8- or 4-lane body or a padded tail", function()
     local x = dt.randn(1003) * 3
     local g = dt.randn(1003)
@@ -171,7 +188,7 @@ describe("intra-op threads", function()
     local prng = S.prng(13)
     for _ = 1, 3 do
       local n, c = prng.int(0, 3000), prng.int(1, 300)
-      local x, t = dt.randn(n, c), dt.randint(1, c + 1, {n})
+      local x, t, gn = dt.randn(n, c), dt.randint(1, c + 1, {n}), dt.randn(n)
       same_bits(string.format("cross_entropy [%d,%d]", n, c), function()
         local xs = {x:clone():requires_grad_(), x:double():requires_grad_()}
         local r = {}
@@ -181,6 +198,11 @@ describe("intra-op threads", function()
           r[#r + 1], r[#r + 2] = loss, l.grad
         end
         r[#r + 1] = F.cross_entropy(x:reshape(1, n, c):transpose(2, 3), t:reshape(1, n), {reduction = "none"})
+        -- ignored targets and a per-sample gradient (reduction "none")
+        local l = x:clone():requires_grad_()
+        local losses = F.cross_entropy(l, t, {ignore_index = n > 0 and t[1]:item() or 1, reduction = "none"})
+        losses:backward(gn)
+        r[#r + 1], r[#r + 2] = losses, l.grad
         return r
       end)
     end
@@ -192,6 +214,29 @@ describe("intra-op threads", function()
       end
       return r
     end)
+  end)
+
+  it("embedding's backward (rows of the weight's gradient over the threads) gives the same bits, and the sums", function()
+    local prng = S.prng(17)
+    for _ = 1, 4 do
+      local v, w, n = prng.int(1, 600), prng.int(0, 300), prng.int(0, 3000)
+      local ids, g = dt.randint(1, v + 1, {n}), dt.randn(n, w)
+      local r = same_bits(string.format("embedding backward [%d,%d] ids %d", v, w, n), function()
+        local out = {}
+        for _, wt in ipairs({dt.randn(v, w):requires_grad_(), dt.randn(v, w):double():requires_grad_()}) do
+          F.embedding(ids, wt):backward(wt.dtype == "float64" and g:double() or g)
+          out[#out + 1] = wt.grad
+        end
+        return out
+      end)
+      -- against a float64 one-hot product: each row the sum of the rows of its ids
+      local onehot = dt.zeros(n, v):double()
+      local idl = ids:tolist()
+      for i = 1, n do onehot[i][idl[i]] = 1 end
+      local want = onehot:transpose(1, 2):matmul(g:double())
+      assert.is_true(r[1]:double():allclose(want, 1e-5, 1e-5), "float32 gradient")
+      assert.is_true(r[2]:allclose(want, 1e-12, 1e-12), "float64 gradient")
+    end
   end)
 
   it("sdpa forward and backward (batch x heads over the threads) and softmax's fused backward give the same bits", function()

@@ -82,7 +82,7 @@ typedef struct {
   atomic_int oom;
 } cef_job;
 
-/* rows [s0, s1): each row's log_softmax into a row buffer, the loss at its target */
+/* rows [s0, s1): each row's log_softmax at its target (the row buffer takes the exps), the loss */
 static void cef_rows(int64_t s0, int64_t s1, void *vj) {
   cef_job *j = vj;
   int64_t C = j->c;
@@ -96,11 +96,9 @@ static void cef_rows(int64_t s0, int64_t s1, void *vj) {
     if (t == j->ignore) {
       j->loss[s] = 0;
     } else if (j->f64) {
-      dt_cpu_softmax_line_f64((const double *)j->x + s * C, buf, C, 1);
-      j->loss[s] = -((double *)buf)[t];
+      j->loss[s] = -dt_cpu_log_softmax_at_f64((const double *)j->x + s * C, buf, C, t);
     } else {
-      dt_cpu_softmax_line_f32((const float *)j->x + s * C, buf, C, 1);
-      j->loss[s] = -(double)((float *)buf)[t];
+      j->loss[s] = -(double)dt_cpu_log_softmax_at_f32((const float *)j->x + s * C, buf, C, t);
     }
   }
   free(buf);
@@ -154,7 +152,8 @@ typedef struct {
 } ceb_job;
 
 /* samples [s0, s1): (p - hot) * w along each sample's classes, p already in dx, or (x set) a
- * row's softmax made into its row of dx first, while the row is in cache */
+ * row's softmax made into its row of dx and scaled by w in the same sweep, while the row is
+ * in cache (dt_cpu_softmax_line_scaled: ((e * a) - hot) * w, the composed rule's bits) */
 #define CEB_PIECE(NAME, R, LINE)                                                            \
   static void NAME(int64_t s0, int64_t s1, void *vj) {                                      \
     const ceb_job *j = vj;                                                                  \
@@ -166,12 +165,15 @@ typedef struct {
       R per = j->reduction == 0 ? g[s] : j->reduction == 1 ? g[0] / (R)j->count : g[0];     \
       R w = (R)(t != j->ignore) * per;                                                      \
       R *row = dx + (s / inner) * C * inner + s % inner;                                    \
-      if (x) LINE(x + s * C, row, C, 0);                                                    \
+      if (x) {                                                                              \
+        LINE(x + s * C, row, C, t, w);                                                      \
+        continue;                                                                           \
+      }                                                                                     \
       for (int64_t c = 0; c < C; c++) row[c * inner] = (row[c * inner] - (R)(c == t)) * w;  \
     }                                                                                       \
   }
-CEB_PIECE(ceb_piece_f32, float, dt_cpu_softmax_line_f32)
-CEB_PIECE(ceb_piece_f64, double, dt_cpu_softmax_line_f64)
+CEB_PIECE(ceb_piece_f32, float, dt_cpu_softmax_line_scaled_f32)
+CEB_PIECE(ceb_piece_f64, double, dt_cpu_softmax_line_scaled_f64)
 
 int dt_cpu_cross_entropy_backward(const dt_op_args *a, dt_tensor **out) {
   ce_in c;

@@ -2,8 +2,11 @@
  * index_add adds source slices into a copy (rows of floats directly, other dtypes slice by
  * slice); index_put_ copies a value into the view t[key]. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/error.h"
+#include "base/thread_pool.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/cpu/kernel_table.h"
 #include "ops/index_key.h"
 
@@ -61,6 +64,49 @@ int dt_cpu_index_select(const dt_op_args *a, dt_tensor **out) {
 ROWS_ADD(rows_add_f32, float)
 ROWS_ADD(rows_add_f64, double)
 
+/* ---- dim 0 of contiguous float rows (embedding's backward): out's rows split over the
+ * threads, each piece setting its rows (x's, or zeros) and then adding, in index order, the
+ * source rows that land in them, so each row's sum has the same order on any thread count */
+typedef struct {
+  char *o;
+  const char *x, *s; /* x NULL: zeros */
+  const int64_t *pos;
+  int64_t n, inner;
+  int f64;
+} rows0_job;
+
+/* d += s over w floats, four lanes at a time (each lane's add alone: the same bits as scalar) */
+static void add_row_f32(float *restrict d, const float *restrict s, int64_t w) {
+  int64_t e = 0;
+  for (; e + 16 <= w; e += 16)
+    for (int k = 0; k < 16; k += 4) {
+      v4f a, b;
+      memcpy(&a, d + e + k, sizeof a);
+      memcpy(&b, s + e + k, sizeof b);
+      a += b;
+      memcpy(d + e + k, &a, sizeof a);
+    }
+  for (; e < w; e++) d[e] += s[e];
+}
+
+static void rows0_piece(int64_t r0, int64_t r1, void *vj) {
+  const rows0_job *j = vj;
+  size_t es = j->f64 ? sizeof(double) : sizeof(float), row = (size_t)j->inner * es;
+  if (j->x) memcpy(j->o + (size_t)r0 * row, j->x + (size_t)r0 * row, (size_t)(r1 - r0) * row);
+  else memset(j->o + (size_t)r0 * row, 0, (size_t)(r1 - r0) * row);
+  for (int64_t k = 0; k < j->n; k++) {
+    int64_t r = j->pos[k];
+    if (r < r0 || r >= r1) continue;
+    if (j->f64) {
+      double *d = (double *)(j->o + (size_t)r * row);
+      const double *src = (const double *)(j->s + (size_t)k * row);
+      for (int64_t e = 0; e < j->inner; e++) d[e] += src[e];
+    } else {
+      add_row_f32((float *)(j->o + (size_t)r * row), (const float *)(j->s + (size_t)k * row), j->inner);
+    }
+  }
+}
+
 /* Any dtype: one add_ per index, slice into slice. */
 static int slices_add(const dt_op_args *a, dt_tensor *out, const dt_tensor *src, const int64_t *pos, int d, int64_t n) {
   for (int64_t j = 0; j < n; j++) {
@@ -83,8 +129,7 @@ int dt_cpu_index_add(const dt_op_args *a, dt_tensor **out) {
   int d = (int)a->ints[0], block = (a->flags & DT_ARG_INDEX_BLOCK) != 0;
   int64_t n = dt_tensor_numel(ix), local = x->ndim ? x->shape[d] : 1;
   int64_t first = block ? a->ints[1] : 0, size = block ? a->ints[2] : local;
-  int rc = (a->flags & DT_ARG_INDEX_NO_BASE) ? dt_cpu_zero_(a, out) : dt_tensor_copy_(out[0], x, a->name);
-  if (rc != DT_OK) return rc;
+  int no_base = (a->flags & DT_ARG_INDEX_NO_BASE) != 0, rc = DT_OK;
   int64_t *pos = malloc(sizeof *pos * (size_t)(n ? n : 1));
   if (!pos) return dt_error("%s: out of memory", a->name);
   for (int64_t j = 0; j < n && rc == DT_OK; j++) {
@@ -93,6 +138,17 @@ int dt_cpu_index_add(const dt_op_args *a, dt_tensor **out) {
     pos[j] = i - first >= 0 && i - first < local ? i - first : -1; /* another rank's row */
   }
   dt_dtype t = out[0]->dtype;
+  if (rc == DT_OK && d == 0 && x->ndim > 0 && (t == DT_FLOAT32 || t == DT_FLOAT64) && dt_tensor_is_contiguous(out[0]) &&
+      (no_base || (x->dtype == t && dt_tensor_is_contiguous(x))) && dt_tensor_is_contiguous(a->in[2])) {
+    int64_t inner = dt_shape_numel(x->ndim - 1, x->shape + 1), per_row = inner * (1 + (local ? n / local : 0));
+    rows0_job j = {.o = dt_tensor_data(out[0]), .x = no_base ? NULL : dt_tensor_data(x), .s = dt_tensor_data(a->in[2]),
+                   .pos = pos, .n = n, .inner = inner, .f64 = t == DT_FLOAT64};
+    if (local > 0 && inner > 0)
+      dt_parallel_for(local, per_row >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / per_row, rows0_piece, &j);
+    free(pos);
+    return DT_OK;
+  }
+  if (rc == DT_OK) rc = no_base ? dt_cpu_zero_(a, out) : dt_tensor_copy_(out[0], x, a->name);
   if (rc == DT_OK && (t == DT_FLOAT32 || t == DT_FLOAT64) && dt_tensor_is_contiguous(out[0])) {
     dt_tensor *s = dt_tensor_contiguous(a->in[2]);
     if (!s) rc = dt_error_prefix("%s", a->name);

@@ -78,7 +78,25 @@ static int out_finish(dt_tensor *out, dt_tensor *buf, const char *op) {
 
 /* ---- embedding: a row gather, any weight dtype.  With DT_ARG_VOCAB_SHARD the weight is
  * the vocab rows ints[0].. (a row-wise shard): ids outside them read zeros, and the caller
- * has checked the ids against the whole vocab. ---- */
+ * has checked the ids against the whole vocab.  The ids are checked first, then the rows are
+ * copied over the threads. ---- */
+typedef struct {
+  const int64_t *id;
+  const char *src;
+  char *dst;
+  size_t row;
+  int64_t first, vocab;
+} emb_job;
+
+static void emb_piece(int64_t i0, int64_t i1, void *vj) {
+  const emb_job *j = vj;
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t r = j->id[i] - j->first;
+    if (r < 0 || r >= j->vocab) memset(j->dst + (size_t)i * j->row, 0, j->row); /* another rank's row */
+    else memcpy(j->dst + (size_t)i * j->row, j->src + (size_t)r * j->row, j->row);
+  }
+}
+
 int dt_cpu_embedding(const dt_op_args *a, dt_tensor **out) {
   dt_tensor *ids = dt_tensor_contiguous_as(a->in[0], DT_INT64);
   dt_tensor *w = ids ? dt_tensor_contiguous(a->in[1]) : NULL;
@@ -88,23 +106,17 @@ int dt_cpu_embedding(const dt_op_args *a, dt_tensor **out) {
   }
   int shard = (a->flags & DT_ARG_VOCAB_SHARD) != 0;
   int64_t n = dt_tensor_numel(ids), vocab = w->shape[0], first = shard ? a->ints[0] : 0;
-  size_t row = (size_t)w->shape[1] * dt_tensor_elsize(w);
-  const int64_t *id = dt_tensor_data(ids);
-  const char *src = dt_tensor_data(w);
-  char *dst = dt_tensor_data(out[0]);
+  emb_job j = {.id = dt_tensor_data(ids), .src = dt_tensor_data(w), .dst = dt_tensor_data(out[0]),
+               .row = (size_t)w->shape[1] * dt_tensor_elsize(w), .first = first, .vocab = vocab};
   int rc = DT_OK;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t r = id[i] - first;
-    if (r < 0 || r >= vocab) {
-      if (shard) { /* another rank's row */
-        memset(dst + (size_t)i * row, 0, row);
-        continue;
-      }
-      rc = dt_error("%s: id %lld out of range for vocab size %lld (0-based)", a->name, (long long)id[i], (long long)vocab);
+  for (int64_t i = 0; i < n && !shard; i++)
+    if (j.id[i] < 0 || j.id[i] >= vocab) {
+      rc = dt_error("%s: id %lld out of range for vocab size %lld (0-based)", a->name, (long long)j.id[i], (long long)vocab);
       break;
     }
-    memcpy(dst + (size_t)i * row, src + (size_t)r * row, row);
-  }
+  int64_t per_id = (int64_t)(j.row / 4) + 1; /* about the elements a row moves */
+  if (rc == DT_OK && j.row > 0)
+    dt_parallel_for(n, per_id >= DT_PARALLEL_GRAIN ? 1 : DT_PARALLEL_GRAIN / per_id, emb_piece, &j);
   dt_tensor_release(ids);
   dt_tensor_release(w);
   return rc;

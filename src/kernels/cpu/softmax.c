@@ -200,7 +200,27 @@ static float max_f32(const float *restrict x, int64_t n) {
 
 /* y = y * a (log_out 0) or y = x - a - b (log_out 1): GCC -O2 leaves such loops scalar when
  * the trip count is unknown (its cheap cost model), so the lanes are written out. */
+#ifdef HAVE_WIDE_SWEEP
+/* the same per-element arithmetic 16 lanes at a time, the tail in a masked register */
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static void
+finish_f32_avx512(const float *restrict x, float *restrict y, int64_t n, float a, float b, int log_out) {
+  __m512 av = _mm512_set1_ps(a), bv = _mm512_set1_ps(b);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+    __m512 v = log_out ? _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), av), bv)
+                       : _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), av);
+    _mm512_mask_storeu_ps(y + i, k, v);
+  }
+}
+#endif
+
 static void finish_f32(const float *restrict x, float *restrict y, int64_t n, float a, float b, int log_out) {
+#ifdef HAVE_WIDE_SWEEP
+  if (__builtin_cpu_supports("avx512f")) {
+    finish_f32_avx512(x, y, n, a, b, log_out);
+    return;
+  }
+#endif
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
     v4f v;
@@ -292,6 +312,69 @@ DEFINE_SOFTMAX(softmax_f64, double, exp_sub_f64, max_f64, exp_sum_f64, finish_f6
 
 void dt_cpu_softmax_line_f32(const float *x, float *y, int64_t n, int log_out) { softmax_f32_line(x, y, n, log_out); }
 void dt_cpu_softmax_line_f64(const double *x, double *y, int64_t n, int log_out) { softmax_f64_line(x, y, n, log_out); }
+
+/* ---- cross_entropy's rows: the line's own max and exp sum, then only what the loss or its
+ * gradient reads, with the line's arithmetic for each element ---- */
+/* log_softmax(x)[t] alone: (x[t] - max) - log(sum), as finish's log_out lanes (y: the exps) */
+float dt_cpu_log_softmax_at_f32(const float *x, float *y, int64_t n, int64_t t) {
+  float mx = max_f32(x, n);
+  if (isinf(mx) && mx < 0) mx = 0;
+  double sum = exp_sum_f32(x, mx, y, n);
+  return x[t] - mx - (float)log(sum);
+}
+
+double dt_cpu_log_softmax_at_f64(const double *x, double *y, int64_t n, int64_t t) {
+  double mx = max_f64(x, n);
+  if (isinf(mx) && mx < 0) mx = 0;
+  double sum = exp_sum_f64(x, mx, y, n);
+  return x[t] - mx - log(sum);
+}
+
+/* y = (y * a) * w, every lane alone (the same bits in any width) */
+static void scale2_f32_sse(float *restrict y, int64_t n, float a, float w) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    v4f v;
+    memcpy(&v, y + i, sizeof v);
+    v = v * splat(a) * splat(w);
+    memcpy(y + i, &v, sizeof v);
+  }
+  for (; i < n; i++) y[i] = y[i] * a * w;
+}
+
+#ifdef HAVE_WIDE_SWEEP
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static void scale2_f32_avx512(float *restrict y, int64_t n,
+                                                                                            float a, float w) {
+  __m512 av = _mm512_set1_ps(a), wv = _mm512_set1_ps(w);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), av), wv));
+  }
+}
+#endif
+
+/* y = (softmax(x) - onehot(t)) * w in one sweep after the exps: softmax's (e * a) and then the
+ * rule's (p - hot) * w, the same operations per element as the softmax line and a pass of
+ * (p - hot) * w (subtracting 0 changes no bits: p >= 0 or NaN); t outside 0..n-1: no hot */
+void dt_cpu_softmax_line_scaled_f32(const float *x, float *y, int64_t n, int64_t t, float w) {
+  float mx = max_f32(x, n);
+  if (isinf(mx) && mx < 0) mx = 0;
+  float a = (float)(1.0 / exp_sum_f32(x, mx, y, n));
+  float et = t >= 0 && t < n ? y[t] : 0;
+#ifdef HAVE_WIDE_SWEEP
+  if (__builtin_cpu_supports("avx512f")) scale2_f32_avx512(y, n, a, w);
+  else
+#endif
+    scale2_f32_sse(y, n, a, w);
+  if (t >= 0 && t < n) y[t] = (et * a - 1.0f) * w;
+}
+
+void dt_cpu_softmax_line_scaled_f64(const double *x, double *y, int64_t n, int64_t t, double w) {
+  double mx = max_f64(x, n);
+  if (isinf(mx) && mx < 0) mx = 0;
+  double a = 1.0 / exp_sum_f64(x, mx, y, n);
+  for (int64_t c = 0; c < n; c++) y[c] = (y[c] * a - (double)(c == t)) * w;
+}
 
 typedef struct {
   void *x, *y;
