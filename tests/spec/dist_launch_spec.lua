@@ -265,9 +265,12 @@ describe("under mpirun", function()
     end
     for r = 1, 2 do
       assert.matches("T" .. r .. "\tall_reduce: timed out after 2 s in group {1,2,3} (DTLUA_TIMEOUT); what each rank " ..
-                     "waits in: rank 0 did not answer", out, 1, true)
-      assert.matches("T" .. r .. "\t[^\n]*; rank 1 all_reduce%(sum, float32, 1 elements%) in group {1,2,3}; rank 2 " ..
-                     "all_reduce%(sum, float32, 1 elements%) in group {1,2,3}; rank 3 did not answer", out)
+                     "waits in: rank 0 ", out, 1, true)
+      -- rank 3 is asleep ("did not answer") or, on a slow machine, already in the world's call
+      local rank3 = out:match("T" .. r .. "\t[^\n]*; rank 1 all_reduce%(sum, float32, 1 elements%) in group {1,2,3}; " ..
+                              "rank 2 all_reduce%(sum, float32, 1 elements%) in group {1,2,3}; rank 3 ([^\n]*)")
+      assert.is_truthy(rank3, out)
+      assert.is_falsy(rank3:find("group {1,2,3}", 1, true), rank3)
     end
   end)
 
