@@ -1,13 +1,14 @@
 /* The MPI backend: each collective is the matching MPI call (no emulation over
  * point-to-point).  Safe by default: before each collective the ranks agree on a
- * fingerprint of the call (the minimum of a hash pair exchanged by point-to-point messages on
- * a communicator of its own, polled against DTLUA_TIMEOUT, default 600 s; on a difference the
+ * fingerprint of the call (through shared memory where the group's ranks share a host, else
+ * by point-to-point messages on a communicator of its own; mpi_agree.c), polled against
+ * DTLUA_TIMEOUT, default 600 s; on a difference the
  * full descriptions are gathered to name both calls), so that a stuck collective becomes an
  * error naming what every rank waits in (mpi_watch.c).  Once agreed, every rank of the group
  * is in the same call with the same arguments, so the data call cannot hang and runs in MPI's
  * blocking form (its non-blocking form, polled, runs 1.5-10x slower in Open MPI;
- * doc/performance.md).  DTLUA_TIMEOUT=0: the agreement is a blocking MPI_Allreduce (no
- * timeout).  DTLUA_DEBUG=collectives gathers the full descriptions on every call instead. */
+ * doc/performance.md).  DTLUA_TIMEOUT=0: no deadline (across hosts the agreement is then a
+ * blocking MPI_Allreduce).  DTLUA_DEBUG=collectives gathers the full descriptions on every call instead. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ typedef struct mpi_comm {
   int owns_watch;
   char label[64];
   MPI_Comm check;     /* the fingerprint and the full checks: apart from the data calls */
-  int64_t agree_send[2]; /* dt_mpi_agree_min's send buffer (a send may outlast a timeout) */
+  dt_mpi_agree *agree; /* the fingerprint's exchange: shared memory on one host, else messages on check */
   char broken[512]; /* non-empty: a timeout left this group's messages unmatched */
 } mpi_comm;
 
@@ -159,8 +160,10 @@ static int full_check(mpi_comm *c, const tc_desc *d, int64_t table) {
 }
 
 /* Before each collective: the ranks agree on tc_fingerprint(d) and table (what the ranks' size
- * tables must agree on, beyond d: 0 where there are none): the minimum of the hash and of its
- * complement over the group, equal to (h, ~h) on every rank exactly when every rank has h.  Every rank reaches the same verdict, so on a difference all go to the full check
+ * tables must agree on, beyond d: 0 where there are none): whether every rank of the group
+ * has the same hash (dt_mpi_agree_same; without a deadline and across hosts, the minimum of the
+ * hash and of its complement by MPI_Allreduce, equal to (h, ~h) exactly when every rank has
+ * h).  Every rank reaches the same verdict, so on a difference all go to the full check
  * together, which names the calls; the group stays usable (no data call went out).  On DT_OK
  * every rank of the group is in this very call: its data call cannot be left unmatched. */
 static int agree_call(mpi_comm *c, const tc_desc *d, int64_t table) {
@@ -168,16 +171,18 @@ static int agree_call(mpi_comm *c, const tc_desc *d, int64_t table) {
   const char *name = tc_kind_name(d->kind);
   if (c->broken[0]) return dt_error("%s: group %s is broken by an earlier failure: %s", name, c->label, c->broken);
   if (c->debug) return full_check(c, d, table);
-  int64_t h = (int64_t)(tc_fingerprint(d, c->label) ^ ((uint64_t)table * 0x9E3779B97F4A7C15ull)), v[2] = {h, ~h};
-  if (c->base.timeout > 0) {
-    int late = 0, rc = dt_mpi_agree_min(c->check, v, c->agree_send, c->watch, deadline_of(c), &late);
+  int64_t h = (int64_t)(tc_fingerprint(d, c->label) ^ ((uint64_t)table * 0x9E3779B97F4A7C15ull)), v[2],
+          mine[2] = {h, ~h};
+  int same = 0;
+  if (c->base.timeout > 0 || dt_mpi_agree_shared(c->agree)) {
+    int late = 0, rc = dt_mpi_agree_same(c->agree, h, &same, c->watch, c->base.timeout > 0 ? deadline_of(c) : 0, &late);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
     if (late) return timed_out(c, name);
   } else {
-    int64_t mine[2] = {v[0], v[1]};
     if (check_rc(MPI_Allreduce(mine, v, 2, MPI_INT64_T, MPI_MIN, c->check), name) != DT_OK) return DT_ERR;
+    same = v[0] == h && v[1] == ~h;
   }
-  if (v[0] == h && v[1] == ~h && d->kind != TC_ARG_ERROR) return DT_OK;
+  if (same && d->kind != TC_ARG_ERROR) return DT_OK;
   int st = full_check(c, d, table);
   if (st == DT_OK) /* equal descriptions but different fingerprints: the same group label differs */
     st = dt_error("%s: collective mismatch in group %s (different fingerprints, equal calls)", name, c->label);
@@ -427,6 +432,8 @@ static mpi_comm *comm_wrap(MPI_Comm comm, const int *world_ranks, int debug, dou
   c->comm = comm;
   if (MPI_Comm_dup(comm, &c->check) != MPI_SUCCESS) return free(c->base.world_ranks), free(c), NULL;
   MPI_Comm_set_errhandler(c->check, MPI_ERRORS_RETURN);
+  c->agree = dt_mpi_agree_new(c->check, 1);
+  if (!c->agree) return MPI_Comm_free(&c->check), free(c->base.world_ranks), free(c), NULL;
   c->debug = debug;
   c->base.timeout = timeout; /* > 0: poll the non-blocking calls with this deadline */
   dt_comm_format_ranks(c->label, sizeof c->label, c->base.world_ranks, c->base.size);
@@ -474,6 +481,7 @@ static void m_destroy(dt_comm *b) {
   int fin = 0;
   MPI_Finalized(&fin);
   if (!fin) MPI_Comm_free(&c->comm), MPI_Comm_free(&c->check);
+  dt_mpi_agree_free(c->agree, 0);
   if (c->owns_watch) dt_mpi_watch_free(c->watch);
   free(c->base.world_ranks);
   free(c);

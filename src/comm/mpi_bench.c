@@ -7,7 +7,7 @@
 #include "comm/mpi_impl.h"
 #include "comm/spin_wait.h"
 
-enum { BARE, FINGERPRINT, POLLED };
+enum { BARE, FINGERPRINT, FINGERPRINT_MSGS, POLLED };
 
 /* One call of coll: blocking, or (req given) its non-blocking form posted. */
 static int bench_call(const char *coll, float *a, float *b, int count, int part, MPI_Request *req) {
@@ -28,21 +28,24 @@ static int bench_call(const char *coll, float *a, float *b, int count, int part,
 }
 
 /* "<coll>": the blocking call; "<coll>+fingerprint": each call preceded by the backend's
- * fingerprint agreement (dt_mpi_agree_min on a communicator of its own, polled), as the
- * backend runs it by default; "<coll>+polled": the non-blocking call polled (dt_mpi_poll), the
+ * fingerprint agreement (dt_mpi_agree_same on a communicator of its own, polled), as the
+ * backend runs it by default (through shared memory when the ranks share a host);
+ * "<coll>+fingerprint_msgs": the same agreement always by point-to-point messages (the form
+ * across hosts, and the only one before the shared-memory form); "<coll>+polled": the non-blocking call polled (dt_mpi_poll), the
  * form the backend would need to time out the data call itself. */
 int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds) {
   static const char *const colls[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
   size_t base_len = strcspn(coll, "+");
   int form = coll[base_len] == 0 ? BARE
              : strcmp(coll + base_len, "+fingerprint") == 0 ? FINGERPRINT
+             : strcmp(coll + base_len, "+fingerprint_msgs") == 0 ? FINGERPRINT_MSGS
              : strcmp(coll + base_len, "+polled") == 0 ? POLLED : -1;
   char name[32] = "";
   for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
     if (strlen(colls[i]) == base_len && strncmp(coll, colls[i], base_len) == 0) strcpy(name, colls[i]);
   if (form < 0 || !name[0])
     return dt_error("bench: unknown collective '%s' (all_reduce, all_gather, reduce_scatter or all_to_all, "
-                    "optionally +fingerprint or +polled)", coll);
+                    "optionally +fingerprint, +fingerprint_msgs or +polled)", coll);
   int n;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   int count = (int)(bytes / sizeof(float)), part = count / n;
@@ -50,23 +53,22 @@ int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds)
   MPI_Comm check = MPI_COMM_NULL;
   if (!a || !b || MPI_Comm_dup(MPI_COMM_WORLD, &check) != MPI_SUCCESS)
     return free(a), free(b), dt_error("bench: out of memory");
-  int rc = MPI_SUCCESS, late = 0;
-  int64_t send_buf[2];
+  dt_mpi_agree *agree = form == FINGERPRINT || form == FINGERPRINT_MSGS ? dt_mpi_agree_new(check, form == FINGERPRINT)
+                                                                        : NULL;
+  int rc = MPI_SUCCESS, late = 0, same = 0;
   for (int i = -1; i < iters && rc == MPI_SUCCESS; i++) { /* i = -1: warm-up */
     if (i == 0) {
       MPI_Barrier(MPI_COMM_WORLD);
       *seconds = dt_now();
     }
-    if (form == FINGERPRINT) {
-      int64_t v[2] = {i, ~(int64_t)i};
-      rc = dt_mpi_agree_min(check, v, send_buf, NULL, 0, &late);
-    }
+    if (agree) rc = dt_mpi_agree_same(agree, i, &same, NULL, 0, &late);
     if (rc != MPI_SUCCESS) break;
     MPI_Request req;
     rc = bench_call(name, a, b, count, part, form == POLLED ? &req : NULL);
     if (rc == MPI_SUCCESS && form == POLLED) rc = dt_mpi_poll(1, &req, NULL, NULL, 0, &late);
   }
   *seconds = (dt_now() - *seconds) / iters;
+  dt_mpi_agree_free(agree, 1);
   MPI_Comm_free(&check);
   free(a), free(b);
   if (rc != MPI_SUCCESS) return dt_error("bench: %s: MPI error %d", coll, rc);

@@ -28,14 +28,31 @@ void dt_mpi_watch_serve(dt_mpi_watch *w);
  * does not answer within 2 s is outside any polled call). */
 void dt_mpi_watch_ask_all(dt_mpi_watch *w, char *buf, size_t len);
 
-/* mpi_poll.c: waits for the n requests (statuses: n of them, or NULL), answering the watch (w may be NULL) between tests,
- * until deadline (dt_now() seconds; 0: none), then sets *timed_out.  MPI's return code. */
+/* mpi_poll.c: calls test (which sets *done, returns MPI's code) until done or an error,
+ * answering the watch (w may be NULL) between tests, until deadline (dt_now() seconds; 0:
+ * none), then sets *timed_out.  MPI's return code. */
+typedef int (*dt_mpi_test_fn)(void *arg, int *done);
+int dt_mpi_poll_until(dt_mpi_test_fn test, void *arg, dt_mpi_watch *w, double deadline, int *timed_out);
+/* The same for the n requests (statuses: n of them, or NULL). */
 int dt_mpi_poll(int n, MPI_Request *reqs, MPI_Status *statuses, dt_mpi_watch *w, double deadline, int *timed_out);
 
-/* mpi_agree.c: v = the minimum of each of v[0], v[1] over comm's ranks, on every rank, by
- * point-to-point messages polled as dt_mpi_poll (so also a barrier).  send_buf: two int64
- * that live as long as comm (a send may outlast a timeout).  MPI's return code. */
-int dt_mpi_agree_min(MPI_Comm comm, int64_t v[2], int64_t send_buf[2], dt_mpi_watch *w, double deadline,
-                     int *timed_out);
+/* mpi_agree.c: the fingerprint agreement of a communicator (collective to create).
+ * shared_memory: through a shared-memory window where every rank is on this host, else (or 0)
+ * point-to-point messages on comm, which must live as long as the agreement. */
+typedef struct dt_mpi_agree dt_mpi_agree;
+dt_mpi_agree *dt_mpi_agree_new(MPI_Comm comm, int shared_memory);
+/* collective: every rank frees it now (the shared window too; else that stays to MPI_Finalize) */
+void dt_mpi_agree_free(dt_mpi_agree *a, int collective);
+int dt_mpi_agree_shared(const dt_mpi_agree *a);
+/* *same = every rank of the communicator passed this h, on every rank (also a barrier);
+ * polled as dt_mpi_poll_until.  MPI's return code. */
+int dt_mpi_agree_same(dt_mpi_agree *a, int64_t h, int *same, dt_mpi_watch *w, double deadline, int *timed_out);
+
+/* mpi_agree_shm.c: the shared-memory form (collective to create; NULL where the ranks span
+ * hosts or the window cannot be made, the same on every rank). */
+typedef struct dt_mpi_shm_agree dt_mpi_shm_agree;
+dt_mpi_shm_agree *dt_mpi_shm_agree_new(MPI_Comm comm);
+void dt_mpi_shm_agree_free(dt_mpi_shm_agree *s, int collective);
+int dt_mpi_shm_agree_same(dt_mpi_shm_agree *s, int64_t hash, int *same, dt_mpi_watch *w, double deadline, int *timed_out);
 
 #endif

@@ -27,8 +27,10 @@ do
       local out, rc = mrun(2, sh_quote(bench) .. " 0.01 0.005")
       assert.are.equal(0, rc, out)
       assert.matches("# mpi backend, 2 ranks; reference: raw MPI (measured in this run)", out, 1, true)
-      -- the fingerprint (as the backend runs it) and the polled non-blocking call, against the bare call
-      assert.matches("\nall_to_all +4 KiB +[%d.]+ +[%d.]+ +[%d.]+ +[%d.]+ +[-+][%d.]+%% +[-+][%d.]+%%", out)
+      -- the fingerprint (as the backend runs it, and by messages) and the polled non-blocking call,
+      -- against the bare call
+      assert.matches("fp cost    fp msgs     polled", out, 1, true)
+      assert.matches("\nall_to_all +4 KiB +[%d.]+ +[%d.]+ +[%d.]+ +[%d.]+ +[-+][%d.]+%% +[-+][%d.]+%% +[-+][%d.]+%%", out)
     end)
   end)
 end

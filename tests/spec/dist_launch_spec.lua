@@ -236,6 +236,44 @@ describe("under mpirun", function()
     end
   end)
 
+  it("on 4 ranks (the shared-memory agreement, world and sub-group) one rank's different or missing call fails " ..
+     "every rank of the group, which stays usable", function()
+    if not mpirun_prefix() then return end
+    local prog = "local D = dt.distributed local r = dt.rank() " ..
+      "print('W' .. r, select(2, pcall(D.all_reduce, dt.ones(4), r == 2 and 'max' or 'sum'))) " ..
+      "print('G' .. r, select(2, pcall(D.all_gather, dt.ones(r == 3 and 3 or 2)))) " ..
+      "local g = D.new_group({1, 2, 3}) " ..
+      "if r > 0 then print('S' .. r, select(2, pcall(D.all_to_all, dt.ones(r == 1 and 6 or 3), g))) " ..
+      "  print('U' .. r, D.all_reduce(dt.ones(1), 'sum', g):item()) end " ..
+      -- rank 3 skips the group's next call: ranks 1 and 2 time out naming it, the world goes on
+      "if r == 1 or r == 2 then print('T' .. r, select(2, pcall(D.all_reduce, dt.ones(1), 'sum', g))) " ..
+      "else os.execute('sleep 4') end " ..
+      "print('B' .. r, D.all_reduce(dt.ones(1)):item())"
+    local out, rc = mrun(4, "-e " .. sh_quote(prog), "DTLUA_TIMEOUT=2")
+    assert.are.equal(0, rc, out)
+    for r = 0, 3 do
+      assert.matches("W" .. r .. "\tcollective mismatch in group {0,1,2,3}: rank 0 called all_reduce(sum, float32, 4 " ..
+                     "elements), rank 2 called all_reduce(max, float32, 4 elements)", out, 1, true)
+      assert.matches("G" .. r .. "\tcollective mismatch in group {0,1,2,3}: rank 0 called all_gather(float32, 2 " ..
+                     "elements), rank 3 called all_gather(float32, 3 elements) (different size tables)", out, 1, true)
+      assert.matches("B" .. r .. "\t4.0", out, 1, true)
+    end
+    for r = 1, 3 do
+      assert.matches("S" .. r .. "\tcollective mismatch in group {1,2,3}: rank 1 called all_to_all(float32, 6 " ..
+                     "elements), rank 2 called all_to_all(float32, 3 elements) (different split sizes)", out, 1, true)
+      assert.matches("U" .. r .. "\t3.0", out, 1, true)
+    end
+    for r = 1, 2 do
+      assert.matches("T" .. r .. "\tall_reduce: timed out after 2 s in group {1,2,3} (DTLUA_TIMEOUT); what each rank " ..
+                     "waits in: rank 0 ", out, 1, true)
+      -- rank 3 is asleep ("did not answer") or, on a slow machine, already in the world's call
+      local rank3 = out:match("T" .. r .. "\t[^\n]*; rank 1 all_reduce%(sum, float32, 1 elements%) in group {1,2,3}; " ..
+                              "rank 2 all_reduce%(sum, float32, 1 elements%) in group {1,2,3}; rank 3 ([^\n]*)")
+      assert.is_truthy(rank3, out)
+      assert.is_falsy(rank3:find("group {1,2,3}", 1, true), rank3)
+    end
+  end)
+
   it("a stuck collective times out naming what every rank waits in (a rank in Lua code does not answer)", function()
     if not mpirun_prefix() then return end
     local prog = "local D = dt.distributed local g = D.new_group({0, 1}) local t = dt.ones(4) " ..
