@@ -14,9 +14,11 @@ void dt_chunk(int64_t L, int n, int c, int64_t *start, int64_t *len) {
 }
 
 /* A _StridedShard's dim splits into (split, size / split) blocks.  Several mesh dims may shard
- * it: its _StridedShards (one split factor) chunk the inside of every block, its plain Shards
- * chunk the blocks themselves (FSDP + TP's [_StridedShard(d, k), Shard(d)]): a plain sharding of
- * the dim seen as (k, L / k).  Dims already normalised. */
+ * it: its plain Shards chunk the blocks themselves (FSDP + TP's [_StridedShard(d, k),
+ * Shard(d)]), its _StridedShards the inside of every block; _StridedShards of two factors k1 <
+ * k2 see it in three levels (k1, k2 / k1, L / k2), each chunking its own part (a flatten of
+ * dims sharded on two mesh dims), so the factors must divide one another.  Dims already
+ * normalised. */
 static int check_strided(const dt_mesh *mesh, const dt_placement *p, const int64_t *shape, const char *op) {
   for (int i = 0; i < mesh->ndim; i++) {
     if (p[i].kind != DT_STRIDED_SHARD) continue;
@@ -28,11 +30,14 @@ static int check_strided(const dt_mesh *mesh, const dt_placement *p, const int64
     if (shape[d] % p[i].split != 0)
       return dt_error("%s: %s on mesh dim %d: tensor dim %d of size %lld does not split into %d equal blocks", op,
                       dt_placement_format(p[i], one, sizeof one), i + 1, d + 1, (long long)shape[d], p[i].split);
-    for (int j = 0; j < i; j++)
-      if (p[j].kind == DT_STRIDED_SHARD && p[j].dim == d && p[j].split != p[i].split)
-        return dt_error("%s: placements %s split tensor dim %d by two factors (%d on mesh dim %d, %d on mesh dim %d)", op,
-                        dt_placements_format(p, mesh->ndim, all, sizeof all), d + 1, p[j].split, j + 1, p[i].split,
+    for (int j = 0; j < i; j++) {
+      int lo = p[j].split < p[i].split ? p[j].split : p[i].split, hi = p[j].split ^ p[i].split ^ lo;
+      if (p[j].kind == DT_STRIDED_SHARD && p[j].dim == d && hi % lo != 0)
+        return dt_error("%s: placements %s split tensor dim %d by two factors neither of which divides the other "
+                        "(%d on mesh dim %d, %d on mesh dim %d)",
+                        op, dt_placements_format(p, mesh->ndim, all, sizeof all), d + 1, p[j].split, j + 1, p[i].split,
                         i + 1);
+    }
   }
   return DT_OK;
 }
@@ -85,25 +90,48 @@ void dt_dspec_free(dt_dspec *s) {
 }
 
 int dt_dspec_split_of(const dt_placement *p, int nm, int d) {
+  int k = 0;
   for (int m = 0; m < nm; m++)
-    if (p[m].kind == DT_STRIDED_SHARD && p[m].dim == d) return p[m].split;
-  return 0;
+    if (p[m].kind == DT_STRIDED_SHARD && p[m].dim == d && (!k || p[m].split < k)) k = p[m].split;
+  return k;
+}
+
+int dt_dspec_levels(const dt_placement *p, int nm, int d, int64_t *lv, int n) {
+  for (int m = 0; m < nm; m++) {
+    if (p[m].kind != DT_STRIDED_SHARD || p[m].dim != d) continue;
+    int i = 0;
+    while (i < n && lv[i] < p[m].split) i++;
+    if (i < n && lv[i] == p[m].split) continue;
+    memmove(lv + i + 1, lv + i, sizeof *lv * (size_t)(n - i));
+    lv[i] = p[m].split, n++;
+  }
+  return n;
+}
+
+int dt_dspec_level_of(const int64_t *lv, int n, dt_placement p) {
+  int64_t k = p.kind == DT_STRIDED_SHARD ? p.split : 1;
+  for (int i = 0; i < n; i++)
+    if (lv[i] == k) return i;
+  return -1;
 }
 
 void dt_dspec_local(const dt_dspec *s, const dt_placement *p, const int *coord, int64_t *shape, int64_t *offset) {
   int nm = s->mesh->ndim;
   for (int d = 0; d < s->ndim; d++) {
-    int k = dt_dspec_split_of(p, nm, d);
-    /* the dim as (outer, inner) = (k, L / k): Shards chunk the outer blocks, _StridedShards
-     * the inside of each block, in mesh-dim order; a plain dim is all outer */
-    int64_t ost = 0, olen = k ? k : s->shape[d], ist = 0, ilen = k ? s->shape[d] / k : 1, st, len;
+    /* the dim in its levels' parts: each placement chunks its part, in mesh-dim order; a plain
+     * dim is one part */
+    int64_t L = s->shape[d], lv[DT_STRIDED_MAX_LEVELS] = {1}, st[DT_STRIDED_MAX_LEVELS], len[DT_STRIDED_MAX_LEVELS];
+    int nl = dt_dspec_levels(p, nm, d, lv, 1);
+    for (int i = 0; i < nl; i++) st[i] = 0, len[i] = (i + 1 < nl ? lv[i + 1] : L) / lv[i];
     for (int m = 0; m < nm; m++) {
-      if (p[m].dim != d) continue;
-      if (p[m].kind == DT_SHARD) dt_chunk(olen, s->mesh->shape[m], coord[m], &st, &len), ost += st, olen = len;
-      if (p[m].kind == DT_STRIDED_SHARD) dt_chunk(ilen, s->mesh->shape[m], coord[m], &st, &len), ist += st, ilen = len;
+      if ((p[m].kind != DT_SHARD && p[m].kind != DT_STRIDED_SHARD) || p[m].dim != d) continue;
+      int i = dt_dspec_level_of(lv, nl, p[m]);
+      int64_t c, l;
+      dt_chunk(len[i], s->mesh->shape[m], coord[m], &c, &l);
+      st[i] += c, len[i] = l;
     }
-    shape[d] = olen * ilen;
-    offset[d] = k ? ost * (s->shape[d] / k) + ist : ost; /* a _StridedShard's: its first element */
+    shape[d] = 1, offset[d] = 0; /* a _StridedShard's offset: its first element */
+    for (int i = 0; i < nl; i++) shape[d] *= len[i], offset[d] += st[i] * (i + 1 < nl ? L / lv[i + 1] : 1);
   }
 }
 

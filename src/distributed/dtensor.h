@@ -32,8 +32,16 @@ DT_API void dt_dspec_free(dt_dspec *s);
  * its offset is the global index of its first element (the chunk's start inside the first
  * block it holds). */
 DT_API void dt_dspec_local(const dt_dspec *s, const dt_placement *p, const int *coord, int64_t *shape, int64_t *offset);
-/* The split factor of tensor dim d's _StridedShards in p (0: none). */
+/* The split factor of tensor dim d's _StridedShards in p (0: none; the smallest when several). */
 DT_API int dt_dspec_split_of(const dt_placement *p, int nm, int d);
+/* Tensor dim d's split levels: lv (n entries, ascending, lv[0] = 1) with the split factors of
+ * d's _StridedShards in p merged in; returns the new count.  The dim of size L is seen as
+ * parts (lv[1] / lv[0], ..., L / lv[n - 1]): a Shard chunks part 0, a _StridedShard(d, k) the
+ * part that starts at level k (nested, in mesh-dim order, when several chunk one part). */
+#define DT_STRIDED_MAX_LEVELS (2 * DT_MESH_MAX_DIMS + 1)
+DT_API int dt_dspec_levels(const dt_placement *p, int nm, int d, int64_t *lv, int n);
+/* The part of a Shard or _StridedShard p among levels lv (n entries); -1: not a level. */
+DT_API int dt_dspec_level_of(const int64_t *lv, int n, dt_placement p);
 /* Size of tensor dim d as seen by mesh dim m: chunked by the mesh dims before m that
  * shard d (at coord), not by m and later ones. */
 DT_API int64_t dt_dspec_logical_size(const dt_dspec *s, const dt_placement *p, const int *coord, int d, int m);

@@ -414,6 +414,29 @@ describe("the cases of the differential run against PyTorch", function()
     end
   end)
 
+  it("flattening dims sharded on different mesh dims keeps both (two-level _StridedShard): no collective", function()
+    if n ~= 4 then return end
+    local mesh = dt.init_device_mesh("cpu", {2, 2})
+    -- [4, 4, 6] with (Shard(3), Shard(2)): PyTorch's [_S(0, 16), _S(0, 4)], no collective
+    local x = values(rng, {4, 4, 6})
+    local d, v = dt.distribute_tensor(x, mesh, {S(3), S(2)})
+    bounded(0, 0, "flatten [4x4x6] (S3, S2)", function() v = d:flatten() end)
+    placements_are({dt._StridedShard(1, 16), dt._StridedShard(1, 4)}, v.placements, "flatten [4x4x6] (S3, S2)")
+    close(v:full_tensor(), x:flatten(), "flatten [4x4x6] (S3, S2)")
+    for case = 1, 6 do -- even shapes, either mesh-dim order, reshape too
+      local shape = {2 * rng.int(1, 3), 2 * rng.int(1, 3), 2 * rng.int(1, 3)}
+      local inner_first = case % 2 == 1
+      local p = inner_first and {S(3), S(2)} or {S(2), S(3)}
+      local y = values(rng, shape)
+      local what = ("reshape %s %s"):format(shape_string(shape), H.placement_string(p))
+      local dy = dt.distribute_tensor(y, mesh, p)
+      bounded(0, 0, what, function() v = dy:reshape(-1) end)
+      local k3, k2 = dt._StridedShard(1, shape[1] * shape[2]), dt._StridedShard(1, shape[1])
+      placements_are(inner_first and {k3, k2} or {k2, k3}, v.placements, what)
+      close(v:full_tensor(), y:reshape(-1), what)
+    end
+  end)
+
   it("cat and index_select gather a dim sharded on one mesh dim after chunking another on the replicated one",
     function()
       if n ~= 4 then return end

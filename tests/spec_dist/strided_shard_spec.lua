@@ -53,8 +53,8 @@ describe("_StridedShard placement", function()
     H.fails("size 6 does not split into 4 equal blocks", dt.distribute_tensor, dt.zeros(6, 2), mesh, {SS(1, 4)})
     if n == 4 then
       local m2 = dt.init_device_mesh("cpu", {2, 2})
-      H.fails("split tensor dim 1 by two factors (2 on mesh dim 1, 4 on mesh dim 2)", dt.distribute_tensor,
-        dt.zeros(8, 2), m2, {SS(1, 2), SS(1, 4)})
+      H.fails("split tensor dim 1 by two factors neither of which divides the other (2 on mesh dim 1, 3 on mesh dim 2)",
+        dt.distribute_tensor, dt.zeros(12, 2), m2, {SS(1, 2), SS(1, 3)})
     end
   end)
 end)
@@ -277,6 +277,67 @@ describe("nested _StridedShard (FSDP + TP)", function()
       assert.is_true(H.same(f:to_local(), x))
     end)
   end
+end)
+
+describe("two-level _StridedShard (two sharded dims flattened into one)", function()
+  local rng = H.prng(9696)
+  it("moves nothing, holds the flattened local shard, gathers and views back (2x2)", function()
+    if n ~= 4 then return end
+    local mesh = dt.init_device_mesh("cpu", {2, 2})
+    for case = 1, 16 do
+      -- (a, b, c, e) with two dims sharded on different mesh dims, flattened whole: even
+      -- (each sharded dim a multiple of 2), in either mesh-dim order
+      local shape = {2 * rng.int(1, 3), 2 * rng.int(1, 3), 2 * rng.int(1, 2), rng.int(1, 3)}
+      local d1, d2 = rng.int(1, 3), rng.int(1, 3)
+      if d2 == d1 then d2 = d1 % 3 + 1 end
+      local numel = shape[1] * shape[2] * shape[3] * shape[4]
+      local x = H.global(shape, case % 2 == 0 and "float64" or "int64")
+      local what = ("case %d (%s) {S(%d), S(%d)}"):format(case, table.concat(shape, ", "), d1, d2)
+      local d = H.dist(x, mesh, {S(d1), S(d2)})
+      local v, back
+      silent(what .. " flatten", function() v = d:flatten() end)
+      -- a Shard of the leading dim, else a _StridedShard of the product of the dims before it
+      local function factor(dim)
+        local k = 1
+        for q = 1, dim - 1 do k = k * shape[q] end
+        return k == 1 and S(1) or SS(1, k)
+      end
+      is(v.placements[1], factor(d1), what)
+      is(v.placements[2], factor(d2), what)
+      local coord = mesh:get_coordinate()
+      local want = H.expected_local(x, mesh, {S(d1), S(d2)}, coord):contiguous():view(-1)
+      assert.is_true(H.same(v:to_local(), want), what .. " the local shard")
+      assert.is_true(H.same(v:full_tensor(), x:view(numel)), what .. " full_tensor")
+      -- distribute_tensor with those placements holds the same shard
+      assert.is_true(H.same(H.dist(x:view(numel), mesh, v.placements):to_local(), want), what .. " distribute_tensor")
+      silent(what .. " view back", function() back = v:view(table.unpack(shape)) end)
+      is(back.placements[1], S(d1), what)
+      is(back.placements[2], S(d2), what)
+      assert.is_true(H.same(back:to_local(), d:to_local()), what .. " view back")
+      -- redistribute to Replicate and back, to a Shard and back
+      local r = v:redistribute(mesh, {R(), R()})
+      assert.is_true(H.same(r:to_local(), x:view(numel)), what .. " to Replicate")
+      local again = r:redistribute(mesh, v.placements)
+      assert.is_true(H.same(again:to_local(), want), what .. " from Replicate")
+      local s = v:redistribute(mesh, {S(1), R()})
+      assert.is_true(H.same(s:full_tensor(), x:view(numel)), what .. " to Shard")
+      assert.is_true(H.same(s:redistribute(mesh, v.placements):to_local(), want), what .. " from Shard")
+      -- pointwise ops keep it
+      local y
+      silent(what .. " pointwise", function() y = v * 2 + v end)
+      is(y.placements[1], v.placements[1], what)
+      assert.is_true(H.same(y:full_tensor(), (x * 2 + x):view(numel)), what .. " pointwise")
+    end
+  end)
+
+  it("gathers an uneven inner dim first, as PyTorch refuses it", function()
+    if n ~= 4 then return end
+    local mesh = dt.init_device_mesh("cpu", {2, 2})
+    local x = H.global({4, 3, 6}, "float32")
+    local v = H.dist(x, mesh, {S(3), S(2)}):flatten()
+    assert.is_true(H.same(v:full_tensor(), x:view(72)))
+    assert.is_true(H.same(v:view(4, 3, 6):full_tensor(), x))
+  end)
 end)
 
 describe("Shard(d) <-> _StridedShard(d, k)", function()

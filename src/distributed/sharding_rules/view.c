@@ -7,7 +7,8 @@
  * the group's first (non-1) dim and both it and the group's first output dim divide evenly by
  * its shard count -- then every rank's shard is the same contiguous block before and after.
  * Strided dims are seen split into (blocks, block) on both sides, so that dims sharded on two
- * mesh dims flatten to nested placements (a Shard of the blocks beside a _StridedShard).
+ * mesh dims flatten to nested placements (a Shard of the blocks beside a _StridedShard), and
+ * dims sharded on different mesh dims to _StridedShards of two factors (three levels).
  * narrow/select replicate the dim they cut (its start/index are global; a whole-dim
  * narrow/slice keeps it).  Otherwise (uneven shards, a dim in the middle of a group) it is
  * replicated first: never a silently wrong view. */
@@ -61,11 +62,13 @@ static int map_dim(const dt_rule_args *r, int d) {
   }
 }
 
-/* A shape seen with its strided dims split: (k, L / k) for a dim of split factor k. */
+/* A shape seen with its strided dims split at their levels (dt_dspec_levels): (k, L / k) for a
+ * dim of split factor k, (k1, k2 / k1, L / k2) for one of factors k1 | k2. */
 typedef struct dims {
   int ndim;
-  int64_t shape[2 * DT_MAX_DIMS];
-  int inner[DT_MAX_DIMS], split[DT_MAX_DIMS]; /* per original dim: its (inner) index; its split factor or 0 */
+  int64_t shape[DT_MAX_DIMS * DT_STRIDED_MAX_LEVELS];
+  int first[DT_MAX_DIMS], nl[DT_MAX_DIMS]; /* per original dim: its first part's index; its parts */
+  int64_t lv[DT_MAX_DIMS][DT_STRIDED_MAX_LEVELS];
 } dims;
 
 /* view/reshape/flatten of a dim sharded over n ranks by placement p (a Shard or a
@@ -113,33 +116,46 @@ static dt_placement reshaped(const dims *x, const dims *o, dt_placement p, int n
   return dt_rule_R();
 }
 
-/* shape with dim d split into (split[d], shape[d] / split[d]) where split[d] > 0. */
-static void split_dims(int nd, const int64_t *shape, const int *split, dims *v) {
+/* v: shape with every dim d split at its levels lv[d] (nl[d] of them). */
+static void split_dims(int nd, const int64_t *shape, int64_t (*lv)[DT_STRIDED_MAX_LEVELS], const int *nl, dims *v) {
   v->ndim = 0;
   for (int d = 0; d < nd; d++) {
-    v->split[d] = split[d];
-    if (split[d]) v->shape[v->ndim++] = split[d];
-    v->inner[d] = v->ndim;
-    v->shape[v->ndim++] = split[d] ? shape[d] / split[d] : shape[d];
+    v->first[d] = v->ndim, v->nl[d] = nl[d];
+    memcpy(v->lv[d], lv[d], sizeof v->lv[d]);
+    for (int i = 0; i < nl[d]; i++) v->shape[v->ndim++] = (i + 1 < nl[d] ? lv[d][i + 1] : shape[d]) / lv[d][i];
   }
 }
 
-/* p of an unsplit shape in its split view v: a _StridedShard shards the inner part, a Shard of
- * a split dim the outer one. */
+/* The part of v that p (of the unsplit shape) shards: its level's (a zero-size dim's one
+ * level stands for all its factors). */
+static int part_of(const dims *v, dt_placement p) {
+  int i = dt_dspec_level_of(v->lv[p.dim], v->nl[p.dim], p);
+  return v->first[p.dim] + (i < 0 ? v->nl[p.dim] - 1 : i);
+}
+
+/* p of an unsplit shape in its split view v: a Shard of its level's part. */
 static dt_placement to_split(const dims *v, dt_placement p) {
   if (p.kind != DT_SHARD && p.kind != DT_STRIDED_SHARD) return p;
-  int d = v->inner[p.dim];
-  return dt_rule_S(p.kind == DT_SHARD && v->split[p.dim] ? d - 1 : d);
+  return dt_rule_S(part_of(v, p));
 }
 
 /* A Shard q of the split view v back in the unsplit shape (nd dims). */
 static dt_placement from_split(const dims *v, int nd, dt_placement q) {
   if (q.kind != DT_SHARD) return q;
   for (int d = 0; d < nd; d++) {
-    if (q.dim == v->inner[d]) return v->split[d] ? (dt_placement){DT_STRIDED_SHARD, d, 0, v->split[d]} : dt_rule_S(d);
-    if (v->split[d] && q.dim == v->inner[d] - 1) return dt_rule_S(d);
+    int i = q.dim - v->first[d];
+    if (i < 0 || i >= v->nl[d]) continue;
+    return i ? (dt_placement){DT_STRIDED_SHARD, d, 0, (int)v->lv[d][i]} : dt_rule_S(d);
   }
   return dt_rule_R();
+}
+
+/* Adds factor k to levels lv (nl of them) when it keeps them dividing one another. */
+static void add_level(int64_t *lv, int *nl, int64_t k) {
+  for (int i = 0; i < *nl; i++)
+    if (lv[i] == k || (lv[i] % k != 0 && k % lv[i] != 0)) return;
+  dt_placement p = {DT_STRIDED_SHARD, 0, 0, (int)k};
+  *nl = dt_dspec_levels(&p, 1, 0, lv, *nl);
 }
 
 /* view/reshape/flatten: every mesh dim's output placement q (Replicate where its input
@@ -150,7 +166,8 @@ static dt_placement from_split(const dims *v, int nd, dt_placement q) {
 static void regroup(const dt_rule_args *r, dt_placement *q) {
   const dt_dspec *x = r->spec[0];
   const dt_meta *o = &r->out[0];
-  int nm = r->mesh_ndim, xsplit[DT_MAX_DIMS], osplit[DT_MAX_DIMS] = {0};
+  int nm = r->mesh_ndim, xnl[DT_MAX_DIMS], onl[DT_MAX_DIMS];
+  int64_t xlv[DT_MAX_DIMS][DT_STRIDED_MAX_LEVELS], olv[DT_MAX_DIMS][DT_STRIDED_MAX_LEVELS];
   for (int m = 0; m < nm; m++) q[m] = x->p[m].kind == DT_PARTIAL ? x->p[m] : dt_rule_R();
   if (x->ndim == o->ndim && memcmp(x->shape, o->shape, sizeof(int64_t) * (size_t)x->ndim) == 0) { /* identity */
     memcpy(q, x->p, sizeof(dt_placement) * (size_t)nm);
@@ -168,46 +185,52 @@ static void regroup(const dt_rule_args *r, dt_placement *q) {
       if (x->p[m].kind == DT_SHARD || x->p[m].kind == DT_STRIDED_SHARD) q[m] = dt_rule_S(z);
     return;
   }
-  for (int d = 0; d < x->ndim; d++) xsplit[d] = dt_dspec_split_of(x->p, nm, d);
-  for (int d = 0; d < x->ndim; d++) /* a zero-size strided dim: seen as one block */
-    if (xsplit[d] && !x->shape[d]) xsplit[d] = 1;
+  for (int d = 0; d < x->ndim; d++) {
+    xlv[d][0] = olv[d][0] = 1, onl[d] = 1;
+    xnl[d] = dt_dspec_levels(x->p, nm, d, xlv[d], 1);
+    if (xnl[d] > 1 && !x->shape[d]) xnl[d] = 2, xlv[d][1] = 1; /* a zero-size strided dim: seen as one block */
+  }
+  for (int d = x->ndim; d < o->ndim; d++) olv[d][0] = 1, onl[d] = 1;
   dims xv, ov;
   dt_placement xp[DT_MESH_MAX_DIMS], q2[DT_MESH_MAX_DIMS];
-  int parts[2 * DT_MAX_DIMS] = {0};
-  split_dims(x->ndim, xs, xsplit, &xv);
+  int parts[DT_MAX_DIMS * DT_STRIDED_MAX_LEVELS] = {0};
+  split_dims(x->ndim, xs, xlv, xnl, &xv);
   for (int m = 0; m < nm; m++) {
     xp[m] = to_split(&xv, x->p[m]);
     if (xp[m].kind == DT_SHARD) parts[xp[m].dim] = (parts[xp[m].dim] ? parts[xp[m].dim] : 1) * x->mesh->shape[m];
   }
-  split_dims(o->ndim, os, osplit, &ov);
-  for (int m = 0; m < nm; m++) { /* the first pass: where the output is strided */
+  split_dims(o->ndim, os, olv, onl, &ov);
+  for (int m = 0; m < nm; m++) { /* the first pass: where the output is strided, and by what */
     if (xp[m].kind != DT_SHARD) continue;
     dt_placement p1 = reshaped(&xv, &ov, xp[m], parts[xp[m].dim]);
-    if (p1.kind == DT_STRIDED_SHARD && !osplit[p1.dim]) osplit[p1.dim] = p1.split;
+    if (p1.kind == DT_STRIDED_SHARD) add_level(olv[p1.dim], &onl[p1.dim], p1.split);
   }
-  split_dims(o->ndim, os, osplit, &ov);
+  split_dims(o->ndim, os, olv, onl, &ov);
   for (int m = 0; m < nm; m++) {
     q2[m] = dt_rule_R();
     if (xp[m].kind != DT_SHARD) continue;
     q2[m] = reshaped(&xv, &ov, xp[m], parts[xp[m].dim]);
-    if (q2[m].kind != DT_SHARD) q2[m] = dt_rule_R(); /* strided by another factor than the first pass's */
+    if (q2[m].kind != DT_SHARD) q2[m] = dt_rule_R(); /* strided by a factor the levels lack */
     for (int k = 0; k < m; k++) /* another sharded input dim already there */
       if (q2[k].kind == DT_SHARD && q2[k].dim == q2[m].dim && xp[k].dim != xp[m].dim) q2[m] = dt_rule_R();
   }
-  /* a strided input dim whose inner sharding is replicated loses its outer one too (the
-   * input's Shard would then chunk the whole dim) */
+  /* an input placement replicated first takes those of the coarser levels of its dim with it
+   * (they would chunk a larger part without it) */
   for (int m = 0; m < nm; m++)
-    if (x->p[m].kind == DT_STRIDED_SHARD && q2[m].kind == DT_REPLICATE)
+    if (xp[m].kind == DT_SHARD && q2[m].kind == DT_REPLICATE)
       for (int k = 0; k < nm; k++)
-        if (x->p[k].kind == DT_SHARD && x->p[k].dim == x->p[m].dim) q2[k] = dt_rule_R();
-  /* likewise an output dim's outer sharding needs its inner one */
+        if (xp[k].kind == DT_SHARD && x->p[k].dim == x->p[m].dim && xp[k].dim < xp[m].dim) q2[k] = dt_rule_R();
+  /* likewise an output part's sharding needs the next level's part sharded (the part would
+   * else end at a coarser level): checked from the finest part up */
+  for (int od = 0; od < o->ndim; od++)
+    for (int i = onl[od] - 1; i >= 0; i--) {
+      int e = ov.first[od] + i, next = i + 1 == onl[od];
+      for (int k = 0; k < nm; k++) next |= q2[k].kind == DT_SHARD && q2[k].dim == e + 1;
+      for (int k = 0; k < nm; k++)
+        if (q2[k].kind == DT_SHARD && q2[k].dim == e && !next) q2[k] = dt_rule_R();
+    }
   for (int m = 0; m < nm; m++) {
     dt_placement b = from_split(&ov, o->ndim, q2[m]);
-    if (b.kind == DT_SHARD && osplit[b.dim]) {
-      int inner = 0;
-      for (int k = 0; k < nm; k++) inner |= q2[k].kind == DT_SHARD && q2[k].dim == ov.inner[b.dim];
-      if (!inner) b = dt_rule_R();
-    }
     if (b.kind != DT_REPLICATE) q[m] = b;
   }
 }
