@@ -62,14 +62,15 @@ dt.print0(string.format("# %s backend, %d ranks; reference: %s (measured in this
 -- call (polled; through shared memory when the ranks share a host; the call itself blocking),
 -- "fp msgs", the same agreement by point-to-point messages (the form across hosts), and
 -- "polled", the call's non-blocking form polled with MPI_Test (what timing out the data call
--- itself would cost)
+-- itself would cost), and "barrier", an MPI_Barrier before each call (what any agreement that
+-- waits for every rank costs at least).  The bare call is timed first and last in each round.
 -- Threads: "ceiling" = memcpy's time / the time of n C threads making the same copies as an
 -- all_gather (each writes the whole size, reading every thread's part; bench/baseline.c), all
 -- started together: what n ranks time-sharing this machine's cores can reach against memcpy.
 -- all_reduce and all_to_all move the same bytes per rank (plus the fold); reduce_scatter writes
 -- only its part, so it has none.
 dt.print0(string.format("%-15s %9s %12s %12s %12s %8s%s", "collective", "size", "time (us)", "algbw GB/s",
-  ref_name .. " GB/s", "ratio", backend == "mpi" and "    fp cost    fp msgs     polled" or "  ceiling"))
+  ref_name .. " GB/s", "ratio", backend == "mpi" and "    fp cost    fp msgs     polled    barrier" or "  ceiling"))
 
 -- Seconds per call of `it` calls of f, the slowest rank's.
 local function timed_loop(f, input, out, it)
@@ -92,16 +93,18 @@ for _, name in ipairs(order) do
     f(input, out)
     local it = iterations(now() - t0)
     -- the best loop: the CI VMs are shared, and a preempted rank stalls them all
-    local secs, ref, fp, fp_msgs, polled = math.huge, math.huge, math.huge, math.huge, math.huge
+    local secs, ref, fp, fp_msgs, polled, barrier = math.huge, math.huge, math.huge, math.huge, math.huge, math.huge
     for _ = 1, loops do
       secs = math.min(secs, timed_loop(f, input, out, it))
       if backend == "mpi" then
+        -- the bare call first and last in each round: a form is not compared against a bare
+        -- figure that the machine's drift during the round made slower or quicker
         local tt = dt.tensor({D._bench_mpi(name, bytes, it), D._bench_mpi(name .. "+fingerprint", bytes, it),
-          D._bench_mpi(name .. "+fingerprint_msgs", bytes, it), D._bench_mpi(name .. "+polled", bytes, it)},
-          {dtype = "float64"})
+          D._bench_mpi(name .. "+fingerprint_msgs", bytes, it), D._bench_mpi(name .. "+polled", bytes, it),
+          D._bench_mpi(name .. "+barrier", bytes, it), D._bench_mpi(name, bytes, it)}, {dtype = "float64"})
         local slowest = D.all_reduce(tt, "max"):totable()
-        ref, fp, fp_msgs = math.min(ref, slowest[1]), math.min(fp, slowest[2]), math.min(fp_msgs, slowest[3])
-        polled = math.min(polled, slowest[4])
+        ref, fp, fp_msgs = math.min(ref, slowest[1], slowest[6]), math.min(fp, slowest[2]), math.min(fp_msgs, slowest[3])
+        polled, barrier = math.min(polled, slowest[4]), math.min(barrier, slowest[5])
       end
     end
     local ceiling
@@ -117,8 +120,8 @@ for _, name in ipairs(order) do
     if rank == 0 then
       local bw, ref_bw = bytes / secs / 1e9, bytes / ref / 1e9
       print(string.format("%-15s %9s %12.1f %12.2f %12.2f %8.2f%s", name, human(bytes), secs * 1e6, bw, ref_bw,
-        bw / ref_bw, backend == "mpi" and string.format(" %+9.1f%% %+9.1f%% %+9.1f%%", (fp / ref - 1) * 100,
-        (fp_msgs / ref - 1) * 100, (polled / ref - 1) * 100) or (ceiling and string.format(" %8.2f", ceiling) or "        -")))
+        bw / ref_bw, backend == "mpi" and string.format(" %+9.1f%% %+9.1f%% %+9.1f%% %+9.1f%%", (fp / ref - 1) * 100,
+        (fp_msgs / ref - 1) * 100, (polled / ref - 1) * 100, (barrier / ref - 1) * 100) or (ceiling and string.format(" %8.2f", ceiling) or "        -")))
     end
     input, out = nil, nil
     collectgarbage()

@@ -7,7 +7,7 @@
 #include "comm/mpi_impl.h"
 #include "comm/spin_wait.h"
 
-enum { BARE, FINGERPRINT, FINGERPRINT_MSGS, POLLED };
+enum { BARE, FINGERPRINT, FINGERPRINT_MSGS, POLLED, BARRIER };
 
 /* One call of coll: blocking, or (req given) its non-blocking form posted. */
 static int bench_call(const char *coll, float *a, float *b, int count, int part, MPI_Request *req) {
@@ -31,21 +31,24 @@ static int bench_call(const char *coll, float *a, float *b, int count, int part,
  * fingerprint agreement (dt_mpi_agree_same on a communicator of its own, polled), as the
  * backend runs it by default (through shared memory when the ranks share a host);
  * "<coll>+fingerprint_msgs": the same agreement always by point-to-point messages (the form
- * across hosts, and the only one before the shared-memory form); "<coll>+polled": the non-blocking call polled (dt_mpi_poll), the
- * form the backend would need to time out the data call itself. */
+ * across hosts, and the only one before the shared-memory form); "<coll>+polled": the
+ * non-blocking call polled (dt_mpi_poll), the form the backend would need to time out the data
+ * call itself; "<coll>+barrier": an MPI_Barrier before each call, the least that any agreement
+ * waiting for every rank costs. */
 int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds) {
   static const char *const colls[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
   size_t base_len = strcspn(coll, "+");
   int form = coll[base_len] == 0 ? BARE
              : strcmp(coll + base_len, "+fingerprint") == 0 ? FINGERPRINT
              : strcmp(coll + base_len, "+fingerprint_msgs") == 0 ? FINGERPRINT_MSGS
-             : strcmp(coll + base_len, "+polled") == 0 ? POLLED : -1;
+             : strcmp(coll + base_len, "+polled") == 0 ? POLLED
+             : strcmp(coll + base_len, "+barrier") == 0 ? BARRIER : -1;
   char name[32] = "";
   for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
     if (strlen(colls[i]) == base_len && strncmp(coll, colls[i], base_len) == 0) strcpy(name, colls[i]);
   if (form < 0 || !name[0])
     return dt_error("bench: unknown collective '%s' (all_reduce, all_gather, reduce_scatter or all_to_all, "
-                    "optionally +fingerprint, +fingerprint_msgs or +polled)", coll);
+                    "optionally +fingerprint, +fingerprint_msgs, +polled or +barrier)", coll);
   int n;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   int count = (int)(bytes / sizeof(float)), part = count / n;
@@ -62,6 +65,7 @@ int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds)
       *seconds = dt_now();
     }
     if (agree) rc = dt_mpi_agree_same(agree, i, &same, NULL, 0, &late);
+    if (form == BARRIER) rc = MPI_Barrier(check);
     if (rc != MPI_SUCCESS) break;
     MPI_Request req;
     rc = bench_call(name, a, b, count, part, form == POLLED ? &req : NULL);

@@ -27,9 +27,9 @@ do
       local out, rc = mrun(2, sh_quote(bench) .. " 0.01 0.005")
       assert.are.equal(0, rc, out)
       assert.matches("# mpi backend, 2 ranks; reference: raw MPI (measured in this run)", out, 1, true)
-      -- the fingerprint (as the backend runs it, and by messages) and the polled non-blocking call,
+      -- the fingerprint (as the backend runs it, and by messages), the polled non-blocking call and a barrier,
       -- against the bare call
-      assert.matches("fp cost    fp msgs     polled", out, 1, true)
+      assert.matches("fp cost    fp msgs     polled    barrier", out, 1, true)
       assert.matches("\nall_to_all +4 KiB +[%d.]+ +[%d.]+ +[%d.]+ +[%d.]+ +[-+][%d.]+%% +[-+][%d.]+%% +[-+][%d.]+%%", out)
     end)
   end)
