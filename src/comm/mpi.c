@@ -73,8 +73,9 @@ static int wait_req(mpi_comm *c, int rc, MPI_Request *req, const char *name) {
   return wait_req_status(c, rc, req, name, NULL, NULL);
 }
 
-/* st = one of the checks' own calls, made after the fingerprint (every rank is there, or the
- * timeout): polled in its non-blocking form, or blocking with DTLUA_TIMEOUT=0. */
+/* st = an MPI call that may wait on its peers (the checks' own calls, all_to_all_v's data,
+ * send): polled in its non-blocking form against DTLUA_TIMEOUT, or blocking with
+ * DTLUA_TIMEOUT=0. */
 #define CHECKED(st, name, BLOCKING, NONBLOCKING)                                  \
   do {                                                                            \
     MPI_Request req;                                                              \
@@ -318,14 +319,9 @@ static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts
   if (!rv) return free(sv), DT_ERR;
   int st = agree_call(c, &d, -1);
   if (st == DT_OK) st = debug_check_splits(c, sendcounts, recvcounts, dt);
-  if (st == DT_OK) {
-    if (c->base.timeout > 0) {
-      MPI_Request req;
-      st = wait_req(c, MPI_Ialltoallv(send, sv, sv + n, t, recv, rv, rv + n, t, c->comm, &req), &req, "all_to_all");
-    } else {
-      st = check_rc(MPI_Alltoallv(send, sv, sv + n, t, recv, rv, rv + n, t, c->comm), "all_to_all");
-    }
-  }
+  if (st == DT_OK)
+    CHECKED(st, "all_to_all", MPI_Alltoallv(send, sv, sv + n, t, recv, rv, rv + n, t, c->comm),
+            MPI_Ialltoallv(send, sv, sv + n, t, recv, rv, rv + n, t, c->comm, &req));
   free(sv), free(rv);
   return st;
 }
@@ -371,9 +367,9 @@ static int m_send(dt_comm *b, const void *buf, size_t count, dt_dtype dt, int ds
   if (p2p_start(c, "send", count, dt, dst)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   int tag = (int)dt; /* the dtype travels as the tag: recv checks it */
-  MPI_Request req;
-  if (c->base.timeout > 0) return wait_req(c, MPI_Isend(buf, (int)count, t, dst, tag, c->comm, &req), &req, "send");
-  return check_rc(MPI_Send(buf, (int)count, t, dst, tag, c->comm), "send");
+  int st;
+  CHECKED(st, "send", MPI_Send(buf, (int)count, t, dst, tag, c->comm), MPI_Isend(buf, (int)count, t, dst, tag, c->comm, &req));
+  return st;
 }
 
 static int m_recv(dt_comm *b, void *buf, size_t count, dt_dtype dt, int src) {

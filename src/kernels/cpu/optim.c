@@ -115,10 +115,7 @@ static void adam_piece_f32(int64_t i0, int64_t i1, void *vj) {
 static void adam_piece_f64(int64_t i0, int64_t i1, void *vj) { adam_general_f64(i0, i1, vj); }
 
 /* The value of a 1-element float32 or float64 tensor (the shape rule took no other). */
-static double number_of(const dt_tensor *t) {
-  const char *d = (const char *)dt_tensor_data(t);
-  return t->dtype == DT_FLOAT64 ? *(const double *)d : (double)*(const float *)d;
-}
+static double number_of(const dt_tensor *t) { return dt_load_f64(dt_tensor_data(t), t->dtype); }
 
 /* Lua 5.4's `^` (luai_numpow): a square is a product */
 static double lua_pow(double a, double b) { return b == 2 ? a * a : pow(a, b); }
