@@ -187,7 +187,8 @@ static double exp_sum_f32(const float *restrict x, float m, float *restrict y, i
   return exp_sum_f32_sse(x, m, y, n);
 }
 
-/* The row's max; a zero max is made +0, so -0 and +0 rows give the same bits in any width. */
+/* The row's max, the shift of its exps: a zero max is made +0, so -0 and +0 rows give the same
+ * bits in any width; all -inf gives 0, so exp gives 0s and the 0/0 gives nan as in PyTorch. */
 static float max_f32(const float *restrict x, int64_t n) {
   float m;
 #ifdef HAVE_WIDE_SWEEP
@@ -195,7 +196,7 @@ static float max_f32(const float *restrict x, int64_t n) {
   else
 #endif
     m = max_f32_sse(x, n);
-  return m == 0 ? 0.0f : m;
+  return m == 0 || (isinf(m) && m < 0) ? 0.0f : m;
 }
 
 /* y = y * a (log_out 0) or y = x - a - b (log_out 1): GCC -O2 leaves such loops scalar when
@@ -240,10 +241,11 @@ static void finish_f64(const double *restrict x, double *restrict y, int64_t n, 
   for (int64_t i = 0; i < n; i++) y[i] = log_out ? x[i] - a - b : y[i] * a;
 }
 
+/* max_f32's shift in double (all -inf: 0) */
 static double max_f64(const double *restrict x, int64_t n) {
   double m = -INFINITY;
   for (int64_t k = 0; k < n; k++) m = x[k] > m ? x[k] : m;
-  return m;
+  return isinf(m) && m < 0 ? 0 : m;
 }
 
 static double exp_sum_f64(const double *restrict x, double m, double *restrict y, int64_t n) {
@@ -263,7 +265,6 @@ static double exp_sum_f64(const double *restrict x, double m, double *restrict y
 #define DEFINE_SOFTMAX(NAME, T, EXPSUB, MAX, EXPSUM, FINISH, LOG)                                                       \
   static void NAME##_line(const T *restrict x, T *restrict y, int64_t n, int log_out) {          \
     T mx = (T)MAX(x, n);                                                                          \
-    if (isinf(mx) && mx < 0) mx = 0;                                                              \
     double sum = EXPSUM(x, mx, y, n);                                                             \
     if (log_out) FINISH(x, y, n, mx, (T)LOG(sum), 1);                                             \
     else FINISH(x, y, n, (T)(1.0 / sum), 0, 0);                                                   \
@@ -318,14 +319,12 @@ void dt_cpu_softmax_line_f64(const double *x, double *y, int64_t n, int log_out)
 /* log_softmax(x)[t] alone: (x[t] - max) - log(sum), as finish's log_out lanes (y: the exps) */
 float dt_cpu_log_softmax_at_f32(const float *x, float *y, int64_t n, int64_t t) {
   float mx = max_f32(x, n);
-  if (isinf(mx) && mx < 0) mx = 0;
   double sum = exp_sum_f32(x, mx, y, n);
   return x[t] - mx - (float)log(sum);
 }
 
 double dt_cpu_log_softmax_at_f64(const double *x, double *y, int64_t n, int64_t t) {
   double mx = max_f64(x, n);
-  if (isinf(mx) && mx < 0) mx = 0;
   double sum = exp_sum_f64(x, mx, y, n);
   return x[t] - mx - log(sum);
 }
@@ -358,7 +357,6 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static void scale2
  * (p - hot) * w (subtracting 0 changes no bits: p >= 0 or NaN); t outside 0..n-1: no hot */
 void dt_cpu_softmax_line_scaled_f32(const float *x, float *y, int64_t n, int64_t t, float w) {
   float mx = max_f32(x, n);
-  if (isinf(mx) && mx < 0) mx = 0;
   float a = (float)(1.0 / exp_sum_f32(x, mx, y, n));
   float et = t >= 0 && t < n ? y[t] : 0;
 #ifdef HAVE_WIDE_SWEEP
@@ -371,7 +369,6 @@ void dt_cpu_softmax_line_scaled_f32(const float *x, float *y, int64_t n, int64_t
 
 void dt_cpu_softmax_line_scaled_f64(const double *x, double *y, int64_t n, int64_t t, double w) {
   double mx = max_f64(x, n);
-  if (isinf(mx) && mx < 0) mx = 0;
   double a = 1.0 / exp_sum_f64(x, mx, y, n);
   for (int64_t c = 0; c < n; c++) y[c] = (y[c] * a - (double)(c == t)) * w;
 }
