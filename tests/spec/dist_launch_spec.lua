@@ -160,6 +160,25 @@ end)
 describe("under mpirun", function()
   local mrun = H.mrun
 
+  -- mrun with `say(...)` in prog: it writes its arguments, tab-joined, as a line to a file of
+  -- the rank's own, since mpirun forwards the ranks' output in pieces that interleave mid-line
+  -- when ranks write at the same moment.  Returns the ranks' lines (in rank order), the exit
+  -- status and mpirun's output.
+  local function mrun_said(n, prog, env)
+    local base = os.tmpname()
+    local say = "local say_f = assert(io.open(" .. string.format("%q", base) .. " .. '.' .. dt.rank(), 'w')) " ..
+                "local function say(...) say_f:write(table.concat({...}, '\\t'), '\\n') say_f:flush() end "
+    local log, rc = mrun(n, "-e " .. sh_quote(say .. prog), env)
+    local parts = {}
+    for r = 0, n - 1 do
+      local f = io.open(base .. "." .. r)
+      if f then parts[#parts + 1] = f:read("a") f:close() end
+      os.remove(base .. "." .. r)
+    end
+    os.remove(base)
+    return table.concat(parts), rc, log
+  end
+
   it("detects mpirun and uses the MPI backend", function()
     if not mpirun_prefix() then return end
     local out, rc = mrun(2, "-e " .. sh_quote("print(dt.backend(), dt.rank(), dt.world_size())"))
@@ -208,10 +227,10 @@ describe("under mpirun", function()
     -- 64 Ki floats, as small ones: the fingerprint is agreed before the data call, so no data
     -- call went out, and the same group goes on with the next collective
     local prog = "local D = dt.distributed local t = dt.ones(1 << 16) " ..
-                 "local ok, e = pcall(D.all_reduce, t, dt.rank() == 0 and 'sum' or 'max') print('R' .. dt.rank(), e) " ..
-                 "print('B' .. dt.rank(), D.all_reduce(dt.ones(2)):totable()[2], t:sum():item())"
-    local out, rc = mrun(2, "-e " .. sh_quote(prog), "DTLUA_TIMEOUT=20")
-    assert.are.equal(0, rc, out)
+                 "local ok, e = pcall(D.all_reduce, t, dt.rank() == 0 and 'sum' or 'max') say('R' .. dt.rank(), e) " ..
+                 "say('B' .. dt.rank(), D.all_reduce(dt.ones(2)):totable()[2], t:sum():item())"
+    local out, rc, log = mrun_said(2, prog, "DTLUA_TIMEOUT=20")
+    assert.are.equal(0, rc, log)
     for r = 0, 1 do
       assert.matches("R" .. r .. "\tcollective mismatch in group {0,1}: rank 0 called all_reduce(sum, float32, 65536 " ..
                      "elements), rank 1 called all_reduce(max, float32, 65536 elements)", out, 1, true)
@@ -222,11 +241,11 @@ describe("under mpirun", function()
   it("all_gather / all_to_all with different sizes on different ranks fail on every rank (fingerprint)", function()
     if not mpirun_prefix() then return end
     local prog = "local D = dt.distributed local n = dt.rank() + 2 " ..
-                 "print('G' .. dt.rank(), select(2, pcall(D.all_gather, dt.ones(n)))) " ..
-                 "print('A' .. dt.rank(), select(2, pcall(D.all_to_all, dt.ones(2 * n)))) " ..
-                 "print('B' .. dt.rank(), D.all_reduce(dt.ones(1)):item())"
-    local out, rc = mrun(2, "-e " .. sh_quote(prog), "DTLUA_TIMEOUT=20")
-    assert.are.equal(0, rc, out)
+                 "say('G' .. dt.rank(), select(2, pcall(D.all_gather, dt.ones(n)))) " ..
+                 "say('A' .. dt.rank(), select(2, pcall(D.all_to_all, dt.ones(2 * n)))) " ..
+                 "say('B' .. dt.rank(), D.all_reduce(dt.ones(1)):item())"
+    local out, rc, log = mrun_said(2, prog, "DTLUA_TIMEOUT=20")
+    assert.are.equal(0, rc, log)
     for r = 0, 1 do
       assert.matches("G" .. r .. "\tcollective mismatch in group {0,1}: rank 0 called all_gather(float32, 2 elements), " ..
                      "rank 1 called all_gather(float32, 3 elements) (different size tables)", out, 1, true)
@@ -239,11 +258,8 @@ describe("under mpirun", function()
   it("on 4 ranks (the shared-memory agreement, world and sub-group) one rank's different or missing call fails " ..
      "every rank of the group, which stays usable", function()
     if not mpirun_prefix() then return end
-    -- one write per line: ranks 1 and 2 time out at the same moment, and print's pieces of two
-    -- ranks could interleave in mpirun's output
+    -- (ranks 1 and 2 time out at the same moment: mrun_said keeps their lines whole)
     local prog = "local D = dt.distributed local r = dt.rank() " ..
-      "local function say(...) local t = table.pack(...) for i = 1, t.n do t[i] = tostring(t[i]) end " ..
-      "  io.write(table.concat(t, '\\t', 1, t.n) .. '\\n') io.flush() end " ..
       "say('W' .. r, select(2, pcall(D.all_reduce, dt.ones(4), r == 2 and 'max' or 'sum'))) " ..
       "say('G' .. r, select(2, pcall(D.all_gather, dt.ones(r == 3 and 3 or 2)))) " ..
       "local g = D.new_group({1, 2, 3}) " ..
@@ -253,8 +269,8 @@ describe("under mpirun", function()
       "if r == 1 or r == 2 then say('T' .. r, select(2, pcall(D.all_reduce, dt.ones(1), 'sum', g))) " ..
       "else os.execute('sleep 4') end " ..
       "say('B' .. r, D.all_reduce(dt.ones(1)):item())"
-    local out, rc = mrun(4, "-e " .. sh_quote(prog), "DTLUA_TIMEOUT=2")
-    assert.are.equal(0, rc, out)
+    local out, rc, log = mrun_said(4, prog, "DTLUA_TIMEOUT=2")
+    assert.are.equal(0, rc, log .. out)
     for r = 0, 3 do
       assert.matches("W" .. r .. "\tcollective mismatch in group {0,1,2,3}: rank 0 called all_reduce(sum, float32, 4 " ..
                      "elements), rank 2 called all_reduce(max, float32, 4 elements)", out, 1, true)
