@@ -30,10 +30,18 @@ typedef struct mpi_comm {
   char label[64];
   MPI_Comm check;     /* the fingerprint and the full checks: apart from the data calls */
   dt_mpi_agree *agree; /* the fingerprint's exchange: shared memory on one host, else messages on check */
+  dt_mpi_shm_coll *shm; /* the data path through process_vm_readv (one host, DTLUA_MPI_SHM), or NULL */
+  int shm_always;       /* DTLUA_MPI_SHM=always: that path at every size (the specs' form) */
   char broken[512]; /* non-empty: a timeout left this group's messages unmatched */
 } mpi_comm;
 
 #define DEFAULT_TIMEOUT 600.0 /* as the threads backend */
+/* The shared-memory path's thresholds in bytes (doc/performance.md: where it beats the MPI call) */
+#define SHM_MIN_ALL_GATHER ((size_t)0)
+#define SHM_MIN_ALL_TO_ALL ((size_t)0)
+#define SHM_MIN_BROADCAST ((size_t)0)
+#define SHM_MIN_REDUCE_SCATTER ((size_t)0)
+#define SHM_MIN_ALL_REDUCE ((size_t)0)
 
 static const dt_comm_ops mpi_ops;
 
@@ -166,17 +174,25 @@ static int full_check(mpi_comm *c, const tc_desc *d, int64_t table) {
  * hash and of its complement by MPI_Allreduce, equal to (h, ~h) exactly when every rank has
  * h).  Every rank reaches the same verdict, so on a difference all go to the full check
  * together, which names the calls; the group stays usable (no data call went out).  On DT_OK
- * every rank of the group is in this very call: its data call cannot be left unmatched. */
-static int agree_call(mpi_comm *c, const tc_desc *d, int64_t table) {
+ * every rank of the group is in this very call: its data call cannot be left unmatched.
+ * shm: the call runs on the shared-memory data path, publishing a and b with the hash (the
+ * agreement then is that path's first synchronisation); the same choice on every rank of
+ * calls with equal fingerprints, and either way both read the same slots. */
+static int agree_pub(mpi_comm *c, const tc_desc *d, int64_t table, int shm, const void *a, const void *b) {
   dt_mpi_watch_doing(c->watch, d, c->label);
   const char *name = tc_kind_name(d->kind);
   if (c->broken[0]) return dt_error("%s: group %s is broken by an earlier failure: %s", name, c->label, c->broken);
-  if (c->debug) return full_check(c, d, table);
+  if (c->debug) { /* the full check; the shared-memory path still publishes its buffers after it */
+    int st = full_check(c, d, table);
+    if (st != DT_OK || !shm) return st;
+  }
   int64_t h = (int64_t)(tc_fingerprint(d, c->label) ^ ((uint64_t)table * 0x9E3779B97F4A7C15ull)), v[2],
           mine[2] = {h, ~h};
   int same = 0;
   if (c->base.timeout > 0 || dt_mpi_agree_shared(c->agree)) {
-    int late = 0, rc = dt_mpi_agree_same(c->agree, h, &same, c->watch, c->base.timeout > 0 ? deadline_of(c) : 0, &late);
+    double deadline = c->base.timeout > 0 ? deadline_of(c) : 0;
+    int late = 0, rc = shm ? dt_mpi_shm_agree_publish(dt_mpi_agree_shm(c->agree), h, a, b, &same, c->watch, deadline, &late)
+                           : dt_mpi_agree_same(c->agree, h, &same, c->watch, deadline, &late);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, name);
     if (late) return timed_out(c, name);
   } else {
@@ -190,6 +206,43 @@ static int agree_call(mpi_comm *c, const tc_desc *d, int64_t table) {
   return st;
 }
 
+static int agree_call(mpi_comm *c, const tc_desc *d, int64_t table) { return agree_pub(c, d, table, 0, NULL, NULL); }
+
+/* From these many bytes (the larger buffer of the call) the shared-memory path beats the MPI
+ * call on one host (doc/performance.md, "Collectives through process_vm_readv"). */
+static size_t shm_threshold(tc_kind kind) {
+  switch (kind) {
+  case TC_ALL_GATHER: return SHM_MIN_ALL_GATHER;
+  case TC_ALL_TO_ALL: return SHM_MIN_ALL_TO_ALL;
+  case TC_BROADCAST: return SHM_MIN_BROADCAST;
+  case TC_REDUCE_SCATTER: return SHM_MIN_REDUCE_SCATTER;
+  default: return SHM_MIN_ALL_REDUCE;
+  }
+}
+
+/* Whether this call takes the shared-memory path: a function of the call's fingerprinted
+ * arguments only, so ranks that agree take the same path. */
+static int use_shm(const mpi_comm *c, tc_kind kind, size_t bytes) {
+  return c->shm && (c->shm_always || bytes >= shm_threshold(kind));
+}
+
+static dt_mpi_shm_run shm_run(mpi_comm *c) {
+  return (dt_mpi_shm_run){.w = c->watch, .deadline = c->base.timeout > 0 ? deadline_of(c) : 0, .failed_rank = -1};
+}
+
+/* The outcome of a shared-memory data phase (failed: its return) as the backend's errors. */
+static int shm_outcome(mpi_comm *c, const char *name, int failed, const dt_mpi_shm_run *run) {
+  if (!failed) return DT_OK;
+  if (run->mpi_rc != MPI_SUCCESS) return mpi_fail(run->mpi_rc, name);
+  if (run->timed_out) return timed_out(c, name);
+  int r = c->base.world_ranks[run->failed_rank];
+  if (run->err > 0)
+    return dt_error("%s: reading rank %d's buffer in group %s failed (process_vm_readv: %s); the output is incomplete",
+                    name, r, c->label, strerror(run->err));
+  return dt_error("%s: rank %d of group %s could not read its peers' buffers (process_vm_readv); the output is "
+                  "incomplete", name, r, c->label);
+}
+
 /* all_reduce and reduce_scatter: the same steps around two different MPI calls (avg is
  * a sum divided afterwards). */
 static int m_reduction(dt_comm *b, tc_kind kind, const void *send, void *recv, size_t count, dt_dtype dt,
@@ -198,7 +251,14 @@ static int m_reduction(dt_comm *b, tc_kind kind, const void *send, void *recv, s
   int all = kind == TC_ALL_REDUCE, k = (int)count;
   const char *name = all ? "all_reduce" : "reduce_scatter";
   tc_desc d = {.kind = kind, .dtype = dt, .op = op, .count = count};
-  if (too_big(all ? count : count * (size_t)b->size, name) || agree_call(c, &d, 0)) return DT_ERR;
+  if (too_big(all ? count : count * (size_t)b->size, name)) return DT_ERR;
+  if (use_shm(c, kind, count * dt_dtype_size(dt) * (all ? 1 : (size_t)b->size))) {
+    if (agree_pub(c, &d, 0, 1, send, recv)) return DT_ERR;
+    dt_mpi_shm_run run = shm_run(c);
+    return shm_outcome(c, name, all ? dt_mpi_shm_all_reduce(c->shm, recv, count, dt, op, &run)
+                                    : dt_mpi_shm_reduce_scatter(c->shm, recv, count, dt, op, &run), &run);
+  }
+  if (agree_call(c, &d, 0)) return DT_ERR;
   MPI_Datatype t = dt_mpi_datatype(dt);
   MPI_Op o = dt_mpi_op(op, dt);
   int rc = all ? MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, k, t, o, c->comm)
@@ -249,6 +309,13 @@ static int m_all_gather_v(dt_comm *b, const void *send, void *recv, const size_t
   int n = b->size;
   tc_desc d = {.kind = TC_ALL_GATHER, .dtype = dt, .count = counts[b->rank]};
   MPI_Datatype t = dt_mpi_datatype(dt);
+  size_t total = 0;
+  for (int r = 0; r < n; r++) total += counts[r];
+  if (use_shm(c, TC_ALL_GATHER, total * dt_dtype_size(dt))) {
+    if (agree_pub(c, &d, table_hash(counts, n), 1, send, recv)) return DT_ERR;
+    dt_mpi_shm_run run = shm_run(c);
+    return shm_outcome(c, "all_gather", dt_mpi_shm_all_gather(c->shm, recv, counts, dt_dtype_size(dt), &run), &run);
+  }
   if (all_equal(counts, n)) {
     int k = (int)counts[0];
     if (too_big(counts[0] * (size_t)n, "all_gather") || agree_call(c, &d, table_hash(counts, n))) return DT_ERR;
@@ -310,6 +377,13 @@ static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts
   MPI_Datatype t = dt_mpi_datatype(dt);
   if (sendcounts == recvcounts && all_equal(sendcounts, n)) {
     int k = (int)sendcounts[0];
+    if (use_shm(c, TC_ALL_TO_ALL, d.count * dt_dtype_size(dt))) {
+      if (agree_pub(c, &d, (int64_t)sendcounts[0], 1, send, recv) || debug_check_splits(c, sendcounts, recvcounts, dt))
+        return DT_ERR;
+      dt_mpi_shm_run run = shm_run(c);
+      return shm_outcome(c, "all_to_all", dt_mpi_shm_all_to_all(c->shm, recv, sendcounts[0], dt_dtype_size(dt), &run),
+                         &run);
+    }
     if (too_big(sendcounts[0] * (size_t)n, "all_to_all") || agree_call(c, &d, (int64_t)sendcounts[0]) ||
         debug_check_splits(c, sendcounts, recvcounts, dt))
       return DT_ERR;
@@ -329,6 +403,11 @@ static int m_all_to_all_v(dt_comm *b, const void *send, const size_t *sendcounts
 static int m_broadcast(dt_comm *b, void *buf, size_t count, dt_dtype dt, int root) {
   mpi_comm *c = (mpi_comm *)b;
   tc_desc d = {.kind = TC_BROADCAST, .dtype = dt, .root = root, .count = count};
+  if (use_shm(c, TC_BROADCAST, count * dt_dtype_size(dt))) {
+    if (agree_pub(c, &d, 0, 1, buf, NULL)) return DT_ERR;
+    dt_mpi_shm_run run = shm_run(c);
+    return shm_outcome(c, "broadcast", dt_mpi_shm_broadcast(c->shm, buf, count * dt_dtype_size(dt), root, &run), &run);
+  }
   if (too_big(count, "broadcast") || agree_call(c, &d, 0)) return DT_ERR;
   return check_rc(MPI_Bcast(buf, (int)count, dt_mpi_datatype(dt), root, c->comm), "broadcast");
 }
@@ -430,6 +509,12 @@ static mpi_comm *comm_wrap(MPI_Comm comm, const int *world_ranks, int debug, dou
   MPI_Comm_set_errhandler(c->check, MPI_ERRORS_RETURN);
   c->agree = dt_mpi_agree_new(c->check, 1);
   if (!c->agree) return MPI_Comm_free(&c->check), free(c->base.world_ranks), free(c), NULL;
+  /* DTLUA_MPI_SHM (agreed at start-up): 0 keeps every call on MPI; "always" takes the
+   * shared-memory path at every size; else from the thresholds up */
+  const char *shm = getenv("DTLUA_MPI_SHM");
+  dt_mpi_shm_agree *sa = dt_mpi_agree_shm(c->agree);
+  if (sa && !(shm && strcmp(shm, "0") == 0)) c->shm = dt_mpi_shm_coll_new(sa, c->check);
+  c->shm_always = shm && strcmp(shm, "always") == 0;
   c->debug = debug;
   c->base.timeout = timeout; /* > 0: poll the non-blocking calls with this deadline */
   dt_comm_format_ranks(c->label, sizeof c->label, c->base.world_ranks, c->base.size);
@@ -477,6 +562,7 @@ static void m_destroy(dt_comm *b) {
   int fin = 0;
   MPI_Finalized(&fin);
   if (!fin) MPI_Comm_free(&c->comm), MPI_Comm_free(&c->check);
+  dt_mpi_shm_coll_free(c->shm);
   dt_mpi_agree_free(c->agree, 0);
   if (c->owns_watch) dt_mpi_watch_free(c->watch);
   free(c->base.world_ranks);
@@ -517,7 +603,7 @@ int dt_mpi_local_rank(dt_comm *world) {
 /* Settings that change how collectives run must be the same on every rank, but mpirun
  * forwards the environment only to the ranks of its own host: every rank takes rank 0's
  * value (or its absence) at start-up, before anything reads them. */
-static const char *const agreed_settings[] = {"DTLUA_DEBUG", "DTLUA_TIMEOUT", "DTLUA_LOG"};
+static const char *const agreed_settings[] = {"DTLUA_DEBUG", "DTLUA_TIMEOUT", "DTLUA_LOG", "DTLUA_MPI_SHM"};
 
 static int agree_setting(MPI_Comm comm, const char *name) {
   int rank;

@@ -32,6 +32,8 @@ void dt_mpi_agree_free(dt_mpi_agree *a, int collective) {
 
 int dt_mpi_agree_shared(const dt_mpi_agree *a) { return a->shm != NULL; }
 
+dt_mpi_shm_agree *dt_mpi_agree_shm(dt_mpi_agree *a) { return a->shm; }
+
 static int agree_min(dt_mpi_agree *a, int64_t v[2], dt_mpi_watch *w, double deadline, int *timed_out) {
   int n, me;
   MPI_Comm_size(a->comm, &n);

@@ -10,16 +10,30 @@
  * overwritten while a peer may still read it, and every rank reads the same values: all reach
  * the same verdict, as with the messages. */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/mpi_impl.h"
 
 typedef struct {
   _Atomic int64_t call; /* the call number published (0: none yet) */
   int64_t hash;         /* written before call, read after it (release/acquire) */
-  char pad[48];         /* one cache line per slot: a rank's stores do not evict its peers' */
+  uint64_t addr[2];     /* the call's published buffers (mpi_shm_coll.c), likewise */
+  char pad[32];         /* one cache line per slot: a rank's stores do not evict its peers' */
 } slot;
+
+/* A rank's third line: its step counters and its process id (for process_vm_readv). */
+typedef struct {
+  _Atomic int64_t step[DT_MPI_SHM_NSTEPS]; /* the last call that passed step k on this rank */
+  _Atomic int64_t failed;                  /* the last call whose reads failed on this rank */
+  int64_t pid;
+  uint64_t self; /* where this line lies in its own rank's address space */
+  char pad[64 - 8 * (DT_MPI_SHM_NSTEPS + 3)];
+} steps;
+
+#define RANK_BYTES (3 * sizeof(slot)) /* two slots, then the steps line */
 
 struct dt_mpi_shm_agree {
   MPI_Comm comm; /* the group's: probed while waiting, to keep MPI's progress engine turning */
@@ -28,8 +42,10 @@ struct dt_mpi_shm_agree {
                 * own schedule (an error may end one rank early) */
   int n, me;
   int64_t call;  /* this rank's number of agreements on the group */
-  slot **slots;  /* slots[r]: rank r's two slots */
+  slot **slots;  /* slots[r]: rank r's two slots, then its steps line */
 };
+
+static steps *steps_of(dt_mpi_shm_agree *s, int r) { return (steps *)&s->slots[r][2]; }
 
 dt_mpi_shm_agree *dt_mpi_shm_agree_new(MPI_Comm comm) {
   int n, me, local_n = 0;
@@ -43,8 +59,11 @@ dt_mpi_shm_agree *dt_mpi_shm_agree_new(MPI_Comm comm) {
   dt_mpi_shm_agree *s = calloc(1, sizeof *s);
   slot **slots = calloc((size_t)n, sizeof *slots), *mine = NULL;
   int ok = s && slots &&
-           MPI_Win_allocate_shared(2 * sizeof(slot), sizeof(slot), MPI_INFO_NULL, comm, &mine, &s->win) == MPI_SUCCESS;
-  if (ok) memset(mine, 0, 2 * sizeof(slot));
+           MPI_Win_allocate_shared(RANK_BYTES, sizeof(slot), MPI_INFO_NULL, comm, &mine, &s->win) == MPI_SUCCESS;
+  if (ok) {
+    steps *own = (steps *)&mine[2];
+    memset(mine, 0, RANK_BYTES), own->pid = getpid(), own->self = (uint64_t)(uintptr_t)own;
+  }
   for (int r = 0; ok && r < n; r++) {
     MPI_Aint size;
     int unit;
@@ -96,14 +115,72 @@ static int test_peers_progress(void *arg, int *done) {
 }
 
 int dt_mpi_shm_agree_same(dt_mpi_shm_agree *s, int64_t hash, int *same, dt_mpi_watch *w, double deadline, int *timed_out) {
+  return dt_mpi_shm_agree_publish(s, hash, NULL, NULL, same, w, deadline, timed_out);
+}
+
+int dt_mpi_shm_agree_publish(dt_mpi_shm_agree *s, int64_t hash, const void *a, const void *b, int *same,
+                             dt_mpi_watch *w, double deadline, int *timed_out) {
   s->call++;
   slot *mine = &s->slots[s->me][s->call & 1];
   mine->hash = hash;
+  mine->addr[0] = (uint64_t)(uintptr_t)a, mine->addr[1] = (uint64_t)(uintptr_t)b;
   atomic_store_explicit(&mine->call, s->call, memory_order_release);
   wait_state ws = {s, 0, hash, 1};
   int done = 0;
   test_peers(&ws, &done); /* the common case: every peer is there already */
   int rc = done ? (*timed_out = 0, MPI_SUCCESS) : dt_mpi_poll_until(test_peers_progress, &ws, w, deadline, timed_out);
   *same = ws.same;
+  return rc;
+}
+
+void dt_mpi_shm_peer(dt_mpi_shm_agree *s, int r, uintptr_t addr[2], int *pid) {
+  const slot *p = &s->slots[r][s->call & 1];
+  addr[0] = (uintptr_t)p->addr[0], addr[1] = (uintptr_t)p->addr[1];
+  *pid = (int)steps_of(s, r)->pid;
+}
+
+int dt_mpi_shm_size(const dt_mpi_shm_agree *s) { return s->n; }
+int dt_mpi_shm_rank(const dt_mpi_shm_agree *s) { return s->me; }
+const int64_t *dt_mpi_shm_pid(dt_mpi_shm_agree *s, int r, uintptr_t *remote) {
+  steps *p = steps_of(s, r);
+  *remote = (uintptr_t)p->self + offsetof(steps, pid);
+  return &p->pid;
+}
+
+typedef struct {
+  dt_mpi_shm_agree *s;
+  int k, next;
+} step_state;
+
+static int test_step(void *arg, int *done) {
+  step_state *ss = arg;
+  dt_mpi_shm_agree *s = ss->s;
+  for (; ss->next < s->n; ss->next++)
+    if (atomic_load_explicit(&steps_of(s, ss->next)->step[ss->k], memory_order_acquire) < s->call) return MPI_SUCCESS;
+  *done = 1;
+  return MPI_SUCCESS;
+}
+
+static int test_step_progress(void *arg, int *done) {
+  test_step(arg, done);
+  if (*done) return MPI_SUCCESS;
+  int flag;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, ((step_state *)arg)->s->comm, &flag, MPI_STATUS_IGNORE);
+  return MPI_SUCCESS;
+}
+
+int dt_mpi_shm_step(dt_mpi_shm_agree *s, int k, int failed, int *peer_failed, dt_mpi_watch *w, double deadline,
+                    int *timed_out) {
+  steps *mine = steps_of(s, s->me);
+  if (failed) atomic_store_explicit(&mine->failed, s->call, memory_order_relaxed);
+  atomic_store_explicit(&mine->step[k], s->call, memory_order_release);
+  step_state ss = {s, k, 0};
+  int done = 0, rc = MPI_SUCCESS;
+  *timed_out = 0;
+  test_step(&ss, &done);
+  if (!done) rc = dt_mpi_poll_until(test_step_progress, &ss, w, deadline, timed_out);
+  *peer_failed = -1;
+  for (int r = 0; rc == MPI_SUCCESS && !*timed_out && r < s->n && *peer_failed < 0; r++)
+    if (atomic_load_explicit(&steps_of(s, r)->failed, memory_order_relaxed) == s->call) *peer_failed = r;
   return rc;
 }

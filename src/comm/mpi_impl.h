@@ -54,5 +54,45 @@ typedef struct dt_mpi_shm_agree dt_mpi_shm_agree;
 dt_mpi_shm_agree *dt_mpi_shm_agree_new(MPI_Comm comm);
 void dt_mpi_shm_agree_free(dt_mpi_shm_agree *s, int collective);
 int dt_mpi_shm_agree_same(dt_mpi_shm_agree *s, int64_t hash, int *same, dt_mpi_watch *w, double deadline, int *timed_out);
+/* The same, publishing two addresses with the hash (the buffers peers read, mpi_shm_coll.c). */
+int dt_mpi_shm_agree_publish(dt_mpi_shm_agree *s, int64_t hash, const void *a, const void *b, int *same,
+                             dt_mpi_watch *w, double deadline, int *timed_out);
+/* After an agreement: rank r's published addresses, and its process id. */
+void dt_mpi_shm_peer(dt_mpi_shm_agree *s, int r, uintptr_t addr[2], int *pid);
+int dt_mpi_shm_size(const dt_mpi_shm_agree *s);
+int dt_mpi_shm_rank(const dt_mpi_shm_agree *s);
+/* Rank r's process id as this rank sees it, and (*remote) its address in rank r's own address
+ * space (read through process_vm_readv by the probe). */
+const int64_t *dt_mpi_shm_pid(dt_mpi_shm_agree *s, int r, uintptr_t *remote);
+/* Steps within the current call: this rank marks step k (failed: its reads failed) and waits
+ * until every rank has (polled as dt_mpi_poll_until); *peer_failed: the first rank whose reads
+ * failed in this call, or -1.  MPI's return code. */
+#define DT_MPI_SHM_NSTEPS 2 /* 0: reduced (all_reduce's middle), 1: done reading */
+int dt_mpi_shm_step(dt_mpi_shm_agree *s, int k, int failed, int *peer_failed, dt_mpi_watch *w, double deadline,
+                    int *timed_out);
+/* The shared-memory form of the agreement, or NULL (mpi_agree.c) */
+dt_mpi_shm_agree *dt_mpi_agree_shm(dt_mpi_agree *a);
+
+/* mpi_shm_coll.c: the collectives through process_vm_readv, for a group with a shared-memory
+ * agreement.  Collective to create: NULL on every rank where any rank cannot read its peers. */
+typedef struct dt_mpi_shm_coll dt_mpi_shm_coll;
+dt_mpi_shm_coll *dt_mpi_shm_coll_new(dt_mpi_shm_agree *s, MPI_Comm comm);
+void dt_mpi_shm_coll_free(dt_mpi_shm_coll *x);
+/* How a call's waits run, and how it ended: mpi_rc (MPI's code), timed_out, or err (an errno of
+ * this rank's reads, -1 when another rank's failed) with failed_rank, the rank read or failing. */
+typedef struct {
+  dt_mpi_watch *w;
+  double deadline;
+  int mpi_rc, timed_out, err, failed_rank;
+} dt_mpi_shm_run;
+/* Each called by every rank once dt_mpi_shm_agree_publish agreed, with the addresses it
+ * published (a: send, b: recv; broadcast: a = buf).  0, or non-zero with run saying why. */
+int dt_mpi_shm_all_gather(dt_mpi_shm_coll *x, void *recv, const size_t *counts, size_t esize, dt_mpi_shm_run *run);
+int dt_mpi_shm_all_to_all(dt_mpi_shm_coll *x, void *recv, size_t count, size_t esize, dt_mpi_shm_run *run);
+int dt_mpi_shm_broadcast(dt_mpi_shm_coll *x, void *buf, size_t bytes, int root, dt_mpi_shm_run *run);
+int dt_mpi_shm_reduce_scatter(dt_mpi_shm_coll *x, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
+                              dt_mpi_shm_run *run);
+int dt_mpi_shm_all_reduce(dt_mpi_shm_coll *x, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
+                          dt_mpi_shm_run *run);
 
 #endif

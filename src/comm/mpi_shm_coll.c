@@ -1,0 +1,156 @@
+/* The collectives of a group whose ranks share a host, without an MPI data call: each rank
+ * publishes its buffers' addresses with the fingerprint (dt_mpi_shm_agree_publish, the call's
+ * only synchronisation before the data moves), reads its peers' blocks straight into its output
+ * with process_vm_readv (Linux cross-memory attach, the single copy Open MPI's vader uses for
+ * large messages), and returns once every peer has said it is done reading (step 1), since after
+ * return the caller may overwrite its send buffer.  all_reduce adds a step in its middle: each
+ * rank reduces its own slice of the count from every rank's send buffer (in rank order, through
+ * dt_reduce_ops_apply), then reads the other slices from their owners, so every rank holds the
+ * same bits.  The soundness argument is in doc/collectives.md ("The shared-memory data path"). */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "comm/mpi_impl.h"
+#include "kernels/cpu/reduce_ops.h"
+
+#define REDUCE_CHUNK (64 * 1024) /* bytes of each peer read per reduction step: stays in L2 */
+enum { STEP_REDUCED, STEP_DONE };
+
+struct dt_mpi_shm_coll {
+  dt_mpi_shm_agree *s;
+  int n, me;
+  char *tmp; /* n reduction chunks */
+};
+
+/* Reads bytes at the peer's src into dst, resuming after partial reads.  0 or an errno. */
+static int read_span(int pid, void *dst, uintptr_t src, size_t bytes) {
+  while (bytes > 0) {
+    struct iovec l = {dst, bytes}, r = {(void *)src, bytes};
+    ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (got <= 0) return got < 0 ? errno : EFAULT;
+    dst = (char *)dst + got, src += (size_t)got, bytes -= (size_t)got;
+  }
+  return 0;
+}
+
+dt_mpi_shm_coll *dt_mpi_shm_coll_new(dt_mpi_shm_agree *s, MPI_Comm comm) {
+  int n = dt_mpi_shm_size(s), me = dt_mpi_shm_rank(s), peer = (me + 1) % n, pid, ok = 1;
+  uintptr_t unused[2];
+  dt_mpi_shm_peer(s, peer, unused, &pid);
+  /* CMA may be forbidden (ptrace scope, seccomp, another pid namespace): read the peer's pid
+   * from its own memory and compare it with what the window says */
+  int64_t seen = 0;
+  uintptr_t remote;
+  const int64_t *here = dt_mpi_shm_pid(s, peer, &remote);
+  if (read_span(pid, &seen, remote, sizeof seen) != 0 || seen != *here) ok = 0;
+  dt_mpi_shm_coll *x = calloc(1, sizeof *x);
+  if (x) x->tmp = malloc((size_t)n * REDUCE_CHUNK);
+  ok = ok && x && x->tmp;
+  int all_ok = 0;
+  if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !all_ok) {
+    if (x) free(x->tmp), free(x);
+    return NULL;
+  }
+  x->s = s, x->n = n, x->me = me;
+  return x;
+}
+
+void dt_mpi_shm_coll_free(dt_mpi_shm_coll *x) {
+  if (x) free(x->tmp), free(x);
+}
+
+/* Rank r's published address k, plus off bytes, and its pid. */
+static uintptr_t peer_addr(dt_mpi_shm_coll *x, int r, int k, size_t off, int *pid) {
+  uintptr_t a[2];
+  dt_mpi_shm_peer(x->s, r, a, pid);
+  return a[k] + off;
+}
+
+/* Copies rank r's bytes at (address k + off) into dst: memmove for this rank's own. */
+static void fetch(dt_mpi_shm_coll *x, dt_mpi_shm_run *run, int r, int k, size_t off, void *dst, size_t bytes) {
+  if (bytes == 0 || run->err) return;
+  int pid;
+  uintptr_t src = peer_addr(x, r, k, off, &pid);
+  if (r == x->me) {
+    if ((void *)src != dst) memmove(dst, (const void *)src, bytes);
+    return;
+  }
+  run->err = read_span(pid, dst, src, bytes);
+  if (run->err) run->failed_rank = r;
+}
+
+/* Marks step k and waits for every rank's; non-zero when the call failed (run says why). */
+static int step(dt_mpi_shm_coll *x, dt_mpi_shm_run *run, int k) {
+  int peer_failed = -1;
+  run->mpi_rc = dt_mpi_shm_step(x->s, k, run->err != 0, &peer_failed, run->w, run->deadline, &run->timed_out);
+  if (run->mpi_rc != MPI_SUCCESS || run->timed_out) return 1;
+  if (peer_failed >= 0 && !run->err) run->err = -1, run->failed_rank = peer_failed;
+  return k == STEP_DONE && run->err != 0;
+}
+
+int dt_mpi_shm_all_gather(dt_mpi_shm_coll *x, void *recv, const size_t *counts, size_t esize, dt_mpi_shm_run *run) {
+  size_t off = 0;
+  for (int r = 0; r < x->n; r++) {
+    fetch(x, run, r, 0, 0, (char *)recv + off * esize, counts[r] * esize);
+    off += counts[r];
+  }
+  return step(x, run, STEP_DONE);
+}
+
+int dt_mpi_shm_all_to_all(dt_mpi_shm_coll *x, void *recv, size_t count, size_t esize, dt_mpi_shm_run *run) {
+  size_t block = count * esize;
+  for (int r = 0; r < x->n; r++) fetch(x, run, r, 0, (size_t)x->me * block, (char *)recv + (size_t)r * block, block);
+  return step(x, run, STEP_DONE);
+}
+
+int dt_mpi_shm_broadcast(dt_mpi_shm_coll *x, void *buf, size_t bytes, int root, dt_mpi_shm_run *run) {
+  if (x->me != root) fetch(x, run, root, 0, 0, buf, bytes);
+  return step(x, run, STEP_DONE);
+}
+
+/* out[0..count) = every rank's elements at (address k + off bytes), reduced in rank order,
+ * chunk by chunk (out may be this rank's own input: each element is read before written). */
+static void reduce_slice(dt_mpi_shm_coll *x, dt_mpi_shm_run *run, int k, size_t off, void *out, size_t count,
+                         dt_dtype dt, dt_reduce_op op) {
+  size_t es = dt_dtype_size(dt), per = REDUCE_CHUNK / es;
+  const void *in[x->n];
+  for (size_t i = 0; i < count && !run->err; i += per) {
+    size_t m = count - i < per ? count - i : per;
+    for (int r = 0; r < x->n; r++) {
+      int pid;
+      uintptr_t src = peer_addr(x, r, k, off + i * es, &pid);
+      in[r] = r == x->me ? (const void *)src : x->tmp + (size_t)r * REDUCE_CHUNK;
+      if (r != x->me) fetch(x, run, r, k, off + i * es, x->tmp + (size_t)r * REDUCE_CHUNK, m * es);
+    }
+    if (!run->err) dt_reduce_ops_apply(op, dt, (char *)out + i * es, in, x->n, m);
+  }
+}
+
+int dt_mpi_shm_reduce_scatter(dt_mpi_shm_coll *x, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
+                              dt_mpi_shm_run *run) {
+  reduce_slice(x, run, 0, (size_t)x->me * count * dt_dtype_size(dt), recv, count, dt, op);
+  return step(x, run, STEP_DONE);
+}
+
+/* Rank r owns the r-th of n near-equal slices of the count (the first count % n one longer). */
+static size_t slice_start(size_t count, int r, int n) {
+  size_t q = count / (size_t)n, extra = count % (size_t)n;
+  return (size_t)r * q + ((size_t)r < extra ? (size_t)r : extra);
+}
+
+int dt_mpi_shm_all_reduce(dt_mpi_shm_coll *x, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
+                          dt_mpi_shm_run *run) {
+  size_t es = dt_dtype_size(dt), lo = slice_start(count, x->me, x->n), hi = slice_start(count, x->me + 1, x->n);
+  /* the own slice of recv: no peer reads it from the send buffers (each reads its own slice) */
+  reduce_slice(x, run, 0, lo * es, (char *)recv + lo * es, hi - lo, dt, op);
+  /* in place, recv is the send buffer its slices' owners read until they have all reduced */
+  if (step(x, run, STEP_REDUCED)) return 1;
+  for (int r = 0; r < x->n; r++) {
+    size_t a = slice_start(count, r, x->n), b = slice_start(count, r + 1, x->n);
+    if (r != x->me) fetch(x, run, r, 1, a * es, (char *)recv + a * es, (b - a) * es);
+  }
+  return step(x, run, STEP_DONE);
+}
