@@ -36,12 +36,7 @@ typedef struct mpi_comm {
 } mpi_comm;
 
 #define DEFAULT_TIMEOUT 600.0 /* as the threads backend */
-/* The shared-memory path's thresholds in bytes (doc/performance.md: where it beats the MPI call) */
-#define SHM_MIN_ALL_GATHER ((size_t)0)
-#define SHM_MIN_ALL_TO_ALL ((size_t)0)
-#define SHM_MIN_BROADCAST ((size_t)0)
-#define SHM_MIN_REDUCE_SCATTER ((size_t)0)
-#define SHM_MIN_ALL_REDUCE ((size_t)0)
+
 
 static const dt_comm_ops mpi_ops;
 
@@ -208,22 +203,10 @@ static int agree_pub(mpi_comm *c, const tc_desc *d, int64_t table, int shm, cons
 
 static int agree_call(mpi_comm *c, const tc_desc *d, int64_t table) { return agree_pub(c, d, table, 0, NULL, NULL); }
 
-/* From these many bytes (the larger buffer of the call) the shared-memory path beats the MPI
- * call on one host (doc/performance.md, "Collectives through process_vm_readv"). */
-static size_t shm_threshold(tc_kind kind) {
-  switch (kind) {
-  case TC_ALL_GATHER: return SHM_MIN_ALL_GATHER;
-  case TC_ALL_TO_ALL: return SHM_MIN_ALL_TO_ALL;
-  case TC_BROADCAST: return SHM_MIN_BROADCAST;
-  case TC_REDUCE_SCATTER: return SHM_MIN_REDUCE_SCATTER;
-  default: return SHM_MIN_ALL_REDUCE;
-  }
-}
-
 /* Whether this call takes the shared-memory path: a function of the call's fingerprinted
  * arguments only, so ranks that agree take the same path. */
 static int use_shm(const mpi_comm *c, tc_kind kind, size_t bytes) {
-  return c->shm && (c->shm_always || bytes >= shm_threshold(kind));
+  return c->shm && (c->shm_always || dt_mpi_shm_worth(kind, bytes));
 }
 
 static dt_mpi_shm_run shm_run(mpi_comm *c) {

@@ -17,6 +17,10 @@
 #include "kernels/cpu/reduce_ops.h"
 
 #define REDUCE_CHUNK (64 * 1024) /* bytes of each peer read per reduction step: stays in L2 */
+/* From this size (bytes of the call's larger buffer) the path beats the MPI call: below it
+ * two synchronisations (published, done) cost more than Open MPI's one copy through its
+ * shared-memory queues (doc/performance.md, "Collectives through process_vm_readv"). */
+#define SHM_MIN_BYTES ((size_t)16 * 1024)
 enum { STEP_REDUCED, STEP_DONE };
 
 struct dt_mpi_shm_coll {
@@ -56,6 +60,11 @@ dt_mpi_shm_coll *dt_mpi_shm_coll_new(dt_mpi_shm_agree *s, MPI_Comm comm) {
   }
   x->s = s, x->n = n, x->me = me;
   return x;
+}
+
+int dt_mpi_shm_worth(tc_kind kind, size_t bytes) {
+  (void)kind; /* one threshold fits all five on 2 and 4 ranks */
+  return bytes >= SHM_MIN_BYTES;
 }
 
 void dt_mpi_shm_coll_free(dt_mpi_shm_coll *x) {

@@ -294,6 +294,48 @@ describe("under mpirun", function()
     end
   end)
 
+  -- 256 KiB calls: over the shared-memory data path's thresholds, so under mpirun on one host
+  -- that path runs them (its buffers published with the fingerprint); and the same with it off
+  for _, shm in ipairs({"", "DTLUA_MPI_SHM=0 "}) do
+    it("a different reduce op, count, dtype or kind, or a skipped call, in 256 KiB collectives fails every rank " ..
+       "and leaves the data untouched and the group usable" .. (shm ~= "" and " (" .. shm .. ")" or ""), function()
+      if not mpirun_prefix() then return end
+      local prog = "local D = dt.distributed local r = dt.rank() local N = 1 << 16 local t = dt.ones({N}) " ..
+        "local g = D.new_group({0, 1}) " .. -- (3 ranks: a group of 2 is not the world)
+        "say('O' .. r, select(2, pcall(D.all_reduce, t, r == 0 and 'sum' or 'max'))) " ..
+        "say('C' .. r, select(2, pcall(D.all_gather, dt.ones({r == 0 and N or N + 4})))) " ..
+        "say('D' .. r, select(2, pcall(D.all_reduce, dt.ones({N}, {dtype = r == 0 and 'float32' or 'float64'})))) " ..
+        "say('K' .. r, select(2, pcall(r == 0 and D.all_reduce or D.broadcast, t, r == 0 and 'sum' or 0))) " ..
+        -- a small call against a large one: one rank on the shared-memory path, the other not
+        "say('M' .. r, select(2, pcall(D.all_reduce, dt.ones({r == 0 and N or 4})))) " ..
+        "say('X' .. r, t:sum():item()) " ..
+        "if r < 2 then say('U' .. r, D.all_reduce(dt.ones({N}), 'sum', g):sum():item()) end " ..
+        -- rank 1 skips the group's next call: rank 0 times out naming it, the world goes on
+        "if r == 0 then say('T0', select(2, pcall(D.all_to_all, dt.ones({N}), g))) else os.execute('sleep 3') end " ..
+        "say('B' .. r, D.all_reduce(dt.ones({N})):sum():item())"
+      local out, rc, log = mrun_said(3, prog, shm .. "DTLUA_TIMEOUT=2")
+      assert.are.equal(0, rc, log .. out)
+      local calls = {
+        O = "rank 0 called all_reduce(sum, float32, 65536 elements), rank 1 called all_reduce(max, float32, 65536 elements)",
+        C = "rank 0 called all_gather(float32, 65536 elements), rank 1 called all_gather(float32, 65540 elements) " ..
+            "(different size tables)",
+        D = "rank 0 called all_reduce(sum, float32, 65536 elements), rank 1 called all_reduce(sum, float64, 65536 elements)",
+        K = "rank 0 called all_reduce(sum, float32, 65536 elements), rank 1 called broadcast(float32, 65536 elements, src 0)",
+        M = "rank 0 called all_reduce(sum, float32, 65536 elements), rank 1 called all_reduce(sum, float32, 4 elements)",
+      }
+      for r = 0, 2 do
+        for k, call in pairs(calls) do
+          assert.matches(k .. r .. "\tcollective mismatch in group {0,1,2}: " .. call, out, 1, true)
+        end
+        assert.matches("X" .. r .. "\t65536.0", out, 1, true) -- the data untouched
+        assert.matches("B" .. r .. "\t196608.0", out, 1, true) -- the world usable
+      end
+      for r = 0, 1 do assert.matches("U" .. r .. "\t131072.0", out, 1, true) end
+      assert.matches("T0\tall_to_all: timed out after 2 s in group {0,1} (DTLUA_TIMEOUT); what each rank waits in: " ..
+                     "rank 0 all_to_all(float32, 65536 elements) in group {0,1}; rank 1 ", out, 1, true)
+    end)
+  end
+
   it("a stuck collective times out naming what every rank waits in (a rank in Lua code does not answer)", function()
     if not mpirun_prefix() then return end
     local prog = "local D = dt.distributed local g = D.new_group({0, 1}) local t = dt.ones(4) " ..
