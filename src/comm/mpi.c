@@ -8,7 +8,10 @@
  * is in the same call with the same arguments, so the data call cannot hang and runs in MPI's
  * blocking form (its non-blocking form, polled, runs 1.5-10x slower in Open MPI;
  * doc/performance.md).  DTLUA_TIMEOUT=0: no deadline (across hosts the agreement is then a
- * blocking MPI_Allreduce).  DTLUA_DEBUG=collectives gathers the full descriptions on every call instead. */
+ * blocking MPI_Allreduce).  DTLUA_DEBUG=collectives gathers the full descriptions on every call instead.
+ * On one host, calls from dt_mpi_shm_worth's size publish their buffers with the fingerprint
+ * and move the data through process_vm_readv (mpi_shm_coll.c), without an MPI data call. */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,8 +223,8 @@ static int shm_outcome(mpi_comm *c, const char *name, int failed, const dt_mpi_s
   if (run->timed_out) return timed_out(c, name);
   int r = c->base.world_ranks[run->failed_rank];
   if (run->err > 0)
-    return dt_error("%s: reading rank %d's buffer in group %s failed (process_vm_readv: %s); the output is incomplete",
-                    name, r, c->label, strerror(run->err));
+    return dt_error("%s: reading rank %d's buffer in group %s failed (%s: %s); the output is incomplete", name, r,
+                    c->label, run->err == ENOMEM ? "scratch" : "process_vm_readv", strerror(run->err));
   return dt_error("%s: rank %d of group %s could not read its peers' buffers (process_vm_readv); the output is "
                   "incomplete", name, r, c->label);
 }
