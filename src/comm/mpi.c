@@ -209,7 +209,7 @@ static int agree_call(mpi_comm *c, const tc_desc *d, int64_t table) { return agr
 /* Whether this call takes the shared-memory path: a function of the call's fingerprinted
  * arguments only, so ranks that agree take the same path. */
 static int use_shm(const mpi_comm *c, tc_kind kind, size_t bytes) {
-  return c->shm && (c->shm_always || dt_mpi_shm_worth(kind, bytes));
+  return c->shm && (c->shm_always || dt_mpi_shm_worth(kind, bytes, c->base.size));
 }
 
 static dt_mpi_shm_run shm_run(mpi_comm *c) {

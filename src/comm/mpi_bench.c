@@ -103,7 +103,7 @@ int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds)
   int shm_on = sa && !(shm_env && strcmp(shm_env, "0") == 0);
   dt_mpi_shm_coll *x = shm_on ? dt_mpi_shm_coll_new(sa, check) : NULL;
   size_t big = kind_of(name) == TC_ALL_GATHER ? (size_t)part * (size_t)n * sizeof(float) : (size_t)count * sizeof(float);
-  if (x && (n > 64 || (!dt_mpi_shm_worth(kind_of(name), big) && !(shm_env && strcmp(shm_env, "always") == 0))))
+  if (x && (n > 64 || (!dt_mpi_shm_worth(kind_of(name), big, n) && !(shm_env && strcmp(shm_env, "always") == 0))))
     dt_mpi_shm_coll_free(x), x = NULL; /* (shm_call's counts: 64 ranks at most) */
   int rc = MPI_SUCCESS, late = 0, same = 0;
   for (int i = -1; i < iters && rc == MPI_SUCCESS; i++) { /* i = -1: warm-up */

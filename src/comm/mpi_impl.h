@@ -78,9 +78,10 @@ dt_mpi_shm_agree *dt_mpi_agree_shm(dt_mpi_agree *a);
 typedef struct dt_mpi_shm_coll dt_mpi_shm_coll;
 dt_mpi_shm_coll *dt_mpi_shm_coll_new(dt_mpi_shm_agree *s, MPI_Comm comm);
 void dt_mpi_shm_coll_free(dt_mpi_shm_coll *x);
-/* Whether a call of kind moving bytes (its larger buffer) is quicker on this path than by MPI:
- * a function of the fingerprinted arguments only, so that agreeing ranks take the same path. */
-int dt_mpi_shm_worth(tc_kind kind, size_t bytes);
+/* Whether a call of kind moving bytes (its larger buffer) on n ranks is quicker on this path
+ * than by MPI: a function of the fingerprinted arguments and the group only, so that agreeing
+ * ranks take the same path. */
+int dt_mpi_shm_worth(tc_kind kind, size_t bytes, int n);
 /* How a call's waits run, and how it ended: mpi_rc (MPI's code), timed_out, or err (an errno of
  * this rank's reads, -1 when another rank's failed) with failed_rank, the rank read or failing. */
 typedef struct {

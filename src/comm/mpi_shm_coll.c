@@ -9,6 +9,7 @@
  * same bits.  The soundness argument is in doc/collectives.md ("The shared-memory data path"). */
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -23,6 +24,17 @@
  * two synchronisations (published, done) cost more than Open MPI's one copy through its
  * shared-memory queues (doc/performance.md, "Collectives through process_vm_readv"). */
 #define SHM_MIN_BYTES ((size_t)16 * 1024)
+
+/* Where, on more than 2 ranks, Open MPI's call won (4 ranks on 2 cores, 2026-11-24): all_reduce
+ * from 256 KiB to 4 MiB (three synchronisations of oversubscribed ranks: 0.80-0.89 of raw MPI
+ * against 0.98-1.01), all_to_all from 4 MiB (0.62-0.73 against 0.87-0.91). */
+static const struct {
+  tc_kind kind;
+  size_t from, to;
+} mpi_ranges_many_ranks[] = {
+    {TC_ALL_REDUCE, (size_t)256 << 10, (size_t)16 << 20},
+    {TC_ALL_TO_ALL, (size_t)4 << 20, SIZE_MAX},
+};
 enum { STEP_REDUCED, STEP_DONE };
 
 struct dt_mpi_shm_coll {
@@ -60,9 +72,12 @@ dt_mpi_shm_coll *dt_mpi_shm_coll_new(dt_mpi_shm_agree *s, MPI_Comm comm) {
   return x;
 }
 
-int dt_mpi_shm_worth(tc_kind kind, size_t bytes) {
-  (void)kind; /* one threshold fits all five on 2 and 4 ranks */
-  return bytes >= SHM_MIN_BYTES;
+int dt_mpi_shm_worth(tc_kind kind, size_t bytes, int n) {
+  if (bytes < SHM_MIN_BYTES) return 0;
+  for (size_t i = 0; n > 2 && i < sizeof mpi_ranges_many_ranks / sizeof mpi_ranges_many_ranks[0]; i++)
+    if (kind == mpi_ranges_many_ranks[i].kind && bytes >= mpi_ranges_many_ranks[i].from && bytes < mpi_ranges_many_ranks[i].to)
+      return 0;
+  return 1;
 }
 
 void dt_mpi_shm_coll_free(dt_mpi_shm_coll *x) {

@@ -35,6 +35,14 @@ local function input(r, count, dtype, op, first)
   if count == 0 then return dt.zeros({0}, {dtype = dtype}) end
   return dt.tensor(t, {dtype = dtype})
 end
+-- f(dtype, op) for every dtype and every reduce op it takes (avg: floating dtypes only)
+local function each_dtype_op(f)
+  for _, dtype in ipairs(ALL) do
+    for _, op in ipairs(OPS) do
+      if op ~= "avg" or FLOATS[dtype] then f(dtype, op) end
+    end
+  end
+end
 local function num(v) return v == true and 1 or v == false and 0 or v end
 
 local function fold(op, a, b)
@@ -106,24 +114,19 @@ end
 
 describe("collectives at random sizes (the shared-memory data path under mpirun on one host)", function()
   it("all_reduce in place: every dtype and reduce op, the reference's values, the same bits on every rank", function()
-    each_group(function(group, members, pos)
+    each_group(function(group, members)
       for _, count in ipairs(sizes(1)) do
-        for _, dtype in ipairs(ALL) do
-          for _, op in ipairs(OPS) do
-            if op ~= "avg" or FLOATS[dtype] then
-              local t = input(rank, count, dtype, op)
-              local r = D.all_reduce(t, op, group)
-              assert.are.equal(t, r)
-              local want = {}
-              for i = 1, count do want[i] = reduced(i - 1, dtype, op, members) end
-              local what = string.format("all_reduce(%s, %s, %d) on %d ranks", op, dtype, count, #members)
-              check_values(t:totable(), want, what, op == "avg" and 1e-2 or nil)
-              if op == "avg" then same_on_every_rank(t, group, what) end
-            end
-          end
-        end
+        each_dtype_op(function(dtype, op)
+          local t = input(rank, count, dtype, op)
+          local r = D.all_reduce(t, op, group)
+          assert.are.equal(t, r)
+          local want = {}
+          for i = 1, count do want[i] = reduced(i - 1, dtype, op, members) end
+          local what = string.format("all_reduce(%s, %s, %d) on %d ranks", op, dtype, count, #members)
+          check_values(t:totable(), want, what, op == "avg" and 1e-2 or nil)
+          if op == "avg" then same_on_every_rank(t, group, what) end
+        end)
       end
-      assert.is_truthy(pos)
     end)
   end)
 
@@ -147,17 +150,13 @@ describe("collectives at random sizes (the shared-memory data path under mpirun 
       local m = #members
       for _, count in ipairs(sizes(2)) do
         local k = count // m
-        for _, dtype in ipairs(ALL) do
-          for _, op in ipairs(OPS) do
-            if op ~= "avg" or FLOATS[dtype] then
-              local out = D.reduce_scatter(input(rank, k * m, dtype, op), op, group)
-              local want = {}
-              for i = 1, k do want[i] = reduced(pos * k + i - 1, dtype, op, members) end
-              check_values(out:totable(), want, string.format("reduce_scatter(%s, %s, %d)", op, dtype, k),
-                op == "avg" and 1e-2 or nil)
-            end
-          end
-        end
+        each_dtype_op(function(dtype, op)
+          local out = D.reduce_scatter(input(rank, k * m, dtype, op), op, group)
+          local want = {}
+          for i = 1, k do want[i] = reduced(pos * k + i - 1, dtype, op, members) end
+          check_values(out:totable(), want, string.format("reduce_scatter(%s, %s, %d)", op, dtype, k),
+            op == "avg" and 1e-2 or nil)
+        end)
       end
     end)
   end)
