@@ -2,10 +2,12 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #define CACHE_MIN_BYTES ((size_t)1 << 20)   /* smaller blocks: malloc's own bins do well */
 #define CACHE_MAX_BYTES ((size_t)512 << 20) /* idle memory one thread may hold */
 #define CACHE_SLOTS 16
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
 typedef struct {
   void *data;
@@ -35,6 +37,20 @@ void dt_block_cache_trim(void) {
   cache_bytes = 0;
 }
 
+/* A block of a huge page or more starts on a huge-page boundary and is advised onto huge pages:
+ * with transparent huge pages in "madvise" mode (Debian's default) a one-thread sum of 64 MiB
+ * then streams from DRAM at about 30 GB/s instead of 17-19 (a page walk per 4 KiB is gone;
+ * doc/performance.md, "Huge pages for large tensors").  Untouched head room costs no memory. */
+static void *new_block(size_t padded) {
+  if (padded < HUGE_PAGE_BYTES) return aligned_alloc(64, padded);
+  void *p = NULL;
+  if (posix_memalign(&p, HUGE_PAGE_BYTES, padded) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+  madvise(p, padded, MADV_HUGEPAGE); /* advice only: where the kernel refuses, small pages serve */
+#endif
+  return p;
+}
+
 void *dt_block_alloc(size_t nbytes, size_t *capacity) {
   size_t padded = (nbytes + 63) & ~(size_t)63;
   if (padded == 0) padded = 64;
@@ -54,7 +70,7 @@ void *dt_block_alloc(size_t nbytes, size_t *capacity) {
     }
   }
   *capacity = padded;
-  return aligned_alloc(64, padded);
+  return new_block(padded);
 }
 
 void dt_block_free(void *data, size_t capacity) {
