@@ -26,7 +26,7 @@ static void *big_alloc(size_t bytes) {
   if (bytes < ((size_t)2 << 20)) return malloc(bytes);
   if (posix_memalign(&p, (size_t)2 << 20, bytes) != 0) return NULL;
 #ifdef MADV_HUGEPAGE
-  madvise(p, bytes, MADV_HUGEPAGE);
+  madvise(p, bytes & ~(((size_t)2 << 20) - 1), MADV_HUGEPAGE);
 #endif
   return p;
 }

@@ -46,7 +46,9 @@ static void *new_block(size_t padded) {
   void *p = NULL;
   if (posix_memalign(&p, HUGE_PAGE_BYTES, padded) != 0) return NULL;
 #ifdef MADV_HUGEPAGE
-  madvise(p, padded, MADV_HUGEPAGE); /* advice only: where the kernel refuses, small pages serve */
+  /* whole huge pages only: a tail advised too could be faulted in as a full 2 MiB page and hold
+   * up to 2 MiB more than the tensor asked for (advice only: where refused, small pages serve) */
+  madvise(p, padded & ~(HUGE_PAGE_BYTES - 1), MADV_HUGEPAGE);
 #endif
   return p;
 }
