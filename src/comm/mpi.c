@@ -34,7 +34,6 @@ typedef struct mpi_comm {
   MPI_Comm check;     /* the fingerprint and the full checks: apart from the data calls */
   dt_mpi_agree *agree; /* the fingerprint's exchange: shared memory on one host, else messages on check */
   dt_mpi_shm_coll *shm; /* the data path through process_vm_readv (one host, DTLUA_MPI_SHM), or NULL */
-  int shm_always;       /* DTLUA_MPI_SHM=always: that path at every size (the specs' form) */
   char broken[512]; /* non-empty: a timeout left this group's messages unmatched */
 } mpi_comm;
 
@@ -209,7 +208,7 @@ static int agree_call(mpi_comm *c, const tc_desc *d, int64_t table) { return agr
 /* Whether this call takes the shared-memory path: a function of the call's fingerprinted
  * arguments only, so ranks that agree take the same path. */
 static int use_shm(const mpi_comm *c, tc_kind kind, size_t bytes) {
-  return c->shm && (c->shm_always || dt_mpi_shm_worth(kind, bytes, c->base.size));
+  return dt_mpi_shm_worth(c->shm, kind, bytes);
 }
 
 static dt_mpi_shm_run shm_run(mpi_comm *c) {
@@ -495,12 +494,8 @@ static mpi_comm *comm_wrap(MPI_Comm comm, const int *world_ranks, int debug, dou
   MPI_Comm_set_errhandler(c->check, MPI_ERRORS_RETURN);
   c->agree = dt_mpi_agree_new(c->check, 1);
   if (!c->agree) return MPI_Comm_free(&c->check), free(c->base.world_ranks), free(c), NULL;
-  /* DTLUA_MPI_SHM (agreed at start-up): 0 keeps every call on MPI; "always" takes the
-   * shared-memory path at every size; else from the thresholds up */
-  const char *shm = getenv("DTLUA_MPI_SHM");
-  dt_mpi_shm_agree *sa = dt_mpi_agree_shm(c->agree);
-  if (sa && !(shm && strcmp(shm, "0") == 0)) c->shm = dt_mpi_shm_coll_new(sa, c->check);
-  c->shm_always = shm && strcmp(shm, "always") == 0;
+  dt_mpi_shm_agree *sa = dt_mpi_agree_shm(c->agree); /* one host: the shared-memory data path */
+  if (sa) c->shm = dt_mpi_shm_coll_new(sa, c->check);
   c->debug = debug;
   c->base.timeout = timeout; /* > 0: poll the non-blocking calls with this deadline */
   dt_comm_format_ranks(c->label, sizeof c->label, c->base.world_ranks, c->base.size);

@@ -103,11 +103,9 @@ int dt_mpi_bench_raw(const char *coll, size_t bytes, int iters, double *seconds)
                              : NULL;
   /* the backend's shared-memory data path, where it would take it (collective to create) */
   dt_mpi_shm_agree *sa = agree && form != FINGERPRINT_MSGS ? dt_mpi_agree_shm(agree) : NULL;
-  const char *shm_env = getenv("DTLUA_MPI_SHM");
-  int shm_on = sa && !(shm_env && strcmp(shm_env, "0") == 0);
-  dt_mpi_shm_coll *x = shm_on ? dt_mpi_shm_coll_new(sa, check) : NULL;
+  dt_mpi_shm_coll *x = sa ? dt_mpi_shm_coll_new(sa, check) : NULL;
   size_t big = kind_of(name) == TC_ALL_GATHER ? (size_t)part * (size_t)n * sizeof(float) : (size_t)count * sizeof(float);
-  if (x && (n > 64 || (!dt_mpi_shm_worth(kind_of(name), big, n) && !(shm_env && strcmp(shm_env, "always") == 0))))
+  if (x && (n > 64 || !dt_mpi_shm_worth(x, kind_of(name), big)))
     dt_mpi_shm_coll_free(x), x = NULL; /* (shm_call's counts: 64 ranks at most) */
   int rc = MPI_SUCCESS, late = 0, same = 0;
   for (int i = -1; i < iters && rc == MPI_SUCCESS; i++) { /* i = -1: warm-up */

@@ -74,14 +74,16 @@ int dt_mpi_shm_step(dt_mpi_shm_agree *s, int k, int failed, int *peer_failed, dt
 dt_mpi_shm_agree *dt_mpi_agree_shm(dt_mpi_agree *a);
 
 /* mpi_shm_coll.c: the collectives through process_vm_readv, for a group with a shared-memory
- * agreement.  Collective to create: NULL on every rank where any rank cannot read its peers. */
+ * agreement.  Collective to create: NULL on every rank where any rank cannot read its peers,
+ * or where DTLUA_MPI_SHM=0. */
 typedef struct dt_mpi_shm_coll dt_mpi_shm_coll;
 dt_mpi_shm_coll *dt_mpi_shm_coll_new(dt_mpi_shm_agree *s, MPI_Comm comm);
 void dt_mpi_shm_coll_free(dt_mpi_shm_coll *x);
-/* Whether a call of kind moving bytes (its larger buffer) on n ranks is quicker on this path
- * than by MPI: a function of the fingerprinted arguments and the group only, so that agreeing
- * ranks take the same path. */
-int dt_mpi_shm_worth(tc_kind kind, size_t bytes, int n);
+/* Whether a call of kind moving bytes (its larger buffer) takes this path (x NULL: never;
+ * DTLUA_MPI_SHM=always: at every size; else where it is quicker than MPI on this many ranks):
+ * a function of the fingerprinted arguments and the group only, so agreeing ranks take the
+ * same path. */
+int dt_mpi_shm_worth(const dt_mpi_shm_coll *x, tc_kind kind, size_t bytes);
 /* How a call's waits run, and how it ended: mpi_rc (MPI's code), timed_out, or err (an errno of
  * this rank's reads, -1 when another rank's failed) with failed_rank, the rank read or failing. */
 typedef struct {

@@ -40,6 +40,7 @@ enum { STEP_REDUCED, STEP_DONE };
 struct dt_mpi_shm_coll {
   dt_mpi_shm_agree *s;
   int n, me;
+  int always; /* DTLUA_MPI_SHM=always: this path at every size (the specs' form) */
   char *tmp; /* n reduction chunks, allocated by the first reduction */
 };
 
@@ -55,6 +56,9 @@ static int read_span(int pid, void *dst, uintptr_t src, size_t bytes) {
 }
 
 dt_mpi_shm_coll *dt_mpi_shm_coll_new(dt_mpi_shm_agree *s, MPI_Comm comm) {
+  /* DTLUA_MPI_SHM, agreed at start-up (the same on every rank): 0 keeps every call on MPI */
+  const char *setting = getenv("DTLUA_MPI_SHM");
+  if (setting && strcmp(setting, "0") == 0) return NULL;
   int n = dt_mpi_shm_size(s), me = dt_mpi_shm_rank(s), peer = (me + 1) % n, pid, ok = 1;
   uintptr_t unused[2];
   dt_mpi_shm_peer(s, peer, unused, &pid);
@@ -68,13 +72,15 @@ dt_mpi_shm_coll *dt_mpi_shm_coll_new(dt_mpi_shm_agree *s, MPI_Comm comm) {
   ok = ok && x;
   int all_ok = 0;
   if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !all_ok) return free(x), NULL;
-  x->s = s, x->n = n, x->me = me;
+  x->s = s, x->n = n, x->me = me, x->always = setting && strcmp(setting, "always") == 0;
   return x;
 }
 
-int dt_mpi_shm_worth(tc_kind kind, size_t bytes, int n) {
+int dt_mpi_shm_worth(const dt_mpi_shm_coll *x, tc_kind kind, size_t bytes) {
+  if (!x) return 0;
+  if (x->always) return 1;
   if (bytes < SHM_MIN_BYTES) return 0;
-  for (size_t i = 0; n > 2 && i < sizeof mpi_ranges_many_ranks / sizeof mpi_ranges_many_ranks[0]; i++)
+  for (size_t i = 0; x->n > 2 && i < sizeof mpi_ranges_many_ranks / sizeof mpi_ranges_many_ranks[0]; i++)
     if (kind == mpi_ranges_many_ranks[i].kind && bytes >= mpi_ranges_many_ranks[i].from && bytes < mpi_ranges_many_ranks[i].to)
       return 0;
   return 1;
@@ -145,9 +151,9 @@ static void reduce_slice(dt_mpi_shm_coll *x, dt_mpi_shm_run *run, int k, size_t 
     size_t m = count - i < per ? count - i : per;
     for (int r = 0; r < x->n; r++) {
       int pid;
-      uintptr_t src = peer_addr(x, r, k, off + i * es, &pid);
-      in[r] = r == x->me ? (const void *)src : x->tmp + (size_t)r * REDUCE_CHUNK;
-      if (r != x->me) fetch(x, run, r, k, off + i * es, x->tmp + (size_t)r * REDUCE_CHUNK, m * es);
+      char *chunk = x->tmp + (size_t)r * REDUCE_CHUNK;
+      if (r == x->me) in[r] = (const void *)peer_addr(x, r, k, off + i * es, &pid);
+      else fetch(x, run, r, k, off + i * es, chunk, m * es), in[r] = chunk;
     }
     if (!run->err) dt_reduce_ops_apply(op, dt, (char *)out + i * es, in, x->n, m);
   }
