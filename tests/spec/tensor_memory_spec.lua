@@ -35,6 +35,36 @@ describe("tensor memory in long loops", function()
     if rss then assert(rss < 16, string.format("resident memory grew by %.1f MiB over 100k calls", rss)) end
   end)
 
+  it("a loop of 4 MiB temporaries frees them in young collections, never a full one", function()
+    -- An old object is freed only by a full collection: it must survive 200 calls (800 MiB made).
+    collectgarbage()
+    local old_freed = false
+    local sentinel = setmetatable({}, {__gc = function() old_freed = true end})
+    collectgarbage()
+    collectgarbage() -- sentinel is old now
+    sentinel = nil
+    local a = dt.ones({1024, 1024})
+    local heap, rss = growth(200, function() local _ = a * 2 end)
+    assert.is_false(old_freed, "a full collection ran inside a loop whose temporaries die young")
+    assert(heap < 1024, string.format("the Lua heap grew by %.0f KiB over 200 calls", heap))
+    if rss then assert(rss < 64, string.format("resident memory grew by %.1f MiB over 200 calls", rss)) end
+    collectgarbage()
+    assert.is_true(old_freed)
+  end)
+
+  it("4 MiB tensors that outlive the young generation are still collected", function()
+    -- each is held for 3 calls (past two young collections: old), then dropped: only a full
+    -- collection frees it, and one must come before 200 of them (800 MiB) pile up
+    local a, ring = dt.ones({1024, 1024}), {}
+    local heap, rss = growth(200, function()
+      table.insert(ring, a * 2)
+      if #ring > 3 then table.remove(ring, 1) end
+    end)
+    assert.are.equal(2, ring[3]:sum():item() / (1024 * 1024))
+    assert(heap < 1024, string.format("the Lua heap grew by %.0f KiB over 200 calls", heap))
+    if rss then assert(rss < 256, string.format("resident memory grew by %.1f MiB over 200 calls", rss)) end
+  end)
+
   it("t:release() and <close> free a tensor at once; using it afterwards is an error", function()
     local t = dt.ones({4})
     t:release()
