@@ -68,9 +68,10 @@ dt.print0(string.format("# %s backend, %d ranks; reference: %s (measured in this
 -- "polled", the call's non-blocking form polled with MPI_Test (what timing out the data call
 -- itself would cost), and "barrier", an MPI_Barrier before each call (what any agreement that
 -- waits for every rank costs at least).  The bare call is timed first and last in each round.
--- Threads: "ceiling" = memcpy's time / the time of n C threads making the same copies as an
--- all_gather (each writes the whole size, reading every thread's part; bench/baseline.c), all
--- started together: what n ranks time-sharing this machine's cores can reach against memcpy.
+-- Threads: "ceiling" = memcpy's time / the time per call of n C threads making the same copies
+-- as an all_gather between two barriers (each writes the whole size, reading every thread's
+-- part; bench/baseline.c), timed as dtlua's loops are (the best of `loops` loops of the same
+-- calls): what n ranks time-sharing this machine's cores can reach against memcpy.
 -- all_reduce and all_to_all move the same bytes per rank (plus the fold); reduce_scatter writes
 -- only its part, so it has none.
 dt.print0(string.format("%-15s %9s %12s %12s %12s %8s%s", "collective", "size", "time (us)", "algbw GB/s",
@@ -120,7 +121,7 @@ for _, name in ipairs(order) do
       if rank == 0 then
         local reps = math.max(2, math.min(it, 20))
         ref = select(2, baseline.memory_seconds(bytes, reps))
-        if name ~= "reduce_scatter" then ceiling = ref / baseline.gather_copy_seconds(bytes, n, reps) end
+        if name ~= "reduce_scatter" then ceiling = ref / baseline.gather_copy_seconds(bytes, n, loops, it) end
       end
       dt.barrier()
     end
