@@ -1,14 +1,14 @@
 -- Ops benchmark: dtlua next to C baselines timed in the same run.
 -- usage (from the build dir): ./dtlua bench/ops.lua [quick]
---   matmul float32 at 256/1024/2048: GFLOP/s of a:matmul(b) vs a direct cblas_sgemm call
+--   matmul float32 at 256/512/1024/2048: GFLOP/s of a:matmul(b) vs a direct cblas_sgemm call
 --   a + b on 1-element tensors: per-call overhead in microseconds (target < 1 us)
 --   a + b on 16M float32: GB/s (bytes read + written) vs memcpy GB/s
 --   sum / sum(1) / softmax(-1) / log_softmax(-1) / layer_norm / rms_norm (last dim, with weight;
 --   layer_norm with bias) on 16M float32: GB/s vs memcpy GB/s
 --   threads (dt.get_num_threads(), DTLUA_NUM_THREADS): at 1 thread and at the default count,
 --   add on 1-64 MiB float32 vs memcpy on the same number of threads, and sum / softmax /
---   layer_norm / rms_norm / randn on [4096,4096] float32 vs PyTorch on the same thread count
---   (torch.set_num_threads; n/a where PyTorch is not installed)
+--   layer_norm / rms_norm / randn on [4096,4096] float32 and matmul 512-2048 vs PyTorch on the
+--   same thread count (torch.set_num_threads; n/a where PyTorch is not installed)
 -- Every figure is the best of a few repetitions (the machine may be shared); a full
 -- garbage collection runs (untimed) before each repetition.
 package.cpath = "bench/.libs/?.so;" .. package.cpath
@@ -38,7 +38,7 @@ end
 -- matmul float32
 -- dtlua and the baseline alternate, one call each per round, so that both see the same
 -- share of a busy machine.
-for _, n in ipairs(quick and {256} or {256, 1024, 2048}) do
+for _, n in ipairs(quick and {256} or {256, 512, 1024, 2048}) do
   local reps = n <= 256 and 30 or (n <= 1024 and 8 or 4)
   local a, b = dt.ones(n, n), dt.full({n, n}, 0.5)
   a:matmul(b) -- warm-up (BLAS threads, page faults)
@@ -123,6 +123,9 @@ print("softmax", gbps(2 * e, lambda: x.softmax(-1)))
 print("layer_norm", gbps(2 * e, lambda: F.layer_norm(x, (n,), w, b)))
 print("rms_norm", gbps(2 * e, lambda: F.rms_norm(x, (n,), w)))
 print("randn", gbps(e, lambda: torch.randn(rows, n)))
+for m in (512, 1024, 2048):
+    a, b = torch.ones(m, m), torch.full((m, m), 0.5)
+    print("matmul%d" % m, gbps(2 * m ** 3, lambda: a @ b))
 ]]
 
 local default_threads = dt.get_num_threads()
@@ -158,6 +161,11 @@ for _, t in ipairs(counts) do
        "GB/s vs PyTorch")
   trow("rms_norm", t, gb(2 * n * 4, function() F.rms_norm(x, {4096}, w) end), torch.rms_norm, "GB/s vs PyTorch")
   trow("randn", t, gb(n * 4, function() dt.randn(rows4, 4096) end), torch.randn, "GB/s written vs PyTorch")
+  for _, m in ipairs(quick and {} or {512, 1024, 2048}) do
+    local a, b = dt.ones(m, m), dt.full({m, m}, 0.5)
+    trow(string.format("matmul %dx%d", m, m), t, gb(2 * m ^ 3, function() a:matmul(b) end), torch["matmul" .. m],
+         "GFLOP/s vs PyTorch")
+  end
 end
 dt.set_num_threads(default_threads)
 print()
