@@ -82,7 +82,8 @@ void dt_lua_protect_meta(lua_State *L, const char *name) {
  * so a loop making temporaries would let them pile up (and every call would get slower as
  * the heap outgrows the caches).  Two measures, per thread (a rank is a thread):
  * - the hidden bytes are added to the collector's debt (LUA_GCSTEP, in KiB), so it steps in
- *   proportion to what really was allocated: a young collection frees last calls' temporaries;
+ *   proportion to what really was allocated: a young collection frees last calls' temporaries
+ *   (paid when the next tensor is made: owe_collector);
  * - the generational mode is re-armed now and then: after a collection that found the live set
  *   grown (loading a library, building a model), Lua 5.4 falls back to full collections at a
  *   doubled heap and stays there while the program keeps allocating, garbage and all.
@@ -97,12 +98,23 @@ void dt_lua_protect_meta(lua_State *L, const char *name) {
 static _Thread_local size_t gc_live, gc_live_after, gc_hidden;
 static _Thread_local unsigned gc_made;
 
-static void step_collector(lua_State *L, const dt_tensor *t, int owns_storage) {
+static _Thread_local int gc_rearm_due;
+
+/* The hidden bytes of a new tensor, owed to the collector until the next tensor's userdata is
+ * made (pay_collector).  Stepping at once, while the new result was being pushed, aged every
+ * result by one collection at its birth: the one before it, still in its variable's register,
+ * then survived a second, became old, and only a full collection freed it (`local y = a + b`
+ * in a loop of 256 KiB tensors held 128 outputs, 32 MiB, between full collections). */
+static void owe_collector(const dt_tensor *t, int owns_storage) {
   gc_hidden += sizeof *t + (owns_storage ? sizeof *t->storage + t->storage->capacity : 0);
-  int rearm = ++gc_made % GC_REARM_EVERY == 0;
-  if (gc_hidden < 1024 && !rearm) return;
+  if (++gc_made % GC_REARM_EVERY == 0) gc_rearm_due = 1;
+}
+
+static void pay_collector(lua_State *L) {
+  if (gc_hidden < 1024 && !gc_rearm_due) return;
   if (!lua_gc(L, LUA_GCISRUNNING)) return; /* the program stopped the collector */
-  if (rearm) lua_gc(L, LUA_GCGEN, 0, 0); /* a no-op while it is still generational */
+  if (gc_rearm_due) lua_gc(L, LUA_GCGEN, 0, 0); /* a no-op while it is still generational */
+  gc_rearm_due = 0;
   size_t kb = gc_hidden >> 10;
   gc_hidden &= 1023;
   if (kb) lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb);
@@ -110,7 +122,7 @@ static void step_collector(lua_State *L, const dt_tensor *t, int owns_storage) {
 
 static void account_storage(lua_State *L, const dt_tensor *t) {
   int owns = atomic_load_explicit(&t->storage->refcount, memory_order_relaxed) == 1; /* not a view */
-  step_collector(L, t, owns);
+  owe_collector(t, owns);
   if (!owns) return;
   gc_live += t->storage->nbytes;
   size_t grown = gc_live > gc_live_after ? gc_live - gc_live_after : 0;
@@ -127,6 +139,7 @@ static void unaccount_storage(const dt_tensor *t) {
 
 /* A new Tensor userdata holding an empty value (filled by the caller, or released as empty). */
 static dt_value *new_value(lua_State *L) {
+  pay_collector(L); /* before the new userdata exists: see owe_collector */
   dt_value *u = lua_newuserdatauv(L, sizeof *u, 0);
   dt_value_init(u, NULL, NULL);
   luaL_setmetatable(L, DT_TENSOR_MT);
