@@ -6,9 +6,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define CACHE_MIN_BYTES ((size_t)1 << 20)   /* smaller blocks: malloc's own bins do well */
-#define CACHE_MAX_BYTES ((size_t)512 << 20) /* idle memory one thread may hold */
-#define CACHE_SLOTS 16
+/* Two classes, each its own slots and budget, so that a loop of many mid-sized temporaries
+ * does not push out the large blocks (whose mappings cost most to make again).  Below
+ * MID_MIN_BYTES malloc's bins do well.  From it, glibc gave the pages of a freed block back to
+ * the system and the next block faulted them in again: a loop of `a + b` on 64-512 KiB made
+ * 5-190 page faults a call and ran at 7-17 GB/s, against 80-160 GB/s from this cache
+ * (doc/performance.md, "Mid-sized temporaries"). */
+#define MID_MIN_BYTES ((size_t)16 << 10)
+#define LARGE_MIN_BYTES ((size_t)1 << 20)
+#define CACHE_MAX_BYTES ((size_t)512 << 20) /* largest block cached: bigger ones are unmapped */
+#define CACHE_SLOTS 64
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
 static void release_block(void *data, size_t capacity);
@@ -18,9 +25,20 @@ typedef struct {
   size_t capacity;
 } cached_block;
 
-static _Thread_local cached_block cache[CACHE_SLOTS];
-static _Thread_local int cache_count;
-static _Thread_local size_t cache_bytes;
+typedef struct {
+  cached_block slot[CACHE_SLOTS];
+  int count;
+  size_t bytes;
+} block_class;
+
+static const size_t class_budget[2] = {(size_t)32 << 20, CACHE_MAX_BYTES}; /* idle bytes one thread may hold */
+static _Thread_local block_class classes[2];
+
+/* The class of a block (0: mid, 1: large), or -1 when it is not cached. */
+static int class_of(size_t capacity) {
+  if (capacity < MID_MIN_BYTES || capacity > CACHE_MAX_BYTES) return -1;
+  return capacity >= LARGE_MIN_BYTES;
+}
 
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
@@ -36,9 +54,12 @@ static void register_exit_hooks(void) {
 }
 
 void dt_block_cache_trim(void) {
-  for (int i = 0; i < cache_count; i++) release_block(cache[i].data, cache[i].capacity);
-  cache_count = 0;
-  cache_bytes = 0;
+  for (int k = 0; k < 2; k++) {
+    block_class *c = &classes[k];
+    for (int i = 0; i < c->count; i++) release_block(c->slot[i].data, c->slot[i].capacity);
+    c->count = 0;
+    c->bytes = 0;
+  }
 }
 
 /* A block of a huge page or more is mapped on its own, starts on a huge-page boundary and is
@@ -75,18 +96,20 @@ static void release_block(void *data, size_t capacity) {
 void *dt_block_alloc(size_t nbytes, size_t *capacity) {
   size_t padded = (nbytes + 63) & ~(size_t)63;
   if (padded == 0) padded = 64;
-  if (padded >= CACHE_MIN_BYTES) {
-    /* best fit within 25% so a small tensor never pins a huge block */
+  int k = class_of(padded);
+  if (k >= 0) {
+    /* best fit within 25% so a small tensor never pins a much larger block */
+    block_class *c = &classes[k];
     int best = -1;
-    for (int i = 0; i < cache_count; i++)
-      if (cache[i].capacity >= padded && cache[i].capacity - padded <= padded / 4 &&
-          (best < 0 || cache[i].capacity < cache[best].capacity))
+    for (int i = 0; i < c->count; i++)
+      if (c->slot[i].capacity >= padded && c->slot[i].capacity - padded <= padded / 4 &&
+          (best < 0 || c->slot[i].capacity < c->slot[best].capacity))
         best = i;
     if (best >= 0) {
-      void *data = cache[best].data;
-      *capacity = cache[best].capacity;
-      cache_bytes -= cache[best].capacity;
-      cache[best] = cache[--cache_count];
+      void *data = c->slot[best].data;
+      *capacity = c->slot[best].capacity;
+      c->bytes -= c->slot[best].capacity;
+      c->slot[best] = c->slot[--c->count];
       return data;
     }
   }
@@ -96,19 +119,21 @@ void *dt_block_alloc(size_t nbytes, size_t *capacity) {
 
 void dt_block_free(void *data, size_t capacity) {
   if (!data) return;
-  if (capacity < CACHE_MIN_BYTES || capacity > CACHE_MAX_BYTES) {
+  int k = class_of(capacity);
+  if (k < 0 || capacity > class_budget[k]) {
     release_block(data, capacity);
     return;
   }
   pthread_once(&exit_once, register_exit_hooks);
   pthread_setspecific(exit_key, &exit_key); /* non-NULL so the destructor runs */
   /* make room: evict the oldest blocks until this one fits */
-  while (cache_count > 0 && (cache_count == CACHE_SLOTS || cache_bytes + capacity > CACHE_MAX_BYTES)) {
-    release_block(cache[0].data, cache[0].capacity);
-    cache_bytes -= cache[0].capacity;
-    for (int i = 1; i < cache_count; i++) cache[i - 1] = cache[i];
-    cache_count--;
+  block_class *c = &classes[k];
+  while (c->count > 0 && (c->count == CACHE_SLOTS || c->bytes + capacity > class_budget[k])) {
+    release_block(c->slot[0].data, c->slot[0].capacity);
+    c->bytes -= c->slot[0].capacity;
+    for (int i = 1; i < c->count; i++) c->slot[i - 1] = c->slot[i];
+    c->count--;
   }
-  cache[cache_count++] = (cached_block){data, capacity};
-  cache_bytes += capacity;
+  c->slot[c->count++] = (cached_block){data, capacity};
+  c->bytes += capacity;
 }
