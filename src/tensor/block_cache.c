@@ -6,38 +6,108 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Two classes, each its own slots and budget, so that a loop of many mid-sized temporaries
- * does not push out the large blocks (whose mappings cost most to make again).  Below
- * MID_MIN_BYTES malloc's bins do well.  From it, glibc gave the pages of a freed block back to
- * the system and the next block faulted them in again: a loop of `a + b` on 64-512 KiB made
- * 5-190 page faults a call and ran at 7-17 GB/s, against 80-160 GB/s from this cache
- * (doc/performance.md, "Mid-sized temporaries"). */
+/* Two classes.  Below MID_MIN_BYTES malloc's bins do well.  From it, glibc gave the pages of a
+ * freed block back to the system and the next block faulted them in again: a loop of `a + b`
+ * on 64-512 KiB made 5-190 page faults a call and ran at 7-17 GB/s, against 80-160 GB/s from
+ * this cache (doc/performance.md, "Mid-sized temporaries").
+ * - Mid-sized blocks (to LARGE_MIN_BYTES) go to exact-size bins, each a stack threaded through
+ *   the free blocks themselves (a cached block's first word points at the next): the results
+ *   of a loop that wait for a full collection (up to 32 MiB of them, l_tensor.c) come back in
+ *   one burst and are all kept, at no cost per block (16 slots overflowed with 1-2 MiB
+ *   results, and their pages were faulted in again).  When the budget is full, the bin used
+ *   longest ago goes.
+ * - Large blocks go to a few slots, best fit within 25%, so a small tensor never pins a much
+ *   larger block; the oldest goes first. */
 #define MID_MIN_BYTES ((size_t)16 << 10)
-#define LARGE_MIN_BYTES ((size_t)1 << 20)
+#define LARGE_MIN_BYTES ((size_t)4 << 20)
+#define MID_BINS 32
+#define MID_BUDGET ((size_t)64 << 20)        /* idle mid-sized bytes one thread may hold */
+#define LARGE_SLOTS 16
+#define LARGE_BUDGET ((size_t)512 << 20)     /* idle large bytes one thread may hold */
 #define CACHE_MAX_BYTES ((size_t)512 << 20) /* largest block cached: bigger ones are unmapped */
-#define CACHE_SLOTS 64
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
 static void release_block(void *data, size_t capacity);
+
+typedef struct {
+  size_t size; /* the blocks' capacity; a bin without blocks may take another size */
+  void *head;  /* the first free block; each holds the next in its first word */
+  unsigned count;
+  unsigned long long used; /* mid_clock at the last push or pop */
+} mid_bin;
+
+static _Thread_local mid_bin mid[MID_BINS];
+static _Thread_local size_t mid_bytes;
+static _Thread_local unsigned long long mid_clock;
 
 typedef struct {
   void *data;
   size_t capacity;
 } cached_block;
 
-typedef struct {
-  cached_block slot[CACHE_SLOTS];
-  int count;
-  size_t bytes;
-} block_class;
+static _Thread_local cached_block large[LARGE_SLOTS];
+static _Thread_local int large_count;
+static _Thread_local size_t large_bytes;
 
-static const size_t class_budget[2] = {(size_t)32 << 20, CACHE_MAX_BYTES}; /* idle bytes one thread may hold */
-static _Thread_local block_class classes[2];
+static void mid_release_bin(mid_bin *b) {
+  while (b->head) {
+    void *next = *(void **)b->head;
+    release_block(b->head, b->size);
+    b->head = next;
+  }
+  mid_bytes -= (size_t)b->count * b->size;
+  b->count = 0;
+}
 
-/* The class of a block (0: mid, 1: large), or -1 when it is not cached. */
-static int class_of(size_t capacity) {
-  if (capacity < MID_MIN_BYTES || capacity > CACHE_MAX_BYTES) return -1;
-  return capacity >= LARGE_MIN_BYTES;
+/* The bin of blocks of this size, or NULL. */
+static mid_bin *mid_bin_of(size_t size) {
+  for (int i = 0; i < MID_BINS; i++)
+    if (mid[i].size == size && mid[i].count) return &mid[i];
+  return NULL;
+}
+
+/* The least recently used bin holding blocks, or NULL. */
+static mid_bin *mid_stalest(void) {
+  mid_bin *s = NULL;
+  for (int i = 0; i < MID_BINS; i++)
+    if (mid[i].count && (!s || mid[i].used < s->used)) s = &mid[i];
+  return s;
+}
+
+static void *mid_pop(size_t size) {
+  mid_bin *b = mid_bin_of(size);
+  if (!b) return NULL;
+  void *data = b->head;
+  b->head = *(void **)data;
+  b->count--;
+  b->used = ++mid_clock;
+  mid_bytes -= size;
+  return data;
+}
+
+static void mid_push(void *data, size_t size) {
+  while (mid_bytes + size > MID_BUDGET) {
+    mid_bin *s = mid_stalest();
+    if (!s) break;
+    mid_release_bin(s);
+  }
+  mid_bin *b = mid_bin_of(size);
+  for (int i = 0; !b && i < MID_BINS; i++)
+    if (!mid[i].count) b = &mid[i], b->size = size;
+  if (!b) { /* every bin holds another size: the stalest makes room */
+    b = mid_stalest();
+    mid_release_bin(b);
+    b->size = size;
+  }
+  if (mid_bytes + size > MID_BUDGET) {
+    release_block(data, size);
+    return;
+  }
+  *(void **)data = b->head;
+  b->head = data;
+  b->count++;
+  b->used = ++mid_clock;
+  mid_bytes += size;
 }
 
 static pthread_key_t exit_key;
@@ -54,12 +124,10 @@ static void register_exit_hooks(void) {
 }
 
 void dt_block_cache_trim(void) {
-  for (int k = 0; k < 2; k++) {
-    block_class *c = &classes[k];
-    for (int i = 0; i < c->count; i++) release_block(c->slot[i].data, c->slot[i].capacity);
-    c->count = 0;
-    c->bytes = 0;
-  }
+  for (int i = 0; i < MID_BINS; i++) mid_release_bin(&mid[i]);
+  for (int i = 0; i < large_count; i++) release_block(large[i].data, large[i].capacity);
+  large_count = 0;
+  large_bytes = 0;
 }
 
 /* A block of a huge page or more is mapped on its own, starts on a huge-page boundary and is
@@ -96,44 +164,46 @@ static void release_block(void *data, size_t capacity) {
 void *dt_block_alloc(size_t nbytes, size_t *capacity) {
   size_t padded = (nbytes + 63) & ~(size_t)63;
   if (padded == 0) padded = 64;
-  int k = class_of(padded);
-  if (k >= 0) {
-    /* best fit within 25% so a small tensor never pins a much larger block */
-    block_class *c = &classes[k];
+  *capacity = padded;
+  if (padded >= MID_MIN_BYTES && padded < LARGE_MIN_BYTES) {
+    void *data = mid_pop(padded);
+    if (data) return data;
+  } else if (padded >= LARGE_MIN_BYTES && padded <= CACHE_MAX_BYTES) {
     int best = -1;
-    for (int i = 0; i < c->count; i++)
-      if (c->slot[i].capacity >= padded && c->slot[i].capacity - padded <= padded / 4 &&
-          (best < 0 || c->slot[i].capacity < c->slot[best].capacity))
+    for (int i = 0; i < large_count; i++)
+      if (large[i].capacity >= padded && large[i].capacity - padded <= padded / 4 &&
+          (best < 0 || large[i].capacity < large[best].capacity))
         best = i;
     if (best >= 0) {
-      void *data = c->slot[best].data;
-      *capacity = c->slot[best].capacity;
-      c->bytes -= c->slot[best].capacity;
-      c->slot[best] = c->slot[--c->count];
+      void *data = large[best].data;
+      *capacity = large[best].capacity;
+      large_bytes -= large[best].capacity;
+      large[best] = large[--large_count];
       return data;
     }
   }
-  *capacity = padded;
   return new_block(padded);
 }
 
 void dt_block_free(void *data, size_t capacity) {
   if (!data) return;
-  int k = class_of(capacity);
-  if (k < 0 || capacity > class_budget[k]) {
+  if (capacity < MID_MIN_BYTES || capacity > CACHE_MAX_BYTES) {
     release_block(data, capacity);
     return;
   }
   pthread_once(&exit_once, register_exit_hooks);
   pthread_setspecific(exit_key, &exit_key); /* non-NULL so the destructor runs */
-  /* make room: evict the oldest blocks until this one fits */
-  block_class *c = &classes[k];
-  while (c->count > 0 && (c->count == CACHE_SLOTS || c->bytes + capacity > class_budget[k])) {
-    release_block(c->slot[0].data, c->slot[0].capacity);
-    c->bytes -= c->slot[0].capacity;
-    for (int i = 1; i < c->count; i++) c->slot[i - 1] = c->slot[i];
-    c->count--;
+  if (capacity < LARGE_MIN_BYTES) {
+    mid_push(data, capacity);
+    return;
   }
-  c->slot[c->count++] = (cached_block){data, capacity};
-  c->bytes += capacity;
+  /* make room: evict the oldest blocks until this one fits */
+  while (large_count > 0 && (large_count == LARGE_SLOTS || large_bytes + capacity > LARGE_BUDGET)) {
+    release_block(large[0].data, large[0].capacity);
+    large_bytes -= large[0].capacity;
+    for (int i = 1; i < large_count; i++) large[i - 1] = large[i];
+    large_count--;
+  }
+  large[large_count++] = (cached_block){data, capacity};
+  large_bytes += capacity;
 }

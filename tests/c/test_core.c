@@ -81,6 +81,34 @@ static void test_op_table_front_door(void) {
   CHECK(dt_op_call(DT_OP_FULL, &a, out) == DT_ERR);
 }
 
+/* Mid-sized blocks: every block of a burst of frees comes back (the bins have no slot limit),
+ * each size from its own bin, and a size never gets another size's block. */
+static void test_block_cache_keeps_bursts_of_mid_blocks(void) {
+  enum { N = 200 };
+  void *blocks[N];
+  size_t cap, caps[N];
+  for (int i = 0; i < N; i++) {
+    blocks[i] = dt_block_alloc((size_t)64 << 10, &caps[i]);
+    CHECK(blocks[i] && ((uintptr_t)blocks[i] & 63) == 0 && caps[i] == ((size_t)64 << 10));
+  }
+  for (int i = 0; i < N; i++) dt_block_free(blocks[i], caps[i]); /* 12.5 MiB at once */
+  void *other = dt_block_alloc((size_t)96 << 10, &cap); /* another size: a fresh block */
+  int reused = 0;
+  for (int i = 0; i < N; i++) reused += other == blocks[i];
+  CHECK(!reused && cap == ((size_t)96 << 10));
+  dt_block_free(other, cap);
+  void *again[N];
+  for (int i = 0; i < N; i++) { /* every 64 KiB block is one of the burst's, each once */
+    again[i] = dt_block_alloc((size_t)64 << 10, &cap);
+    int found = 0;
+    for (int k = 0; k < N; k++) found += again[i] == blocks[k];
+    for (int k = 0; k < i; k++) found += again[i] == again[k];
+    CHECK(found == 1 && cap == ((size_t)64 << 10));
+  }
+  for (int i = 0; i < N; i++) dt_block_free(again[i], cap);
+  dt_block_cache_trim();
+}
+
 static void test_block_cache_reuses_large_blocks(void) {
   size_t cap1, cap2, cap3;
   void *a = dt_block_alloc((size_t)4 << 20, &cap1);
@@ -89,8 +117,8 @@ static void test_block_cache_reuses_large_blocks(void) {
   void *b = dt_block_alloc((size_t)4 << 20, &cap2); /* same size: the cached block */
   CHECK(b == a && cap2 == cap1);
   dt_block_free(b, cap2);
-  void *c = dt_block_alloc((size_t)1 << 20, &cap3); /* far smaller: never pins the big block */
-  CHECK(c != a && cap3 == ((size_t)1 << 20));
+  void *c = dt_block_alloc((size_t)3 << 20, &cap3); /* far smaller: never pins the big block */
+  CHECK(c != a && cap3 == ((size_t)3 << 20));
   dt_block_free(c, cap3);
   dt_block_cache_trim();
   void *d = dt_block_alloc(100, &cap3); /* small: plain allocation, 64-byte multiple */
@@ -157,6 +185,7 @@ int main(void) {
   TEST_CASE(test_broadcast_error_names_op);
   TEST_CASE(test_op_table_front_door);
   TEST_CASE(test_block_cache_reuses_large_blocks);
+  TEST_CASE(test_block_cache_keeps_bursts_of_mid_blocks);
   TEST_CASE(test_size_arithmetic_is_checked);
   TEST_CASE(test_storage_release_and_refill);
   return CTEST_END();
