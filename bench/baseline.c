@@ -269,6 +269,8 @@ typedef struct gather_copy {
   lua_Integer reps; /* -1: a thread could not start, the others end at once */
   lua_Integer calls;
   atomic_uint arrived, gen; /* the barrier between calls */
+  int exchange;     /* 0: an all_gather's copies; 1: an all_to_all's (each thread's block to every peer) */
+  size_t row_bytes; /* exchange: 0, contiguous blocks; else column slabs of this many bytes a row */
 } gather_copy;
 
 typedef struct gather_arg {
@@ -286,13 +288,49 @@ static void yield_barrier(gather_copy *g) {
   while (atomic_load(&g->gen) == gen) sched_yield();
 }
 
+/* One row of a column slab: `rep movsb` where x86 has it, as dtlua's dt_row_copy. */
+static void row_copy(void *d, const void *s, size_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __asm__ volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
+#else
+  memcpy(d, s, n);
+#endif
+}
+
+/* Thread me's part of an all_to_all: its block's piece q into peer q's output at piece me.
+ * Contiguous pieces, or column slabs of row_bytes (each thread's block is rows of n slabs),
+ * walked as dtlua's push walks them: peer by peer, the rows 16 KiB ahead prefetched into L2. */
+static void exchange_once(gather_copy *g, int me) {
+  void *(*volatile cpy)(void *, const void *, size_t) = memcpy;
+  int n = g->threads;
+  size_t piece = g->block / (size_t)n;
+  for (int k = 0; k < n; k++) {
+    int q = (me + 1 + k) % n;
+    char *out = g->out[q] + (size_t)me * piece;
+    if (!g->row_bytes) {
+      cpy(out, g->in[me] + (size_t)q * piece, piece);
+      continue;
+    }
+    size_t rb = g->row_bytes, stride = rb * (size_t)n, rows = piece / rb, ahead = (16384 + rb - 1) / rb;
+    const char *in = g->in[me] + (size_t)q * rb;
+    for (size_t r = 0; r < rows; r++) {
+      if (r + ahead < rows)
+        for (size_t o = 0; o < rb; o += 64) __builtin_prefetch(in + (r + ahead) * stride + o, 0, 1);
+      row_copy(out + r * rb, in + r * stride, rb);
+    }
+  }
+}
+
 static void gather_once(gather_copy *g, int me) {
   void *(*volatile cpy)(void *, const void *, size_t) = memcpy;
   yield_barrier(g); /* the collective's entry */
-  for (int k = 0; k < g->threads; k++) {
-    int p = (me + 1 + k) % g->threads; /* the threads backend's order */
-    cpy(g->out[me] + (size_t)p * g->block, g->in[p], g->block);
-  }
+  if (g->exchange)
+    exchange_once(g, me);
+  else
+    for (int k = 0; k < g->threads; k++) {
+      int p = (me + 1 + k) % g->threads; /* the threads backend's order */
+      cpy(g->out[me] + (size_t)p * g->block, g->in[p], g->block);
+    }
   yield_barrier(g); /* and its exit */
 }
 
@@ -309,19 +347,16 @@ static void *gather_main(void *arg) {
   return NULL;
 }
 
-static int l_gather_copy_seconds(lua_State *L) {
-  lua_Integer bytes = luaL_checkinteger(L, 1), threads = luaL_checkinteger(L, 2), reps = luaL_optinteger(L, 3, 5);
-  lua_Integer calls = luaL_optinteger(L, 4, 1);
-  if (bytes <= 0 || reps <= 0 || calls <= 0 || threads < 1 || threads > 64)
-    return luaL_error(L, "gather_copy_seconds: nbytes, reps and calls must be positive, threads in 1..64");
-  gather_copy g = {.threads = (int)threads, .block = (size_t)bytes / (size_t)threads, .reps = reps, .calls = calls};
+/* The threads, loops and timing shared by gather_copy_seconds and exchange_copy_seconds. */
+static int copy_threads_seconds(lua_State *L, const char *name, gather_copy g) {
   char *bufs[128] = {0};
+  size_t out_bytes = g.exchange ? g.block : g.block * (size_t)g.threads;
   g.in = bufs, g.out = bufs + 64;
   int ok = 1;
   for (int t = 0; t < g.threads; t++) {
-    g.in[t] = big_alloc(g.block + 1), g.out[t] = big_alloc(g.block * (size_t)g.threads + 1); /* pages as tensors' */
+    g.in[t] = big_alloc(g.block + 1), g.out[t] = big_alloc(out_bytes + 1); /* pages as tensors' */
     if (!g.in[t] || !g.out[t]) ok = 0;
-    else memset(g.in[t], 1, g.block), memset(g.out[t], 0, g.block * (size_t)g.threads); /* fault the pages in */
+    else memset(g.in[t], 1, g.block), memset(g.out[t], 0, out_bytes); /* fault the pages in */
   }
   pthread_t tid[64];
   gather_arg args[64];
@@ -351,10 +386,37 @@ static int l_gather_copy_seconds(lua_State *L) {
   for (int k = 1; k < started; k++) pthread_join(tid[k], NULL);
   pthread_barrier_destroy(&g.start), pthread_barrier_destroy(&g.end);
   pthread_mutex_destroy(&g.mu), pthread_cond_destroy(&g.cv);
-  for (int t = 0; t < g.threads; t++) big_free(g.in[t], g.block + 1), big_free(g.out[t], g.block * (size_t)g.threads + 1);
-  if (!ok) return luaL_error(L, "gather_copy_seconds: out of memory or no threads");
+  for (int t = 0; t < g.threads; t++) big_free(g.in[t], g.block + 1), big_free(g.out[t], out_bytes + 1);
+  if (!ok) return luaL_error(L, "%s: out of memory or no threads", name);
   lua_pushnumber(L, best);
   return 1;
+}
+
+static int l_gather_copy_seconds(lua_State *L) {
+  lua_Integer bytes = luaL_checkinteger(L, 1), threads = luaL_checkinteger(L, 2), reps = luaL_optinteger(L, 3, 5);
+  lua_Integer calls = luaL_optinteger(L, 4, 1);
+  if (bytes <= 0 || reps <= 0 || calls <= 0 || threads < 1 || threads > 64)
+    return luaL_error(L, "gather_copy_seconds: nbytes, reps and calls must be positive, threads in 1..64");
+  gather_copy g = {.threads = (int)threads, .block = (size_t)bytes / (size_t)threads, .reps = reps, .calls = calls};
+  return copy_threads_seconds(L, "gather_copy_seconds", g);
+}
+
+/* exchange_copy_seconds(nbytes, threads, row_bytes, reps, calls) -> seconds per call of `threads`
+ * threads making an all_to_all's copies of nbytes in all (each thread's nbytes/threads block to
+ * every peer) between two barriers, timed as gather_copy_seconds: contiguous pieces with
+ * row_bytes 0 (a bare all_to_all), else column slabs of row_bytes a row (Shard(i) ->
+ * Shard(j)'s, walked as dtlua walks them).  Their ratio is what the strided read itself costs on
+ * this machine. */
+static int l_exchange_copy_seconds(lua_State *L) {
+  lua_Integer bytes = luaL_checkinteger(L, 1), threads = luaL_checkinteger(L, 2), row = luaL_checkinteger(L, 3);
+  lua_Integer reps = luaL_optinteger(L, 4, 5), calls = luaL_optinteger(L, 5, 1);
+  if (bytes <= 0 || reps <= 0 || calls <= 0 || row < 0 || threads < 1 || threads > 64 ||
+      (row && ((size_t)bytes / (size_t)threads / (size_t)threads) % (size_t)row))
+    return luaL_error(L, "exchange_copy_seconds: nbytes, reps and calls must be positive, threads in 1..64, and "
+                         "row_bytes must divide each piece (%d bytes)", (int)(bytes / (threads > 0 ? threads : 1)));
+  gather_copy g = {.threads = (int)threads, .block = (size_t)bytes / (size_t)threads, .reps = reps, .calls = calls,
+                   .exchange = 1, .row_bytes = (size_t)row};
+  return copy_threads_seconds(L, "exchange_copy_seconds", g);
 }
 
 DT_API int luaopen_baseline(lua_State *L);
@@ -362,7 +424,8 @@ DT_API int luaopen_baseline(lua_State *L) {
   static const luaL_Reg funcs[] = {
       {"now", l_now}, {"thread_cpu", l_thread_cpu}, {"sgemm_gflops", l_sgemm_gflops}, {"memcpy_gbps", l_memcpy_gbps},
       {"memcpy_gbps_threads", l_memcpy_gbps_threads},
-      {"memory_seconds", l_memory_seconds}, {"gather_copy_seconds", l_gather_copy_seconds}, {NULL, NULL}};
+      {"memory_seconds", l_memory_seconds}, {"gather_copy_seconds", l_gather_copy_seconds},
+      {"exchange_copy_seconds", l_exchange_copy_seconds}, {NULL, NULL}};
   luaL_newlib(L, funcs);
   return 1;
 }

@@ -6,6 +6,7 @@
 -- Shard(1)->Replicate vs dt.distributed.all_gather, Partial->Replicate vs all_reduce,
 -- Shard(1)->Shard(2) vs all_to_all, Partial->Shard(1) vs reduce_scatter; with 4 ranks also a
 -- 2x2 mesh's [Shard(1), Shard(2)]->[Replicate, Replicate] vs an all_gather of the same blocks.
+-- On threads it also prints C threads' strided and contiguous all_to_all copies of the same bytes.
 local D = dt.distributed
 local baseline = dofile(((arg and arg[0] or ""):match("^(.*)/") or "bench") .. "/load_baseline.lua")
 local now = baseline.now
@@ -58,4 +59,18 @@ dt.print0(string.format("%d ranks (%s), global %d x 1024 float32 = %.0f MiB, bes
 for _, c in ipairs(cases) do
   local a, b = best_pair(c[2], c[4])
   dt.print0(string.format("%-22s %8.2f ms   %-15s %8.2f ms   ratio %.2f", c[1], a * 1e3, c[3], b * 1e3, a / b))
+end
+-- Shard(1)->Shard(2) moves column slabs (rows of 4096/n bytes, 4096 apart) where the bare
+-- all_to_all moves contiguous pieces: n C threads making each set of copies between barriers,
+-- in loops (bench/baseline.c), show what the strided read itself costs on this machine.
+if dt.backend() == "threads" and n > 1 then
+  dt.barrier()
+  if dt.rank() == 0 then
+    local bytes, calls = rows * 4096, math.max(10, reps)
+    local contiguous = baseline.exchange_copy_seconds(bytes, n, 0, 5, calls)
+    local strided = baseline.exchange_copy_seconds(bytes, n, 4096 // n, 5, calls)
+    print(string.format("C threads, the same copies: column slabs %.2f ms, contiguous %.2f ms, ratio %.2f (the strided "
+      .. "read's own cost)", strided * 1e3, contiguous * 1e3, strided / contiguous))
+  end
+  dt.barrier()
 end

@@ -49,6 +49,21 @@ do
   end)
 end
 do
+  describe("bench/redistribute.lua", function()
+    local H = require("tests.spec.support.launch_helpers")
+    local srcdir = os.getenv("srcdir") or "."
+
+    it("prints each transition against its bare collective, and C threads' strided and contiguous copies", function()
+      local out, rc = H.run("-n 2 " .. H.sh_quote(srcdir .. "/bench/redistribute.lua") .. " 1 2")
+      assert.are.equal(0, rc, out)
+      for _, t in ipairs({"Shard%(1%)%->Replicate", "Partial%->Replicate", "Shard%(1%)%->Shard%(2%)", "Partial%->Shard%(1%)"}) do
+        assert.matches(t .. " +[%d.]+ ms +[%w_]+ +[%d.]+ ms +ratio [%d.]+", out)
+      end
+      assert.matches("C threads, the same copies: column slabs [%d.]+ ms, contiguous [%d.]+ ms, ratio [%d.]+", out)
+    end)
+  end)
+end
+do
   describe("bench/autograd.lua", function()
     local H = require("tests.spec.support.launch_helpers")
     local srcdir = os.getenv("srcdir") or "."
