@@ -17,10 +17,13 @@ void dt_comm_block_copy_as(void *dst, const dt_comm_block *db, const void *src, 
 int dt_comm_blocks_check(const dt_comm_block *b, int n, const char *who, const char *what);
 /* The blocks are already the contiguous layout of the _v forms: one after another from 0. */
 int dt_comm_blocks_consecutive(const dt_comm_block *b, int n);
+/* counts[r] = block r's elements; returns their sum. */
+size_t dt_comm_blocks_counts(const dt_comm_block *b, int n, size_t *counts);
 /* A contiguous buffer for the n blocks' elements in order, filled from buf when pack (NULL:
- * out of memory, dt_error set); counts[r] = block r's elements. */
+ * out of memory, dt_error set); counts[r] = block r's elements.  From the block cache: give it
+ * back with dt_block_free(p, *capacity). */
 void *dt_comm_blocks_packed(const void *buf, const dt_comm_block *b, int n, size_t esz, size_t *counts, const char *who,
-                            int pack);
+                            int pack, size_t *capacity);
 /* The reverse: the contiguous p (counts[r] elements per block) into the blocks of buf. */
 void dt_comm_blocks_unpack(void *buf, const dt_comm_block *b, int n, size_t esz, const void *p, const size_t *counts);
 

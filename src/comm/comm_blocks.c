@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "comm/blocks.h"
 #include "base/stream_copy.h"
+#include "tensor/block_cache.h"
 
 size_t dt_comm_block_numel(const dt_comm_block *b) { return b->rows * b->cols; }
 
@@ -51,16 +52,21 @@ int dt_comm_blocks_consecutive(const dt_comm_block *b, int n) {
 }
 
 /* A contiguous buffer of the blocks' elements in order (NULL: out of memory, dt_error set). */
-void *dt_comm_blocks_packed(const void *buf, const dt_comm_block *b, int n, size_t esz, size_t *counts, const char *who,
-                    int pack) {
+size_t dt_comm_blocks_counts(const dt_comm_block *b, int n, size_t *counts) {
   size_t total = 0;
   for (int r = 0; r < n; r++) total += counts[r] = dt_comm_block_numel(&b[r]);
-  char *p = malloc(total ? total * esz : 1);
+  return total;
+}
+
+void *dt_comm_blocks_packed(const void *buf, const dt_comm_block *b, int n, size_t esz, size_t *counts, const char *who,
+                    int pack, size_t *capacity) {
+  size_t total = dt_comm_blocks_counts(b, n, counts);
+  char *p = dt_block_alloc(total * esz, capacity); /* a cached block: a fresh malloc faulted its pages in each call */
   if (!p) return dt_error("%s: out of memory packing %zu elements", who, total), NULL;
   size_t off = 0;
   for (int r = 0; pack && r < n; off += counts[r], r++) {
     dt_comm_block flat = {off, 1, counts[r], counts[r]};
-    dt_comm_block_copy(p, &flat, buf, &b[r], esz);
+    dt_comm_block_copy_as(p, &flat, buf, &b[r], esz, DT_BLOCK_COPY_ROWS);
   }
   return p;
 }
