@@ -75,7 +75,7 @@ void dt_comm_blocks_unpack(void *buf, const dt_comm_block *b, int n, size_t esz,
   size_t off = 0;
   for (int r = 0; r < n; off += counts[r], r++) {
     dt_comm_block flat = {off, 1, counts[r], counts[r]};
-    dt_comm_block_copy(buf, &b[r], p, &flat, esz);
+    dt_comm_block_copy_as(buf, &b[r], p, &flat, esz, DT_BLOCK_COPY_ROWS);
   }
 }
 
