@@ -95,6 +95,10 @@ typedef struct {
  * published (a: send, b: recv; broadcast: a = buf).  0, or non-zero with run saying why. */
 int dt_mpi_shm_all_gather(dt_mpi_shm_coll *x, void *recv, const size_t *counts, size_t esize, dt_mpi_shm_run *run);
 int dt_mpi_shm_all_to_all(dt_mpi_shm_coll *x, void *recv, size_t count, size_t esize, dt_mpi_shm_run *run);
+/* all_gather into strided blocks of recv (rank r's contiguous send into the rows of blocks[r]),
+ * each peer's rows read in one process_vm_readv per ROWS_PER_READ rows: no packed copy. */
+int dt_mpi_shm_all_gather_blocks(dt_mpi_shm_coll *x, void *recv, const dt_comm_block *blocks, size_t esize,
+                                 dt_mpi_shm_run *run);
 int dt_mpi_shm_broadcast(dt_mpi_shm_coll *x, void *buf, size_t bytes, int root, dt_mpi_shm_run *run);
 int dt_mpi_shm_reduce_scatter(dt_mpi_shm_coll *x, void *recv, size_t count, dt_dtype dt, dt_reduce_op op,
                               dt_mpi_shm_run *run);

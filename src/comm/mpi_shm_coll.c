@@ -128,6 +128,52 @@ int dt_mpi_shm_all_gather(dt_mpi_shm_coll *x, void *recv, const size_t *counts, 
   return step(x, run, STEP_DONE);
 }
 
+#define ROWS_PER_READ 512 /* local iovecs per process_vm_readv (IOV_MAX is 1024) */
+
+/* Reads rank r's contiguous bytes (its address 0, from the start) into the rows of block b of
+ * recv: one process_vm_readv scatters into up to ROWS_PER_READ rows.  Partial transfers stop
+ * at an iovec's end (process_vm_readv(2)); the loop resumes there, or inside a row. */
+static void fetch_rows(dt_mpi_shm_coll *x, dt_mpi_shm_run *run, int r, char *recv, const dt_comm_block *b,
+                       size_t esize) {
+  size_t row = b->cols * esize;
+  if (run->err || !row || !b->rows) return;
+  int pid;
+  uintptr_t src = peer_addr(x, r, 0, 0, &pid);
+  if (r == x->me) {
+    for (size_t i = 0; i < b->rows; i++)
+      memmove(recv + (b->offset + i * b->stride) * esize, (const char *)src + i * row, row);
+    return;
+  }
+  struct iovec local[ROWS_PER_READ];
+  size_t i = 0, done_in_row = 0; /* the next row, and the bytes of it already read */
+  while (i < b->rows) {
+    int k = 0;
+    size_t want = 0;
+    for (size_t j = i; j < b->rows && k < ROWS_PER_READ; j++, k++) {
+      size_t skip = j == i ? done_in_row : 0;
+      local[k] = (struct iovec){recv + (b->offset + j * b->stride) * esize + skip, row - skip};
+      want += row - skip;
+    }
+    struct iovec remote = {(void *)(src + i * row + done_in_row), want};
+    ssize_t got = process_vm_readv(pid, local, (unsigned long)k, &remote, 1, 0);
+    if (got <= 0) {
+      run->err = got < 0 ? errno : EFAULT, run->failed_rank = r;
+      return;
+    }
+    size_t left = (size_t)got + done_in_row; /* bytes from the start of row i */
+    i += left / row, done_in_row = left % row;
+  }
+}
+
+int dt_mpi_shm_all_gather_blocks(dt_mpi_shm_coll *x, void *recv, const dt_comm_block *blocks, size_t esize,
+                                 dt_mpi_shm_run *run) {
+  for (int k = 0; k < x->n; k++) {
+    int r = (x->me + 1 + k) % x->n; /* from the next rank on, so the ranks do not all read one peer */
+    fetch_rows(x, run, r, recv, &blocks[r], esize);
+  }
+  return step(x, run, STEP_DONE);
+}
+
 int dt_mpi_shm_all_to_all(dt_mpi_shm_coll *x, void *recv, size_t count, size_t esize, dt_mpi_shm_run *run) {
   size_t block = count * esize;
   for (int r = 0; r < x->n; r++) fetch(x, run, r, 0, (size_t)x->me * block, (char *)recv + (size_t)r * block, block);
