@@ -4,6 +4,7 @@
  * Built by `make` (not installed); loaded with package.cpath = "bench/.libs/?.so;..". */
 #include "config.h"
 #include "base/export.h"
+#include "base/stream_copy.h" /* dt_prefetch_l2 (inline: the bench links none of dtlua) */
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -314,8 +315,7 @@ static void exchange_once(gather_copy *g, int me) {
     size_t rb = g->row_bytes, stride = rb * (size_t)n, rows = piece / rb, ahead = (16384 + rb - 1) / rb;
     const char *in = g->in[me] + (size_t)q * rb;
     for (size_t r = 0; r < rows; r++) {
-      if (r + ahead < rows)
-        for (size_t o = 0; o < rb; o += 64) __builtin_prefetch(in + (r + ahead) * stride + o, 0, 1);
+      if (r + ahead < rows) dt_prefetch_l2(in + (r + ahead) * stride, rb);
       row_copy(out + r * rb, in + r * stride, rb);
     }
   }

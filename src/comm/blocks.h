@@ -26,5 +26,10 @@ void *dt_comm_blocks_packed(const void *buf, const dt_comm_block *b, int n, size
                             int pack, size_t *capacity);
 /* The reverse: the contiguous p (counts[r] elements per block) into the blocks of buf. */
 void dt_comm_blocks_unpack(void *buf, const dt_comm_block *b, int n, size_t esz, const void *p, const size_t *counts);
+/* An all_gather into strided blocks made by gather_v (the front's dt_comm_all_gather_v, or a
+ * backend's own _v form): straight into recv when the blocks are one run, else through a packed
+ * buffer unpacked after. */
+int dt_comm_all_gather_through_v(dt_comm *c, const void *send, void *recv, const dt_comm_block *blocks, dt_dtype dt,
+                                 int (*gather_v)(dt_comm *, const void *, void *, const size_t *, dt_dtype));
 
 #endif

@@ -142,22 +142,23 @@ int dt_comm_all_to_all_blocks(dt_comm *c, const void *send, const dt_comm_block 
   dt_comm_blocks_counts(sendblocks, c->size, counts), dt_comm_blocks_counts(recvblocks, c->size, counts + c->size);
   /* a buffer only for a side that is not one run already */
   size_t s_cap = 0, r_cap = 0;
-  void *s = send_as_is ? NULL : dt_comm_blocks_packed(send, sendblocks, c->size, esz, counts, "all_to_all", 1, &s_cap);
-  void *r = recv_as_is || (!send_as_is && !s)
-                ? NULL
-                : dt_comm_blocks_packed(recv, recvblocks, c->size, esz, counts + c->size, "all_to_all", 0, &r_cap);
+  void *s = NULL, *r = NULL;
+  int st = DT_ERR;
+  if (!send_as_is && !(s = dt_comm_blocks_packed(send, sendblocks, c->size, esz, counts, "all_to_all", 1, &s_cap)))
+    goto done;
+  if (!recv_as_is && !(r = dt_comm_blocks_packed(recv, recvblocks, c->size, esz, counts + c->size, "all_to_all", 0, &r_cap)))
+    goto done;
   /* Every count the same and not zero: the equal form, which MPI on one host moves through
    * shared memory (the _v tables are not agreed, so _v stays on MPI's own path).  Every rank
    * reaches the same verdict where the counts are products of a send and a receive length, as
    * Shard(i) -> Shard(j)'s are: a rank that sees k > 0 everywhere sees every length constant. */
   int equal = counts[0] > 0;
   for (int q = 1; q < 2 * c->size; q++) equal &= counts[q] == counts[0];
-  const void *sb = send_as_is ? send : s;
-  void *rb = recv_as_is ? recv : r;
-  int st = !(send_as_is || s) || !(recv_as_is || r) ? DT_ERR
-           : equal ? dt_comm_all_to_all(c, sb, rb, counts[0], dt)
-                   : dt_comm_all_to_all_v(c, sb, counts, rb, counts + c->size, dt);
-  if (st == DT_OK && !recv_as_is) dt_comm_blocks_unpack(recv, recvblocks, c->size, esz, r, counts + c->size);
+  const void *sb = s ? s : send;
+  void *rb = r ? r : recv;
+  st = equal ? dt_comm_all_to_all(c, sb, rb, counts[0], dt) : dt_comm_all_to_all_v(c, sb, counts, rb, counts + c->size, dt);
+  if (st == DT_OK && r) dt_comm_blocks_unpack(recv, recvblocks, c->size, esz, r, counts + c->size);
+done:
   dt_block_free(s, s_cap), dt_block_free(r, r_cap), free(counts);
   return st;
 }
@@ -170,16 +171,7 @@ int dt_comm_all_gather_blocks(dt_comm *c, const void *send, void *recv, const dt
     observe(c, "all_gather", dt_comm_block_numel(&recvblocks[c->rank]), dt);
     return c->ops->all_gather_blocks(c, send, recv, recvblocks, dt);
   }
-  size_t esz = dt_dtype_size(dt), *counts = malloc(sizeof(size_t) * (size_t)c->size);
-  if (!counts) return dt_error("all_gather: out of memory");
-  int as_is = dt_comm_blocks_consecutive(recvblocks, c->size);
-  dt_comm_blocks_counts(recvblocks, c->size, counts);
-  size_t r_cap = 0;
-  void *r = as_is ? NULL : dt_comm_blocks_packed(recv, recvblocks, c->size, esz, counts, "all_gather", 0, &r_cap);
-  int st = as_is || r ? dt_comm_all_gather_v(c, send, as_is ? recv : r, counts, dt) : DT_ERR;
-  if (st == DT_OK && !as_is) dt_comm_blocks_unpack(recv, recvblocks, c->size, esz, r, counts);
-  dt_block_free(r, r_cap), free(counts);
-  return st;
+  return dt_comm_all_gather_through_v(c, send, recv, recvblocks, dt, dt_comm_all_gather_v);
 }
 
 /* Backends without the form: the blocks packed at a common stride (the largest block's size;

@@ -79,3 +79,16 @@ void dt_comm_blocks_unpack(void *buf, const dt_comm_block *b, int n, size_t esz,
   }
 }
 
+int dt_comm_all_gather_through_v(dt_comm *c, const void *send, void *recv, const dt_comm_block *blocks, dt_dtype dt,
+                                 int (*gather_v)(dt_comm *, const void *, void *, const size_t *, dt_dtype)) {
+  size_t esz = dt_dtype_size(dt), cap = 0, *counts = malloc(sizeof(size_t) * (size_t)c->size);
+  if (!counts) return dt_error("all_gather: out of memory");
+  int as_is = dt_comm_blocks_consecutive(blocks, c->size), st = DT_ERR;
+  dt_comm_blocks_counts(blocks, c->size, counts);
+  void *r = as_is ? recv : dt_comm_blocks_packed(recv, blocks, c->size, esz, counts, "all_gather", 0, &cap);
+  if (r) st = gather_v(c, send, r, counts, dt);
+  if (st == DT_OK && !as_is) dt_comm_blocks_unpack(recv, blocks, c->size, esz, r, counts);
+  if (!as_is) dt_block_free(r, cap);
+  free(counts);
+  return st;
+}

@@ -23,7 +23,6 @@
 #include "comm/mpi_impl.h"
 #include "comm/spin_wait.h"
 #include "kernels/cpu/reduce_ops.h"
-#include "tensor/block_cache.h"
 
 typedef struct mpi_comm {
   dt_comm base;
@@ -317,32 +316,24 @@ static int m_all_gather_v(dt_comm *b, const void *send, void *recv, const size_t
 }
 
 /* all_gather into strided blocks: on one host's shared-memory path each peer's elements are
- * read straight into their rows; elsewhere packed around all_gather_v as comm.c would.  The
- * fingerprint is all_gather_v's (the same table), so every rank takes the same branch. */
+ * read straight into their rows; elsewhere through all_gather_v as the front does for backends
+ * without the form.  The fingerprint is all_gather_v's (the same table), so every rank takes
+ * the same branch. */
 static int m_all_gather_blocks(dt_comm *b, const void *send, void *recv, const dt_comm_block *blocks, dt_dtype dt) {
   mpi_comm *c = (mpi_comm *)b;
   int n = b->size;
-  size_t esz = dt_dtype_size(dt), *counts = malloc(sizeof(size_t) * (size_t)n), cap = 0;
+  size_t esz = dt_dtype_size(dt), total = 0;
+  for (int r = 0; r < n; r++) total += dt_comm_block_numel(&blocks[r]);
+  if (!use_shm(c, TC_ALL_GATHER, total * esz)) return dt_comm_all_gather_through_v(b, send, recv, blocks, dt, m_all_gather_v);
+  size_t *counts = malloc(sizeof(size_t) * (size_t)n);
   if (!counts) return dt_error("all_gather: out of memory");
-  size_t total = dt_comm_blocks_counts(blocks, n, counts);
-  int st;
-  if (use_shm(c, TC_ALL_GATHER, total * esz)) {
-    tc_desc d = {.kind = TC_ALL_GATHER, .dtype = dt, .count = counts[b->rank]};
-    st = agree_pub(c, &d, table_hash(counts, n), 1, send, recv);
-    if (st == DT_OK) {
-      dt_mpi_shm_run run = shm_run(c);
-      st = shm_outcome(c, "all_gather", dt_mpi_shm_all_gather_blocks(c->shm, recv, blocks, esz, &run), &run);
-    }
-  } else if (dt_comm_blocks_consecutive(blocks, n)) {
-    st = m_all_gather_v(b, send, recv, counts, dt);
-  } else {
-    void *r = dt_comm_blocks_packed(recv, blocks, n, esz, counts, "all_gather", 0, &cap);
-    st = r ? m_all_gather_v(b, send, r, counts, dt) : DT_ERR;
-    if (st == DT_OK) dt_comm_blocks_unpack(recv, blocks, n, esz, r, counts);
-    dt_block_free(r, cap);
-  }
+  dt_comm_blocks_counts(blocks, n, counts);
+  tc_desc d = {.kind = TC_ALL_GATHER, .dtype = dt, .count = counts[b->rank]};
+  int st = agree_pub(c, &d, table_hash(counts, n), 1, send, recv);
   free(counts);
-  return st;
+  if (st != DT_OK) return st;
+  dt_mpi_shm_run run = shm_run(c);
+  return shm_outcome(c, "all_gather", dt_mpi_shm_all_gather_blocks(c->shm, recv, blocks, esz, &run), &run);
 }
 
 /* DTLUA_DEBUG=collectives, all_to_all_v: does every rank expect what its peers send it?
